@@ -1,0 +1,231 @@
+"""Command line front over the core: the only module that prints.
+
+    python -m bertviz_app predict "A gorgeous, moving film." --json
+    python -m bertviz_app explain "A tedious, joyless slog." --target negative --json
+
+Errors print one line on stderr and exit with status 2; no traceback reaches the user
+(set BERTVIZ_DEBUG=1 to see one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import traceback
+
+__all__ = ["main"]
+
+EXIT_ERROR = 2
+
+
+def _out(obj) -> None:
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+
+
+def _texts(args) -> list[str]:
+    """Texts from the arguments, or one per line of standard input when none (or "-") is given."""
+    if args.text and args.text != ["-"]:
+        return args.text
+    if sys.stdin is None or sys.stdin.isatty():
+        raise SystemExit(_fail("no text given: pass it as an argument or pipe one text per line on stdin"))
+    lines = [line.rstrip("\r\n") for line in sys.stdin]
+    return [line for line in lines if line.strip()]
+
+
+def _fail(message: str) -> int:
+    sys.stderr.write(f"error: {message}\n")
+    return EXIT_ERROR
+
+
+def _load(args):
+    from . import load_model
+
+    return load_model(args.model, device=args.device)
+
+
+def cmd_predict(args) -> int:
+    from . import predict
+
+    lm = _load(args)
+    texts = _texts(args)
+    pairs = [args.pair] * len(texts) if args.pair else None
+    for p in predict(lm, texts, pairs):
+        if args.json:
+            _out(p.to_dict())
+        else:
+            scores = "  ".join(f"{k} {v:.3f}" for k, v in p.scores.items())
+            trunc = "  (truncated)" if p.truncated else ""
+            print(f"{p.label:<12} {scores}  | {p.text[:80]}{trunc}")
+    return 0
+
+
+def cmd_explain(args) -> int:
+    from . import attribute
+
+    lm = _load(args)
+    text = _single(args)
+    a = attribute(lm, text, target=args.target, baseline=args.baseline, n_steps=args.n_steps, pair=args.pair, output=args.output)
+    if args.json:
+        _out(a.to_dict())
+        return 0
+    print(f"target {a.target}: f(x)={a.f_x:.4f}  f(baseline)={a.f_baseline:.4f}  baseline={a.baseline}  n_steps={a.n_steps}")
+    print(f"sum of attributions {float(a.scores.sum()):+.4f}  convergence delta {a.delta:+.2e} ({a.relative_delta:.1%} of f(x)-f(baseline))")
+    top = max(1e-12, float(abs(a.scores).max()))
+    for tok, s in zip(a.tokens, a.scores):
+        bar = ("+" if s >= 0 else "-") * int(round(abs(s) / top * 20))
+        print(f"  {tok:<16} {s:+.4f} {bar}")
+    return 0
+
+
+def cmd_attention(args) -> int:
+    from . import attention, cls_rows
+
+    lm = _load(args)
+    maps = attention(lm, _single(args), pair=args.pair)
+    if args.json:
+        _out(maps.to_dict())
+        return 0
+    layers, heads, t, _ = maps.weights.shape
+    print(f"{layers} layers x {heads} heads x {t} tokens; [CLS] attention (mean of heads) per layer:")
+    rows = cls_rows(maps)  # (L, T)
+    for i, row in enumerate(rows, start=1):
+        top = sorted(zip(row, maps.tokens), reverse=True)[:5]
+        print(f"  layer {i:>2}: " + ", ".join(f"{tok} {w:.2f}" for w, tok in top))
+    return 0
+
+
+def cmd_summary(args) -> int:
+    from . import summary
+
+    s = summary(_load(args))
+    if args.json:
+        _out(s.to_dict())
+        return 0
+    print(f"{s.name}: {s.architecture}, {s.num_layers} layers, {s.num_heads} heads, hidden {s.hidden_size}, "
+          f"max length {s.max_length}, on {s.device} ({s.dtype})")
+    print(f"labels: {', '.join(s.labels)}")
+    for name, n in s.components:
+        print(f"  {name:<24} {n:>12,}")
+    print(f"  {'encoder (BertModel)':<24} {s.encoder_params:>12,}")
+    print(f"  {'total':<24} {s.total_params:>12,}")
+    return 0
+
+
+def cmd_models(args) -> int:
+    from . import list_models
+
+    models = list_models()
+    if args.json:
+        _out(models)
+        return 0
+    for m in models:
+        print(f"{m['name']:<32} {'built' if m['built'] else 'not built (run build-default)':<30} {m['path']}")
+    return 0
+
+
+def cmd_build_default(args) -> int:
+    from . import build_default, get_settings
+
+    dest = get_settings().models_dir / "default"
+    info = build_default(
+        dest,
+        max_train_rows=args.max_train_rows,
+        test_size=args.test_size,
+        epochs=args.epochs,
+        progress=(lambda msg: print(msg, file=sys.stderr, flush=True)) if args.json else (lambda msg: print(msg, flush=True)),
+    )
+    if args.json:
+        _out({"model": "default", "path": str(dest), "metrics": {"accuracy": info["accuracy"], "macro_f1": info["macro_f1"]},
+              "build_seconds": info["build_seconds"]})
+    return 0
+
+
+def cmd_serve(args) -> int:
+    from . import ensure_default_model
+
+    if args.model == "default":
+        ensure_default_model(progress=lambda m: print(m, flush=True))
+    from .ui import launch
+
+    launch(host=args.host, port=args.port, model=args.model)
+    return 0
+
+
+def _single(args) -> str:
+    texts = _texts(args)
+    if len(texts) != 1:
+        raise SystemExit(_fail(f"this command takes one text, got {len(texts)}"))
+    return texts[0]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .config import get_settings
+
+    settings = get_settings()
+    parser = argparse.ArgumentParser(prog="bertviz-app", description="See inside, and adapt, BERT text classifiers.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, func, help: str, text: str | None = None):
+        p = sub.add_parser(name, help=help, description=help)
+        p.add_argument("--model", default=settings.default_model, help="registered name, folder, or Hub id (default: %(default)s)")
+        p.add_argument("--device", default=None, help="auto, cpu, cuda, cuda:N or mps (default: settings, auto)")
+        p.add_argument("--json", action="store_true", help="machine-readable output")
+        if text == "many":
+            p.add_argument("text", nargs="*", help="texts to classify; none or '-' reads one per line from stdin")
+        elif text == "one":
+            p.add_argument("text", nargs="*", help="the text ('-' or nothing: read it from stdin)")
+        if text:
+            p.add_argument("--pair", default=None, help="second text, for sentence-pair models")
+        p.set_defaults(func=func)
+        return p
+
+    add("predict", cmd_predict, "class probabilities for each text", "many")
+    p = add("explain", cmd_explain, "Integrated Gradients attribution of each token", "one")
+    p.add_argument("--target", default=None, help="class to explain (default: the predicted one)")
+    p.add_argument("--baseline", default="pad", choices=["pad", "mask", "unk", "zero"])
+    p.add_argument("--n-steps", type=int, default=50, help="integration steps (default: %(default)s)")
+    p.add_argument("--output", default="prob", choices=["prob", "logit"], help="attribute the probability or the logit")
+    add("attention", cmd_attention, "attention weights of every layer and head", "one")
+    add("summary", cmd_summary, "architecture and parameter counts by component")
+    add("models", cmd_models, "registered models")
+    p = add("build-default", cmd_build_default, "fine-tune the offline default model into models/default")
+    p.add_argument("--max-train-rows", type=int, default=None, help="train on a sample (quick builds for tests)")
+    p.add_argument("--test-size", type=int, default=2000, help="held-out reviews (default: %(default)s)")
+    p.add_argument("--epochs", type=float, default=1.0)
+    p = add("serve", cmd_serve, "serve the web app")
+    p.add_argument("--host", default=settings.host)
+    p.add_argument("--port", type=int, default=settings.port)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
+    try:
+        args = build_parser().parse_args(argv)
+    except ValueError as exc:  # a bad BERTVIZ_* setting
+        return _fail(str(exc))
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    from .errors import BertvizError
+
+    try:
+        return int(args.func(args) or 0)
+    except BertvizError as exc:
+        return _fail(str(exc))
+    except KeyboardInterrupt:
+        return _fail("interrupted")
+    except SystemExit as exc:
+        return int(exc.code) if isinstance(exc.code, int) else EXIT_ERROR
+    except Exception as exc:  # noqa: BLE001 - the edge: never show a traceback
+        if os.environ.get("BERTVIZ_DEBUG"):
+            traceback.print_exc()
+        return _fail(f"unexpected {type(exc).__name__}: {exc} (set BERTVIZ_DEBUG=1 for details)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

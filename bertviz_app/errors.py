@@ -1,0 +1,42 @@
+"""Exceptions raised by the core. Each message says what to do; only the edges (ui/, cli.py)
+translate them (a ``gr.Error`` in the browser, one line on stderr and exit 2 in the CLI)."""
+
+from __future__ import annotations
+
+__all__ = [
+    "BertvizError",
+    "InputError",
+    "ModelLoadError",
+    "ModelNotFoundError",
+    "DataError",
+    "TrainingError",
+    "CancelledError",
+]
+
+
+class BertvizError(Exception):
+    """Base class: every error the core raises on purpose. ``str(err)`` is safe to show a user."""
+
+
+class InputError(BertvizError, ValueError):
+    """A bad argument from the user: empty or huge text, unknown class name, bad n_steps..."""
+
+
+class ModelNotFoundError(BertvizError, LookupError):
+    """No model under that name, folder or Hub id."""
+
+
+class ModelLoadError(BertvizError):
+    """The model exists but cannot or must not be loaded (pickle weights, wrong architecture...)."""
+
+
+class DataError(BertvizError, ValueError):
+    """An uploaded data file cannot be used for training; the message lists what to fix."""
+
+
+class TrainingError(BertvizError):
+    """A training run failed; earlier models are untouched."""
+
+
+class CancelledError(BertvizError):
+    """The user cancelled a job."""

@@ -1,0 +1,75 @@
+"""Class probabilities for many texts: length-sorted batches, per-batch padding, inference_mode."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .config import get_settings
+from .encoding import check_text, encode_batch
+from .errors import InputError
+from .registry import LoadedModel
+from .results import Prediction
+
+__all__ = ["predict", "probabilities"]
+
+
+def probabilities(lm: LoadedModel, logits: torch.Tensor) -> torch.Tensor:
+    """Softmax for single-label models, sigmoid for multi-label ones; always float32."""
+    logits = logits.float()  # (B, C)
+    return torch.sigmoid(logits) if lm.multi_label else torch.softmax(logits, dim=-1)
+
+
+def predict(
+    lm: LoadedModel,
+    texts: str | list[str],
+    pairs: str | list[str] | None = None,
+    batch_size: int = 32,
+) -> list[Prediction]:
+    """Predict every text (with its pair, for sentence-pair models). Order is preserved."""
+    if isinstance(texts, str):
+        texts = [texts]
+    if isinstance(pairs, str):
+        pairs = [pairs]
+    texts = list(texts)
+    if not texts:
+        raise InputError("No text given: enter at least one sentence.")
+    limit = get_settings().max_batch_texts
+    if len(texts) > limit:
+        raise InputError(f"{len(texts):,} texts in one call; the limit is {limit:,}. Split the input.")
+    texts = [check_text(t, f"Text {i + 1}" if len(texts) > 1 else "Text") for i, t in enumerate(texts)]
+    if pairs is not None:
+        pairs = list(pairs)
+        if len(pairs) != len(texts):
+            raise InputError(f"{len(texts)} texts but {len(pairs)} second texts: give one pair per text.")
+        pairs = [check_text(p, f"Second text {i + 1}") for i, p in enumerate(pairs)]
+    if batch_size < 1:
+        raise InputError("batch_size must be at least 1.")
+
+    # Sort by length so each batch pads to similar lengths (cheap: character length is a good proxy).
+    order = np.argsort([len(t) + (len(pairs[i]) if pairs else 0) for i, t in enumerate(texts)], kind="stable")
+    labels = lm.labels
+    results: list[Prediction | None] = [None] * len(texts)
+    with lm.run_lock, torch.inference_mode():
+        for start in range(0, len(texts), batch_size):
+            idx = order[start : start + batch_size]
+            batch_texts = [texts[i] for i in idx]
+            batch_pairs = [pairs[i] for i in idx] if pairs else None
+            enc = encode_batch(lm, batch_texts, batch_pairs)
+            inputs = {k: v.to(lm.device) for k, v in enc.items() if k != "offset_mapping"}
+            logits = lm.model(**inputs).logits  # (B, C)
+            probs = probabilities(lm, logits).cpu().numpy()  # (B, C)
+            lengths = enc["attention_mask"].sum(dim=1).tolist()
+            for row, i in enumerate(idx):
+                p = probs[row]
+                results[i] = Prediction(
+                    text=texts[i],
+                    pair=pairs[i] if pairs else None,
+                    labels=labels,
+                    probs=tuple(float(x) for x in p),
+                    label=labels[int(p.argmax())],
+                    truncated=bool(enc.encodings[row].overflowing),
+                    n_tokens=int(lengths[row]),
+                    multi_label=lm.multi_label,
+                )
+    return results  # type: ignore[return-value]

@@ -1,0 +1,339 @@
+"""Finding and loading models: registered names under ``models/``, local folders, Hub ids.
+
+Safety rules enforced here, once, for every entry point:
+- ``trust_remote_code`` is never passed: no code from a model repo runs;
+- weights load from safetensors only (a pickle ``.bin`` checkpoint is refused, never opened);
+- registered names are confined to ``models/`` (no ``..``, no absolute paths through a name);
+- Hub ids are validated before any network use, and an unreachable Hub fails in seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import socket
+import threading
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from transformers import AutoConfig, AutoTokenizer, BertForSequenceClassification, PreTrainedTokenizerBase
+from transformers import logging as hf_logging
+
+from .config import get_settings
+from .errors import ModelLoadError, ModelNotFoundError
+
+__all__ = ["LoadedModel", "load_model", "list_models", "resolve_device", "clear_cache", "model_dir"]
+
+log = logging.getLogger(__name__)
+
+SUPPORTED_MODEL_TYPES = ("bert",)
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_HUB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+FRESH_HEAD_WARNING = (
+    "This checkpoint has no trained classification head: a fresh, randomly initialised head "
+    "was added, so its predictions are meaningless until you fine-tune it."
+)
+
+
+@dataclass(eq=False)
+class LoadedModel:
+    """A model ready for the analyses: weights, tokenizer and what the UI needs to say about it."""
+
+    name: str
+    source: str  # "registered", "folder" or "hub"
+    path: Path
+    model: BertForSequenceClassification  # eval mode, on ``device``, in ``dtype``
+    tokenizer: PreTrainedTokenizerBase
+    device: torch.device
+    dtype: torch.dtype
+    warnings: tuple[str, ...] = ()
+    _fp32: BertForSequenceClassification | None = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    # Held around every forward pass: Captum registers hooks on the shared modules, so a
+    # predict running beside an attribution would otherwise read hooked outputs.
+    run_lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        id2label = self.model.config.id2label
+        return tuple(str(id2label[i]) for i in range(self.model.config.num_labels))
+
+    @property
+    def multi_label(self) -> bool:
+        return self.model.config.problem_type == "multi_label_classification"
+
+    @property
+    def max_length(self) -> int:
+        tok_max = self.tokenizer.model_max_length
+        pos_max = self.model.config.max_position_embeddings
+        return int(min(tok_max, pos_max)) if tok_max and tok_max < 10**6 else int(pos_max)
+
+    @property
+    def num_layers(self) -> int:
+        return int(self.model.config.num_hidden_layers)
+
+    @property
+    def device_label(self) -> str:
+        """What the UI shows, e.g. "cpu" or "cuda, bf16"."""
+        if self.device.type == "cpu" and self.dtype == torch.float32:
+            return "cpu"
+        return f"{self.device.type}, {_DTYPE_NAMES.get(self.dtype, str(self.dtype))}"
+
+    def fp32_model(self) -> BertForSequenceClassification:
+        """The model in float32 on the same device: attributions always run in fp32, even when
+        inference runs in bf16/fp16 on a GPU. Made once, on first use."""
+        if self.dtype == torch.float32:
+            return self.model
+        with self._lock:
+            if self._fp32 is None:
+                import copy
+
+                self._fp32 = copy.deepcopy(self.model).float().eval()
+            return self._fp32
+
+    def label_index(self, label: str | int | None) -> int | None:
+        """Class index from a label name (case-insensitive) or an index; None stays None."""
+        if label is None or label == "":
+            return None
+        labels = self.labels
+        if isinstance(label, int) or (isinstance(label, str) and label.isdigit() and label not in labels):
+            idx = int(label)
+            if 0 <= idx < len(labels):
+                return idx
+        else:
+            lowered = [lab.lower() for lab in labels]
+            if str(label).lower() in lowered:
+                return lowered.index(str(label).lower())
+        from .errors import InputError
+
+        raise InputError(f"Unknown class {label!r}: this model's classes are {', '.join(labels)}.")
+
+
+_DTYPE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
+_CACHE: dict[tuple[str, str, str], LoadedModel] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def resolve_device(device: str = "auto") -> torch.device:
+    """"auto" picks CUDA, then Apple MPS, then the CPU."""
+    if device in (None, "", "auto"):
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ModelLoadError(f"Unknown device {device!r}: use auto, cpu, cuda, cuda:N or mps.") from exc
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ModelLoadError("Device 'cuda' was asked for but no CUDA GPU is available: use --device auto or cpu.")
+    if dev.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise ModelLoadError("Device 'mps' was asked for but Apple MPS is not available: use --device auto or cpu.")
+    return dev
+
+
+def _inference_dtype(device: torch.device, gpu_dtype: str) -> torch.dtype:
+    if device.type != "cuda" or gpu_dtype == "fp32":
+        return torch.float32
+    if gpu_dtype == "fp16":
+        return torch.float16
+    if gpu_dtype == "bf16" or torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    return torch.float16
+
+
+def model_dir() -> Path:
+    return get_settings().models_dir
+
+
+def _is_model_folder(path: Path) -> bool:
+    return (path / "config.json").is_file()
+
+
+def list_models() -> list[dict]:
+    """Registered models: ``default`` first (built or not), then ``runs/<name>`` newest first.
+    Folders being written (``.tmp-*``) or missing a config are ignored."""
+    root = model_dir()
+    out = [{"name": "default", "path": str(root / "default"), "built": _is_model_folder(root / "default")}]
+    for sub in sorted(root.glob("*")) if root.is_dir() else []:
+        if sub.name in ("default", "runs") or sub.name.startswith(".") or not _is_model_folder(sub):
+            continue
+        out.append({"name": sub.name, "path": str(sub), "built": True})
+    runs = root / "runs"
+    if runs.is_dir():
+        found = [p for p in runs.iterdir() if p.is_dir() and not p.name.startswith(".") and _is_model_folder(p)]
+        for p in sorted(found, key=lambda p: p.stat().st_mtime, reverse=True):
+            out.append({"name": f"runs/{p.name}", "path": str(p), "built": True})
+    return out
+
+
+def _local_alternatives() -> str:
+    names = [m["name"] for m in list_models() if m["built"]]
+    return ", ".join(names) if names else "none built yet (run: python -m bertviz_app build-default)"
+
+
+def _resolve(name_or_path: str) -> tuple[str, Path | str]:
+    """-> ("registered" | "folder", Path) or ("hub", repo_id)."""
+    name = (name_or_path or "").strip()
+    if not name:
+        raise ModelNotFoundError("No model given: use 'default', a folder saved with save_pretrained, or a Hub id.")
+    if "\x00" in name or len(name) > 300:
+        raise ModelNotFoundError("That model name is not valid: use 'default', a registered run name, a folder or a Hub id.")
+    root = model_dir()
+    # 1. registered: "default", "<name>", "runs/<name>" -- confined to models/
+    parts = name.split("/")
+    if name == "default" or (len(parts) == 1 and _NAME_RE.match(name) and (root / name).is_dir()) or (
+        len(parts) == 2 and parts[0] == "runs" and _NAME_RE.match(parts[1])
+    ):
+        path = (root / name).resolve()
+        if not path.is_relative_to(root.resolve()):
+            raise ModelNotFoundError(f"Model name {name!r} points outside the models folder.")
+        if not _is_model_folder(path):
+            if name == "default":
+                raise ModelNotFoundError(
+                    "The default model is not built yet: run `python -m bertviz_app build-default` "
+                    "(about 3-5 minutes on a laptop CPU); `python app.py` builds it on first start."
+                )
+            raise ModelNotFoundError(f"No registered model {name!r}. Available: {_local_alternatives()}.")
+        return "registered", path
+    # 2. a local folder the user typed (the CLI's --model ./my-model, or an absolute path)
+    looks_like_path = name.startswith((".", "/", "~")) or os.sep in name and Path(name).expanduser().exists()
+    if looks_like_path:
+        path = Path(name).expanduser().resolve()
+        if not path.is_dir():
+            raise ModelNotFoundError(f"Folder {name!r} does not exist. Available models: {_local_alternatives()}.")
+        if not _is_model_folder(path):
+            raise ModelNotFoundError(
+                f"Folder {name!r} has no config.json: save the model with save_pretrained() first."
+            )
+        return "folder", path
+    # 3. a Hub id "owner/name"
+    if _HUB_ID_RE.match(name) and ".." not in name:
+        return "hub", name
+    raise ModelNotFoundError(
+        f"Unknown model {name!r}: not a registered name, an existing folder, or a Hub id of the form "
+        f"owner/name. Available models: {_local_alternatives()}."
+    )
+
+
+def _hub_reachable(timeout: float = 3.0) -> str | None:
+    """None when the Hub answers a TCP connect; otherwise the reason it does not."""
+    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False"):
+        return "HF_HUB_OFFLINE is set"
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+    host = re.sub(r"^https?://", "", endpoint).split("/")[0].split(":")[0]
+    try:
+        with socket.create_connection((host, 443), timeout=timeout):
+            return None
+    except OSError as exc:
+        return f"cannot reach {host} ({exc.__class__.__name__}: {exc})"
+
+
+def _download_from_hub(repo_id: str) -> Path:
+    reason = _hub_reachable()
+    if reason:
+        raise ModelNotFoundError(
+            f"Cannot load {repo_id!r} from the Hugging Face Hub: {reason}. "
+            f"Use a local model instead: {_local_alternatives()}, or a folder saved with save_pretrained."
+        )
+    from huggingface_hub import list_repo_files, snapshot_download
+    from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
+
+    try:
+        files = list_repo_files(repo_id)
+    except RepositoryNotFoundError as exc:
+        raise ModelNotFoundError(f"No model {repo_id!r} on the Hugging Face Hub (or it is private).") from exc
+    except (HfHubHTTPError, OSError) as exc:
+        raise ModelNotFoundError(f"The Hub did not answer for {repo_id!r}: {exc}. Try again or use a local model.") from exc
+    if not any(f.endswith(".safetensors") for f in files):
+        raise ModelLoadError(
+            f"{repo_id!r} has no safetensors weights; pickle checkpoints (.bin) are refused because "
+            "loading them can run arbitrary code. Convert it to safetensors first."
+        )
+    path = snapshot_download(
+        repo_id, allow_patterns=["*.json", "*.safetensors", "vocab.txt", "tokenizer*", "*.model"]
+    )
+    return Path(path)
+
+
+def _check_folder(path: Path) -> None:
+    has_st = any(path.glob("*.safetensors"))
+    if not has_st:
+        if any(path.glob("*.bin")) or any(path.glob("*.pt")) or any(path.glob("*.ckpt")):
+            raise ModelLoadError(
+                f"{path.name!r} holds only pickle weights (.bin/.pt); they are refused because loading "
+                "them can run arbitrary code. Re-save the model with save_pretrained(safe_serialization=True)."
+            )
+        raise ModelLoadError(f"{path.name!r} has no model.safetensors: save the model with save_pretrained().")
+
+
+def load_model(name_or_path: str = "default", device: str | None = None, gpu_dtype: str | None = None) -> LoadedModel:
+    """Load (or return the cached) model by registered name, local folder or Hub id.
+
+    ``device``: "auto" (default from settings) picks cuda > mps > cpu. On CUDA inference runs in
+    bf16 (fp16 where bf16 is unsupported) unless ``gpu_dtype`` says otherwise; attributions use
+    an fp32 copy (``LoadedModel.fp32_model``). The same model is loaded once per (path, device, dtype).
+    """
+    settings = get_settings()
+    dev = resolve_device(device or settings.device)
+    dtype = _inference_dtype(dev, gpu_dtype or settings.gpu_dtype)
+    kind, where = _resolve(name_or_path)
+    key = (f"{kind}:{where}", str(dev), str(dtype))
+    with _CACHE_LOCK:
+        if key in _CACHE:
+            return _CACHE[key]
+        path = _download_from_hub(where) if kind == "hub" else where
+        loaded = _load_from_folder(str(name_or_path).strip(), kind, Path(path), dev, dtype)
+        _CACHE[key] = loaded
+        return loaded
+
+
+def clear_cache() -> None:
+    with _CACHE_LOCK:
+        _CACHE.clear()
+
+
+def _load_from_folder(name: str, kind: str, path: Path, dev: torch.device, dtype: torch.dtype) -> LoadedModel:
+    _check_folder(path)
+    try:
+        config = AutoConfig.from_pretrained(path, trust_remote_code=False)
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"Cannot read the config of {name!r}: {exc}") from exc
+    if config.model_type not in SUPPORTED_MODEL_TYPES:
+        raise ModelLoadError(
+            f"{name!r} is a {config.model_type!r} model; this tool explains BERT models "
+            f"(model_type 'bert'), e.g. bert-base-uncased or a BertForSequenceClassification fine-tune."
+        )
+    archs = config.architectures or []
+    has_head = any(a.endswith("ForSequenceClassification") for a in archs)
+    notes: list[str] = []
+    if not has_head:
+        notes.append(FRESH_HEAD_WARNING)
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # the load report is replaced by our own one-line warning
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = BertForSequenceClassification.from_pretrained(
+                path,
+                config=config,
+                dtype=dtype,
+                attn_implementation="eager",  # SDPA returns no attention maps
+                use_safetensors=True,
+                trust_remote_code=False,
+            )
+            tokenizer = AutoTokenizer.from_pretrained(path, use_fast=True, trust_remote_code=False)
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise ModelLoadError(f"Cannot load {name!r}: {exc}") from exc
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    if not tokenizer.is_fast:
+        raise ModelLoadError(f"{name!r} has no fast tokenizer (tokenizer.json); offsets for word merging need one.")
+    model.to(dev).eval()
+    for note in notes:
+        log.warning("%s: %s", name, note)
+    return LoadedModel(name=name, source=kind, path=path, model=model, tokenizer=tokenizer, device=dev, dtype=dtype, warnings=tuple(notes))

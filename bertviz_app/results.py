@@ -1,0 +1,199 @@
+"""Small frozen records returned by the analyses. Fields run in parallel: ``tokens[i]`` goes
+with ``scores[i]``, ``weights[l, h, i, j]`` is how much token i attends to token j."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "TokenInfo",
+    "Prediction",
+    "AttentionMaps",
+    "Attribution",
+    "ClsPath",
+    "ClsLens",
+    "ModelSummary",
+]
+
+
+@dataclass(frozen=True, eq=False)
+class TokenInfo:
+    """The tokens of one encoded input, with what is needed to map them back to words."""
+
+    tokens: tuple[str, ...]
+    offsets: tuple[tuple[int, int], ...]  # character span in its own sequence; (0, 0) for specials
+    sequence_ids: tuple[int | None, ...]  # 0 = text, 1 = pair, None = special token
+    text: str
+    pair: str | None
+    truncated: bool
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+
+@dataclass(frozen=True, eq=False)
+class Prediction:
+    text: str
+    pair: str | None
+    labels: tuple[str, ...]
+    probs: tuple[float, ...]  # parallel to labels: softmax, or sigmoid for multi-label models
+    label: str  # the most probable class
+    truncated: bool  # the input was longer than the model's max length and was cut
+    n_tokens: int
+    multi_label: bool = False
+
+    @property
+    def scores(self) -> dict[str, float]:
+        return dict(zip(self.labels, self.probs))
+
+    @property
+    def active_labels(self) -> tuple[str, ...]:
+        """Multi-label: every class with probability >= 0.5; single-label: the predicted one."""
+        if not self.multi_label:
+            return (self.label,)
+        return tuple(lab for lab, p in zip(self.labels, self.probs) if p >= 0.5)
+
+    def to_dict(self) -> dict:
+        out = {"text": self.text, "label": self.label, "scores": self.scores, "truncated": self.truncated}
+        if self.pair is not None:
+            out["pair"] = self.pair
+        if self.multi_label:
+            out["active_labels"] = list(self.active_labels)
+        return out
+
+
+@dataclass(frozen=True, eq=False)
+class AttentionMaps:
+    info: TokenInfo
+    weights: np.ndarray  # (L, H, T, T) float32, rows sum to 1, real tokens only
+
+    @property
+    def tokens(self) -> tuple[str, ...]:
+        return self.info.tokens
+
+    @property
+    def num_layers(self) -> int:
+        return int(self.weights.shape[0])
+
+    @property
+    def num_heads(self) -> int:
+        return int(self.weights.shape[1])
+
+    def to_dict(self) -> dict:
+        return {"tokens": list(self.tokens), "weights": np.round(self.weights, 6).tolist()}
+
+
+@dataclass(frozen=True, eq=False)
+class Attribution:
+    """Integrated Gradients of one class output with respect to the word embeddings.
+
+    Completeness: ``scores.sum() == f_x - f_baseline - delta`` up to float error, where ``delta``
+    is Captum's convergence delta; ``relative_delta = |delta| / |f_x - f_baseline|`` is the number
+    that says how far to trust the scores (below ~0.05 is good).
+    """
+
+    info: TokenInfo
+    scores: np.ndarray  # (T,) signed, summed over the embedding dimension
+    target: str
+    target_index: int
+    output: str  # "prob" or "logit": what f is
+    f_x: float
+    f_baseline: float
+    delta: float
+    n_steps: int
+    baseline: str
+
+    @property
+    def tokens(self) -> tuple[str, ...]:
+        return self.info.tokens
+
+    @property
+    def relative_delta(self) -> float:
+        gap = abs(self.f_x - self.f_baseline)
+        return float(abs(self.delta) / gap) if gap > 1e-12 else float("inf") if abs(self.delta) > 1e-12 else 0.0
+
+    def to_dict(self) -> dict:
+        return {
+            "tokens": list(self.tokens),
+            "attributions": [float(s) for s in self.scores],
+            "target": self.target,
+            "delta": float(self.delta),
+            "n_steps": self.n_steps,
+            "baseline": self.baseline,
+            "output": self.output,
+            "f_x": self.f_x,
+            "f_baseline": self.f_baseline,
+            "relative_delta": self.relative_delta,
+        }
+
+
+@dataclass(frozen=True, eq=False)
+class ClsPath:
+    """How much each token position, at each depth, contributes to the target class through [CLS].
+
+    Row 0 is the embedding output, row l the output of encoder layer l. Each row is a Layer
+    Integrated Gradients attribution of the same target from the same baseline, so each row
+    sums to f(x) - f(baseline) - deltas[row].
+    """
+
+    info: TokenInfo
+    layer_names: tuple[str, ...]
+    scores: np.ndarray  # (L + 1, T)
+    deltas: np.ndarray  # (L + 1,)
+    target: str
+    f_x: float
+    f_baseline: float
+    n_steps: int
+    baseline: str
+
+    @property
+    def tokens(self) -> tuple[str, ...]:
+        return self.info.tokens
+
+
+@dataclass(frozen=True, eq=False)
+class ClsLens:
+    """Class probabilities read from each depth's [CLS] hidden state through the trained
+    pooler (tanh(W h + b)) and classifier. The last row equals the model's prediction."""
+
+    layer_names: tuple[str, ...]
+    labels: tuple[str, ...]
+    probs: np.ndarray  # (L + 1, C)
+
+
+@dataclass(frozen=True, eq=False)
+class ModelSummary:
+    name: str
+    architecture: str  # e.g. "BertForSequenceClassification"
+    components: tuple[tuple[str, int], ...]  # (component, parameter count), in model order
+    encoder_params: int  # everything in BertModel (embeddings + layers + pooler)
+    classifier_params: int
+    total_params: int
+    config: dict
+    labels: tuple[str, ...]
+    device: str
+    dtype: str
+    num_layers: int
+    num_heads: int
+    hidden_size: int
+    max_length: int
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "architecture": self.architecture,
+            "components": [{"name": n, "params": p} for n, p in self.components],
+            "encoder_params": self.encoder_params,
+            "classifier_params": self.classifier_params,
+            "total_params": self.total_params,
+            "labels": list(self.labels),
+            "device": self.device,
+            "dtype": self.dtype,
+            "num_layers": self.num_layers,
+            "num_heads": self.num_heads,
+            "hidden_size": self.hidden_size,
+            "max_length": self.max_length,
+            "config": self.config,
+        }

@@ -1,0 +1,288 @@
+"""One training engine for every fine-tune (the default model's build and user runs), built on
+the Hugging Face ``Trainer``: distribution comes from ``accelerate launch``/``torchrun`` with no
+code of ours. Batches are grouped by length and padded per batch (about 2x the examples/s of
+random order on a 2-core CPU), and the model folder is written to a temporary folder and renamed
+into place, so a crash or kill never leaves a half-written model or touches earlier ones."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import shutil
+import threading
+import time
+import uuid
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+from transformers import (
+    AutoTokenizer,
+    PrinterCallback,
+    BertForSequenceClassification,
+    DataCollatorWithPadding,
+    Trainer,
+    TrainerCallback,
+    TrainingArguments,
+)
+from transformers import logging as hf_logging
+
+from .errors import CancelledError, InputError, TrainingError
+
+__all__ = ["TrainConfig", "TrainResult", "train_classifier", "atomic_save", "evaluate_predictions"]
+
+log = logging.getLogger(__name__)
+Progress = Callable[[dict], None]
+
+
+@dataclass
+class TrainConfig:
+    epochs: float = field(default=1.0, metadata={"help": "Passes over the training data."})
+    learning_rate: float = field(default=5e-5, metadata={"help": "Peak AdamW learning rate."})
+    batch_size: int = field(default=32, metadata={"help": "Examples per optimisation step (per process)."})
+    max_length: int | None = field(
+        default=None, metadata={"help": "Tokens kept per text; None = the data's 99th percentile, at most the model's."}
+    )
+    warmup_ratio: float = field(default=0.06, metadata={"help": "Fraction of steps with linear warm-up."})
+    weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay."})
+    seed: int = field(default=42, metadata={"help": "Seed for initialisation, shuffling and dropout."})
+    eval_every: int = field(default=0, metadata={"help": "Evaluate every N steps (0 = once per epoch)."})
+    logging_steps: int = field(default=10, metadata={"help": "Report the training loss every N steps."})
+    bf16: bool | None = field(default=None, metadata={"help": "bf16 mixed precision; None = on when the GPU supports it."})
+
+    def __post_init__(self) -> None:
+        checks = {
+            "epochs": 0 < self.epochs <= 100,
+            "learning_rate": 0 < self.learning_rate < 1,
+            "batch_size": 1 <= self.batch_size <= 4096,
+            "warmup_ratio": 0 <= self.warmup_ratio < 1,
+            "weight_decay": 0 <= self.weight_decay < 1,
+            "logging_steps": self.logging_steps >= 1,
+            "eval_every": self.eval_every >= 0,
+            "max_length": self.max_length is None or 8 <= self.max_length <= 4096,
+        }
+        bad = [name for name, ok in checks.items() if not ok]
+        if bad:
+            helps = {f: TrainConfig.__dataclass_fields__[f].metadata["help"] for f in bad}
+            raise InputError("Invalid training settings: " + "; ".join(f"{k}={getattr(self, k)!r} ({h})" for k, h in helps.items()))
+
+
+@dataclass
+class TrainResult:
+    path: Path
+    metrics: dict
+    log_history: list[dict]
+    seconds: float
+    train_examples: int
+    examples_per_second: float
+
+
+class _ListDataset(torch.utils.data.Dataset):
+    def __init__(self, encodings: dict, labels: Sequence):
+        self.encodings = encodings
+        self.labels = labels
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, i: int) -> dict:
+        item = {k: v[i] for k, v in self.encodings.items()}
+        item["labels"] = self.labels[i]
+        return item
+
+
+class _Reporter(TrainerCallback):
+    """Forwards progress to the caller and stops within one step when cancelled."""
+
+    def __init__(self, progress: Progress | None, cancel: threading.Event | None, started: float):
+        self.progress, self.cancel, self.started = progress, cancel, started
+        self.cancelled = False
+
+    def _emit(self, state, **extra) -> None:
+        if self.progress is None:
+            return
+        elapsed = time.time() - self.started
+        done = state.global_step / max(1, state.max_steps)
+        eta = elapsed / done * (1 - done) if done > 0 else None
+        self.progress({"step": state.global_step, "max_steps": state.max_steps, "epoch": state.epoch,
+                       "elapsed": elapsed, "eta": eta, **extra})
+
+    def on_step_end(self, args, state, control, **kw):
+        if self.cancel is not None and self.cancel.is_set():
+            self.cancelled = True
+            control.should_training_stop = True
+        return control
+
+    def on_log(self, args, state, control, logs=None, **kw):
+        self._emit(state, logs=dict(logs or {}))
+
+
+def _tokenize(tokenizer, texts: Sequence[str], pairs: Sequence[str] | None, max_length: int) -> dict:
+    enc = tokenizer(list(texts), list(pairs) if pairs is not None else None, truncation=True, max_length=max_length)
+    return {k: list(v) for k, v in enc.items()}
+
+
+def choose_max_length(tokenizer, texts: Sequence[str], pairs: Sequence[str] | None, model_max: int) -> int:
+    """The data's 99th-percentile token length (rounded up to a multiple of 8), within [16, model_max]."""
+    sample = list(texts[:5000])
+    enc = tokenizer(sample, list(pairs[:5000]) if pairs is not None else None, truncation=True, max_length=model_max)
+    lengths = [len(x) for x in enc["input_ids"]]
+    p99 = int(np.percentile(lengths, 99)) if lengths else model_max
+    return int(min(model_max, max(16, math.ceil(p99 / 8) * 8)))
+
+
+def evaluate_predictions(y_true: Sequence[int], y_pred: Sequence[int], labels: Sequence[str]) -> dict:
+    from sklearn.metrics import accuracy_score, confusion_matrix, f1_score, precision_recall_fscore_support
+
+    idx = list(range(len(labels)))
+    p, r, f, s = precision_recall_fscore_support(y_true, y_pred, labels=idx, zero_division=0)
+    return {
+        "accuracy": float(accuracy_score(y_true, y_pred)),
+        "macro_f1": float(f1_score(y_true, y_pred, labels=idx, average="macro", zero_division=0)),
+        "per_class": {labels[i]: {"precision": float(p[i]), "recall": float(r[i]), "f1": float(f[i]), "support": int(s[i])} for i in idx},
+        "confusion_matrix": confusion_matrix(y_true, y_pred, labels=idx).tolist(),
+        "n": int(len(y_true)),
+    }
+
+
+def train_classifier(
+    base_path: str | Path,
+    labels: Sequence[str],
+    train_texts: Sequence[str],
+    train_labels: Sequence[int],
+    val_texts: Sequence[str] | None = None,
+    val_labels: Sequence[int] | None = None,
+    train_pairs: Sequence[str] | None = None,
+    val_pairs: Sequence[str] | None = None,
+    config: TrainConfig | None = None,
+    work_dir: str | Path | None = None,
+    progress: Progress | None = None,
+    cancel: threading.Event | None = None,
+):
+    """Fine-tune every parameter of a BERT encoder (folder with safetensors) as a
+    ``BertForSequenceClassification`` with these labels. Returns (model, tokenizer, info dict);
+    saving is the caller's (see ``atomic_save``)."""
+    config = config or TrainConfig()
+    if len(train_texts) != len(train_labels):
+        raise InputError("train_texts and train_labels differ in length.")
+    torch.manual_seed(config.seed)
+    base_path = Path(base_path)
+    tokenizer = AutoTokenizer.from_pretrained(base_path, use_fast=True, trust_remote_code=False)
+    id2label = {i: str(lab) for i, lab in enumerate(labels)}
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        model = BertForSequenceClassification.from_pretrained(
+            base_path,
+            num_labels=len(labels),
+            id2label=id2label,
+            label2id={v: k for k, v in id2label.items()},
+            ignore_mismatched_sizes=True,
+            use_safetensors=True,
+            trust_remote_code=False,
+            attn_implementation="sdpa",  # fastest for training; reloaded as eager for attention maps
+        )
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    model_max = int(min(tokenizer.model_max_length if tokenizer.model_max_length < 10**6 else 512,
+                        model.config.max_position_embeddings))
+    max_length = config.max_length or choose_max_length(tokenizer, train_texts, train_pairs, model_max)
+    train_ds = _ListDataset(_tokenize(tokenizer, train_texts, train_pairs, max_length), list(map(int, train_labels)))
+    eval_ds = None
+    if val_texts is not None and len(val_texts):
+        eval_ds = _ListDataset(_tokenize(tokenizer, val_texts, val_pairs, max_length), list(map(int, val_labels)))
+    bf16 = config.bf16 if config.bf16 is not None else bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+    tmp_out = Path(work_dir) if work_dir else Path(os.environ.get("TMPDIR", "/tmp")) / f"bertviz-train-{uuid.uuid4().hex[:8]}"
+
+    def compute_metrics(p):
+        preds = np.asarray(p.predictions).argmax(-1)
+        m = evaluate_predictions(p.label_ids, preds, [id2label[i] for i in range(len(labels))])
+        return {"accuracy": m["accuracy"], "macro_f1": m["macro_f1"]}
+
+    args = TrainingArguments(
+        output_dir=str(tmp_out),
+        num_train_epochs=config.epochs,
+        learning_rate=config.learning_rate,
+        per_device_train_batch_size=config.batch_size,
+        per_device_eval_batch_size=max(config.batch_size, 64),
+        warmup_steps=config.warmup_ratio,  # a float below 1 is a ratio of the total steps
+        weight_decay=config.weight_decay,
+        seed=config.seed,
+        train_sampling_strategy="group_by_length",
+        logging_steps=config.logging_steps,
+        eval_strategy=("steps" if config.eval_every else "epoch") if eval_ds is not None else "no",
+        eval_steps=config.eval_every or None,
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        bf16=bf16,
+        dataloader_num_workers=0,
+        use_cpu=not torch.cuda.is_available(),
+    )
+    started = time.time()
+    reporter = _Reporter(progress, cancel, started)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer = Trainer(
+            model=model,
+            args=args,
+            train_dataset=train_ds,
+            eval_dataset=eval_ds,
+            data_collator=DataCollatorWithPadding(tokenizer),
+            compute_metrics=compute_metrics if eval_ds is not None else None,
+            callbacks=[reporter],
+        )
+        trainer.remove_callback(PrinterCallback)  # progress goes through ``progress`` instead
+        try:
+            out = trainer.train()
+        except torch.OutOfMemoryError as exc:
+            raise TrainingError("Out of memory while training: lower the batch size or max length.") from exc
+    seconds = time.time() - started
+    shutil.rmtree(tmp_out, ignore_errors=True)
+    if reporter.cancelled:
+        raise CancelledError("Training was cancelled; nothing was saved.")
+    model.eval()
+    info = {
+        "max_length": max_length,
+        "train_seconds": seconds,
+        "train_examples": len(train_ds),
+        "examples_per_second": out.metrics.get("train_samples_per_second", len(train_ds) * config.epochs / seconds),
+        "train_loss": out.metrics.get("train_loss"),
+        "log_history": trainer.state.log_history,
+        "config": asdict(config) | {"max_length": max_length, "bf16": bf16},
+    }
+    return model, tokenizer, info
+
+
+def atomic_save(model, tokenizer, dest: Path, extra_files: dict[str, str] | None = None) -> Path:
+    """Write a Hugging Face model folder (safetensors) to a temporary sibling and rename it into
+    place. An existing folder at ``dest`` is replaced only after the new one is complete."""
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.parent / f".tmp-{dest.name}-{uuid.uuid4().hex[:8]}"
+    try:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        for name, text in (extra_files or {}).items():
+            (tmp / name).write_text(text, encoding="utf-8")
+        old = None
+        if dest.exists():
+            old = dest.parent / f".old-{dest.name}-{uuid.uuid4().hex[:8]}"
+            os.replace(dest, old)
+        os.replace(tmp, dest)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return dest
+
+
+def write_json(path: Path, data: dict) -> None:
+    path.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")

@@ -1,0 +1,76 @@
+"""Merge WordPiece tokens back into the words of the original text, using character offsets.
+
+A word is a maximal run of non-space characters of the text as the user typed it, so
+"don't" stays one word, an emoji that became [UNK] maps back to the emoji, and "##ing" joins
+its stem. Special tokens ([CLS], [SEP]) stay words of their own.
+Rules: attributions are summed over a word's pieces; attention *to* a word is summed over its
+pieces and attention *from* a word is averaged (Clark et al. 2019), so rows still sum to 1.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from .results import TokenInfo
+
+__all__ = ["WordGroups", "word_groups", "merge_scores", "merge_attention", "merge_rows"]
+
+_WORD = re.compile(r"\S+")
+
+
+@dataclass(frozen=True)
+class WordGroups:
+    words: tuple[str, ...]
+    groups: tuple[tuple[int, ...], ...]  # token indices of each word, in order
+
+    def __len__(self) -> int:
+        return len(self.words)
+
+
+def word_groups(info: TokenInfo) -> WordGroups:
+    spans = {0: [(m.start(), m.end()) for m in _WORD.finditer(info.text)]}
+    if info.pair is not None:
+        spans[1] = [(m.start(), m.end()) for m in _WORD.finditer(info.pair)]
+    sources = {0: info.text, 1: info.pair or ""}
+    words: list[str] = []
+    groups: list[list[int]] = []
+    current: tuple[int, int] | None = None  # (sequence id, word index) of the open group
+    for i, (tok, (start, end), seq) in enumerate(zip(info.tokens, info.offsets, info.sequence_ids)):
+        if seq is None:  # special token: its own word
+            words.append(tok)
+            groups.append([i])
+            current = None
+            continue
+        word_idx = next((k for k, (a, b) in enumerate(spans[seq]) if a <= start < b), None)
+        if word_idx is None:  # should not happen; keep the token on its own
+            words.append(tok)
+            groups.append([i])
+            current = None
+            continue
+        if current == (seq, word_idx):
+            groups[-1].append(i)
+        else:
+            a, b = spans[seq][word_idx]
+            words.append(sources[seq][a:b])
+            groups.append([i])
+            current = (seq, word_idx)
+    return WordGroups(tuple(words), tuple(tuple(g) for g in groups))
+
+
+def merge_scores(scores: np.ndarray, groups: WordGroups) -> np.ndarray:
+    """(..., T) -> (..., W): sum over each word's pieces."""
+    return np.stack([scores[..., list(g)].sum(axis=-1) for g in groups.groups], axis=-1)
+
+
+def merge_rows(weights: np.ndarray, groups: WordGroups) -> np.ndarray:
+    """Attention to tokens (..., T) -> to words (..., W): summed over pieces."""
+    return merge_scores(weights, groups)
+
+
+def merge_attention(weights: np.ndarray, groups: WordGroups) -> np.ndarray:
+    """(..., T, T) -> (..., W, W): columns (attended-to) summed, rows (attending) averaged."""
+    to_words = merge_scores(weights, groups)  # (..., T, W)
+    return np.stack([to_words[..., list(g), :].mean(axis=-2) for g in groups.groups], axis=-2)  # (..., W, W)

@@ -1,0 +1,68 @@
+"""Shared fixtures: a tiny BERT classifier built from scratch and saved with save_pretrained,
+so the loading path the app uses is the real one. No downloads, runs in a second."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+
+# A 30-odd word WordPiece vocabulary: enough for the sentences the tests use.
+VOCAB = [
+    "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
+    "a", "the", "film", "movie", "good", "bad", "great", "awful", "is", "was", "not",
+    "gorgeous", "moving", "tedious", "slog", "joy", "##less", "##ing", "fun", "it", ",", ".", "!",
+    "'", "t", "don", "<", ">", "img", "src", "=", "x",
+]
+
+
+def make_tiny_model(path: Path, num_labels: int = 2, multi_label: bool = False, with_head: bool = True, seed: int = 0) -> Path:
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification, BertModel, BertTokenizerFast
+
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "vocab.txt").write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
+    tokenizer = BertTokenizerFast(vocab_file=str(path / "vocab.txt"), do_lower_case=True, model_max_length=64)
+    labels = ["negative", "positive"] if num_labels == 2 else [f"class_{i}" for i in range(num_labels)]
+    config = BertConfig(
+        vocab_size=len(VOCAB),
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=64,
+        num_labels=num_labels,
+        id2label=dict(enumerate(labels)),
+        label2id={lab: i for i, lab in enumerate(labels)},
+        problem_type="multi_label_classification" if multi_label else "single_label_classification",
+    )
+    torch.manual_seed(seed)
+    model = BertForSequenceClassification(config) if with_head else BertModel(config)
+    model.save_pretrained(path, safe_serialization=True)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    return make_tiny_model(tmp_path_factory.mktemp("tiny") / "tiny-bert")
+
+
+@pytest.fixture(scope="session")
+def tiny(tiny_model_dir):
+    from bertviz_app import load_model
+
+    return load_model(str(tiny_model_dir), device="cpu")
+
+
+@pytest.fixture()
+def models_dir(tmp_path, monkeypatch) -> Path:
+    """An empty registry folder for this test (BERTVIZ_MODELS_DIR)."""
+    d = tmp_path / "models"
+    d.mkdir()
+    monkeypatch.setenv("BERTVIZ_MODELS_DIR", str(d))
+    return d
