@@ -26,7 +26,7 @@ def make_tiny_model(path: Path, num_labels: int = 2, multi_label: bool = False, 
 
     path.mkdir(parents=True, exist_ok=True)
     (path / "vocab.txt").write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
-    tokenizer = BertTokenizerFast(vocab_file=str(path / "vocab.txt"), do_lower_case=True, model_max_length=64)
+    tokenizer = BertTokenizerFast(vocab=str(path / "vocab.txt"), do_lower_case=True, model_max_length=64)  # transformers 5: `vocab=`; `vocab_file=` is silently ignored
     labels = ["negative", "positive"] if num_labels == 2 else [f"class_{i}" for i in range(num_labels)]
     config = BertConfig(
         vocab_size=len(VOCAB),
