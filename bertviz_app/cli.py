@@ -15,6 +15,7 @@ import logging
 import os
 import sys
 import traceback
+from pathlib import Path
 
 __all__ = ["main"]
 
@@ -143,6 +144,71 @@ def cmd_build_default(args) -> int:
     return 0
 
 
+def cmd_finetune(args) -> int:
+    from .data import build_dataset, guess_columns, read_table, validate, validation_dataset
+    from .finetune import run_finetune
+    from .training import TrainConfig
+
+    rank0 = os.environ.get("RANK", "0") == "0"
+    say = (lambda m: print(m, file=sys.stderr, flush=True)) if args.json else (lambda m: print(m, flush=True))
+    if not rank0:
+        say = lambda m: None  # noqa: E731 - one process reports under accelerate launch
+
+    def dataset(path: str, train=None):
+        table = read_table(path)
+        for notice in table.notices:
+            say(f"note: {notice}")
+        guess = guess_columns(table)
+        text_col = args.text_column or guess.text
+        label_col = args.label_column or guess.label
+        pair_col = args.pair_column or None
+        if text_col is None or label_col is None:
+            raise DataError(f"Could not tell which column holds the {'text' if text_col is None else 'labels'}: "
+                            f"pass --text-column and --label-column (columns: {', '.join(table.columns)}).")
+        say(f"{path}: text column {text_col!r}, label column {label_col!r}" + (f", pair column {pair_col!r}" if pair_col else ""))
+        if train is not None:  # a validation file: indexed on the training classes, overlap removed
+            val, notices = validation_dataset(train, table, text_col, label_col, pair_col)
+            for notice in notices:
+                say(f"note: {notice}")
+            return val
+        report = validate(table, text_col, label_col, pair_col, args.multi_label)
+        for problem in report.problems:
+            say(f"{problem.severity}: {problem.message}")
+        report.raise_if_blocking()
+        return build_dataset(table, text_col, label_col, pair_col, args.multi_label)
+
+    from .errors import DataError
+
+    train = dataset(args.data)
+    val = dataset(args.val_data, train) if args.val_data else None
+    config = TrainConfig(
+        epochs=args.epochs, learning_rate=args.lr, batch_size=args.batch_size, max_length=args.max_length,
+        seed=args.seed, early_stopping_patience=args.patience,
+    )
+
+    def report(event: dict) -> None:
+        logs = event.get("logs", {})
+        bits = [f"step {event['step']}/{event['max_steps']}"]
+        bits += [f"{k} {v:.4f}" for k, v in logs.items() if k in ("loss", "eval_loss", "eval_accuracy", "eval_macro_f1")]
+        if "stage" in logs:
+            bits.append(str(logs["stage"]))
+        if event.get("eta") is not None:
+            bits.append(f"eta {event['eta']:.0f}s")
+        say("  ".join(bits))
+
+    result = run_finetune(train, val, base=args.base, mode=args.mode, name=args.name, config=config,
+                          val_fraction=args.val_fraction, source=Path(args.data).name, progress=report)
+    if result is None:  # a non-main process under accelerate launch
+        return 0
+    m = result.metrics
+    say(f"saved {result.name} ({result.path}): accuracy {m['accuracy']:.4f}, macro-F1 {m['macro_f1']:.4f}, "
+        f"{len(result.misclassified)} misclassified validation rows, {result.seconds:.0f}s")
+    if args.json:
+        _out({"model": result.name, "path": str(result.path), "mode": result.mode,
+              "metrics": {"accuracy": m["accuracy"], "macro_f1": m["macro_f1"]}})
+    return 0
+
+
 def cmd_serve(args) -> int:
     from . import ensure_default_model
 
@@ -195,6 +261,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-train-rows", type=int, default=None, help="train on a sample (quick builds for tests)")
     p.add_argument("--test-size", type=int, default=2000, help="held-out reviews (default: %(default)s)")
     p.add_argument("--epochs", type=float, default=1.0)
+    p = add("finetune", cmd_finetune, "fine-tune a model on a labelled CSV/TSV/TXT file into models/runs/<name>")
+    p.add_argument("data", help="training file with a header row (.csv, .tsv, .txt)")
+    p.add_argument("--text-column", default=None, help="column with the text (default: guessed)")
+    p.add_argument("--label-column", default=None, help="column with the label (default: guessed)")
+    p.add_argument("--pair-column", default=None, help="column with a second text, for sentence pairs")
+    p.add_argument("--val-data", default=None, help="separate validation file (default: a stratified split)")
+    p.add_argument("--val-fraction", type=float, default=0.2)
+    p.add_argument("--multi-label", action="store_true", help="labels like a|b; sigmoid outputs")
+    p.add_argument("--base", default="default", help="starting model: default, encoder (the bare MiniLM), a run, folder or Hub id")
+    p.add_argument("--mode", default="full", choices=["full", "probe"], help="full fine-tune, or frozen encoder + logistic regression")
+    p.add_argument("--name", default=None, help="run name (default: MODE-DATAHASH)")
+    p.add_argument("--epochs", type=float, default=3.0)
+    p.add_argument("--lr", type=float, default=5e-5)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--max-length", type=int, default=None, help="tokens per text (default: the data's 99th percentile)")
+    p.add_argument("--patience", type=int, default=2, help="early stopping: evaluations without improvement (0 = off)")
+    p.add_argument("--seed", type=int, default=42)
     p = add("serve", cmd_serve, "serve the web app")
     p.add_argument("--host", default=settings.host)
     p.add_argument("--port", type=int, default=settings.port)

@@ -54,6 +54,10 @@ class TrainConfig:
     eval_every: int = field(default=0, metadata={"help": "Evaluate every N steps (0 = once per epoch)."})
     logging_steps: int = field(default=10, metadata={"help": "Report the training loss every N steps."})
     bf16: bool | None = field(default=None, metadata={"help": "bf16 mixed precision; None = on when the GPU supports it."})
+    early_stopping_patience: int = field(
+        default=2, metadata={"help": "Stop after this many evaluations without a better validation metric (0 = never)."}
+    )
+    metric: str = field(default="macro_f1", metadata={"help": "Validation metric that picks the best checkpoint: macro_f1 or accuracy."})
 
     def __post_init__(self) -> None:
         checks = {
@@ -64,6 +68,8 @@ class TrainConfig:
             "weight_decay": 0 <= self.weight_decay < 1,
             "logging_steps": self.logging_steps >= 1,
             "eval_every": self.eval_every >= 0,
+            "early_stopping_patience": self.early_stopping_patience >= 0,
+            "metric": self.metric in ("macro_f1", "accuracy"),
             "max_length": self.max_length is None or 8 <= self.max_length <= 4096,
         }
         bad = [name for name, ok in checks.items() if not ok]
@@ -122,6 +128,32 @@ class _Reporter(TrainerCallback):
         self._emit(state, logs=dict(logs or {}))
 
 
+class _BestKeeper(TrainerCallback):
+    """Keeps the weights of the best evaluation in memory (no checkpoint files) and stops early
+    after ``patience`` evaluations without improvement; restored at the end of training."""
+
+    def __init__(self, metric: str, patience: int):
+        self.key = f"eval_{metric}"
+        self.patience = patience
+        self.best: float | None = None
+        self.best_step: int | None = None
+        self.best_state: dict | None = None
+        self.bad_evals = 0
+
+    def on_evaluate(self, args, state, control, metrics=None, model=None, **kw):
+        value = (metrics or {}).get(self.key)
+        if value is None:
+            return control
+        if self.best is None or value > self.best:
+            self.best, self.best_step, self.bad_evals = float(value), state.global_step, 0
+            self.best_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+        else:
+            self.bad_evals += 1
+            if self.patience and self.bad_evals >= self.patience:
+                control.should_training_stop = True
+        return control
+
+
 def _tokenize(tokenizer, texts: Sequence[str], pairs: Sequence[str] | None, max_length: int) -> dict:
     enc = tokenizer(list(texts), list(pairs) if pairs is not None else None, truncation=True, max_length=max_length)
     return {k: list(v) for k, v in enc.items()}
@@ -136,8 +168,21 @@ def choose_max_length(tokenizer, texts: Sequence[str], pairs: Sequence[str] | No
     return int(min(model_max, max(16, math.ceil(p99 / 8) * 8)))
 
 
-def evaluate_predictions(y_true: Sequence[int], y_pred: Sequence[int], labels: Sequence[str]) -> dict:
+def evaluate_predictions(y_true, y_pred, labels: Sequence[str]) -> dict:
+    """Accuracy, macro-F1, per-class precision/recall/F1 and the confusion matrix. Multi-label
+    input (multi-hot arrays (N, C)): subset accuracy, macro-F1 over classes, no confusion matrix."""
     from sklearn.metrics import accuracy_score, confusion_matrix, f1_score, precision_recall_fscore_support
+
+    if np.ndim(y_true) == 2:
+        y_true, y_pred = np.asarray(y_true).astype(int), np.asarray(y_pred).astype(int)  # (N, C)
+        p, r, f, s = precision_recall_fscore_support(y_true, y_pred, zero_division=0)
+        return {
+            "accuracy": float(accuracy_score(y_true, y_pred)),
+            "macro_f1": float(f1_score(y_true, y_pred, average="macro", zero_division=0)),
+            "per_class": {labels[i]: {"precision": float(p[i]), "recall": float(r[i]), "f1": float(f[i]), "support": int(s[i])} for i in range(len(labels))},
+            "confusion_matrix": None,
+            "n": int(len(y_true)),
+        }
 
     idx = list(range(len(labels)))
     p, r, f, s = precision_recall_fscore_support(y_true, y_pred, labels=idx, zero_division=0)
@@ -154,19 +199,30 @@ def train_classifier(
     base_path: str | Path,
     labels: Sequence[str],
     train_texts: Sequence[str],
-    train_labels: Sequence[int],
+    train_labels: Sequence,
     val_texts: Sequence[str] | None = None,
-    val_labels: Sequence[int] | None = None,
+    val_labels: Sequence | None = None,
     train_pairs: Sequence[str] | None = None,
     val_pairs: Sequence[str] | None = None,
     config: TrainConfig | None = None,
+    multi_label: bool = False,
     work_dir: str | Path | None = None,
     progress: Progress | None = None,
     cancel: threading.Event | None = None,
 ):
     """Fine-tune every parameter of a BERT encoder (folder with safetensors) as a
-    ``BertForSequenceClassification`` with these labels. Returns (model, tokenizer, info dict);
-    saving is the caller's (see ``atomic_save``)."""
+    ``BertForSequenceClassification`` with these labels.
+
+    Labels are class indices, or multi-hot rows when ``multi_label``. With validation data the
+    model is evaluated during training (about five times per run unless ``eval_every`` says),
+    the best evaluation's weights are restored at the end, and training stops early after
+    ``early_stopping_patience`` evaluations without improvement. A cancel (``cancel.set()``)
+    stops within one step and also restores the best weights so far (the current ones are
+    evaluated first when no evaluation has run yet).
+
+    Returns (model, tokenizer, info); saving is the caller's (see ``atomic_save``). Under
+    ``accelerate launch`` every process runs this; ``info["is_main_process"]`` says who saves.
+    """
     config = config or TrainConfig()
     if len(train_texts) != len(train_labels):
         raise InputError("train_texts and train_labels differ in length.")
@@ -183,26 +239,39 @@ def train_classifier(
             num_labels=len(labels),
             id2label=id2label,
             label2id={v: k for k, v in id2label.items()},
+            problem_type="multi_label_classification" if multi_label else "single_label_classification",
             ignore_mismatched_sizes=True,
             use_safetensors=True,
             trust_remote_code=False,
-            attn_implementation="sdpa",  # fastest for training; reloaded as eager for attention maps
+            attn_implementation="sdpa",  # fastest for training; the explorer reloads it as eager
         )
     finally:
         hf_logging.set_verbosity(verbosity)
+    base_labels = _base_labels(base_path)
+    if base_labels is not None and base_labels != tuple(id2label.values()):
+        model._init_weights(model.classifier)  # a head trained for other classes would mislead
     model_max = int(min(tokenizer.model_max_length if tokenizer.model_max_length < 10**6 else 512,
                         model.config.max_position_embeddings))
     max_length = config.max_length or choose_max_length(tokenizer, train_texts, train_pairs, model_max)
-    train_ds = _ListDataset(_tokenize(tokenizer, train_texts, train_pairs, max_length), list(map(int, train_labels)))
+
+    def as_targets(rows):
+        return [list(map(float, r)) for r in rows] if multi_label else list(map(int, rows))
+
+    train_ds = _ListDataset(_tokenize(tokenizer, train_texts, train_pairs, max_length), as_targets(train_labels))
     eval_ds = None
     if val_texts is not None and len(val_texts):
-        eval_ds = _ListDataset(_tokenize(tokenizer, val_texts, val_pairs, max_length), list(map(int, val_labels)))
+        eval_ds = _ListDataset(_tokenize(tokenizer, val_texts, val_pairs, max_length), as_targets(val_labels))
     bf16 = config.bf16 if config.bf16 is not None else bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
     tmp_out = Path(work_dir) if work_dir else Path(os.environ.get("TMPDIR", "/tmp")) / f"bertviz-train-{uuid.uuid4().hex[:8]}"
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    steps_total = max(1, math.ceil(len(train_ds) / (config.batch_size * world)) * config.epochs)
+    eval_every = config.eval_every or max(5, int(steps_total // 5))
+    label_names = [id2label[i] for i in range(len(labels))]
 
     def compute_metrics(p):
-        preds = np.asarray(p.predictions).argmax(-1)
-        m = evaluate_predictions(p.label_ids, preds, [id2label[i] for i in range(len(labels))])
+        scores = np.asarray(p.predictions)  # (N, C) logits
+        preds = (scores > 0).astype(int) if multi_label else scores.argmax(-1)
+        m = evaluate_predictions(p.label_ids, preds, label_names)
         return {"accuracy": m["accuracy"], "macro_f1": m["macro_f1"]}
 
     args = TrainingArguments(
@@ -216,8 +285,8 @@ def train_classifier(
         seed=config.seed,
         train_sampling_strategy="group_by_length",
         logging_steps=config.logging_steps,
-        eval_strategy=("steps" if config.eval_every else "epoch") if eval_ds is not None else "no",
-        eval_steps=config.eval_every or None,
+        eval_strategy="steps" if eval_ds is not None else "no",
+        eval_steps=eval_every if eval_ds is not None else None,
         save_strategy="no",
         report_to="none",
         disable_tqdm=True,
@@ -227,6 +296,7 @@ def train_classifier(
     )
     started = time.time()
     reporter = _Reporter(progress, cancel, started)
+    keeper = _BestKeeper(config.metric, config.early_stopping_patience)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer = Trainer(
@@ -236,18 +306,21 @@ def train_classifier(
             eval_dataset=eval_ds,
             data_collator=DataCollatorWithPadding(tokenizer),
             compute_metrics=compute_metrics if eval_ds is not None else None,
-            callbacks=[reporter],
+            callbacks=[reporter, keeper],
         )
         trainer.remove_callback(PrinterCallback)  # progress goes through ``progress`` instead
         try:
             out = trainer.train()
+            if eval_ds is not None and (keeper.best_step != trainer.state.global_step):
+                trainer.evaluate()  # the final weights compete with the best evaluation so far
         except torch.OutOfMemoryError as exc:
             raise TrainingError("Out of memory while training: lower the batch size or max length.") from exc
     seconds = time.time() - started
     shutil.rmtree(tmp_out, ignore_errors=True)
-    if reporter.cancelled:
-        raise CancelledError("Training was cancelled; nothing was saved.")
+    if keeper.best_state is not None:
+        model.load_state_dict(keeper.best_state)
     model.eval()
+    steps_done = trainer.state.global_step
     info = {
         "max_length": max_length,
         "train_seconds": seconds,
@@ -255,9 +328,29 @@ def train_classifier(
         "examples_per_second": out.metrics.get("train_samples_per_second", len(train_ds) * config.epochs / seconds),
         "train_loss": out.metrics.get("train_loss"),
         "log_history": trainer.state.log_history,
-        "config": asdict(config) | {"max_length": max_length, "bf16": bf16},
+        "steps": steps_done,
+        "max_steps": trainer.state.max_steps,
+        "cancelled": reporter.cancelled,
+        "stopped_early": (not reporter.cancelled) and steps_done < trainer.state.max_steps,
+        "best_step": keeper.best_step,
+        "best_metric": keeper.best,
+        "is_main_process": trainer.is_world_process_zero(),
+        "world_size": args.world_size,
+        "config": asdict(config) | {"max_length": max_length, "bf16": bf16, "eval_every": eval_every},
     }
     return model, tokenizer, info
+
+
+def _base_labels(path: Path) -> tuple[str, ...] | None:
+    """The class names of a base model that already has a classification head, else None."""
+    try:
+        cfg = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not any(a.endswith("ForSequenceClassification") for a in cfg.get("architectures") or []):
+        return None
+    id2label = cfg.get("id2label") or {}
+    return tuple(str(id2label[k]) for k in sorted(id2label, key=int))
 
 
 def atomic_save(model, tokenizer, dest: Path, extra_files: dict[str, str] | None = None) -> Path:

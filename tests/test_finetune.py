@@ -1,0 +1,216 @@
+"""Fine-tuning on a generated CSV with the tiny BERT: both modes, the saved run folder,
+cancel, a kill during the save, the two-process (gloo) run, and bad names."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import bertviz_app as bv
+from bertviz_app import InputError
+from bertviz_app.data import build_dataset, read_table
+from bertviz_app.finetune import list_runs, run_finetune
+from bertviz_app.training import TrainConfig, _BestKeeper
+
+ROOT = Path(__file__).resolve().parent.parent
+POS = ["good", "great", "fun", "gorgeous", "moving"]
+NEG = ["bad", "awful", "tedious", "slog", "joyless"]
+
+
+def write_csv(path: Path, n: int = 48, seed: int = 0) -> Path:
+    rng = random.Random(seed)
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["review", "sentiment"])
+        for i in range(n):
+            pos = i % 2 == 1
+            a, b = rng.sample(POS if pos else NEG, 2)
+            w.writerow([f"the film was {a} , {b} {'!' * (i % 4)} {'it ' * (i % 5)}", "positive" if pos else "negative"])
+    return path
+
+
+@pytest.fixture()
+def dataset(tmp_path):
+    table = read_table(write_csv(tmp_path / "reviews.csv"))
+    return build_dataset(table, "review", "sentiment")
+
+
+FAST = TrainConfig(epochs=2, batch_size=8, learning_rate=5e-4, logging_steps=1, eval_every=3, early_stopping_patience=0)
+
+
+def test_full_finetune_saves_a_complete_registered_run(models_dir, tiny_model_dir, dataset):
+    events = []
+    result = run_finetune(dataset, base=str(tiny_model_dir), mode="full", name="r1", config=FAST,
+                          source="reviews.csv", progress=events.append)
+    assert result.name == "runs/r1" and result.path == models_dir / "runs" / "r1"
+    files = {p.name for p in result.path.iterdir()}
+    assert {"model.safetensors", "config.json", "tokenizer.json", "README.md", "run.json", "training_log.json"} <= files
+    assert not any(name.endswith(".bin") for name in files)
+    info = json.loads((result.path / "run.json").read_text())
+    assert info["data_hash"] == dataset.data_hash and info["train_rows"] + info["val_rows"] == len(dataset)
+    assert {"accuracy", "macro_f1", "per_class", "confusion_matrix"} <= set(info["metrics"])
+    cm = np.array(info["metrics"]["confusion_matrix"])
+    assert cm.shape == (2, 2) and cm.sum() == info["val_rows"]
+    assert len(result.misclassified) == cm.sum() - np.trace(cm)
+    assert dataset.data_hash in (result.path / "README.md").read_text()
+    # live progress: training losses and validation metrics arrived while training
+    assert any("loss" in e.get("logs", {}) for e in events)
+    assert any("eval_macro_f1" in e.get("logs", {}) for e in events)
+    assert all(0 <= e["step"] <= e["max_steps"] for e in events)
+    # the run is a registered model the explorer can open at once
+    lm = bv.load_model("runs/r1", device="cpu")
+    assert lm.labels == ("negative", "positive")
+    assert bv.attention(lm, "the film was good").weights.shape[0] == 2
+    assert [r["name"] for r in list_runs()] == ["runs/r1"]
+
+
+def test_probe_mode_is_a_real_classifier_head(models_dir, tiny_model_dir, dataset):
+    result = run_finetune(dataset, base=str(tiny_model_dir), mode="probe", name="p1")
+    info = json.loads((result.path / "run.json").read_text())
+    assert info["mode"] == "probe"
+    lm = bv.load_model("runs/p1", device="cpu")
+    # the saved model reproduces the reported validation accuracy exactly
+    rows = {r["row"] for r in result.misclassified}
+    val_n = info["val_rows"]
+    assert result.metrics["accuracy"] == pytest.approx(1 - len(rows) / val_n)
+    # and the head sits on the pooled [CLS] features: changing the pooler changes the output
+    p = bv.predict(lm, "the film was good , fun")[0]
+    assert sum(p.probs) == pytest.approx(1.0)
+
+
+def test_both_modes_on_same_data_share_the_hash(models_dir, tiny_model_dir, dataset):
+    run_finetune(dataset, base=str(tiny_model_dir), mode="probe", name="a")
+    run_finetune(dataset, base=str(tiny_model_dir), mode="full", name="b", config=FAST)
+    runs = list_runs()
+    assert {r["mode"] for r in runs} == {"full", "probe"}
+    assert len({r["data_hash"] for r in runs}) == 1
+
+
+def test_cancel_stops_and_keeps_the_best_weights_so_far(models_dir, tiny_model_dir, dataset):
+    earlier = run_finetune(dataset, base=str(tiny_model_dir), mode="probe", name="earlier")
+    cancel = threading.Event()
+    config = TrainConfig(epochs=50, batch_size=8, logging_steps=1, eval_every=2, early_stopping_patience=0)
+
+    def progress(event):
+        if event["step"] >= 3:
+            cancel.set()
+
+    result = run_finetune(dataset, base=str(tiny_model_dir), name="cancelled", config=config, progress=progress, cancel=cancel)
+    info = json.loads((result.path / "run.json").read_text())
+    assert result.cancelled and info["cancelled"]
+    assert info["steps"] < info["max_steps"] // 10  # stopped within a step or two of the cancel
+    assert "cancelled" in (result.path / "README.md").read_text()
+    assert bv.load_model("runs/earlier", device="cpu").path == earlier.path  # untouched
+
+
+def test_best_keeper_restores_best_and_stops_early():
+    class Ctl:
+        should_training_stop = False
+
+    class State:
+        global_step = 0
+
+    import torch
+
+    model = torch.nn.Linear(2, 1)
+    keeper = _BestKeeper("macro_f1", patience=2)
+    state, ctl = State(), Ctl()
+    for step, value in enumerate([0.5, 0.8, 0.7, 0.75], start=1):
+        state.global_step = step
+        with torch.no_grad():
+            model.bias.fill_(value)
+        keeper.on_evaluate(None, state, ctl, metrics={"eval_macro_f1": value}, model=model)
+    assert keeper.best == 0.8 and keeper.best_step == 2 and ctl.should_training_stop
+    assert float(keeper.best_state["bias"][0]) == pytest.approx(0.8)
+
+
+@pytest.mark.parametrize("name", ["../escape", "/abs", "a/b", "", "x" * 65, ".hidden"])
+def test_run_names_are_confined(models_dir, tiny_model_dir, dataset, name):
+    with pytest.raises(InputError, match="not allowed"):
+        run_finetune(dataset, base=str(tiny_model_dir), mode="probe", name=name)
+
+
+def test_existing_runs_are_never_overwritten(models_dir, tiny_model_dir, dataset):
+    run_finetune(dataset, base=str(tiny_model_dir), mode="probe", name="keep")
+    with pytest.raises(InputError, match="already exists"):
+        run_finetune(dataset, base=str(tiny_model_dir), mode="probe", name="keep")
+
+
+KILL_DURING_SAVE = r"""
+import sys, time
+from pathlib import Path
+from transformers import AutoTokenizer, BertForSequenceClassification
+from bertviz_app.training import atomic_save
+src, dest = Path(sys.argv[1]), Path(sys.argv[2])
+model = BertForSequenceClassification.from_pretrained(src)
+tok = AutoTokenizer.from_pretrained(src)
+real = type(model).save_pretrained
+def slow(self, path, **kw):
+    real(self, path, **kw)
+    print("WRITING", flush=True)
+    time.sleep(60)
+type(model).save_pretrained = slow
+atomic_save(model, tok, dest, {"run.json": "{}"})
+"""
+
+
+def test_kill_during_save_keeps_earlier_models_and_leaves_no_run(models_dir, tiny_model_dir, dataset):
+    earlier = run_finetune(dataset, base=str(tiny_model_dir), mode="probe", name="before")
+    dest = models_dir / "runs" / "killed"
+    proc = subprocess.Popen([sys.executable, "-c", KILL_DURING_SAVE, str(tiny_model_dir), str(dest)],
+                            stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    assert proc.stdout.readline().strip() == "WRITING"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert not dest.exists()
+    assert any(p.name.startswith(".tmp-killed") for p in dest.parent.iterdir())  # the half-written folder
+    assert [m["name"] for m in bv.list_models()] == ["default", "runs/before"]  # ...which nobody lists
+    bv.clear_cache()
+    assert bv.predict(bv.load_model("runs/before", device="cpu"), "good film")[0].label in earlier.labels
+
+
+def test_cli_finetune_json_contract(models_dir, tiny_model_dir, tmp_path, capsys):
+    from bertviz_app.cli import main
+
+    data = write_csv(tmp_path / "d.csv")
+    code = main(["finetune", str(data), "--text-column", "review", "--label-column", "sentiment", "--base", str(tiny_model_dir),
+                 "--mode", "probe", "--name", "cli-run", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["model"] == "runs/cli-run" and Path(result["path"]).is_dir()
+    assert set(result["metrics"]) == {"accuracy", "macro_f1"}
+    code = main(["finetune", str(data), "--text-column", "nope", "--label-column", "sentiment", "--base", str(tiny_model_dir)])
+    out, err = capsys.readouterr()
+    assert code == 2 and "nope" in err and "review" in err and err.count("\n") == 1
+
+
+def test_two_process_gloo_training_produces_the_same_kind_of_folder(tiny_model_dir, tmp_path):
+    """Two processes with the gloo backend on one CPU machine, launched by accelerate."""
+    data = write_csv(tmp_path / "d.csv", n=64)
+    env = {**os.environ, "BERTVIZ_MODELS_DIR": str(tmp_path / "models"), "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+           "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "29517",
+           "-m", "bertviz_app", "finetune", str(data), "--base", str(tiny_model_dir), "--epochs", "2",
+           "--batch-size", "8", "--name", "ddp", "--json"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    info = json.loads((Path(result["path"]) / "run.json").read_text())
+    assert info["world_size"] == 2
+    # 51 training rows, 8 per process per step: one process needs 7 steps an epoch (14 in all);
+    # two share each step's 16 rows, 3 or 4 steps an epoch depending on how the remainder is split.
+    assert 6 <= info["steps"] <= 8
+    assert (Path(result["path"]) / "model.safetensors").is_file()
