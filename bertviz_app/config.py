@@ -27,7 +27,7 @@ class Settings:
     )
     default_model: str = field(
         default_factory=lambda: _env("MODEL", "default"),
-        metadata={"help": "Model the app opens with: a registered name, a folder or a Hub id."},
+        metadata={"help": "Model the app opens with: a registered name, a folder or a Hub id.", "env": "MODEL"},
     )
     device: str = field(
         default_factory=lambda: _env("DEVICE", "auto"),
@@ -51,6 +51,11 @@ class Settings:
         default_factory=lambda: int(_env("MAX_N_STEPS", "500")),
         metadata={"help": "Largest Integrated Gradients n_steps accepted."},
     )
+    allow_local_paths: bool = field(
+        default_factory=lambda: _env("ALLOW_LOCAL_PATHS", "1").lower() not in ("0", "false", "no", "off"),
+        metadata={"help": "Let the web app open model folders by path (off on public deployments: names "
+                  "are then confined to models/ and Hub ids)."},
+    )
 
     max_upload_mb: float = field(
         default_factory=lambda: float(_env("MAX_UPLOAD_MB", "50")),
@@ -72,8 +77,8 @@ class Settings:
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if isinstance(value, int) and value <= 0:
-                raise ValueError(f"BERTVIZ_{f.name.upper()} must be a positive integer, got {value}")
+            if isinstance(value, int) and not isinstance(value, bool) and value <= 0:
+                raise ValueError(f"{env_name(f)} must be a positive integer, got {value}")
         if not self.max_upload_mb > 0:
             raise ValueError(f"BERTVIZ_MAX_UPLOAD_MB must be a positive number, got {self.max_upload_mb}")
         if self.warn_class_examples < self.min_class_examples:
@@ -83,6 +88,11 @@ class Settings:
             )
         if self.gpu_dtype not in {"auto", "bf16", "fp16", "fp32"}:
             raise ValueError(f"BERTVIZ_GPU_DTYPE must be auto, bf16, fp16 or fp32, got {self.gpu_dtype!r}")
+
+
+def env_name(f) -> str:
+    """The environment variable behind a Settings field, e.g. BERTVIZ_MAX_CHARS."""
+    return "BERTVIZ_" + f.metadata.get("env", f.name.upper())
 
 
 def get_settings() -> Settings:

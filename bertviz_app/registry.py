@@ -176,7 +176,7 @@ def _local_alternatives() -> str:
     return ", ".join(names) if names else "none built yet (run: python -m bertviz_app build-default)"
 
 
-def _resolve(name_or_path: str) -> tuple[str, Path | str]:
+def _resolve(name_or_path: str, allow_paths: bool = True) -> tuple[str, Path | str]:
     """-> ("registered" | "folder", Path) or ("hub", repo_id)."""
     name = (name_or_path or "").strip()
     if not name:
@@ -201,7 +201,12 @@ def _resolve(name_or_path: str) -> tuple[str, Path | str]:
             raise ModelNotFoundError(f"No registered model {name!r}. Available: {_local_alternatives()}.")
         return "registered", path
     # 2. a local folder the user typed (the CLI's --model ./my-model, or an absolute path)
-    looks_like_path = name.startswith((".", "/", "~")) or os.sep in name and Path(name).expanduser().exists()
+    looks_like_path = name.startswith((".", "/", "~", "\\")) or os.sep in name and Path(name).expanduser().exists()
+    if looks_like_path and not allow_paths:
+        raise ModelNotFoundError(
+            f"Opening model folders by path is turned off here (BERTVIZ_ALLOW_LOCAL_PATHS=0): use a registered "
+            f"name or a Hub id. Available models: {_local_alternatives()}."
+        )
     if looks_like_path:
         path = Path(name).expanduser().resolve()
         if not path.is_dir():
@@ -272,17 +277,23 @@ def _check_folder(path: Path) -> None:
         raise ModelLoadError(f"{path.name!r} has no model.safetensors: save the model with save_pretrained().")
 
 
-def load_model(name_or_path: str = "default", device: str | None = None, gpu_dtype: str | None = None) -> LoadedModel:
+def load_model(
+    name_or_path: str = "default",
+    device: str | None = None,
+    gpu_dtype: str | None = None,
+    allow_paths: bool = True,
+) -> LoadedModel:
     """Load (or return the cached) model by registered name, local folder or Hub id.
 
     ``device``: "auto" (default from settings) picks cuda > mps > cpu. On CUDA inference runs in
     bf16 (fp16 where bf16 is unsupported) unless ``gpu_dtype`` says otherwise; attributions use
     an fp32 copy (``LoadedModel.fp32_model``). The same model is loaded once per (path, device, dtype).
+    ``allow_paths=False`` (the web app, when BERTVIZ_ALLOW_LOCAL_PATHS=0) refuses folder paths.
     """
     settings = get_settings()
     dev = resolve_device(device or settings.device)
     dtype = _inference_dtype(dev, gpu_dtype or settings.gpu_dtype)
-    kind, where = _resolve(name_or_path)
+    kind, where = _resolve(name_or_path, allow_paths=allow_paths)
     key = (f"{kind}:{where}", str(dev), str(dtype))
     with _CACHE_LOCK:
         if key in _CACHE:

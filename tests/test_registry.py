@@ -134,3 +134,21 @@ def test_atomic_save_never_leaves_a_half_written_model(tmp_path, monkeypatch):
     assert (dest / "README.md").read_text() == "v1"  # the earlier model is intact
     assert [p.name for p in dest.parent.iterdir()] == ["r1"]  # no temporary folder left behind
     shutil.rmtree(tmp_path / "models")
+
+
+@pytest.mark.parametrize("name", ["/etc", "../models", "./x", "~/x"])
+def test_paths_can_be_turned_off_for_public_deployments(models_dir, name):
+    make_tiny_model(models_dir / "default")
+    with pytest.raises(ModelNotFoundError, match="BERTVIZ_ALLOW_LOCAL_PATHS=0.*Available models: default"):
+        bv.load_model(name, device="cpu", allow_paths=False)
+    assert bv.load_model("default", device="cpu", allow_paths=False).source == "registered"
+
+
+def test_settings_read_from_the_environment(monkeypatch):
+    monkeypatch.setenv("BERTVIZ_ALLOW_LOCAL_PATHS", "0")
+    monkeypatch.setenv("BERTVIZ_MAX_CHARS", "123")
+    s = bv.get_settings()
+    assert s.allow_local_paths is False and s.max_chars == 123
+    monkeypatch.setenv("BERTVIZ_MAX_CHARS", "0")
+    with pytest.raises(ValueError, match="BERTVIZ_MAX_CHARS must be a positive integer"):
+        bv.get_settings()

@@ -1,0 +1,65 @@
+"""The Docker Space deployment: there is no Docker engine in CI, so the Dockerfile's structure
+is checked here, and CI itself runs the same scripts/setup.sh the image runs."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCKERFILE = (ROOT / "Dockerfile").read_text()
+LINES = [line.strip() for line in DOCKERFILE.splitlines() if line.strip() and not line.strip().startswith("#")]
+
+
+def index_of(pattern: str) -> int:
+    for i, line in enumerate(LINES):
+        if re.search(pattern, line):
+            return i
+    raise AssertionError(f"no Dockerfile line matches {pattern!r}")
+
+
+def test_slim_python_base_and_non_root_uid_1000():
+    assert re.match(r"FROM python:3\.\d+-slim", LINES[0])
+    assert index_of(r"useradd .*-u 1000") < index_of(r"^USER user")
+
+
+def test_requirements_installed_before_the_code_is_copied():
+    assert index_of(r"COPY .*requirements\.txt") < index_of(r"RUN pip install .*requirements\.txt") < index_of(r"^COPY --chown=user \. \.")
+
+
+def test_same_setup_script_as_the_readme_builds_the_model_in_the_image():
+    build = index_of(r"RUN .*bash scripts/setup\.sh --build-model")
+    assert build > index_of(r"^USER user")  # the model is built as the user that serves it
+    readme = (ROOT / "README.md").read_text()
+    assert "bash scripts/setup.sh && python app.py" in readme
+    assert "bash scripts/setup.sh --dev && python -m pytest -q" in readme
+    assert "bash scripts/setup.sh --dev && python -m pytest -q" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_port_healthcheck_and_command():
+    assert "EXPOSE 7860" in LINES
+    assert index_of(r"^HEALTHCHECK") < index_of(r"^CMD")
+    assert LINES[-1] == 'CMD ["python", "app.py"]'
+    assert "BERTVIZ_ALLOW_LOCAL_PATHS=0" in DOCKERFILE  # a public Space cannot open server folders
+
+
+def test_dockerignore_keeps_weights_and_git_out():
+    ignored = (ROOT / ".dockerignore").read_text().split()
+    assert ".git" in ignored and "models/*" in ignored
+
+
+def test_readme_front_matter_configures_a_docker_space():
+    readme = (ROOT / "README.md").read_text()
+    front = readme.split("---")[1]
+    assert re.search(r"^sdk: docker$", front, re.M) and re.search(r"^app_port: 7860$", front, re.M)
+    assert re.search(r"^title: .+$", front, re.M) and re.search(r"^emoji: .+$", front, re.M)
+
+
+def test_every_setting_is_documented():
+    from dataclasses import fields
+
+    from bertviz_app.config import Settings, env_name
+
+    readme = (ROOT / "README.md").read_text()
+    for f in fields(Settings):
+        assert f"`{env_name(f)}`" in readme, f"{env_name(f)} is not in the README settings table"
