@@ -220,3 +220,20 @@ def test_core_never_imports_gradio_or_plotly():
     code = "import sys, bertviz_app; bertviz_app.predict; print('gradio' in sys.modules, 'plotly' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False", "False"]
+
+
+def test_cls_path_equals_captum_layer_integrated_gradients(tiny):
+    """The fast path (IG from each depth's hidden state) is the same integral Captum's
+    LayerIntegratedGradients computes with hooks on the whole model."""
+    from captum.attr import LayerIntegratedGradients
+
+    from bertviz_app.attribution import _setup
+
+    path = bv.cls_path(tiny, SENTENCE, n_steps=16, baseline="mask")
+    s = _setup(tiny, SENTENCE, None, None, "mask", 16, "prob")
+    layers = [s.model.bert.embeddings, *s.model.bert.encoder.layer]
+    for row, layer in zip(path.scores, layers):
+        ref = LayerIntegratedGradients(s.forward_ids, layer).attribute(
+            s.ids, baselines=s.base_ids, target=s.target_idx, n_steps=16, additional_forward_args=(s.mask, s.types)
+        )
+        np.testing.assert_allclose(row, ref.sum(-1)[0].detach().numpy(), atol=2e-6)
