@@ -1,0 +1,236 @@
+"""Plotly figures from the core's result arrays. numpy + plotly only: never imports torch.
+
+Every function takes plain arrays and token strings (so the UI can merge word pieces or drop
+[CLS]/[SEP] before plotting) and returns a ``plotly.graph_objects.Figure``.
+
+Untrusted text: plotly renders tick labels, titles and hover text as a small HTML subset, so
+every token is passed through ``html.escape`` before it reaches a figure (``_esc``).
+Token axes are categorical with one unique category per position ("the · 3"), shown with the
+bare token as tick text: repeated tokens ("the" twice) stay separate rows instead of being
+merged, and the hover names the token without a per-cell payload.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+__all__ = [
+    "OVERVIEW_MAX_TOKENS",
+    "attention_heatmap",
+    "attention_overview",
+    "cls_rows_heatmap",
+    "rollout_heatmap",
+    "prob_bar",
+    "attribution_bar",
+    "cls_path_heatmap",
+    "cls_lens_chart",
+    "empty_figure",
+    "pool_matrix",
+]
+
+OVERVIEW_MAX_TOKENS = 32  # each small multiple is pooled down to at most this many tokens per side
+RED, GREEN, GREY = "#d62728", "#2ca02c", "#9e9e9e"
+DIVERGING = [[0.0, "#b2182b"], [0.25, "#ef8a62"], [0.5, "#f7f7f7"], [0.75, "#7fbf7b"], [1.0, "#1b7837"]]
+_FONT = dict(family="Inter, Arial, sans-serif", size=12)
+
+
+def _esc(text: object, limit: int = 40) -> str:
+    s = str(text)
+    if len(s) > limit:
+        s = s[: limit - 1] + "…"
+    return html.escape(s, quote=True)
+
+
+def _labels(tokens: Sequence[str]) -> list[str]:
+    return [_esc(t) for t in tokens]
+
+
+def _layout(fig: go.Figure, title: str, height: int, **kw) -> go.Figure:
+    fig.update_layout(
+        title=dict(text=_esc(title, 200), x=0.01, xanchor="left"),
+        height=height,
+        margin=dict(l=10, r=10, t=50, b=10),
+        font=_FONT,
+        template="plotly_white",
+        **kw,
+    )
+    return fig
+
+
+def empty_figure(message: str = "Run Analyze to see this chart.") -> go.Figure:
+    fig = go.Figure()
+    fig.add_annotation(text=_esc(message, 200), showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return _layout(fig, "", 200)
+
+
+def _axis_size(n: int) -> int:
+    return int(min(900, max(360, 22 * n)))
+
+
+def _cats(tokens: Sequence[str]) -> list[str]:
+    """One unique, escaped category per position: "film · 3"."""
+    return [f"{lab} · {i}" for i, lab in enumerate(_labels(tokens))]
+
+
+def _tick_kw(tokens: Sequence[str]) -> dict:
+    n = len(tokens)
+    step = max(1, int(np.ceil(n / 96)))  # at most ~96 labels per axis; the rest in the hover
+    idx = list(range(0, n, step))
+    labels, cats = _labels(tokens), _cats(tokens)
+    return dict(type="category", tickmode="array", tickvals=[cats[i] for i in idx], ticktext=[labels[i] for i in idx],
+                tickfont=dict(size=10 if n > 40 else 12))
+
+
+def attention_heatmap(matrix: np.ndarray, tokens: Sequence[str], title: str = "Attention") -> go.Figure:
+    """(T, T) attention: row = the token attending (query), column = the token attended to (key)."""
+    z = np.asarray(matrix, dtype=np.float32)  # (T, T)
+    n = len(tokens)
+    if z.shape != (n, n):
+        raise ValueError(f"matrix shape {z.shape} does not match {n} tokens")
+    cats = _cats(tokens)
+    fig = go.Figure(go.Heatmap(
+        z=np.round(z, 4), x=cats, y=cats, colorscale="Blues", zmin=0.0,
+        colorbar=dict(title=dict(text="weight"), thickness=12),
+        hovertemplate="%{y} → %{x}<br>weight %{z:.3f}<extra></extra>",
+    ))
+    fig.update_xaxes(title_text="attended to (key)", side="bottom", tickangle=-60, **_tick_kw(tokens))
+    fig.update_yaxes(title_text="attending (query)", autorange="reversed", **_tick_kw(tokens))
+    fig.update_yaxes(scaleanchor="x", scaleratio=1, constrain="domain")  # square cells
+    fig.update_xaxes(constrain="domain")
+    return _layout(fig, title, _axis_size(n) + 120)
+
+
+def pool_matrix(matrix: np.ndarray, tokens: Sequence[str], max_tokens: int) -> tuple[np.ndarray, list[str]]:
+    """Average-pool the last two axes of (..., T, T) into at most ``max_tokens`` blocks per side.
+    Block labels are "first…last" token. Rows of the result still sum to ~1 after re-scaling."""
+    n = len(tokens)
+    if n <= max_tokens:
+        return matrix, list(tokens)
+    edges = np.linspace(0, n, max_tokens + 1).round().astype(int)
+    blocks = [(a, b) for a, b in zip(edges[:-1], edges[1:]) if b > a]
+    rows = np.stack([matrix[..., a:b, :].mean(axis=-2) for a, b in blocks], axis=-2)  # (..., B, T)
+    pooled = np.stack([rows[..., a:b].sum(axis=-1) for a, b in blocks], axis=-1)  # (..., B, B)
+    labels = [tokens[a] if b - a == 1 else f"{tokens[a]}…{tokens[b - 1]}" for a, b in blocks]
+    return pooled, labels
+
+
+def attention_overview(
+    weights: np.ndarray, tokens: Sequence[str], max_tokens: int = OVERVIEW_MAX_TOKENS
+) -> tuple[go.Figure, str | None]:
+    """Small multiples of every layer x head, (L, H, T, T). Returns (figure, notice or None);
+    inputs longer than ``max_tokens`` are pooled into blocks and the notice says so."""
+    w = np.asarray(weights, dtype=np.float32)  # (L, H, T, T)
+    n_layers, n_heads = w.shape[:2]
+    pooled, labels = pool_matrix(w, list(tokens), max_tokens)  # (L, H, B, B)
+    notice = None
+    if len(labels) < len(tokens):
+        notice = (f"The overview pools {len(tokens)} tokens into {len(labels)} blocks per side so it stays "
+                  "readable; pick a layer and head above to see every token.")
+    fig = make_subplots(
+        rows=n_layers, cols=n_heads, horizontal_spacing=0.004, vertical_spacing=0.006,
+        row_titles=[f"L{i + 1}" for i in range(n_layers)], column_titles=[f"H{j + 1}" for j in range(n_heads)],
+    )
+    # Unique category names ("3 · the") give token hover text without a per-cell customdata payload.
+    cats = _cats(labels)
+    for layer in range(n_layers):
+        for head in range(n_heads):
+            fig.add_trace(
+                go.Heatmap(
+                    z=np.round(pooled[layer, head], 3), x=cats, y=cats, colorscale="Blues", zmin=0.0,
+                    zmax=float(pooled[layer, head].max() or 1), showscale=False,
+                    hovertemplate=(f"layer {layer + 1}, head {head + 1}<br>%{{y}} → %{{x}}"
+                                   "<br>%{z:.3f}<extra></extra>"),
+                ),
+                row=layer + 1, col=head + 1,
+            )
+    fig.update_xaxes(showticklabels=False, ticks="")
+    fig.update_yaxes(showticklabels=False, ticks="", autorange="reversed")
+    fig.update_annotations(font_size=10)
+    cell = 70 if n_heads <= 12 else 50
+    return _layout(fig, "All layers × heads (rows: layers, columns: heads)", 80 + cell * n_layers), notice
+
+
+def cls_rows_heatmap(rows: np.ndarray, tokens: Sequence[str], title: str = "Where [CLS] looks, by layer") -> go.Figure:
+    """(L, T): attention from [CLS] to every token in each layer."""
+    z = np.asarray(rows, dtype=np.float32)  # (L, T)
+    n_layers, n = z.shape
+    if n != len(tokens):
+        raise ValueError(f"rows have {n} columns but there are {len(tokens)} tokens")
+    fig = go.Figure(go.Heatmap(
+        z=np.round(z, 4), x=_cats(tokens), y=[f"layer {i + 1}" for i in range(n_layers)], colorscale="Blues", zmin=0.0,
+        hovertemplate="%{y}: [CLS] → %{x}<br>weight %{z:.3f}<extra></extra>",
+        colorbar=dict(title=dict(text="weight"), thickness=12),
+    ))
+    fig.update_xaxes(tickangle=-60, **_tick_kw(tokens))
+    fig.update_yaxes(autorange="reversed")
+    return _layout(fig, title, 140 + 28 * n_layers)
+
+
+def rollout_heatmap(matrix: np.ndarray, tokens: Sequence[str], layer: int | None = None) -> go.Figure:
+    """(T, T) attention rollout up to ``layer`` (1-based, for the title)."""
+    where = f" up to layer {layer}" if layer else ""
+    return attention_heatmap(matrix, tokens, title=f"Attention rollout{where} (flow from input tokens)")
+
+
+def prob_bar(labels: Sequence[str], probs: Sequence[float], title: str = "Class probabilities") -> go.Figure:
+    p = np.asarray(probs, dtype=np.float64)
+    best = int(p.argmax()) if p.size else -1
+    names = _labels(labels)
+    fig = go.Figure(go.Bar(
+        x=p, y=names, orientation="h", text=[f"{v:.1%}" for v in p], textposition="auto",
+        marker_color=["#1f77b4" if i == best else "#9ecae1" for i in range(len(p))],
+        hovertemplate="%{y}: %{x:.4f}<extra></extra>",
+    ))
+    fig.update_xaxes(range=[0, 1], tickformat=".0%")
+    fig.update_yaxes(autorange="reversed", type="category")
+    return _layout(fig, title, 120 + 34 * len(p))
+
+
+def attribution_bar(tokens: Sequence[str], scores: Sequence[float], title: str = "Attribution by token") -> go.Figure:
+    """Signed bar per token: green pushes towards the target class, red pushes away."""
+    s = np.asarray(scores, dtype=np.float64)  # (T,)
+    fig = go.Figure(go.Bar(
+        x=_cats(tokens), y=s, marker_color=[GREEN if v > 0 else RED if v < 0 else GREY for v in s],
+        hovertemplate="%{x}: %{y:+.4f}<extra></extra>",
+    ))
+    fig.update_xaxes(tickangle=-60, **_tick_kw(tokens))
+    fig.update_yaxes(title_text="attribution", zeroline=True, zerolinecolor="#555")
+    return _layout(fig, title, 360, showlegend=False)
+
+
+def cls_path_heatmap(scores: np.ndarray, layer_names: Sequence[str], tokens: Sequence[str],
+                     title: str = "[CLS] path: attribution by depth") -> go.Figure:
+    """(L + 1, T) signed, on a diverging scale centred at 0 (red against, green for the class)."""
+    z = np.asarray(scores, dtype=np.float32)  # (L + 1, T)
+    if z.shape[-1] != len(tokens):
+        raise ValueError(f"scores have {z.shape[-1]} columns but there are {len(tokens)} tokens")
+    bound = float(np.abs(z).max()) or 1.0
+    fig = go.Figure(go.Heatmap(
+        z=np.round(z, 5), x=_cats(tokens), y=[_esc(x) for x in layer_names], colorscale=DIVERGING,
+        zmid=0.0, zmin=-bound, zmax=bound,
+        hovertemplate="%{y} · %{x}<br>%{z:+.4f}<extra></extra>",
+        colorbar=dict(title=dict(text="attribution"), thickness=12),
+    ))
+    fig.update_xaxes(tickangle=-60, **_tick_kw(tokens))
+    fig.update_yaxes(autorange="reversed")
+    return _layout(fig, title, 160 + 28 * z.shape[0])
+
+
+def cls_lens_chart(layer_names: Sequence[str], labels: Sequence[str], probs: np.ndarray,
+                   title: str = "[CLS] lens: class probability by layer") -> go.Figure:
+    """(L + 1, C): one line per class."""
+    p = np.asarray(probs, dtype=np.float64)  # (L + 1, C)
+    xs = [_esc(x) for x in layer_names]
+    fig = go.Figure()
+    for c, label in enumerate(labels):
+        fig.add_trace(go.Scatter(x=xs, y=p[:, c], mode="lines+markers", name=_esc(label),
+                                 hovertemplate="%{fullData.name} · %{x}: %{y:.3f}<extra></extra>"))
+    fig.update_yaxes(range=[0, 1], tickformat=".0%", title_text="probability")
+    return _layout(fig, title, 360, legend=dict(orientation="h", y=-0.2))

@@ -1,0 +1,197 @@
+"""The Gradio web UI: the only package that imports gradio.
+
+``build_app(model)`` assembles the Blocks app from one module per tab; ``launch()`` queues and
+serves it. One Analyze click computes every analysis once and keeps the records in ``gr.State``;
+layer/head/toggle changes re-render from that state without touching the model.
+
+HTTP API (stable names, see docs/api.md): ``/predict``, ``/attention``, ``/explain``, ``/summary``.
+The UI's own events are hidden from the API docs (``/analyze`` stays callable, undocumented).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+import gradio as gr
+
+import bertviz_app as core
+
+from . import attention_tab, attribution_tab, common, model_tab, predict_tab
+
+__all__ = ["build_app", "launch", "CSS"]
+
+log = logging.getLogger("bertviz_app.ui")
+CSS = common.CSS
+HEAVY = dict(concurrency_limit=1, concurrency_id="heavy")  # model work, one at a time (2-core friendly)
+
+
+def build_app(model: str | None = None) -> gr.Blocks:
+    """The app, not launched. ``model``: what it opens with (default: settings.default_model)."""
+    default = (model or core.get_settings().default_model).strip()
+
+    with gr.Blocks(title="BERT classifier explorer") as demo:
+        gr.Markdown("# BERT classifier explorer\nClass probabilities, attention in every layer and head, and "
+                    "Integrated Gradients attributions along the [CLS] path. Type a text and press **Analyze**.")
+        state = gr.State(None, time_to_live=3600)
+        with gr.Tabs():
+            with gr.Tab("Predict", id="predict"):
+                p = predict_tab.build()
+            with gr.Tab("Attention", id="attention"):
+                a = attention_tab.build()
+            with gr.Tab("Attributions", id="attributions"):
+                t = attribution_tab.build()
+            with gr.Tab("Model", id="model"):
+                m = model_tab.build(default)
+
+        # ------------------------------------------------------------- Analyze: everything once
+        analyze_outputs = {state, p.model_info, p.warnings, p.notice, p.label, p.bar, p.tokens,
+                           a.layer, a.head, a.heatmap, a.cls_rows, a.rollout, a.overview, a.overview_notice,
+                           t.target, t.delta, t.tokens, t.bar, t.path, t.lens}
+
+        @common.guard
+        def analyze(model_name, text, pair, target, baseline, n_steps, layer, head, hide, merge, attr_merge,
+                    progress=gr.Progress()):
+            progress(0.0, desc="Loading model")
+            lm = common.load(model_name, default)
+            if target not in lm.labels:
+                target = common.PREDICTED
+            rec = common.analyze_all(lm, text, pair, target, baseline, n_steps,
+                                     progress=lambda f, d: progress(f, desc=d))
+            progress(0.95, desc="Drawing")
+            out = {state: rec}
+            out.update(predict_tab.render(p, rec, lm))
+            out.update(attention_tab.controls(a, rec, layer, head))
+            out.update(attention_tab.render(a, rec, layer, head, hide, merge))
+            out.update(attribution_tab.controls(t, rec, target))
+            out.update(attribution_tab.render(t, rec, attr_merge))
+            return out
+
+        gr.on([p.analyze.click, p.text.submit], analyze,
+              inputs=[m.model, p.text, p.pair, t.target, t.baseline, t.n_steps, a.layer, a.head, a.hide, a.merge,
+                      t.merge],
+              outputs=analyze_outputs, api_name="analyze", api_visibility="undocumented", **HEAVY)
+
+        # ------------------------------------------------------------- re-render from state
+        gr.on([a.layer.input, a.head.input], common.guard(attention_tab.render_focus),
+              inputs=[state, a.layer, a.head, a.hide, a.merge], outputs=[a.heatmap, a.cls_rows, a.rollout],
+              api_visibility="private", trigger_mode="always_last", show_progress="minimal")
+
+        @common.guard
+        def rerender_attention(rec, layer, head, hide, merge):
+            return attention_tab.render(a, rec, layer, head, hide, merge)
+
+        gr.on([a.hide.input, a.merge.input], rerender_attention, inputs=[state, a.layer, a.head, a.hide, a.merge],
+              outputs={a.heatmap, a.cls_rows, a.rollout, a.overview, a.overview_notice},
+              api_visibility="private", trigger_mode="always_last", show_progress="minimal")
+
+        @common.guard
+        def rerender_attribution(rec, merge):
+            return attribution_tab.render(t, rec, merge)
+
+        t.merge.input(rerender_attribution, inputs=[state, t.merge], outputs={t.delta, t.tokens, t.bar, t.path, t.lens},
+                      api_visibility="private", trigger_mode="always_last", show_progress="minimal")
+
+        # ------------------------------------------------------------- explain again (attribution only)
+        @common.guard
+        def explain_again(rec, target, baseline, n_steps, merge, progress=gr.Progress()):
+            if rec is None:
+                raise core.InputError("Press Analyze first: there is no text to explain yet.")
+            progress(0.0, desc="Loading model")
+            lm = common.load(rec.model, default)
+            info = rec.prediction
+            progress(0.1, desc="Integrated Gradients")
+            attr, path = common.explain_parts(lm, info.text, info.pair, target, baseline, n_steps)
+            rec = dataclasses.replace(rec, attribution=attr, path=path)
+            out = {state: rec}
+            out.update(attribution_tab.render(t, rec, merge))
+            out[p.tokens] = predict_tab.render(p, rec)[p.tokens]
+            return out
+
+        t.explain.click(explain_again, inputs=[state, t.target, t.baseline, t.n_steps, t.merge],
+                        outputs={state, p.tokens, t.delta, t.tokens, t.bar, t.path, t.lens},
+                        api_visibility="private", **HEAVY)
+
+        # ------------------------------------------------------------- model chooser
+        @common.guard
+        def load_model(model_name, target):
+            lm = common.load(model_name, default)
+            out = model_tab.render(m, lm)
+            choices = [common.PREDICTED, *lm.labels]
+            out[t.target] = gr.update(choices=choices, value=target if target in choices else common.PREDICTED)
+            out[p.model_info] = common.model_line(lm)
+            out[p.warnings] = common.warnings_md(lm)
+            return out
+
+        model_outputs = {m.info, m.table, m.config, t.target, p.model_info, p.warnings}
+        m.load.click(load_model, inputs=[m.model, t.target], outputs=model_outputs, api_visibility="private", **HEAVY)
+
+        def on_start(model_name, target):
+            """First page load: show the model, or say plainly why it cannot be loaded (no error toast)."""
+            try:
+                return load_model(model_name, target)
+            except gr.Error as exc:
+                msg = f"**Warning:** {common.esc(exc.message)}"
+                return {m.info: msg, p.model_info: msg}
+
+        demo.load(on_start, inputs=[m.model, t.target], outputs=model_outputs, api_visibility="private", **HEAVY)
+
+        # ------------------------------------------------------------- public API (stable names)
+        _api_endpoints(default)
+    return demo
+
+
+def _api_endpoints(default: str) -> None:
+    def predict(text: str, pair: str = "", model: str = default) -> dict:
+        """Class probabilities: {"label", "scores": {class: probability}, "truncated", "text"}."""
+        lm = common.load(model, default)
+        pred = core.predict(lm, text, pairs=pair if pair and pair.strip() else None)[0]
+        return pred.to_dict()
+
+    def attention(text: str, pair: str = "", layer: int = 0, model: str = default) -> dict:
+        """Attention weights: {"tokens", "weights"} with weights[layer][head][i][j] (query i, key j);
+        layer=0 returns every layer, layer=k (1-based) only that one (as a list of one)."""
+        lm = common.load(model, default)
+        maps = core.attention(lm, text, pair=pair if pair and pair.strip() else None)
+        layer = int(layer or 0)
+        if not 0 <= layer <= maps.num_layers:
+            raise core.InputError(f"layer must be 0 (all) or 1 to {maps.num_layers}, got {layer}.")
+        out = maps.to_dict()
+        if layer:
+            out["weights"] = out["weights"][layer - 1 : layer]
+        out["truncated"] = maps.info.truncated
+        return out
+
+    def explain(text: str, target: str = "", baseline: str = "pad", n_steps: int = 50, pair: str = "",
+                model: str = default) -> dict:
+        """Integrated Gradients: {"tokens", "attributions", "target", "delta", "relative_delta", "n_steps",
+        "baseline", "f_x", "f_baseline"}. target "" = the predicted class."""
+        lm = common.load(model, default)
+        attr = core.attribute(lm, text, target=target or None, baseline=baseline, n_steps=int(n_steps),
+                              pair=pair if pair and pair.strip() else None)
+        out = attr.to_dict()
+        out["relative_delta"] = common.finite(attr.relative_delta)
+        return out
+
+    def summary(model: str = default) -> dict:
+        """Architecture, parameter counts by component, config, labels, device and dtype."""
+        return core.summary(common.load(model, default)).to_dict()
+
+    gr.api(common.guard(predict), api_name="predict", concurrency_limit=2)
+    gr.api(common.guard(attention), api_name="attention", **HEAVY)
+    gr.api(common.guard(explain), api_name="explain", **HEAVY)
+    gr.api(common.guard(summary), api_name="summary", concurrency_limit=2)
+
+
+def launch(host: str | None = None, port: int | None = None, model: str | None = None, **kw) -> gr.Blocks:
+    """Build, queue and serve the app; returns the Blocks (pass prevent_thread_lock=True to get it back
+    at once). Defaults come from settings (host 0.0.0.0, port 7860)."""
+    settings = core.get_settings()
+    demo = build_app(model)
+    demo.queue(default_concurrency_limit=2)
+    kw.setdefault("css", CSS)
+    kw.setdefault("theme", gr.themes.Soft())
+    kw.setdefault("show_error", False)  # never a traceback: handlers raise gr.Error with a clear message
+    kw.setdefault("footer_links", ["api", "gradio"])
+    demo.launch(server_name=host or settings.host, server_port=port or settings.port, **kw)
+    return demo

@@ -1,0 +1,79 @@
+"""Attributions tab: Integrated Gradients per token (coloured text + bar chart), the
+convergence delta with a plain-language verdict, the [CLS] path and the [CLS] lens."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import gradio as gr
+import numpy as np
+
+from .. import plots
+from . import common
+
+
+def build() -> SimpleNamespace:
+    with gr.Row():
+        target = gr.Dropdown(choices=[common.PREDICTED], value=common.PREDICTED, label="Target class",
+                             elem_id="bv-target")
+        baseline = gr.Dropdown(choices=common.BASELINE_CHOICES, value="pad", label="Baseline",
+                               info="what the text is compared against")
+        n_steps = gr.Slider(2, 300, value=50, step=1, label="Integrated Gradients steps (n_steps)")
+        merge = gr.Checkbox(value=True, label="Merge word pieces into words", info="a word's pieces are summed")
+    explain = gr.Button("Explain again with these settings", elem_id="bv-explain")
+    delta = gr.Markdown(elem_id="bv-delta")
+    tokens = gr.HTML(label="Tokens coloured by attribution", elem_id="bv-attr-tokens")
+    bar = gr.Plot(label="Attribution by token", elem_id="bv-attr-bar")
+    with gr.Row():
+        path = gr.Plot(label="[CLS] path", elem_id="bv-cls-path")
+        lens = gr.Plot(label="[CLS] lens", elem_id="bv-cls-lens")
+    gr.Markdown(
+        "**[CLS] path:** the same attribution taken at the output of the embeddings and of every layer: "
+        "evidence starts on the word positions and ends up in [CLS], the only position the classifier reads. "
+        f"({common.PATH_STEPS} steps per layer; the zero baseline is taken as [PAD] here.)  \n"
+        "**[CLS] lens:** the class probabilities you would get by sending each layer's [CLS] state "
+        "through the trained pooler and classifier; the last point is the model's prediction."
+    )
+    return SimpleNamespace(target=target, baseline=baseline, n_steps=n_steps, merge=merge, explain=explain,
+                           delta=delta, tokens=tokens, bar=bar, path=path, lens=lens)
+
+
+def delta_md(attr) -> str:
+    rel = attr.relative_delta
+    gap = attr.f_x - attr.f_baseline
+    what = "probability" if attr.output == "prob" else "logit"
+    head = (f"**Target:** {common.esc(attr.target)} · **baseline:** {common.esc(attr.baseline)} · "
+            f"**n_steps:** {attr.n_steps}  \n"
+            f"The attributions add up to the change in the {what} of “{common.esc(attr.target)}” from the baseline "
+            f"to the text ({attr.f_baseline:.4f} → {attr.f_x:.4f}, a change of {gap:+.4f}), up to the "
+            f"**convergence delta {attr.delta:+.2e}**")
+    if not np.isfinite(rel):
+        return head + ".  \n**Warning:** the text and the baseline give the same output, so the attributions cannot be checked."
+    head += f" ({rel:.1%} of the change)."
+    if rel > common.DELTA_WARN:
+        return head + (f"  \n**Warning: take these attributions with caution.** The integral was approximated with too "
+                       f"few steps ({rel:.0%} error, above {common.DELTA_WARN:.0%}). Raise n_steps and explain again.")
+    return head + "  \n**Converged:** the approximation is good: the scores account for the whole change."
+
+
+def controls(ui: SimpleNamespace, rec: common.Record, target: str) -> dict:
+    choices = [common.PREDICTED, *rec.labels]
+    return {ui.target: gr.update(choices=choices, value=target if target in choices else common.PREDICTED)}
+
+
+def render(ui: SimpleNamespace, rec: common.Record, merge: bool) -> dict:
+    if rec is None:
+        empty = plots.empty_figure()
+        return {ui.delta: "", ui.tokens: "", ui.bar: empty, ui.path: empty, ui.lens: empty}
+    attr = rec.attribution
+    view = common.token_view(attr.info, merge)
+    scores = common.view_scores(attr.scores, view)  # (N,)
+    path_scores = common.view_scores(rec.path.scores, view)  # (L + 1, N)
+    return {
+        ui.delta: delta_md(attr),
+        ui.tokens: common.tokens_html(view.labels, scores, view.special, attr.target),
+        ui.bar: plots.attribution_bar(view.labels, scores, title=f"Attribution to “{attr.target}” by token"),
+        ui.path: plots.cls_path_heatmap(path_scores, rec.path.layer_names, view.labels,
+                                        title=f"[CLS] path: attribution to “{rec.path.target}” by depth"),
+        ui.lens: plots.cls_lens_chart(rec.lens.layer_names, rec.lens.labels, rec.lens.probs),
+    }

@@ -1,0 +1,216 @@
+"""Shared pieces of the web UI: error translation, the one "analyze everything" computation,
+token views (merge word pieces, hide [CLS]/[SEP]) and escaped HTML for coloured tokens.
+
+No module-level mutable state: per-user results travel in ``gr.State`` as a ``Record``;
+models are cached by the core's ``load_model``.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import logging
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import gradio as gr
+import numpy as np
+
+import bertviz_app as core
+
+log = logging.getLogger("bertviz_app.ui")
+
+UNEXPECTED = "Unexpected error while handling this request; the details are in the server log."
+PREDICTED = "(predicted class)"
+BASELINE_CHOICES = [
+    ("[PAD] tokens", "pad"),
+    ("[MASK] tokens", "mask"),
+    ("[UNK] tokens", "unk"),
+    ("zero word vectors", "zero"),
+]
+PATH_STEPS = 20  # Integrated Gradients steps per layer for the [CLS] path
+DELTA_WARN = 0.05  # relative convergence delta above which the attribution gets a warning
+
+
+# --------------------------------------------------------------------------- errors
+def user_error(exc: BaseException) -> gr.Error:
+    """BertvizError -> its own (user-safe) message; anything else -> a generic message, logged."""
+    if isinstance(exc, gr.Error):
+        return exc
+    if isinstance(exc, core.BertvizError):
+        return gr.Error(str(exc))
+    log.error("Unexpected error in the UI", exc_info=exc)
+    return gr.Error(UNEXPECTED)
+
+
+def guard(fn: Callable) -> Callable:
+    """Wrap an event handler so only clear, user-safe messages reach the browser or API client.
+    ``functools.wraps`` keeps the signature and type hints gradio reads (gr.Progress, gr.api)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - this is the translation edge
+            raise user_error(exc) from None
+
+    return wrapper
+
+
+def load(name: str | None, default: str) -> core.LoadedModel:
+    """Load what the user asked for. Folder paths typed in the browser or sent to the API are
+    refused when BERTVIZ_ALLOW_LOCAL_PATHS=0; the operator's own default model is always allowed."""
+    name = (name or "").strip() or default
+    allow = name == default or core.get_settings().allow_local_paths
+    return core.load_model(name, allow_paths=allow)
+
+
+def model_choices(default: str) -> list[str]:
+    names = [m["name"] for m in core.list_models() if m["built"]]
+    if default not in names:
+        names.insert(0, default)
+    return names
+
+
+def model_line(lm: core.LoadedModel) -> str:
+    n = len(lm.labels)
+    kind = "multi-label" if lm.multi_label else "single-label"
+    return (f"**Model:** {esc(lm.name)} · **device:** {esc(lm.device_label)} · {lm.num_layers} layers · "
+            f"{n} classes ({kind}) · reads at most {lm.max_length} tokens")
+
+
+def warnings_md(lm: core.LoadedModel) -> str:
+    return "\n\n".join(f"**Warning:** {esc(w)}" for w in lm.warnings)
+
+
+def esc(text: object) -> str:
+    """Escape for HTML/Markdown output (Markdown passes raw HTML through, so escape that too)."""
+    s = html.escape(str(text), quote=True)
+    for ch in "\\`*_[]|#":
+        s = s.replace(ch, "\\" + ch)
+    return s
+
+
+def finite(x: float) -> float | None:
+    return float(x) if math.isfinite(x) else None
+
+
+# --------------------------------------------------------------------------- the analysis
+@dataclass(frozen=True, eq=False)
+class Record:
+    """Everything one Analyze computed; kept per user in gr.State, re-rendered without recomputing."""
+
+    model: str
+    labels: tuple[str, ...]
+    device_label: str
+    prediction: core.Prediction
+    maps: core.AttentionMaps
+    attribution: core.Attribution
+    path: core.ClsPath
+    lens: core.ClsLens
+
+
+def target_arg(target: str | None) -> str | None:
+    return None if not target or target == PREDICTED else target
+
+
+def explain_parts(lm, text, pair, target, baseline, n_steps):
+    n_steps = int(n_steps)
+    attr = core.attribute(lm, text, target=target_arg(target), baseline=baseline, n_steps=n_steps, pair=pair or None)
+    path = core.cls_path(lm, text, target=attr.target, baseline=baseline, n_steps=PATH_STEPS, pair=pair or None)
+    return attr, path
+
+
+def analyze_all(lm: core.LoadedModel, text: str, pair: str | None, target: str | None, baseline: str,
+                n_steps: int, progress: Callable[[float, str], Any] | None = None) -> Record:
+    """predict + attention + attribution + [CLS] path + [CLS] lens, once."""
+    step = progress or (lambda *_: None)
+    pair = pair if pair and pair.strip() else None
+    step(0.05, "Predicting")
+    pred = core.predict(lm, text, pairs=pair)[0]
+    step(0.15, "Reading attention")
+    maps = core.attention(lm, text, pair=pair)
+    maps = core.AttentionMaps(info=maps.info, weights=maps.weights.astype(np.float16))  # halves per-user memory
+    step(0.25, "Integrated Gradients")
+    attr = core.attribute(lm, text, target=target_arg(target), baseline=baseline, n_steps=int(n_steps), pair=pair)
+    step(0.5, "[CLS] path through the layers")
+    path = core.cls_path(lm, text, target=attr.target, baseline=baseline, n_steps=PATH_STEPS, pair=pair)
+    step(0.9, "[CLS] lens")
+    lens = core.cls_lens(lm, text, pair=pair)
+    return Record(lm.name, lm.labels, lm.device_label, pred, maps, attr, path, lens)
+
+
+# --------------------------------------------------------------------------- token views
+@dataclass(frozen=True)
+class TokenView:
+    """Which units to show (tokens or words) and which of them are [CLS]/[SEP]."""
+
+    labels: list[str]
+    special: np.ndarray  # (N,) bool
+    groups: core.WordGroups | None  # set when word pieces were merged
+
+    def keep(self, hide_specials: bool) -> np.ndarray:
+        return np.flatnonzero(~self.special) if hide_specials and (~self.special).any() else np.arange(len(self.labels))
+
+
+def token_view(info: core.TokenInfo, merge: bool) -> TokenView:
+    special_tok = np.array([s is None for s in info.sequence_ids], dtype=bool)
+    if not merge:
+        return TokenView(list(info.tokens), special_tok, None)
+    groups = core.word_groups(info)
+    special = np.array([len(g) == 1 and special_tok[g[0]] for g in groups.groups], dtype=bool)
+    return TokenView(list(groups.words), special, groups)
+
+
+def view_matrix(weights: np.ndarray, view: TokenView, keep: np.ndarray) -> np.ndarray:
+    """(..., T, T) -> (..., N, N) in the view's units, restricted to ``keep``."""
+    w = np.asarray(weights, dtype=np.float32)
+    if view.groups is not None:
+        w = core.merge_attention(w, view.groups)
+    return w[..., keep[:, None], keep[None, :]] if w.ndim >= 2 else w
+
+
+def view_scores(scores: np.ndarray, view: TokenView, keep: np.ndarray | None = None) -> np.ndarray:
+    """(..., T) -> (..., N): attributions summed over a word's pieces."""
+    s = np.asarray(scores, dtype=np.float64)
+    if view.groups is not None:
+        s = core.merge_scores(s, view.groups)
+    return s if keep is None else s[..., keep]
+
+
+# --------------------------------------------------------------------------- coloured tokens
+def tokens_html(labels: list[str], scores: np.ndarray, special: np.ndarray, target: str, title: str = "") -> str:
+    """Tokens with a red (against) / green (for) background whose strength follows |score|.
+    Every piece of text is escaped; the hover (title attribute) gives the exact value."""
+    s = np.asarray(scores, dtype=np.float64)
+    real = s[~special] if (~special).any() else s
+    scale = float(np.abs(real).max()) or 1.0
+    spans = []
+    for lab, v, sp in zip(labels, s, special):
+        alpha = min(1.0, abs(v) / scale) * 0.85
+        rgb = "44, 160, 44" if v > 0 else "214, 39, 40"
+        style = f"background: rgba({rgb}, {alpha:.2f});"
+        if sp:
+            style += " color: #777; font-size: 0.85em;"
+        spans.append(
+            f'<span class="bv-tok" style="{style}" title="{html.escape(lab, quote=True)}: {v:+.4f}">'
+            f"{html.escape(lab)}</span>"
+        )
+    t = html.escape(target)
+    legend = (
+        '<div class="bv-legend"><span class="bv-tok" style="background: rgba(44,160,44,0.7)">green</span> '
+        f"pushes towards <b>{t}</b> · "
+        '<span class="bv-tok" style="background: rgba(214,39,40,0.7)">red</span> '
+        f"pushes away from <b>{t}</b> · stronger colour = larger attribution (hover a token for its value)</div>"
+    )
+    head = f"<div class='bv-title'>{html.escape(title)}</div>" if title else ""
+    return f'<div class="bv-tokens">{head}<div class="bv-line">{" ".join(spans)}</div>{legend}</div>'
+
+
+CSS = """
+.bv-tokens { line-height: 2.1; font-size: 1.05em; }
+.bv-tok { padding: 2px 4px; border-radius: 4px; margin: 0 1px; white-space: pre-wrap; }
+.bv-legend { margin-top: 6px; font-size: 0.85em; color: var(--body-text-color-subdued); }
+.bv-title { font-weight: 600; margin-bottom: 4px; }
+"""

@@ -1,0 +1,50 @@
+"""Model tab: choose a registered model or type a Hub id / local folder; architecture,
+parameter counts by component, config, labels, device and dtype."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import gradio as gr
+
+import bertviz_app as core
+
+from . import common
+
+
+def build(default: str) -> SimpleNamespace:
+    with gr.Row():
+        model = gr.Dropdown(choices=common.model_choices(default), value=default, allow_custom_value=True,
+                            label="Model", info=("a registered model, or type a Hub id (owner/name)"
+                                                     + (" or a local folder" if core.get_settings().allow_local_paths else "")),
+                            elem_id="bv-model", scale=3)
+        load = gr.Button("Load model", scale=1)
+    info = gr.Markdown(elem_id="bv-model-summary")
+    table = gr.Dataframe(headers=["component", "parameters", "share"], datatype=["str", "str", "str"], interactive=False,
+                         label="Parameters by component")
+    config = gr.JSON(label="Config")
+    return SimpleNamespace(model=model, load=load, info=info, table=table, config=config)
+
+
+def summary_md(s: core.ModelSummary, lm: core.LoadedModel) -> str:
+    lines = [
+        f"### {common.esc(s.name)}",
+        f"**Architecture:** {common.esc(s.architecture)} · {s.num_layers} layers · {s.num_heads} heads · "
+        f"hidden size {s.hidden_size} · reads at most {s.max_length} tokens",
+        f"**Device:** {common.esc(lm.device_label)} · **dtype:** {common.esc(s.dtype)}",
+        f"**Parameters:** {s.total_params:,} in all = {s.encoder_params:,} encoder (embeddings, layers, pooler) "
+        f"+ {s.classifier_params:,} classifier",
+        f"**Labels:** {', '.join(common.esc(x) for x in s.labels)}",
+    ]
+    if lm.warnings:
+        lines.append(common.warnings_md(lm))
+    return "\n\n".join(lines)
+
+
+def render(ui: SimpleNamespace, lm: core.LoadedModel) -> dict:
+    s = core.summary(lm)
+    return {
+        ui.info: summary_md(s, lm),
+        ui.table: [[name, f"{n:,}", f"{n / max(s.total_params, 1):.1%}"] for name, n in s.components],
+        ui.config: s.config,
+    }

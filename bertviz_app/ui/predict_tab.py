@@ -1,0 +1,60 @@
+"""Predict tab: text (and optional second text), the Analyze button, class probabilities."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import gradio as gr
+
+from .. import plots
+from . import common
+
+EXAMPLES = [
+    ["A gorgeous, moving film: a joy from start to finish.", ""],
+    ["The movie was a tedious slog, and the acting was awful.", ""],
+    ["It's not a bad film, but it is not a great one either.", ""],
+]
+
+
+def build() -> SimpleNamespace:
+    with gr.Row():
+        with gr.Column(scale=3):
+            text = gr.Textbox(label="Text", lines=4, placeholder="Type or paste a sentence to classify and explain…",
+                              elem_id="bv-text")
+            pair = gr.Textbox(label="Second text (optional, for sentence-pair models)", lines=2, elem_id="bv-pair")
+            with gr.Row():
+                analyze = gr.Button("Analyze", variant="primary", elem_id="bv-analyze")
+            gr.Examples(EXAMPLES, inputs=[text, pair], label="Examples")
+        with gr.Column(scale=2):
+            model_info = gr.Markdown(elem_id="bv-model-info")
+            warnings = gr.Markdown(elem_id="bv-warnings")
+            notice = gr.Markdown(elem_id="bv-notice")
+            label = gr.Label(label="Class probabilities", elem_id="bv-label")
+    bar = gr.Plot(label="Probabilities", elem_id="bv-prob-bar")
+    tokens = gr.HTML(label="Which tokens drove the prediction (Integrated Gradients)", elem_id="bv-predict-tokens")
+    return SimpleNamespace(text=text, pair=pair, analyze=analyze, model_info=model_info, warnings=warnings,
+                           notice=notice, label=label, bar=bar, tokens=tokens)
+
+
+def truncation_notice(rec: common.Record, max_length: int | None = None) -> str:
+    p = rec.prediction
+    if not p.truncated:
+        return f"{p.n_tokens} tokens."
+    limit = max_length or p.n_tokens
+    return (f"**Warning: the text was truncated.** it is longer than this model reads ({limit} tokens), so only "
+            f"the first {p.n_tokens} tokens were used for the prediction and every chart.")
+
+
+def render(ui: SimpleNamespace, rec: common.Record, lm=None) -> dict:
+    p = rec.prediction
+    view = common.token_view(rec.attribution.info, merge=True)
+    return {
+        ui.model_info: common.model_line(lm) if lm is not None else "",
+        ui.warnings: common.warnings_md(lm) if lm is not None else "",
+        ui.notice: truncation_notice(rec, lm.max_length if lm is not None else None),
+        ui.label: {lab: float(v) for lab, v in zip(p.labels, p.probs)},
+        ui.bar: plots.prob_bar(p.labels, p.probs),
+        ui.tokens: common.tokens_html(view.labels, common.view_scores(rec.attribution.scores, view), view.special,
+                                      rec.attribution.target,
+                                      title=f"Words coloured by their attribution to “{rec.attribution.target}”"),
+    }

@@ -1,0 +1,144 @@
+"""The web UI in a real browser (Playwright + the system Chromium; no browser download).
+
+The app runs in-process on a free port with the tiny model. A last case saves docs/screenshot.png
+with the real default model when it is built (else the tiny one)."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+if not os.path.exists(CHROMIUM):
+    pytest.skip(f"browser tests need Chromium at {CHROMIUM} (not installed here)", allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
+
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run"]
+XSS = "<img src=x onerror=alert(1)>"
+ROOT = Path(__file__).resolve().parent.parent
+TIMEOUT_MS = 90_000
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def serve(model: str):
+    from bertviz_app import ui
+
+    port = free_port()
+    demo = ui.launch(host="127.0.0.1", port=port, model=model, prevent_thread_lock=True, quiet=True)
+    return demo, f"http://127.0.0.1:{port}/"
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    mp.setenv("BERTVIZ_MODELS_DIR", str(tmp_path_factory.mktemp("registry")))
+    yield
+    mp.undo()
+
+
+@pytest.fixture(scope="module")
+def app_url(registry, tiny_model_dir):
+    demo, url = serve(str(tiny_model_dir))
+    yield url
+    demo.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture()
+def page(browser):
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+    pg = ctx.new_page()
+    pg.set_default_timeout(TIMEOUT_MS)
+    pg.dialogs = []  # any alert()/confirm() fired by injected script lands here
+    pg.on("dialog", lambda d: (pg.dialogs.append(d.message), d.dismiss()))
+    yield pg
+    ctx.close()
+
+
+def analyze(page, url: str, text: str) -> None:
+    page.goto(url)
+    page.locator("#bv-text textarea").fill(text)
+    page.locator("#bv-analyze").click()
+    page.wait_for_selector("#bv-predict-tokens .bv-tok")
+
+
+def test_analyze_shows_probabilities_heatmap_and_coloured_tokens(page, app_url):
+    analyze(page, app_url, "the film was great , a joy !")
+    label = page.locator("#bv-label")
+    sync_api.expect(label).to_contain_text("positive")
+    sync_api.expect(label).to_contain_text("negative")
+    sync_api.expect(label).to_contain_text("%")
+    page.wait_for_selector("#bv-prob-bar .js-plotly-plot .barlayer")  # plotly draws after the data arrives
+    tokens = page.locator("#bv-predict-tokens .bv-tok")
+    assert tokens.count() >= 9  # [CLS] + 7 words + [SEP] (+ legend swatches)
+    assert "rgba(" in (tokens.first.get_attribute("style") or "")
+    sync_api.expect(page.locator("#bv-predict-tokens .bv-line")).to_contain_text("great")
+
+    page.get_by_role("tab", name="Attention").click()
+    page.wait_for_selector("#bv-heatmap .js-plotly-plot .heatmaplayer")
+    sync_api.expect(page.locator("#bv-heatmap .js-plotly-plot .xtick").first).to_be_visible()
+    page.wait_for_selector("#bv-overview .js-plotly-plot .heatmaplayer")
+
+    page.get_by_role("tab", name="Attributions").click()
+    sync_api.expect(page.locator("#bv-delta")).to_contain_text("convergence delta")
+    page.wait_for_selector("#bv-cls-path .js-plotly-plot .heatmaplayer")
+    page.wait_for_selector("#bv-cls-lens .js-plotly-plot")
+
+
+def test_empty_text_shows_a_clear_message(page, app_url):
+    page.goto(app_url)
+    page.locator("#bv-text textarea").fill("   ")
+    page.locator("#bv-analyze").click()
+    sync_api.expect(page.get_by_text("empty or whitespace only").first).to_be_visible()
+    assert "Traceback" not in page.content()
+
+
+def test_xss_text_is_shown_as_text_and_never_runs(page, app_url):
+    analyze(page, app_url, XSS)
+    page.get_by_role("tab", name="Attributions").click()
+    page.wait_for_selector("#bv-attr-tokens .bv-tok")
+    page.wait_for_timeout(500)  # give any injected handler the chance to fire
+    assert page.dialogs == []
+    assert page.locator("img[src='x']").count() == 0
+    sync_api.expect(page.locator("#bv-predict-tokens .bv-line")).to_contain_text(XSS)
+    sync_api.expect(page.locator("#bv-attr-tokens .bv-line")).to_contain_text(XSS)
+
+
+def test_screenshot_for_the_readme(browser, registry, tiny_model_dir, monkeypatch):
+    default = ROOT / "models" / "default"
+    if (default / "config.json").is_file():  # the real registry, so the page says "default"
+        monkeypatch.setenv("BERTVIZ_MODELS_DIR", str(ROOT / "models"))
+        model = "default"
+    else:
+        model = str(tiny_model_dir)
+    demo, url = serve(model)
+    try:
+        ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+        page = ctx.new_page()
+        page.set_default_timeout(TIMEOUT_MS)
+        analyze(page, url, "A gorgeous, moving film: a joy from start to finish.")
+        page.wait_for_selector("#bv-prob-bar .js-plotly-plot")
+        page.wait_for_timeout(500)
+        out = ROOT / "docs" / "screenshot.png"
+        out.parent.mkdir(exist_ok=True)
+        page.screenshot(path=str(out), full_page=True)
+        assert out.stat().st_size > 10_000
+        ctx.close()
+    finally:
+        demo.close()

@@ -1,0 +1,166 @@
+"""The HTTP API of the web app, called the way a user would: launch the app in-process on a
+free port (tiny model, empty registry) and call every endpoint with gradio_client."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import numpy as np
+import pytest
+
+pytest.importorskip("gradio")
+from gradio_client import Client  # noqa: E402
+
+XSS = "<img src=x onerror=alert(1)>"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def app_url(tiny_model_dir, tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    registry = tmp_path_factory.mktemp("registry")
+    mp.setenv("BERTVIZ_MODELS_DIR", str(registry))
+    from bertviz_app import ui
+
+    port = free_port()
+    demo = ui.launch(host="127.0.0.1", port=port, model=str(tiny_model_dir), prevent_thread_lock=True, quiet=True)
+    try:
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        demo.close()
+        mp.undo()
+
+
+@pytest.fixture(scope="module")
+def client(app_url):
+    return Client(app_url, verbose=False)
+
+
+def error_message(excinfo) -> str:
+    return str(excinfo.value)
+
+
+def test_public_endpoints_are_the_stable_four(client):
+    named = client.view_api(return_format="dict", print_info=False)["named_endpoints"]
+    assert set(named) == {"/predict", "/attention", "/explain", "/summary"}
+
+
+def test_predict_with_text_alone(client):
+    out = client.predict("the film was good", api_name="/predict")
+    assert set(out["scores"]) == {"negative", "positive"}
+    assert sum(out["scores"].values()) == pytest.approx(1.0, abs=1e-5)
+    assert out["label"] == max(out["scores"], key=out["scores"].get)
+    assert out["truncated"] is False
+
+
+def test_predict_pair_and_truncation(client):
+    out = client.predict("the film was good", "it is fun", api_name="/predict")
+    assert out["pair"] == "it is fun"
+    long = client.predict("the film was good . " * 40, api_name="/predict")  # > 64 tokens of the tiny model
+    assert long["truncated"] is True
+
+
+def test_attention_sizes_match_tokens(client):
+    out = client.predict("the movie is great !", api_name="/attention")
+    tokens = out["tokens"]
+    assert tokens[0] == "[CLS]" and tokens[-1] == "[SEP]"
+    w = np.asarray(out["weights"])  # (L, H, T, T)
+    assert w.shape == (2, 2, len(tokens), len(tokens))
+    np.testing.assert_allclose(w.sum(-1), 1.0, atol=1e-4)
+    one = np.asarray(client.predict("the movie is great !", "", 2, api_name="/attention")["weights"])
+    np.testing.assert_allclose(one[0], w[1], atol=1e-6)
+
+
+def test_explain_returns_delta_and_completes(client):
+    out = client.predict("the film was not good", "positive", "pad", 40, api_name="/explain")
+    assert out["target"] == "positive"
+    assert len(out["tokens"]) == len(out["attributions"])
+    for key in ("delta", "relative_delta", "n_steps", "baseline"):
+        assert key in out
+    assert out["n_steps"] == 40 and out["baseline"] == "pad"
+    # Integrated Gradients completeness: sum + delta == f(x) - f(baseline)
+    assert sum(out["attributions"]) + out["delta"] == pytest.approx(out["f_x"] - out["f_baseline"], abs=1e-5)
+
+
+def test_summary(client):
+    out = client.predict(api_name="/summary")
+    assert out["architecture"] == "BertForSequenceClassification"
+    assert out["labels"] == ["negative", "positive"]
+    assert out["total_params"] == sum(c["params"] for c in out["components"])
+    assert out["device"] == "cpu"
+
+
+@pytest.mark.parametrize("endpoint", ["/predict", "/attention", "/explain"])
+def test_empty_text_gives_a_clear_message(client, endpoint):
+    with pytest.raises(Exception) as excinfo:
+        client.predict("   ", api_name=endpoint)
+    msg = error_message(excinfo)
+    assert "empty" in msg and "enter a sentence" in msg
+    assert "Traceback" not in msg
+
+
+def test_too_long_text_and_bad_arguments(client):
+    with pytest.raises(Exception) as excinfo:
+        client.predict("a " * 15_000, api_name="/predict")
+    assert "the limit is 20,000" in error_message(excinfo)
+    with pytest.raises(Exception) as excinfo:
+        client.predict("the film", "thrilled", api_name="/explain")
+    assert "Unknown class 'thrilled'" in error_message(excinfo)
+    with pytest.raises(Exception) as excinfo:
+        client.predict("the film", "", "pad", 1, api_name="/explain")
+    assert "n_steps must be" in error_message(excinfo)
+    with pytest.raises(Exception) as excinfo:
+        client.predict("the film", model="../../etc", api_name="/predict")
+    assert "model" in error_message(excinfo).lower()
+
+
+def test_xss_text_comes_back_as_text(client):
+    out = client.predict(XSS, api_name="/predict")
+    assert out["text"] == XSS
+    tokens = client.predict(XSS, api_name="/explain")["tokens"]
+    assert "<" in tokens and "img" in tokens
+
+
+def _plot(value) -> dict:
+    """gr.Plot output as returned by the client -> the plotly figure dict."""
+    plot = value["plot"] if isinstance(value, dict) and "plot" in value else value
+    return json.loads(plot) if isinstance(plot, str) else plot
+
+
+def test_analyze_computes_everything_once_and_escapes(client, tiny_model_dir):
+    from bertviz_app.ui import common
+
+    out = client.predict(str(tiny_model_dir), XSS, "", common.PREDICTED, "pad", 20, 1, "mean of heads", False, False,
+                         True, api_name="/analyze")
+    assert isinstance(out, (list, tuple)) and len(out) >= 18
+    texts = [o for o in out if isinstance(o, str)]
+    html_out = [s for s in texts if "bv-tokens" in s]
+    assert html_out, "coloured-token HTML missing from the analyze outputs"
+    for s in html_out:
+        assert "<img" not in s and "&lt;" in s
+    # the token heatmap: z is T x T where T is the number of tokens
+    figs = [_plot(o) for o in out if isinstance(o, dict) and "plot" in o]
+    heat = [f for f in figs if f and f.get("data") and f["data"][0].get("type") == "heatmap"]
+    assert heat
+    n_tokens = len(client.predict(XSS, api_name="/attention")["tokens"])
+    z = heat[0]["data"][0]["z"]
+    shape = z.get("shape") if isinstance(z, dict) else (len(z), len(z[0]))
+    if isinstance(shape, str):
+        shape = tuple(int(x) for x in shape.split(","))
+    assert tuple(shape) == (n_tokens, n_tokens)
+
+
+def test_folder_paths_refused_when_local_paths_are_off(client, tiny_model_dir, monkeypatch):
+    monkeypatch.setenv("BERTVIZ_ALLOW_LOCAL_PATHS", "0")
+    with pytest.raises(Exception) as excinfo:
+        client.predict("the film", model=str(tiny_model_dir.parent / ".." / tiny_model_dir.parent.name / "tiny-bert"),
+                       api_name="/predict")
+    assert "BERTVIZ_ALLOW_LOCAL_PATHS=0" in error_message(excinfo)
+    # the operator's own model (the app's default) still works
+    assert client.predict("the film", api_name="/predict")["label"] in ("negative", "positive")
