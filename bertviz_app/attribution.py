@@ -32,7 +32,7 @@ OUTPUTS = ("prob", "logit")
 # Tokens x steps per internal batch: keeps a 512-token explanation within ~2 GB on a CPU.
 TOKEN_BUDGET = 4096
 # Gauss-Legendre steps an adaptive (``tolerance=``) attribution starts from, doubling until met.
-ADAPTIVE_START = 8
+ADAPTIVE_START = 16  # measured: fewer than 16 almost never reaches 0.05 on a fine-tuned model
 # Attention kernel for the IG forward/backward passes (no maps are needed; bench/ flips it).
 IG_ATTENTION = "sdpa"
 log = logging.getLogger(__name__)
@@ -153,7 +153,7 @@ def attribute(
     (``output="prob"``) or logit, and ``delta`` is the convergence delta (Captum's definition).
 
     ``tolerance`` (opt-in): a guaranteed relative delta. The attribution starts with
-    ``min(n_steps, 8)`` Gauss-Legendre steps and doubles them until
+    ``min(n_steps, 16)`` Gauss-Legendre steps and doubles them until
     ``relative_delta <= tolerance`` (or ``|delta| <= 1e-6``); only if the settings' ``max_n_steps``
     is reached first is a looser result returned (its ``relative_delta`` says so, and a warning
     is logged). ``n_steps`` in the result is the number of steps actually used.

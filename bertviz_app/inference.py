@@ -8,10 +8,16 @@ import torch
 from .config import get_settings
 from .encoding import check_text, encode_batch
 from .errors import InputError
-from .registry import LoadedModel
+from .registry import LoadedModel, attention_implementation
 from .results import Prediction
 
 __all__ = ["predict", "probabilities"]
+
+# Attention kernel for predictions (no maps needed). "eager" restores the old behaviour; bench/ flips
+# it to measure what SDPA is worth.
+PREDICT_ATTENTION = "sdpa"
+# Sort texts by length before batching (bench/ flips it to measure what sorting is worth).
+SORT_BY_LENGTH = True
 
 
 def probabilities(lm: LoadedModel, logits: torch.Tensor) -> torch.Tensor:
@@ -47,10 +53,13 @@ def predict(
         raise InputError("batch_size must be at least 1.")
 
     # Sort by length so each batch pads to similar lengths (cheap: character length is a good proxy).
-    order = np.argsort([len(t) + (len(pairs[i]) if pairs else 0) for i, t in enumerate(texts)], kind="stable")
+    if SORT_BY_LENGTH:
+        order = np.argsort([len(t) + (len(pairs[i]) if pairs else 0) for i, t in enumerate(texts)], kind="stable")
+    else:
+        order = np.arange(len(texts))
     labels = lm.labels
     results: list[Prediction | None] = [None] * len(texts)
-    with lm.run_lock, torch.inference_mode():
+    with lm.run_lock, torch.inference_mode(), attention_implementation(lm.model, PREDICT_ATTENTION):
         for start in range(0, len(texts), batch_size):
             idx = order[start : start + batch_size]
             batch_texts = [texts[i] for i in idx]

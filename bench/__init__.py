@@ -1,0 +1,1 @@
+"""Benchmarks of bertviz_app against peers measured in the same run (``python -m bench [--quick]``)."""

@@ -1,0 +1,76 @@
+"""The opt-in speed options of the core (bench/ measures them; tests never assert timings)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import bertviz_app as bv
+
+SENTENCE = "the film is not good, it was a tedious slog"
+
+
+@pytest.mark.parametrize("tolerance", [0.05, 0.005])
+@pytest.mark.parametrize("baseline", ["pad", "zero"])
+def test_adaptive_steps_meet_the_tolerance(tiny, tolerance, baseline):
+    a = bv.attribute(tiny, SENTENCE, baseline=baseline, tolerance=tolerance)
+    assert a.relative_delta <= tolerance or abs(a.delta) <= 1e-6
+    assert 2 <= a.n_steps <= bv.get_settings().max_n_steps
+    # completeness still holds for the steps actually used
+    assert float(a.scores.sum()) - a.delta == pytest.approx(a.f_x - a.f_baseline, abs=1e-5)
+
+
+def test_adaptive_steps_start_small_and_grow(tiny):
+    loose = bv.attribute(tiny, SENTENCE, tolerance=0.5)
+    tight = bv.attribute(tiny, SENTENCE, tolerance=1e-4)
+    from bertviz_app.attribution import ADAPTIVE_START
+
+    assert loose.n_steps <= ADAPTIVE_START
+    assert tight.n_steps >= loose.n_steps
+    assert tight.relative_delta <= 1e-4 or abs(tight.delta) <= 1e-6
+
+
+def test_fixed_steps_without_tolerance(tiny):
+    assert bv.attribute(tiny, SENTENCE, n_steps=13).n_steps == 13
+
+
+@pytest.mark.parametrize("bad", [0, 1, 1.5, -0.1, "0.1", True])
+def test_bad_tolerance_is_refused(tiny, bad):
+    with pytest.raises(bv.InputError, match="tolerance"):
+        bv.attribute(tiny, SENTENCE, tolerance=bad)
+
+
+@pytest.mark.parametrize("baseline", ["pad", "mask"])
+def test_attribute_equals_captum_layer_integrated_gradients(tiny, baseline):
+    """IG on the word vectors is the same integral as Captum's LayerIntegratedGradients on the
+    word-embedding layer (what attribute used before), with the same convergence delta."""
+    from captum.attr import LayerIntegratedGradients
+
+    from bertviz_app.attribution import _setup
+
+    a = bv.attribute(tiny, SENTENCE, baseline=baseline, n_steps=16)
+    s = _setup(tiny, SENTENCE, None, None, baseline, 16, "prob")
+    ref, delta = LayerIntegratedGradients(s.forward_ids, s.model.bert.embeddings.word_embeddings).attribute(
+        s.ids, baselines=s.base_ids, target=s.target_idx, n_steps=16, additional_forward_args=(s.mask, s.types),
+        return_convergence_delta=True,
+    )
+    np.testing.assert_allclose(a.scores, ref.sum(-1)[0].detach().numpy(), atol=2e-6)
+    assert a.delta == pytest.approx(float(delta), abs=2e-6)
+
+
+def test_predict_sdpa_switch_restores_eager(tiny):
+    """predict runs with SDPA but leaves the shared model eager, so attention maps still work."""
+    bv.predict(tiny, [SENTENCE, "great fun"])
+    assert tiny.model.config._attn_implementation == "eager"
+    maps = bv.attention(tiny, SENTENCE)
+    np.testing.assert_allclose(maps.weights.sum(-1), 1.0, atol=1e-5)
+
+
+def test_predict_same_with_sdpa_and_eager(tiny, monkeypatch):
+    import bertviz_app.inference as inf
+
+    fast = [p.probs for p in bv.predict(tiny, [SENTENCE, "great fun", "awful"])]
+    monkeypatch.setattr(inf, "PREDICT_ATTENTION", "eager")
+    monkeypatch.setattr(inf, "SORT_BY_LENGTH", False)
+    slow = [p.probs for p in bv.predict(tiny, [SENTENCE, "great fun", "awful"])]
+    np.testing.assert_allclose(fast, slow, atol=1e-5)
