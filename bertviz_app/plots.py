@@ -29,6 +29,8 @@ __all__ = [
     "attribution_bar",
     "cls_path_heatmap",
     "cls_lens_chart",
+    "training_curves",
+    "confusion_matrices",
     "empty_figure",
     "pool_matrix",
 ]
@@ -234,3 +236,59 @@ def cls_lens_chart(layer_names: Sequence[str], labels: Sequence[str], probs: np.
                                  hovertemplate="%{fullData.name} · %{x}: %{y:.3f}<extra></extra>"))
     fig.update_yaxes(range=[0, 1], tickformat=".0%", title_text="probability")
     return _layout(fig, title, 360, legend=dict(orientation="h", y=-0.2))
+
+
+def training_curves(train_points: Sequence[tuple[float, float]], eval_points: Sequence[dict],
+                    max_steps: int | None = None, title: str = "Training") -> go.Figure:
+    """Loss by step (training loss and validation loss) beside the validation metrics by step.
+
+    ``train_points``: (step, loss); ``eval_points``: dicts with step and any of eval_loss,
+    eval_accuracy, eval_macro_f1 (the Trainer's log keys)."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("Loss", "Validation metrics"), horizontal_spacing=0.12)
+    if train_points:
+        xs, ys = zip(*train_points)
+        fig.add_trace(go.Scatter(x=list(xs), y=list(ys), mode="lines+markers", name="training loss",
+                                 line=dict(color="#1f77b4"), marker=dict(size=5),
+                                 hovertemplate="step %{x}: %{y:.4f}<extra>training loss</extra>"), row=1, col=1)
+    ev_loss = [(e["step"], e["eval_loss"]) for e in eval_points if e.get("eval_loss") is not None]
+    if ev_loss:
+        xs, ys = zip(*ev_loss)
+        fig.add_trace(go.Scatter(x=list(xs), y=list(ys), mode="lines+markers", name="validation loss",
+                                 line=dict(color="#ff7f0e", dash="dash"), marker=dict(size=7),
+                                 hovertemplate="step %{x}: %{y:.4f}<extra>validation loss</extra>"), row=1, col=1)
+    for key, name, color in (("eval_accuracy", "accuracy", "#2ca02c"), ("eval_macro_f1", "macro-F1", "#9467bd")):
+        pts = [(e["step"], e[key]) for e in eval_points if e.get(key) is not None]
+        if pts:
+            xs, ys = zip(*pts)
+            fig.add_trace(go.Scatter(x=list(xs), y=list(ys), mode="lines+markers", name=name,
+                                     line=dict(color=color), marker=dict(size=7),
+                                     hovertemplate=f"step %{{x}}: %{{y:.3f}}<extra>{name}</extra>"), row=1, col=2)
+    rng = [0, max_steps] if max_steps else None
+    fig.update_xaxes(title_text="step", range=rng, row=1, col=1)
+    fig.update_xaxes(title_text="step", range=rng, row=1, col=2)
+    fig.update_yaxes(rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(range=[0, 1.02], tickformat=".0%", row=1, col=2)
+    return _layout(fig, title, 340, legend=dict(orientation="h", y=-0.25))
+
+
+def confusion_matrices(matrices: Sequence[tuple[str, np.ndarray]], labels: Sequence[str],
+                       title: str = "Confusion matrix (validation)") -> go.Figure:
+    """One heatmap per (name, (C, C) counts) side by side: rows = true class, columns = predicted.
+    Cells show the count; the colour is the share of the true class (row-normalised)."""
+    n = max(1, len(matrices))
+    names = _labels(labels)
+    fig = make_subplots(rows=1, cols=n, subplot_titles=[_esc(t, 60) for t, _ in matrices] or None,
+                        horizontal_spacing=0.15 if n > 1 else 0.0)
+    for k, (_, cm) in enumerate(matrices):
+        c = np.asarray(cm, dtype=np.float64)  # (C, C)
+        share = c / np.maximum(c.sum(axis=1, keepdims=True), 1)  # (C, C) row-normalised
+        fig.add_trace(go.Heatmap(
+            z=np.round(share, 4), x=names, y=names, text=c.astype(int), texttemplate="%{text}",
+            colorscale="Blues", zmin=0, zmax=1, showscale=k == n - 1,
+            colorbar=dict(title=dict(text="share of row"), thickness=12, tickformat=".0%"),
+            hovertemplate="true %{y} · predicted %{x}<br>%{text} rows (%{z:.0%} of the class)<extra></extra>",
+        ), row=1, col=k + 1)
+        fig.update_xaxes(title_text="predicted", type="category", row=1, col=k + 1)
+        fig.update_yaxes(title_text="true" if k == 0 else None, type="category", autorange="reversed", row=1, col=k + 1)
+    side = _axis_size(len(labels))
+    return _layout(fig, title, min(700, max(320, side)))

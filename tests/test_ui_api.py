@@ -164,3 +164,11 @@ def test_folder_paths_refused_when_local_paths_are_off(client, tiny_model_dir, m
     assert "BERTVIZ_ALLOW_LOCAL_PATHS=0" in error_message(excinfo)
     # the operator's own model (the app's default) still works
     assert client.predict("the film", api_name="/predict")["label"] in ("negative", "positive")
+
+
+def test_markdown_escaping_keeps_quotes_readable_and_html_inert():
+    from bertviz_app.ui.common import esc
+
+    assert esc("it's \"fine\"") == "it's \"fine\""  # no &#x27; that would show up literally
+    assert esc("<img src=x onerror=alert(1)>") == "&lt;img src=x onerror=alert(1)&gt;"
+    assert esc("*bold* [link](x) `code`") == "\\*bold\\* \\[link\\](x) \\`code\\`"

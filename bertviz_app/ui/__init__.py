@@ -2,7 +2,9 @@
 
 ``build_app(model)`` assembles the Blocks app from one module per tab; ``launch()`` queues and
 serves it. One Analyze click computes every analysis once and keeps the records in ``gr.State``;
-layer/head/toggle changes re-render from that state without touching the model.
+layer/head/toggle changes re-render from that state without touching the model. The Fine-tune
+tab streams a training run (its own concurrency id, so analyses are not blocked behind it) and
+selects the new model in the Model tab when it is saved.
 
 HTTP API (stable names, see docs/api.md): ``/predict``, ``/attention``, ``/explain``, ``/summary``.
 The UI's own events are hidden from the API docs (``/analyze`` stays callable, undocumented).
@@ -17,12 +19,12 @@ import gradio as gr
 
 import bertviz_app as core
 
-from . import attention_tab, attribution_tab, common, model_tab, predict_tab
+from . import attention_tab, attribution_tab, common, finetune_tab, model_tab, predict_tab
 
 __all__ = ["build_app", "launch", "CSS"]
 
 log = logging.getLogger("bertviz_app.ui")
-CSS = common.CSS
+CSS = common.CSS + finetune_tab.CSS
 HEAVY = dict(concurrency_limit=1, concurrency_id="heavy")  # model work, one at a time (2-core friendly)
 
 
@@ -34,7 +36,7 @@ def build_app(model: str | None = None) -> gr.Blocks:
         gr.Markdown("# BERT classifier explorer\nClass probabilities, attention in every layer and head, and "
                     "Integrated Gradients attributions along the [CLS] path. Type a text and press **Analyze**.")
         state = gr.State(None, time_to_live=3600)
-        with gr.Tabs():
+        with gr.Tabs() as tabs:
             with gr.Tab("Predict", id="predict"):
                 p = predict_tab.build()
             with gr.Tab("Attention", id="attention"):
@@ -43,6 +45,8 @@ def build_app(model: str | None = None) -> gr.Blocks:
                 t = attribution_tab.build()
             with gr.Tab("Model", id="model"):
                 m = model_tab.build(default)
+            with gr.Tab("Fine-tune", id="finetune"):
+                f = finetune_tab.build(default)
 
         # ------------------------------------------------------------- Analyze: everything once
         analyze_outputs = {state, p.model_info, p.warnings, p.notice, p.label, p.bar, p.tokens,
@@ -136,6 +140,10 @@ def build_app(model: str | None = None) -> gr.Blocks:
 
         demo.load(on_start, inputs=[m.model, t.target], outputs=model_outputs, api_visibility="private", **HEAVY)
 
+        # ------------------------------------------------------------- fine-tune tab
+        finetune_tab.wire(f, demo=demo, default=default, model_dd=m.model, predict_text=p.text, predict_pair=p.pair, tabs=tabs,
+                          heavy=HEAVY, after_run=(load_model, [m.model, t.target], model_outputs))
+
         # ------------------------------------------------------------- public API (stable names)
         _api_endpoints(default)
     return demo
@@ -188,7 +196,7 @@ def launch(host: str | None = None, port: int | None = None, model: str | None =
     at once). Defaults come from settings (host 0.0.0.0, port 7860)."""
     settings = core.get_settings()
     demo = build_app(model)
-    demo.queue(default_concurrency_limit=2)
+    demo.queue(default_concurrency_limit=2, max_size=settings.queue_size)
     kw.setdefault("css", CSS)
     kw.setdefault("theme", gr.themes.Soft())
     kw.setdefault("show_error", False)  # never a traceback: handlers raise gr.Error with a clear message

@@ -58,6 +58,20 @@ def guard(fn: Callable) -> Callable:
     return wrapper
 
 
+def guard_stream(fn: Callable) -> Callable:
+    """``guard`` for a generator handler: the wrapper is itself a generator function (gradio
+    streams only those), and an error raised between yields is translated the same way."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            yield from fn(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - this is the translation edge
+            raise user_error(exc) from None
+
+    return wrapper
+
+
 def load(name: str | None, default: str) -> core.LoadedModel:
     """Load what the user asked for. Folder paths typed in the browser or sent to the API are
     refused when BERTVIZ_ALLOW_LOCAL_PATHS=0; the operator's own default model is always allowed."""
@@ -85,8 +99,10 @@ def warnings_md(lm: core.LoadedModel) -> str:
 
 
 def esc(text: object) -> str:
-    """Escape for HTML/Markdown output (Markdown passes raw HTML through, so escape that too)."""
-    s = html.escape(str(text), quote=True)
+    """Escape user text for Markdown output: HTML (Markdown passes raw HTML through) and Markdown
+    syntax. Quotes stay as they are: an escaped &#x27; would then have its '#' escaped and show
+    up literally, and quotes are harmless outside attributes."""
+    s = html.escape(str(text), quote=False)
     for ch in "\\`*_[]|#":
         s = s.replace(ch, "\\" + ch)
     return s

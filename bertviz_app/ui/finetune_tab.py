@@ -1,0 +1,809 @@
+"""Fine-tune tab: upload a labelled table, confirm the columns, train (full, probe or both),
+watch the loss and validation curves live, then read the metrics, the confusion matrix and the
+misclassified rows, compare the new model with its base, and download it.
+
+Training runs in a worker thread; its progress events go through a ``queue.Queue`` to the
+streaming handler, which redraws at most twice a second. The event has its own concurrency id
+(one training at a time, a second user sees their queue position) so the explorer's analyses
+are not blocked by a long run. Cancel sets the session's ``threading.Event`` (kept in
+``gr.State``); ``run_finetune`` stops within a step and still saves the best weights so far.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import queue
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Callable
+
+import gradio as gr
+import pandas as pd
+
+import bertviz_app as core
+
+from .. import plots
+from . import common
+from .common import esc
+
+NONE = ""  # the "no second text" choice of the pair dropdown
+MODE_CHOICES = [("full: train every weight", "full"), ("probe: frozen encoder + logistic regression", "probe"),
+                ("both: probe, then full, on the same split", "both")]
+UPDATE_EVERY = 0.5  # seconds between streamed redraws (at most ~2 a second)
+PREVIEW_ROWS = 10
+COMPARE_STEPS = 32  # Integrated Gradients steps for the base-vs-fine-tuned comparison
+ENCODER = "encoder"
+
+
+class CancelFlag:
+    """Per-session cancel handle kept in ``gr.State(CancelFlag())``. Gradio deep-copies a State's
+    initial value once per session, so each session gets its own fresh flag (a threading.Event
+    cannot be deep-copied; a callable initial value would add an API endpoint)."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+
+    def __deepcopy__(self, memo):
+        return CancelFlag()
+
+    def arm(self) -> threading.Event:
+        """A fresh event for the next run (an earlier run keeps its own, already set if cancelled)."""
+        self.event = threading.Event()
+        return self.event
+
+
+# --------------------------------------------------------------------------- layout
+def build(default: str) -> SimpleNamespace:
+    gr.Markdown("Fine-tune a classifier on your own labelled texts: upload a table with a text column and a label "
+                "column (.csv, .tsv or .txt with a header row), check the columns, and press **Start training**. "
+                "The new model is saved under `runs/` and opens in the explorer tabs.")
+    flag = gr.State(CancelFlag())
+    table = gr.State(None, time_to_live=3600)
+    val_table = gr.State(None, time_to_live=3600)
+    results = gr.State(None, time_to_live=3600)  # misclassified rows of the last run(s), for "send to explorer"
+    selected = gr.State(None, time_to_live=3600)
+    with gr.Row():
+        with gr.Column(scale=1):
+            upload = gr.File(label="Training data (.csv, .tsv, .txt)", file_types=[".csv", ".tsv", ".txt"],
+                             type="filepath", elem_id="bv-ft-upload")
+            val_upload = gr.File(label="Validation data (optional; else 20% of the training data is held out)",
+                                 file_types=[".csv", ".tsv", ".txt"], type="filepath", elem_id="bv-ft-val-upload")
+        with gr.Column(scale=2):
+            notices = gr.Markdown(elem_id="bv-ft-notices")
+            with gr.Row():
+                text_col = gr.Dropdown(choices=[], label="Text column", elem_id="bv-ft-text-col")
+                label_col = gr.Dropdown(choices=[], label="Label column", elem_id="bv-ft-label-col")
+                pair_col = gr.Dropdown(choices=[("(none)", NONE)], value=NONE, label="Second text (optional)",
+                                       elem_id="bv-ft-pair-col")
+                multi = gr.Checkbox(value=False, label="Multi-label", info="labels like a|b: a row can have several")
+            report = gr.Markdown(elem_id="bv-ft-report")
+    preview = gr.Dataframe(label="Preview (first rows as read; row = spreadsheet row)", interactive=False,
+                           wrap=True, max_height=300, elem_id="bv-ft-preview")
+    with gr.Row():
+        base_choices = [ENCODER, *common.model_choices(default)]
+        base = gr.Dropdown(choices=base_choices, value=ENCODER, allow_custom_value=True, label="Base model",
+                           info="encoder = the bare MiniLM-L6 encoder; or a registered model, or a Hub id (owner/name)"
+                           + (" or a folder" if core.get_settings().allow_local_paths else ""), elem_id="bv-ft-base")
+        mode = gr.Radio(MODE_CHOICES, value="full", label="Mode", elem_id="bv-ft-mode")
+        name = gr.Textbox(label="Run name (optional)", placeholder="e.g. reviews-v1", max_lines=1,
+                          info="letters, digits, . _ -; blank = automatic", elem_id="bv-ft-name")
+    with gr.Accordion("Advanced", open=False):
+        help_ = {f: core_train_help(f) for f in ("epochs", "learning_rate", "batch_size", "max_length", "seed",
+                                                 "early_stopping_patience")}
+        with gr.Row():
+            epochs = gr.Number(value=3, minimum=0.1, maximum=100, label="Epochs", info=help_["epochs"],
+                               elem_id="bv-ft-epochs")
+            lr = gr.Number(value=5e-5, minimum=1e-7, maximum=0.9, label="Learning rate", info=help_["learning_rate"],
+                           elem_id="bv-ft-lr")
+            batch = gr.Number(value=32, minimum=1, maximum=4096, precision=0, label="Batch size",
+                              info=help_["batch_size"], elem_id="bv-ft-batch")
+        with gr.Row():
+            max_len = gr.Number(value=None, minimum=0, maximum=4096, precision=0, label="Max length (blank or 0 = auto)",
+                                info=help_["max_length"], elem_id="bv-ft-maxlen")
+            seed = gr.Number(value=42, precision=0, label="Seed", info=help_["seed"], elem_id="bv-ft-seed")
+            patience = gr.Number(value=2, minimum=0, precision=0, label="Early-stopping patience",
+                                 info=help_["early_stopping_patience"], elem_id="bv-ft-patience")
+            val_fraction = gr.Slider(0.05, 0.5, value=0.2, step=0.05, label="Validation fraction",
+                                     info="held out when no validation file is given", elem_id="bv-ft-valfrac")
+    with gr.Row():
+        start = gr.Button("Start training", variant="primary", elem_id="bv-ft-start")
+        cancel = gr.Button("Cancel", variant="stop", elem_id="bv-ft-cancel")
+    status = gr.Markdown(elem_id="bv-ft-status")
+    bar = gr.HTML(elem_id="bv-ft-progress")
+    curves = gr.Plot(label="Training curves", elem_id="bv-ft-curves")
+    metrics = gr.Markdown(elem_id="bv-ft-metrics")
+    with gr.Row():
+        per_class = gr.Dataframe(label="Per-class metrics (validation)", interactive=False, elem_id="bv-ft-per-class")
+        confusion = gr.Plot(label="Confusion matrix", elem_id="bv-ft-confusion")
+    wrong = gr.Dataframe(label="Misclassified validation rows (most confident first): select a row to send it to the "
+                         "explorer or compare", interactive=False, wrap=True, max_height=400, elem_id="bv-ft-wrong")
+    with gr.Row():
+        selected_md = gr.Markdown(elem_id="bv-ft-selected")
+        send = gr.Button("Send to explorer", elem_id="bv-ft-send", scale=0)
+        wrong_csv = gr.File(label="Misclassified rows (.csv)", interactive=False, height=90, elem_id="bv-ft-wrong-csv")
+    gr.Markdown("### Your runs")
+    with gr.Row():
+        run = gr.Dropdown(choices=run_choices(), value=(run_choices() or [None])[0], label="Run",
+                          allow_custom_value=False, elem_id="bv-ft-run", scale=3)
+        zip_btn = gr.Button("Download model (.zip)", elem_id="bv-ft-zip", scale=1)
+        zip_file = gr.File(label="Model folder (.zip)", interactive=False, height=90, elem_id="bv-ft-zip-file", scale=2)
+    with gr.Accordion("Compare with the base model", open=False, elem_id="bv-ft-compare-acc") as compare_acc:
+        with gr.Row():
+            cmp_text = gr.Textbox(label="Text", lines=2, elem_id="bv-ft-cmp-text")
+            cmp_pair = gr.Textbox(label="Second text (optional)", lines=2, elem_id="bv-ft-cmp-pair")
+        cmp_btn = gr.Button("Compare", elem_id="bv-ft-cmp")
+        cmp_md = gr.Markdown(elem_id="bv-ft-cmp-md")
+        with gr.Row():
+            cmp_base_bar = gr.Plot(label="Base model", elem_id="bv-ft-cmp-base-bar")
+            cmp_tuned_bar = gr.Plot(label="Fine-tuned model", elem_id="bv-ft-cmp-tuned-bar")
+        with gr.Row():
+            cmp_base_tokens = gr.HTML(elem_id="bv-ft-cmp-base-tokens")
+            cmp_tuned_tokens = gr.HTML(elem_id="bv-ft-cmp-tuned-tokens")
+    with gr.Accordion("Push to the Hugging Face Hub (optional)", open=False):
+        gr.Markdown("Uploads the chosen run's model folder to a Hub repository with your write token. The token is "
+                    "used for this upload only: it is not stored, logged or written into the model card. `run.json` "
+                    "(it holds validation texts) is left out.")
+        with gr.Row():
+            hub_repo = gr.Textbox(label="Repository id", placeholder="your-name/my-classifier", max_lines=1,
+                                  elem_id="bv-ft-hub-repo")
+            hub_token = gr.Textbox(label="Write token", type="password", max_lines=1, elem_id="bv-ft-hub-token")
+            hub_private = gr.Checkbox(value=True, label="Private repository")
+        hub_btn = gr.Button("Push to the Hub", elem_id="bv-ft-hub-push")
+        hub_md = gr.Markdown(elem_id="bv-ft-hub-md")
+    runs_table = gr.Dataframe(value=runs_frame(), label="Past runs (probe and full side by side when trained on the "
+                              "same data)", interactive=False, wrap=True, elem_id="bv-ft-runs")
+    refresh = gr.Button("Refresh the runs list", size="sm", elem_id="bv-ft-refresh")
+    return SimpleNamespace(**{k: v for k, v in locals().items() if isinstance(v, (gr.components.Component,
+                                                                                  gr.blocks.BlockContext))})
+
+
+def core_train_help(field: str) -> str:
+    from ..training import TrainConfig
+
+    return TrainConfig.__dataclass_fields__[field].metadata["help"]
+
+
+# --------------------------------------------------------------------------- data intake (pure helpers)
+def read_upload(path: str | None):
+    """-> (Table | None, ColumnGuess | None, notices Markdown). DataError -> an **Error:** line."""
+    from ..data import guess_columns, read_table
+
+    if not path:
+        return None, None, ""
+    try:
+        table = read_table(path)
+    except core.DataError as exc:
+        return None, None, f"**Error:** {esc(exc)}"
+    guess = guess_columns(table)
+    lines = [f"**{esc(table.name)}**: {table.n_rows:,} rows, {len(table.columns)} columns."]
+    lines += [f"Note: {esc(n)}" for n in table.notices]
+    if guess.reasons:
+        lines.append("Guessed columns: " + "; ".join(esc(r) for r in guess.reasons)
+                     + ". Change them below if they are wrong.")
+    return table, guess, "  \n".join(lines)
+
+
+def _col(value: str | None) -> str | None:
+    return value if value else None
+
+
+def report_md(table, text_col, label_col, pair_col, multi_label) -> str:
+    """The validation report for the chosen columns: errors (block training) then warnings."""
+    from ..data import validate
+
+    if table is None:
+        return ""
+    if not text_col or not label_col:
+        return "**Error:** choose the text column and the label column."
+    if text_col == label_col:
+        return "**Error:** the text column and the label column must be different columns."
+    if pair_col and pair_col in (text_col, label_col):
+        return "**Error:** the second text column must differ from the text and label columns."
+    try:
+        rep = validate(table, text_col, label_col, _col(pair_col), bool(multi_label))
+    except core.DataError as exc:
+        return f"**Error:** {esc(exc)}"
+    s = rep.summary
+    counts = ", ".join(f"{esc(k)} ({v:,})" for k, v in list(s["class_counts"].items())[:20])
+    more = f" and {len(s['class_counts']) - 20} more" if len(s["class_counts"]) > 20 else ""
+    lines = [f"**{s['n_used']:,} of {s['n_rows']:,} rows usable**, {s['n_classes']} classes"
+             + (" (multi-label)" if s["multi_label"] else "") + (f": {counts}{more}" if counts else "") + "."]
+    lines += [f"**Error:** {esc(p.message)}" for p in rep.errors]
+    lines += [f"Warning: {esc(p.message)}" for p in rep.warnings]
+    lines.append("**Fix the errors above before training.**" if rep.errors else "Ready to train.")
+    return "  \n".join(lines)
+
+
+def datasets(table, val_table, text_col, label_col, pair_col, multi_label):
+    """-> (train Dataset, validation Dataset | None, notices). Raises DataError with the fix."""
+    from ..data import build_dataset, guess_columns, validation_dataset
+
+    if table is None:
+        raise core.DataError("Upload a training file first (.csv, .tsv or .txt with a header row).")
+    if not text_col or not label_col or text_col == label_col:
+        raise core.DataError("Choose two different columns for the text and the label.")
+    train = build_dataset(table, text_col, label_col, _col(pair_col), bool(multi_label))
+    if val_table is None:
+        return train, None, ()
+    cols = set(val_table.columns)
+    if {text_col, label_col} <= cols and (not pair_col or pair_col in cols):
+        vt, vl, vp = text_col, label_col, _col(pair_col)
+    else:  # the validation file names its columns differently: guess them
+        g = guess_columns(val_table)
+        vt, vl, vp = g.text, g.label, (g.pair if pair_col else None)
+        if vt is None or vl is None or (pair_col and vp is None):
+            raise core.DataError(f"The validation file {val_table.name!r} lacks the columns {text_col!r} and "
+                                 f"{label_col!r}" + (f" and {pair_col!r}" if pair_col else "")
+                                 + " and they could not be guessed: give it the same header as the training file.")
+    val, notices = validation_dataset(train, val_table, vt, vl, vp)
+    return train, val, tuple(notices)
+
+
+def check_base(base: str | None, default: str) -> str:
+    """The base model name, with common.load's path rule: folder paths only when allowed."""
+    base = (base or "").strip() or ENCODER
+    if base not in (ENCODER, default) and not core.get_settings().allow_local_paths:
+        from ..registry import _resolve
+
+        _resolve(base, allow_paths=False)  # raises the clear "paths are turned off" message
+    return base
+
+
+def make_config(epochs, lr, batch, max_len, seed, patience, n_rows: int, val_fraction: float, has_val: bool):
+    from ..training import TrainConfig
+
+    def num(v, what, cast=float):
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            raise core.InputError(f"{what} is empty: enter a number.")
+        return cast(v)
+
+    batch_i = num(batch, "Batch size", int)
+    ep = num(epochs, "Epochs")
+    n_train = n_rows if has_val else max(1, int(n_rows * (1 - float(val_fraction))))
+    steps = max(1, math.ceil(n_train / max(1, batch_i)) * ep)
+    return TrainConfig(
+        epochs=ep, learning_rate=num(lr, "Learning rate"), batch_size=batch_i,
+        max_length=int(max_len) if max_len and not (isinstance(max_len, float) and math.isnan(max_len)) else None,
+        seed=num(seed, "Seed", int), early_stopping_patience=num(patience, "Early-stopping patience", int),
+        logging_steps=max(1, min(50, int(steps // 30))),  # ~30 points on the loss curve
+    )
+
+
+def run_names(name: str | None, modes: list[str]) -> list[str | None]:
+    from ..finetune import valid_run_name
+
+    name = (name or "").strip()
+    if not name:
+        return [None] * len(modes)
+    if len(modes) == 1:
+        return [valid_run_name(name)]
+    return [valid_run_name(f"{name}-{m}") for m in modes]
+
+
+# --------------------------------------------------------------------------- results (pure helpers)
+def run_choices() -> list[str]:
+    from ..finetune import list_runs
+
+    try:
+        return [r["name"] for r in list_runs()]
+    except Exception:  # noqa: BLE001 - an unreadable models folder must not break the page
+        return []
+
+
+def runs_frame() -> pd.DataFrame:
+    """One row per data set (data_hash): the newest probe and full runs side by side."""
+    from ..finetune import list_runs
+
+    cols = ["data", "classes", "train/val rows", "probe run", "probe accuracy", "probe macro-F1", "full run",
+            "full accuracy", "full macro-F1"]
+    try:
+        runs = list_runs()
+    except Exception:  # noqa: BLE001
+        runs = []
+    groups: dict[str, dict[str, list[dict]]] = {}
+    for r in runs:  # newest first
+        groups.setdefault(r.get("data_hash", "?"), {}).setdefault(r.get("mode", "?"), []).append(r)
+    rows = []
+    for h, by_mode in groups.items():
+        n = max(len(v) for v in by_mode.values())
+        for i in range(n):
+            pr = by_mode.get("probe", [])[i] if i < len(by_mode.get("probe", [])) else None
+            fu = by_mode.get("full", [])[i] if i < len(by_mode.get("full", [])) else None
+            any_r = pr or fu
+            row = [f"{any_r.get('source') or 'data'} · {h[:8]}", ", ".join(map(str, any_r.get("labels", []))),
+                   f"{any_r.get('train_rows', '?')}/{any_r.get('val_rows', '?')}"]
+            for r in (pr, fu):
+                m = (r or {}).get("metrics") or {}
+                tag = " (cancelled)" if r and r.get("cancelled") else ""
+                row += [(r["name"] + tag) if r else "", _pct(m.get("accuracy")), _pct(m.get("macro_f1"))]
+            rows.append(row)
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _pct(x) -> str:
+    return "" if x is None else f"{x:.1%}"
+
+
+def metrics_md(results: list) -> str:
+    if not results:
+        return ""
+    lines = []
+    if len(results) == 1:
+        r = results[0]
+        m = r.metrics
+        lines.append(f"### {esc(r.name)} ({r.mode})")
+        lines.append(f"**Accuracy {m['accuracy']:.1%}** · **macro-F1 {m['macro_f1']:.3f}** on {m.get('n', '?')} "
+                     f"validation rows · {len(r.misclassified)} misclassified · {r.seconds:.0f} s")
+    else:
+        lines.append("### Probe vs full fine-tuning (same split)")
+        lines.append("| | " + " | ".join(f"{esc(r.name)} ({r.mode})" for r in results) + " |")
+        lines.append("|---|" + "---|" * len(results))
+        lines.append("| accuracy | " + " | ".join(f"{r.metrics['accuracy']:.1%}" for r in results) + " |")
+        lines.append("| macro-F1 | " + " | ".join(f"{r.metrics['macro_f1']:.3f}" for r in results) + " |")
+        lines.append("| misclassified | " + " | ".join(str(len(r.misclassified)) for r in results) + " |")
+        lines.append("| time | " + " | ".join(f"{r.seconds:.0f} s" for r in results) + " |")
+        lines.append("")
+    for r in results:
+        if r.cancelled:
+            lines.append(f"**Cancelled:** {esc(r.name)} holds the best weights found before the cancel.")
+        elif r.stopped_early:
+            lines.append(f"**Stopped early:** {esc(r.name)}: the validation metric stopped improving; "
+                         "the best weights were kept.")
+    notices = dict.fromkeys(n for r in results for n in r.notices)
+    lines += [f"Note: {esc(n)}" for n in notices]
+    lines.append(f"The model is selected in the explorer tabs as **{esc(results[-1].name)}**.")
+    return "  \n".join(lines)
+
+
+def per_class_frame(results: list) -> pd.DataFrame:
+    rows = []
+    for r in results:
+        for lab, v in r.metrics["per_class"].items():
+            rows.append([r.mode, lab, round(v["precision"], 3), round(v["recall"], 3), round(v["f1"], 3), v["support"]])
+    return pd.DataFrame(rows, columns=["mode", "class", "precision", "recall", "F1", "support"])
+
+
+def wrong_rows(results: list) -> list[dict]:
+    return [dict(w, run=r.name, mode=r.mode) for r in results for w in r.misclassified]
+
+
+def wrong_frame(rows: list[dict]) -> pd.DataFrame:
+    pairs = any(w.get("pair") for w in rows)
+    cols = ["mode", "row", "text", *(["second text"] if pairs else []), "true", "predicted", "confidence"]
+    data = [[w["mode"], w["row"], w["text"], *([w.get("pair") or ""] if pairs else []), w["true"], w["predicted"],
+             round(float(w["confidence"]), 3)] for w in rows]
+    return pd.DataFrame(data, columns=cols)
+
+
+def wrong_csv(rows: list[dict]) -> str | None:
+    """The misclassified rows as a CSV safe to open in a spreadsheet (no formula injection)."""
+    from ..data import safe_csv_cell
+
+    if not rows:
+        return None
+    d = tempfile.mkdtemp(prefix="bertviz-wrong-")
+    path = os.path.join(d, "misclassified.csv")
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["run", "mode", "row", "text", "second_text", "true", "predicted", "confidence"])
+        for r in rows:
+            w.writerow([safe_csv_cell(r[k]) for k in ("run", "mode", "row", "text")]
+                       + [safe_csv_cell(r.get("pair")), safe_csv_cell(r["true"]), safe_csv_cell(r["predicted"]),
+                          f"{float(r['confidence']):.4f}"])
+    return path
+
+
+def pick_row(rows: list[dict] | None, row_value) -> dict | None:
+    """The misclassified row a table selection points at (by mode and spreadsheet row)."""
+    if not rows or not row_value or len(row_value) < 2:
+        return None
+    mode, row = str(row_value[0]), row_value[1]
+    for w in rows:
+        if w["mode"] == mode and str(w["row"]) == str(row):
+            return w
+    return None
+
+
+def run_path(run: str | None) -> Path:
+    """The folder of a saved run, by its registered name ``runs/<name>`` (confined to models/runs)."""
+    from ..finetune import valid_run_name
+
+    run = (run or "").strip()
+    if not run.startswith("runs/"):
+        raise core.InputError("Choose a run from the list (runs/<name>).")
+    name = valid_run_name(run.split("/", 1)[1])
+    path = core.get_settings().models_dir / "runs" / name
+    if not (path / "config.json").is_file():
+        raise core.ModelNotFoundError(f"The run {run!r} is not saved (any more). Refresh the runs list.")
+    return path
+
+
+def make_zip(run: str | None) -> str:
+    path = run_path(run)
+    d = tempfile.mkdtemp(prefix="bertviz-zip-")
+    return shutil.make_archive(os.path.join(d, path.name), "zip", root_dir=path)
+
+
+def push_to_hub(run: str | None, repo_id: str | None, token: str | None, private: bool = True) -> str:
+    """Upload a run folder to a Hub model repository. The token goes to huggingface_hub only:
+    never logged, never stored, scrubbed from any error message."""
+    import re
+
+    path = run_path(run)
+    repo_id = (repo_id or "").strip()
+    token = (token or "").strip()
+    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$", repo_id) or ".." in repo_id:
+        raise core.InputError("The repository id must look like owner/name (letters, digits, . _ -).")
+    if not token:
+        raise core.InputError("Paste a Hugging Face write token (huggingface.co/settings/tokens) to push.")
+    try:
+        from huggingface_hub import HfApi
+
+        api = HfApi(token=token)
+        api.create_repo(repo_id, private=bool(private), exist_ok=True, repo_type="model")
+        info = api.upload_folder(folder_path=str(path), repo_id=repo_id, repo_type="model",
+                                 ignore_patterns=["run.json"], commit_message=f"Upload {run} from bertviz-app")
+    except Exception as exc:  # noqa: BLE001 - network/auth errors become one clear line, token scrubbed
+        first = (str(exc).splitlines() or [type(exc).__name__])[0].replace(token, "***")[:300]
+        raise core.InputError(f"The push to {repo_id!r} failed: {first}") from None
+    url = getattr(info, "commit_url", None) or f"https://huggingface.co/{repo_id}"
+    return f"Pushed **{esc(run)}** to [{esc(repo_id)}]({url})."
+
+
+def load_base(base: str, default: str) -> core.LoadedModel:
+    if base == ENCODER:
+        from ..finetune import base_model_path
+
+        return core.load_model(str(base_model_path(ENCODER)), allow_paths=True)
+    return common.load(base, default)
+
+
+def compare_side(lm: core.LoadedModel, text: str, pair: str | None, who: str):
+    pred = core.predict(lm, text, pairs=pair)[0]
+    attr = core.attribute(lm, text, target=None, n_steps=COMPARE_STEPS, pair=pair)
+    view = common.token_view(attr.info, merge=True)
+    html_ = common.tokens_html(view.labels, common.view_scores(attr.scores, view), view.special, attr.target,
+                               title=f"{who}: words coloured by their attribution to “{attr.target}”")
+    bar = plots.prob_bar(pred.labels, pred.probs, title=f"{who}: {lm.name}")
+    return pred, attr, bar, html_
+
+
+# --------------------------------------------------------------------------- progress rendering
+def progress_html(step: int, max_steps: int, eta: float | None, what: str) -> str:
+    frac = min(1.0, step / max(1, max_steps))
+    eta_s = "" if eta is None else f" · about {_duration(eta)} left"
+    return (f'<div class="bv-ft-bar" role="progressbar" aria-valuenow="{step}" aria-valuemax="{max_steps}">'
+            f'<div style="width:{frac * 100:.1f}%"></div></div>'
+            f'<div class="bv-ft-bar-text">{esc(what)}: step {step} of {max_steps} ({frac:.0%}){eta_s}</div>')
+
+
+def _duration(s: float) -> str:
+    s = max(0.0, float(s))
+    return f"{s:.0f} s" if s < 90 else f"{s / 60:.1f} min"
+
+
+class Live:
+    """What the streaming handler has seen of the current run."""
+
+    def __init__(self):
+        self.mode = ""
+        self.k, self.n = 0, 1
+        self.step, self.max_steps, self.eta = 0, 1, None
+        self.stage = "starting"
+        self.train: list[tuple[float, float]] = []
+        self.evals: list[dict] = []
+
+    def new_mode(self, mode: str, k: int, n: int) -> None:
+        self.mode, self.k, self.n = mode, k, n
+        self.step, self.max_steps, self.eta, self.stage = 0, 1, None, "loading the base model"
+        self.train, self.evals = [], []
+
+    def add(self, ev: dict) -> None:
+        self.step, self.max_steps = int(ev.get("step", 0)), int(ev.get("max_steps") or 1)
+        self.eta = ev.get("eta")
+        logs = ev.get("logs") or {}
+        if "loss" in logs:
+            self.train.append((self.step, float(logs["loss"])))
+        if any(k.startswith("eval_") for k in logs):
+            self.evals.append({"step": self.step, **{k: v for k, v in logs.items() if k.startswith("eval_")}})
+            self.stage = "training"
+        elif "stage" in logs:
+            self.stage = str(logs["stage"])
+        elif "loss" in logs:
+            self.stage = "training"
+
+    @property
+    def what(self) -> str:
+        lead = f"{self.mode} ({self.k} of {self.n})" if self.n > 1 else self.mode
+        return f"{lead}, {self.stage}"
+
+    def status(self) -> str:
+        bits = [f"**Training {esc(self.what)}**"]
+        if self.train:
+            bits.append(f"loss {self.train[-1][1]:.4f}")
+        if self.evals:
+            e = self.evals[-1]
+            if e.get("eval_accuracy") is not None:
+                bits.append(f"validation accuracy {e['eval_accuracy']:.1%}")
+            if e.get("eval_macro_f1") is not None:
+                bits.append(f"macro-F1 {e['eval_macro_f1']:.3f}")
+        return " · ".join(bits)
+
+    def figure(self):
+        if self.mode == "probe" and not self.train:
+            return plots.empty_figure("Probe mode has no training curve: features, then a logistic regression.")
+        return plots.training_curves(self.train, self.evals, self.max_steps, title=f"Training curves: {self.mode}")
+
+
+# --------------------------------------------------------------------------- events
+def wire(f: SimpleNamespace, *, demo: gr.Blocks | None = None, default: str, model_dd: gr.Dropdown, predict_text: gr.Textbox,
+         predict_pair: gr.Textbox, tabs: gr.Tabs, heavy: dict,
+         after_run: tuple[Callable, list, object] | None = None) -> None:
+    """Connect the tab's events. ``after_run`` = (fn, inputs, outputs) run after a successful
+    training (the app's "load model" handler, so the Model tab shows the new model)."""
+
+    # ---------------------------------------------------------------- upload + mapping
+    @common.guard
+    def on_upload(path):
+        table, guess, notes = read_upload(path)
+        if table is None:
+            empty = gr.update(choices=[], value=None)
+            return {f.table: None, f.notices: notes, f.preview: pd.DataFrame(), f.text_col: empty,
+                    f.label_col: empty, f.pair_col: gr.update(choices=[("(none)", NONE)], value=NONE),
+                    f.multi: False, f.report: ""}
+        cols = list(table.columns)
+        return {
+            f.table: table, f.notices: notes, f.preview: table.preview(PREVIEW_ROWS),
+            f.text_col: gr.update(choices=cols, value=guess.text),
+            f.label_col: gr.update(choices=cols, value=guess.label),
+            f.pair_col: gr.update(choices=[("(none)", NONE), *[(c, c) for c in cols]], value=guess.pair or NONE),
+            f.multi: False,
+            f.report: report_md(table, guess.text, guess.label, guess.pair, False),
+        }
+
+    f.upload.change(on_upload, inputs=[f.upload],
+                    outputs=[f.table, f.notices, f.preview, f.text_col, f.label_col, f.pair_col, f.multi, f.report],
+                    api_name="finetune_upload", api_visibility="undocumented", concurrency_limit=2)
+
+    @common.guard
+    def on_mapping(table, text_col, label_col, pair_col, multi_label):
+        return report_md(table, text_col, label_col, pair_col, multi_label)
+
+    gr.on([f.text_col.input, f.label_col.input, f.pair_col.input, f.multi.input], on_mapping,
+          inputs=[f.table, f.text_col, f.label_col, f.pair_col, f.multi], outputs=f.report,
+          api_name="finetune_report", api_visibility="undocumented", trigger_mode="always_last",
+          show_progress="minimal")
+
+    @common.guard
+    def on_val_upload(path):
+        from ..data import read_table
+
+        if not path:
+            return None, ""
+        try:
+            t = read_table(path)
+        except core.DataError as exc:
+            return None, f"**Error in the validation file:** {esc(exc)}"
+        notes = [f"Validation file **{esc(t.name)}**: {t.n_rows:,} rows."]
+        notes += [f"Note: {esc(n)}" for n in t.notices]
+        return t, "  \n".join(notes)
+
+    f.val_upload.change(on_val_upload, inputs=[f.val_upload], outputs=[f.val_table, f.notices],
+                        api_visibility="private", concurrency_limit=2)
+
+    # ---------------------------------------------------------------- training (streamed)
+    def arm(flag: CancelFlag):
+        flag.arm()
+
+    def train(flag: CancelFlag, table, val_table, text_col, label_col, pair_col, multi_label, base, mode, name,
+              epochs, lr, batch, max_len, seed, patience, val_fraction):
+        """Stream progress while a worker thread trains; the final yield shows the results."""
+        from ..finetune import run_finetune
+
+        cancel = flag.event
+        if cancel.is_set():  # cancelled while waiting in the queue
+            flag.arm()
+            yield {f.status: "**Cancelled** before training started.", f.bar: ""}
+            return
+        base = check_base(base, default)
+        train_ds, val_ds, val_notices = datasets(table, val_table, text_col, label_col, pair_col, multi_label)
+        modes = ["probe", "full"] if mode == "both" else [mode if mode in ("full", "probe") else "full"]
+        names = run_names(name, modes)
+        config = make_config(epochs, lr, batch, max_len, seed, patience, len(train_ds), val_fraction, val_ds is not None)
+        vf = float(val_fraction or 0.2)
+        source = getattr(table, "name", "") or ""
+        events: queue.Queue = queue.Queue()
+
+        def work():
+            try:
+                for k, (m, n) in enumerate(zip(modes, names)):
+                    if cancel.is_set():
+                        break
+                    events.put(("mode", m, k))
+                    res = run_finetune(train_ds, val_ds, base=base, mode=m, name=n, config=config, val_fraction=vf,
+                                       source=source, progress=lambda e, m=m: events.put(("progress", m, e)),
+                                       cancel=cancel)
+                    events.put(("result", m, res))
+            except BaseException as exc:  # noqa: BLE001 - handed to the streaming handler
+                events.put(("error", None, exc))
+            finally:
+                events.put(("done", None, None))
+
+        live = Live()
+        results = []
+        error: BaseException | None = None
+        yield {f.status: "**Starting…** loading the base model", f.bar: progress_html(0, 1, None, "starting"),
+               f.curves: plots.empty_figure("The curves appear after the first logged steps."), f.metrics: "",
+               f.per_class: pd.DataFrame(), f.confusion: plots.empty_figure("The confusion matrix appears at the end."),
+               f.wrong: pd.DataFrame(), f.wrong_csv: None, f.results: None, f.selected: None, f.selected_md: ""}
+        worker = threading.Thread(target=work, name="bertviz-finetune", daemon=True)
+        worker.start()
+        last, dirty = 0.0, False
+        try:
+            while True:
+                try:
+                    kind, m, payload = events.get(timeout=0.2)
+                except queue.Empty:
+                    kind = None
+                if kind == "done":
+                    break
+                if kind == "mode":
+                    live.new_mode(m, payload + 1, len(modes))
+                    dirty = True
+                elif kind == "progress":
+                    live.add(payload)
+                    dirty = True
+                elif kind == "result":
+                    results.append(payload)
+                elif kind == "error":
+                    error = payload
+                now = time.monotonic()
+                if dirty and now - last >= UPDATE_EVERY:
+                    last, dirty = now, False
+                    note = "  \nCancelling: saving the best weights so far…" if cancel.is_set() else ""
+                    yield {f.status: live.status() + note,
+                           f.bar: progress_html(live.step, live.max_steps, live.eta, live.what),
+                           f.curves: live.figure()}
+        finally:
+            if worker.is_alive():  # the page went away (or the event was cancelled): stop the orphan run
+                cancel.set()
+            if flag.event is cancel:
+                flag.arm()
+        if error is not None and not (isinstance(error, core.CancelledError) and results):
+            if isinstance(error, core.CancelledError):
+                yield {f.status: f"**Cancelled:** {esc(error)}", f.bar: ""}
+                return
+            raise common.user_error(error)
+        if not results:  # cancelled between two modes, before anything was trained
+            yield {f.status: "**Cancelled** before training started.", f.bar: ""}
+            return
+        out = {
+            f.status: ("**Cancelled.** " if any(r.cancelled for r in results) else "**Done.** ")
+            + ", ".join(f"{esc(r.name)} saved" for r in results) + ".",
+            f.bar: progress_html(live.max_steps, live.max_steps, None, live.mode + ", done"),
+            f.metrics: metrics_md(results) + "".join(f"  \nNote: {esc(n)}" for n in val_notices),
+            f.per_class: per_class_frame(results),
+        }
+        if live.train or live.evals:
+            out[f.curves] = live.figure()
+        else:
+            out[f.curves] = plots.empty_figure("Probe mode has no training curve: features, then a logistic regression.")
+        cms = [(f"{r.mode}: {r.name}", r.metrics["confusion_matrix"]) for r in results
+               if r.metrics.get("confusion_matrix") is not None]
+        out[f.confusion] = (plots.confusion_matrices(cms, results[-1].labels) if cms else
+                            plots.empty_figure("No confusion matrix for multi-label data (see the per-class table)."))
+        rows = wrong_rows(results)
+        out[f.wrong] = wrong_frame(rows)
+        out[f.wrong_csv] = wrong_csv(rows)
+        out[f.results] = rows
+        newest = results[-1].name
+        out[model_dd] = gr.update(choices=common.model_choices(default), value=newest)
+        runs = run_choices()
+        out[f.run] = gr.update(choices=runs, value=newest)
+        out[f.runs_table] = runs_frame()
+        out[f.base] = gr.update(choices=[ENCODER, *common.model_choices(default)])
+        yield out
+
+    train_outputs = [f.status, f.bar, f.curves, f.metrics, f.per_class, f.confusion, f.wrong, f.wrong_csv, f.results,
+                     f.selected, f.selected_md, model_dd, f.run, f.runs_table, f.base]  # a list: a stable API order
+    train_inputs = [f.flag, f.table, f.val_table, f.text_col, f.label_col, f.pair_col, f.multi, f.base, f.mode, f.name,
+                    f.epochs, f.lr, f.batch, f.max_len, f.seed, f.patience, f.val_fraction]
+    armed = f.start.click(arm, inputs=[f.flag], outputs=None, queue=False, api_visibility="private")
+    started = armed.then(
+        common.guard_stream(train), inputs=train_inputs, outputs=train_outputs, api_name="finetune_start",
+        api_visibility="undocumented", concurrency_limit=1, concurrency_id="finetune",
+        show_progress_on=[f.status],
+    )
+    if after_run is not None:
+        fn, ins, outs = after_run
+        started.success(fn, inputs=ins, outputs=outs, api_visibility="private", **heavy)
+
+    def on_cancel(flag: CancelFlag):
+        flag.event.set()
+        return "**Cancelling…** the run stops within a step and saves the best weights so far."
+
+    f.cancel.click(on_cancel, inputs=[f.flag], outputs=[f.status], api_name="finetune_cancel",
+                   api_visibility="undocumented", queue=False)
+
+    # ---------------------------------------------------------------- after a run
+    def on_select(rows, evt: gr.SelectData):
+        w = pick_row(rows, evt.row_value)
+        if w is None:
+            return None, "", gr.update(), gr.update(), gr.update()
+        what = f"Selected row {w['row']} ({esc(w['mode'])}): true **{esc(w['true'])}**, predicted " \
+               f"**{esc(w['predicted'])}**."
+        return w, what, w["text"], w.get("pair") or "", gr.update(value=w["run"])
+
+    f.wrong.select(on_select, inputs=[f.results], outputs=[f.selected, f.selected_md, f.cmp_text, f.cmp_pair, f.run],
+                   api_visibility="private", queue=False)
+
+    @common.guard
+    def send_to_explorer(w):
+        if not w:
+            raise core.InputError("Select a row of the misclassified table first.")
+        return {predict_text: w["text"], predict_pair: w.get("pair") or "", tabs: gr.Tabs(selected="predict"),
+                model_dd: gr.update(value=w["run"])}
+
+    f.send.click(send_to_explorer, inputs=[f.selected], outputs={predict_text, predict_pair, tabs, model_dd},
+                 api_visibility="private", queue=False)
+
+    @common.guard
+    def download(run):
+        return make_zip(run)
+
+    f.zip_btn.click(download, inputs=[f.run], outputs=[f.zip_file], api_name="finetune_zip",
+                    api_visibility="undocumented", concurrency_limit=1, concurrency_id="zip")
+
+    @common.guard
+    def compare(run, text, pair):
+        from ..finetune import load_run_info
+
+        info = load_run_info(run_path(run)) or {}
+        base = info.get("base")
+        if not base:
+            raise core.InputError(f"The run {run!r} does not say which base model it started from.")
+        pair = pair if pair and pair.strip() else None
+        lm_b = load_base(base, default)
+        lm_t = common.load(run, default)
+        pb, ab, bar_b, html_b = compare_side(lm_b, text, pair, "Base")
+        pt, at, bar_t, html_t = compare_side(lm_t, text, pair, "Fine-tuned")
+        md = (f"**Base** {esc(base)} predicts **{esc(pb.label)}** ({max(pb.probs):.1%}); "
+              f"**fine-tuned** {esc(run)} predicts **{esc(pt.label)}** ({max(pt.probs):.1%}). "
+              f"Each model's attributions are to its own predicted class (Integrated Gradients, {COMPARE_STEPS} steps).")
+        if lm_b.warnings:
+            md += "  \n" + common.warnings_md(lm_b)
+        return {f.cmp_md: md, f.cmp_base_bar: bar_b, f.cmp_tuned_bar: bar_t, f.cmp_base_tokens: html_b,
+                f.cmp_tuned_tokens: html_t}
+
+    f.cmp_btn.click(compare, inputs=[f.run, f.cmp_text, f.cmp_pair],
+                    outputs=[f.cmp_md, f.cmp_base_bar, f.cmp_tuned_bar, f.cmp_base_tokens, f.cmp_tuned_tokens],
+                    api_name="finetune_compare", api_visibility="undocumented", **heavy)
+
+    @common.guard
+    def push(run, repo_id, token, private):
+        return push_to_hub(run, repo_id, token, private)
+
+    f.hub_btn.click(push, inputs=[f.run, f.hub_repo, f.hub_token, f.hub_private], outputs=[f.hub_md],
+                    api_visibility="private", concurrency_limit=1, concurrency_id="hub")
+
+    def refresh_runs():
+        runs = run_choices()
+        return {f.runs_table: runs_frame(), f.run: gr.update(choices=runs),
+                model_dd: gr.update(choices=common.model_choices(default))}
+
+    f.refresh.click(refresh_runs, outputs={f.runs_table, f.run, model_dd}, api_visibility="private", queue=False)
+    if demo is not None:  # runs saved by other sessions (or before a restart) appear on page load
+        demo.load(refresh_runs, outputs={f.runs_table, f.run, model_dd}, api_visibility="private", queue=False)
+
+
+CSS = """
+.bv-ft-bar { height: 12px; background: var(--neutral-200, #e5e7eb); border-radius: 6px; overflow: hidden; }
+.bv-ft-bar > div { height: 100%; background: var(--color-accent, #f97316); transition: width 0.4s ease; }
+.bv-ft-bar-text { font-size: 0.9em; margin-top: 4px; }
+"""

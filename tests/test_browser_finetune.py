@@ -1,0 +1,106 @@
+"""The Fine-tune tab in a real browser (Playwright + the system Chromium, as tests/test_browser.py):
+upload a CSV, train the tiny model for a few epochs, see the loss curve and the confusion matrix
+drawn, send a misclassified row to the explorer. Saves docs/finetune.png."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+if not os.path.exists(CHROMIUM):
+    pytest.skip(f"browser tests need Chromium at {CHROMIUM} (not installed here)", allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_finetune_ui import write_csv  # noqa: E402
+
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run"]
+ROOT = Path(__file__).resolve().parent.parent
+TIMEOUT_MS = 120_000
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def app_url(tiny_model_dir, tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    mp.setenv("BERTVIZ_MODELS_DIR", str(tmp_path_factory.mktemp("ft-browser-registry")))
+    from bertviz_app import ui
+
+    port = free_port()
+    demo = ui.launch(host="127.0.0.1", port=port, model=str(tiny_model_dir), prevent_thread_lock=True, quiet=True)
+    try:
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        demo.close()
+        mp.undo()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+def test_upload_train_and_see_curves_and_confusion_matrix(browser, app_url, tiny_model_dir, tmp_path):
+    csv_path = write_csv(tmp_path / "reviews.csv", n=48)
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = ctx.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(app_url)
+    page.get_by_role("tab", name="Fine-tune").click()
+
+    page.locator("#bv-ft-upload input[type=file]").set_input_files(str(csv_path))
+    sync_api.expect(page.locator("#bv-ft-report")).to_contain_text("Ready to train")
+    sync_api.expect(page.locator("#bv-ft-preview")).to_contain_text("the film was")
+    sync_api.expect(page.locator("#bv-ft-text-col input")).to_have_value("review")
+    sync_api.expect(page.locator("#bv-ft-label-col input")).to_have_value("sentiment")
+
+    base = page.locator("#bv-ft-base input")  # the tiny model folder (the app's default model is allowed)
+    base.fill(str(tiny_model_dir))
+    base.press("Enter")
+    page.locator("#bv-ft-name textarea, #bv-ft-name input").first.fill("browser-run")
+    page.get_by_text("Advanced").click()
+    page.locator("#bv-ft-epochs input").fill("3")
+    page.locator("#bv-ft-batch input").fill("8")
+    page.locator("#bv-ft-lr input").fill("0.0005")
+    page.locator("#bv-ft-start").click()
+
+    sync_api.expect(page.locator("#bv-ft-status")).to_contain_text("Done", timeout=TIMEOUT_MS)
+    page.wait_for_selector("#bv-ft-curves .js-plotly-plot .scatterlayer .trace")
+    page.wait_for_selector("#bv-ft-confusion .js-plotly-plot .heatmaplayer")
+    sync_api.expect(page.locator("#bv-ft-metrics")).to_contain_text("Accuracy")
+    sync_api.expect(page.locator("#bv-ft-metrics")).to_contain_text("runs/browser-run")
+    assert "Traceback" not in page.content()
+
+    out = ROOT / "docs" / "finetune.png"
+    out.parent.mkdir(exist_ok=True)
+    page.wait_for_timeout(500)
+    page.locator("#bv-ft-status").scroll_into_view_if_needed()
+    page.screenshot(path=str(out), full_page=True)
+    assert out.stat().st_size > 10_000
+
+    # a misclassified row goes to the Predict tab (when the tiny model gets any wrong)
+    cells = page.locator("#bv-ft-wrong tbody td >> visible=true")
+    if cells.count() > 2:
+        cells.nth(2).click()
+        sync_api.expect(page.locator("#bv-ft-selected")).to_contain_text("Selected row")
+        page.locator("#bv-ft-send").click()
+        sync_api.expect(page.locator("#bv-text textarea")).to_have_value(re.compile("the film was"))
+    # the Model tab's dropdown now holds the new run, selected
+    page.get_by_role("tab", name="Model").click()
+    sync_api.expect(page.locator("#bv-model input")).to_have_value("runs/browser-run")
+    ctx.close()

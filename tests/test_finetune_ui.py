@@ -1,0 +1,296 @@
+"""The Fine-tune tab, called the way the browser calls it: the app runs in-process on a free
+port (tiny model, empty registry) and gradio_client drives upload -> train -> results in one
+session, so the per-session state (the parsed table, the cancel flag) is the real one."""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+import socket
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("gradio")
+from gradio_client import Client, handle_file  # noqa: E402
+
+POS = ["good", "great", "fun", "gorgeous", "moving"]
+NEG = ["bad", "awful", "tedious", "slog", "joyless"]
+
+
+def write_csv(path: Path, n: int = 40, seed: int = 0, labels=("negative", "positive"), header=("review", "sentiment")) -> Path:
+    rng = random.Random(seed)
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(header)
+        for i in range(n):
+            pos = i % 2 == 1
+            a, b = rng.sample(POS if pos else NEG, 2)
+            w.writerow([f"the film was {a} , {b} {'!' * (i % 4)} {'it ' * (i % 5)}", labels[i % len(labels)]])
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    d = tmp_path_factory.mktemp("ft-registry")
+    mp.setenv("BERTVIZ_MODELS_DIR", str(d))
+    yield d
+    mp.undo()
+
+
+@pytest.fixture(scope="module")
+def app_url(registry, tiny_model_dir):
+    from bertviz_app import ui
+
+    port = free_port()
+    demo = ui.launch(host="127.0.0.1", port=port, model=str(tiny_model_dir), prevent_thread_lock=True, quiet=True)
+    try:
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        demo.close()
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    d = tmp_path_factory.mktemp("ft-data")
+    return {
+        "good": write_csv(d / "reviews.csv"),
+        "one_class": write_csv(d / "one.csv", labels=("positive",)),
+        "header_only": _write(d / "empty.csv", "review,sentiment\n"),
+        "long": write_csv(d / "long.csv", n=120, seed=1),
+    }
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+# upload outputs (states are not part of the API): notices, preview, text, label, pair, multi, report
+# start outputs: status, bar, curves, metrics, per_class, confusion, wrong, wrong_csv, selected_md, model, run,
+# runs_table, base
+START = dict(zip(["status", "bar", "curves", "metrics", "per_class", "confusion", "wrong", "wrong_csv", "selected_md",
+                  "model", "run", "runs_table", "base"], range(13)))
+
+
+def upload(client: Client, path: Path):
+    return client.predict(handle_file(str(path)), api_name="/finetune_upload")
+
+
+def start_args(base: str, mode: str = "probe", name: str = "", epochs: float = 2, lr: float = 5e-4, batch: int = 8,
+               patience: int = 0, text: str = "review", label: str = "sentiment"):
+    # text, label, pair, multi, base, mode, name, epochs, lr, batch, max_len, seed, patience, val_fraction
+    return (text, label, "", False, base, mode, name, epochs, lr, batch, None, 42, patience, 0.2)
+
+
+def field(out, key):
+    return out[START[key]]
+
+
+def test_upload_guesses_the_mapping_and_shows_a_preview(app_url, data):
+    client = Client(app_url, verbose=False)
+    notices, preview, text, label, pair, multi, report = upload(client, data["good"])
+    assert "reviews.csv" in notices and "40 rows" in notices
+    assert text["value"] == "review" and label["value"] == "sentiment" and pair["value"] == ""
+    assert [c[1] for c in text["choices"]] == ["review", "sentiment"]
+    assert preview["headers"] == ["row", "review", "sentiment"]
+    assert preview["data"][0][0] == 2  # spreadsheet row numbers
+    assert multi is False
+    assert "of 40 rows usable" in report and "Ready to train" in report
+    # changing the mapping re-validates: the label column as text and vice versa still reports
+    swapped = client.predict("sentiment", "review", "", False, api_name="/finetune_report")
+    assert "Error" in swapped and "Traceback" not in swapped
+
+
+def test_bad_files_give_clear_messages_and_no_traceback(app_url, data, tiny_model_dir):
+    client = Client(app_url, verbose=False)
+    notices, *_rest, report = upload(client, data["header_only"])
+    assert notices.startswith("**Error:**") and "no data rows" in notices
+    assert "Traceback" not in notices
+    notices, *_rest, report = upload(client, data["one_class"])
+    assert "**Error:**" in report and "two classes" in report
+    with pytest.raises(Exception) as excinfo:  # starting anyway: the same message as a gr.Error
+        client.predict(*start_args(str(tiny_model_dir)), api_name="/finetune_start")
+    msg = str(excinfo.value)
+    assert "two classes" in msg and "Traceback" not in msg
+    upload(client, data["good"])
+    with pytest.raises(Exception) as excinfo:
+        client.predict(*start_args(str(tiny_model_dir), name="../escape"), api_name="/finetune_start")
+    assert "is not allowed" in str(excinfo.value)
+    with pytest.raises(Exception) as excinfo:
+        client.predict(*start_args(str(tiny_model_dir), epochs=0), api_name="/finetune_start")
+    assert "less than minimum value" in str(excinfo.value)  # the Number's bounds, checked by gradio
+
+
+def test_folder_base_refused_when_local_paths_are_off(app_url, data, tiny_model_dir, monkeypatch):
+    client = Client(app_url, verbose=False)
+    upload(client, data["good"])
+    monkeypatch.setenv("BERTVIZ_ALLOW_LOCAL_PATHS", "0")
+    other = str(tiny_model_dir.parent / ".." / tiny_model_dir.parent.name / "tiny-bert")  # same folder, not the default
+    with pytest.raises(Exception) as excinfo:
+        client.predict(*start_args(other), api_name="/finetune_start")
+    assert "BERTVIZ_ALLOW_LOCAL_PATHS=0" in str(excinfo.value)
+
+
+def test_probe_run_shows_metrics_saves_the_run_and_selects_it(app_url, data, tiny_model_dir, registry):
+    import bertviz_app as bv
+
+    client = Client(app_url, verbose=False)
+    upload(client, data["good"])
+    job = client.submit(*start_args(str(tiny_model_dir), mode="probe", name="ui-probe"), api_name="/finetune_start")
+    out = job.result(timeout=120)
+    assert "Done" in field(out, "status") and "runs/ui-probe saved" in field(out, "status")
+    metrics = field(out, "metrics")
+    assert "Accuracy" in metrics and "macro-F1" in metrics and "runs/ui-probe" in metrics
+    per_class = field(out, "per_class")
+    assert [r[1] for r in per_class["data"]] == ["negative", "positive"]
+    cm = json.loads(field(out, "confusion")["plot"])
+    assert cm["data"][0]["type"] == "heatmap"
+    # the model dropdown (Model tab) lists the new run and has it selected; so does the run list
+    model = field(out, "model")
+    assert model["value"] == "runs/ui-probe" and ["runs/ui-probe", "runs/ui-probe"] in model["choices"]
+    assert field(out, "run")["value"] == "runs/ui-probe"
+    assert (registry / "runs" / "ui-probe" / "config.json").is_file()
+    assert bv.load_model("runs/ui-probe", device="cpu").labels == ("negative", "positive")
+    # misclassified rows: a CSV safe for spreadsheets
+    wrong = field(out, "wrong")
+    if wrong["data"]:
+        assert Path(field(out, "wrong_csv")).read_text(encoding="utf-8").startswith("run,mode,row,text")
+    # download: a zip of the run folder
+    z = client.predict("runs/ui-probe", api_name="/finetune_zip")
+    with zipfile.ZipFile(z) as zf:
+        names = set(zf.namelist())
+    assert {"config.json", "model.safetensors", "run.json"} <= names
+    with pytest.raises(Exception) as excinfo:
+        client.predict("runs/../../etc", api_name="/finetune_zip")
+    assert "not in the list of choices" in str(excinfo.value)
+    # compare with the base model: probabilities and attributions of both
+    md, base_bar, tuned_bar, base_tok, tuned_tok = client.predict("runs/ui-probe", "the film was great !", "",
+                                                                  api_name="/finetune_compare")
+    assert "Base" in md and "fine-tuned" in md
+    assert json.loads(base_bar["plot"])["data"][0]["type"] == "bar"
+    assert "bv-tok" in base_tok and "bv-tok" in tuned_tok
+
+
+def test_both_modes_side_by_side(app_url, data, tiny_model_dir):
+    client = Client(app_url, verbose=False)
+    upload(client, data["good"])
+    out = client.submit(*start_args(str(tiny_model_dir), mode="both", name="ui-both", epochs=1),
+                        api_name="/finetune_start").result(timeout=180)
+    status = field(out, "status")
+    assert "runs/ui-both-probe saved" in status and "runs/ui-both-full saved" in status
+    assert "Probe vs full" in field(out, "metrics")
+    cm = json.loads(field(out, "confusion")["plot"])
+    assert sum(1 for t in cm["data"] if t["type"] == "heatmap") == 2
+    runs = field(out, "runs_table")
+    row = next(r for r in runs["data"] if "runs/ui-both-full" in r)
+    assert "runs/ui-both-probe" in row  # same data hash -> one row, both modes
+    assert field(out, "model")["value"] == "runs/ui-both-full"
+
+
+def test_cancel_stops_a_long_run_and_keeps_the_best_weights(app_url, data, tiny_model_dir):
+    import bertviz_app as bv
+
+    client = Client(app_url, verbose=False)
+    upload(client, data["long"])
+    job = client.submit(*start_args(str(tiny_model_dir), mode="full", name="ui-cancel", epochs=30, batch=2),
+                        api_name="/finetune_start")
+    deadline = time.time() + 60
+    while time.time() < deadline and not any("loss" in str(o[0]) for o in job.outputs()):
+        time.sleep(0.2)
+    assert any("Training" in str(o[0]) and "loss" in str(o[0]) for o in job.outputs()), "no progress was streamed"
+    t0 = time.time()
+    msg = client.predict(api_name="/finetune_cancel")
+    assert "Cancelling" in msg
+    out = job.result(timeout=60)
+    assert time.time() - t0 < 30
+    assert "Cancelled" in field(out, "status")
+    assert "Cancelled:" in field(out, "metrics")
+    lm = bv.load_model("runs/ui-cancel", device="cpu")
+    assert lm.labels == ("negative", "positive")
+    info = json.loads((Path(lm.path) / "run.json").read_text())
+    assert info["cancelled"] is True and info["steps"] < info["max_steps"]
+    curves = json.loads(field(out, "curves")["plot"])
+    assert any(t.get("name") == "training loss" for t in curves["data"])
+
+
+def test_two_runs_at_once_wait_for_each_other(app_url, data, tiny_model_dir):
+    a, b = Client(app_url, verbose=False), Client(app_url, verbose=False)
+    upload(a, data["good"])
+    upload(b, data["good"])
+    ja = a.submit(*start_args(str(tiny_model_dir), mode="full", epochs=2), api_name="/finetune_start")
+    jb = b.submit(*start_args(str(tiny_model_dir), mode="full", epochs=2), api_name="/finetune_start")
+    oa, ob = ja.result(timeout=180), jb.result(timeout=180)
+    ra, rb = field(oa, "run")["value"], field(ob, "run")["value"]
+    assert "Done" in field(oa, "status") and "Done" in field(ob, "status")
+    # same data, automatic names: one ran after the other, so the second got a fresh name
+    assert sorted([ra, rb]) == [ra.removesuffix("-2"), ra.removesuffix("-2") + "-2"]
+
+
+# --------------------------------------------------------------------------- handler-level helpers
+def test_misclassified_csv_is_safe_for_spreadsheets():
+    from bertviz_app.ui import finetune_tab
+
+    rows = [{"run": "runs/x", "mode": "full", "row": 3, "text": "=HYPERLINK(\"http://x\")", "pair": None,
+             "true": "+a", "predicted": "-1.5", "confidence": 0.9}]
+    path = finetune_tab.wrong_csv(rows)
+    got = list(csv.reader(open(path, encoding="utf-8")))
+    assert got[1][3].startswith("'=") and got[1][5] == "'+a" and got[1][6] == "-1.5"
+    assert finetune_tab.pick_row([dict(rows[0])], ["full", 3, "...", "+a"])["text"].startswith("=")
+    assert finetune_tab.pick_row([dict(rows[0])], ["probe", 3]) is None
+
+
+def test_report_escapes_user_text():
+    from bertviz_app.data import read_table
+    from bertviz_app.ui import finetune_tab
+
+    table = read_table(b"text,label\n<b>x</b>,<img src=x>\nfine,ok\n", name="x.csv")
+    md = finetune_tab.report_md(table, "text", "label", "", False)
+    assert "<img" not in md and "&lt;img" in md
+
+
+def test_push_to_hub_uses_the_token_once_and_never_shows_it(monkeypatch, tmp_path):
+    import huggingface_hub
+
+    from bertviz_app.ui import finetune_tab
+
+    models = tmp_path / "models"
+    run = models / "runs" / "r"
+    run.mkdir(parents=True)
+    (run / "config.json").write_text("{}")
+    (run / "run.json").write_text("{}")
+    monkeypatch.setenv("BERTVIZ_MODELS_DIR", str(models))
+    calls = []
+
+    class FakeApi:
+        def __init__(self, token=None):
+            calls.append(("init", token))
+
+        def create_repo(self, repo_id, **kw):
+            calls.append(("create", repo_id, kw["private"]))
+
+        def upload_folder(self, folder_path, repo_id, **kw):
+            calls.append(("upload", folder_path, kw["ignore_patterns"]))
+            if repo_id == "me/fail":
+                raise RuntimeError("401 Unauthorized for token hf_SECRET")
+            return type("Info", (), {"commit_url": f"https://huggingface.co/{repo_id}/commit/1"})()
+
+    monkeypatch.setattr(huggingface_hub, "HfApi", FakeApi)
+    md = finetune_tab.push_to_hub("runs/r", "me/model", "hf_SECRET", True)
+    assert "Pushed" in md and "hf_SECRET" not in md
+    assert calls == [("init", "hf_SECRET"), ("create", "me/model", True), ("upload", str(run), ["run.json"])]
+    with pytest.raises(Exception) as excinfo:
+        finetune_tab.push_to_hub("runs/r", "me/fail", "hf_SECRET", True)
+    assert "failed" in str(excinfo.value) and "hf_SECRET" not in str(excinfo.value)
+    with pytest.raises(Exception, match="owner/name"):
+        finetune_tab.push_to_hub("runs/r", "../x", "hf_SECRET", True)
