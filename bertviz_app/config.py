@@ -51,6 +51,11 @@ class Settings:
         default_factory=lambda: int(_env("MAX_N_STEPS", "500")),
         metadata={"help": "Largest Integrated Gradients n_steps accepted."},
     )
+    queue_size: int = field(
+        default_factory=lambda: int(_env("QUEUE_SIZE", "256")),
+        metadata={"help": "Requests that may wait in the web app's queue; beyond it a request is refused at "
+                  "once with a 'busy, try again' message instead of waiting without end."},
+    )
     allow_local_paths: bool = field(
         default_factory=lambda: _env("ALLOW_LOCAL_PATHS", "1").lower() not in ("0", "false", "no", "off"),
         metadata={"help": "Let the web app open model folders by path (off on public deployments: names "
