@@ -17,7 +17,7 @@ _EXPORTS = {
     "attribution": ("BASELINES", "OUTPUTS", "attribute", "cls_lens", "cls_path"),
     "config": ("Settings", "get_settings"),
     "errors": ("BertvizError", "CancelledError", "DataError", "InputError", "ModelLoadError",
-               "ModelNotFoundError", "TrainingError"),
+               "ModelNotFoundError", "ResourceError", "TrainingError"),
     "inference": ("predict",),
     "registry": ("LoadedModel", "clear_cache", "list_models", "load_model", "resolve_device"),
     "results": ("AttentionMaps", "Attribution", "ClsLens", "ClsPath", "ModelSummary", "Prediction", "TokenInfo"),
@@ -31,7 +31,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs
     from .attribution import BASELINES, OUTPUTS, attribute, cls_lens, cls_path  # noqa: F401
     from .config import Settings, get_settings  # noqa: F401
     from .errors import (  # noqa: F401
-        BertvizError, CancelledError, DataError, InputError, ModelLoadError, ModelNotFoundError, TrainingError,
+        BertvizError, CancelledError, DataError, InputError, ModelLoadError, ModelNotFoundError, ResourceError,  # noqa: F401
+        TrainingError,
     )
     from .inference import predict  # noqa: F401
     from .registry import LoadedModel, clear_cache, list_models, load_model, resolve_device  # noqa: F401

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from captum.attr import IntegratedGradients, LayerIntegratedGradients
+from captum.attr import IntegratedGradients
 
 from .config import get_settings
 from .encoding import encode
-from .errors import InputError
+from .errors import InputError, ResourceError
 from .registry import LoadedModel, attention_implementation
 from .results import Attribution, ClsLens, ClsPath, TokenInfo
 
@@ -179,13 +179,14 @@ def attribute(
         steps = int(n_steps) if tolerance is None else min(int(n_steps), ADAPTIVE_START)
         gap = s.f_x - s.f_b
         while True:
-            attrs = ig.attribute(
+            attrs = _ig_retrying(
+                ig,
                 emb,
+                max(1, min(steps, TOKEN_BUDGET // s.ids.shape[1])),
                 baselines=base_emb,
                 target=s.target_idx,
                 n_steps=steps,
                 additional_forward_args=(s.mask, s.types),
-                internal_batch_size=max(1, min(steps, TOKEN_BUDGET // s.ids.shape[1])),
             )  # (1, T, D)
             delta = float(attrs.sum()) - gap
             if tolerance is None or abs(delta) <= max(tolerance * abs(gap), 1e-6):
@@ -242,12 +243,13 @@ def cls_path(
         for depth in range(n_layers + 1):
             x, b = states[depth][:1], states[depth][1:]  # (1, T, D) input and baseline states at this depth
             ig = IntegratedGradients(_from_depth(s, depth))
-            attrs, delta = ig.attribute(
+            attrs, delta = _ig_retrying(
+                ig,
                 x,
+                s.internal_batch_size,
                 baselines=b,
                 target=s.target_idx,
                 n_steps=int(n_steps),
-                internal_batch_size=s.internal_batch_size,
                 return_convergence_delta=True,
             )
             rows.append(attrs.sum(dim=-1)[0].detach().float().cpu().numpy())  # (T,)
@@ -263,6 +265,35 @@ def cls_path(
         n_steps=int(n_steps),
         baseline=path_baseline,
     )
+
+
+def _is_oom(exc: BaseException) -> bool:
+    if isinstance(exc, torch.OutOfMemoryError):
+        return True
+    text = str(exc).lower()
+    return isinstance(exc, (RuntimeError, MemoryError)) and ("out of memory" in text or "can't allocate memory" in text
+                                                              or "not enough memory" in text or isinstance(exc, MemoryError))
+
+
+def _ig_retrying(ig, inputs, internal_batch_size: int, **kwargs):
+    """``ig.attribute`` that halves its internal batch on out-of-memory and tries again; at a batch
+    of one it gives up with a ResourceError (a clear message) instead of taking the server down."""
+    batch = max(1, int(internal_batch_size))
+    while True:
+        try:
+            return ig.attribute(inputs, internal_batch_size=batch, **kwargs)
+        except (RuntimeError, MemoryError) as exc:
+            if not _is_oom(exc):
+                raise
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            if batch == 1:
+                raise ResourceError(
+                    "Out of memory while computing attributions, even one step at a time: shorten the text "
+                    "or lower n_steps."
+                ) from exc
+            log.warning("attribution ran out of memory with internal batch %d; retrying with %d", batch, batch // 2)
+            batch //= 2
 
 
 def _from_depth(s: _Setup, depth: int):

@@ -11,6 +11,7 @@ __all__ = [
     "DataError",
     "TrainingError",
     "CancelledError",
+    "ResourceError",
 ]
 
 
@@ -40,3 +41,7 @@ class TrainingError(BertvizError):
 
 class CancelledError(BertvizError):
     """The user cancelled a job."""
+
+
+class ResourceError(BertvizError):
+    """The machine ran out of memory for this request even after retrying smaller; the server goes on."""
