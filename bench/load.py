@@ -16,7 +16,6 @@ import json
 import os
 import platform
 import socket
-import statistics
 import subprocess
 import sys
 import threading

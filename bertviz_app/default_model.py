@@ -175,9 +175,9 @@ def _predict_labels(model, tokenizer, texts: list[str], max_length: int, batch_s
 def _model_card(c: dict) -> str:
     hp = c["hyperparameters"]
     v = c["versions"]
-    rows = "\n".join(
-        f"| {lab} | {m['precision']:.3f} | {m['recall']:.3f} | {m['f1']:.3f} | {m['support']} |" for lab, m in c["per_class"].items()
-    )
+    from .training import per_class_table
+
+    rows = per_class_table(c["per_class"])
     return f"""---
 license: apache-2.0
 library_name: transformers

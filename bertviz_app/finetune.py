@@ -25,7 +25,7 @@ import torch
 from .config import get_settings
 from .data import Dataset, split_dataset
 from .errors import CancelledError, DataError, InputError, TrainingError
-from .training import TrainConfig, atomic_save, evaluate_predictions, train_classifier
+from .training import TrainConfig, atomic_save, evaluate_predictions, per_class_table, train_classifier
 
 __all__ = ["MODES", "RunResult", "run_finetune", "list_runs", "load_run_info", "base_model_path", "valid_run_name"]
 
@@ -323,8 +323,7 @@ def list_runs() -> list[dict]:
 
 def _run_card(r: dict) -> str:
     m = r["metrics"]
-    rows = "\n".join(f"| {lab} | {v['precision']:.3f} | {v['recall']:.3f} | {v['f1']:.3f} | {v['support']} |"
-                     for lab, v in m["per_class"].items())
+    rows = per_class_table(m["per_class"])
     hp = "\n".join(f"- `{k}`: {v}" for k, v in r["hyperparameters"].items())
     status = "cancelled; best weights so far" if r["cancelled"] else ("stopped early; best weights" if r["stopped_early"] else "complete")
     return f"""---

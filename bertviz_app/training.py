@@ -32,7 +32,7 @@ from transformers import (
 )
 from transformers import logging as hf_logging
 
-from .errors import CancelledError, InputError, TrainingError
+from .errors import InputError, TrainingError
 
 __all__ = ["TrainConfig", "TrainResult", "train_classifier", "atomic_save", "evaluate_predictions"]
 
@@ -377,5 +377,8 @@ def atomic_save(model, tokenizer, dest: Path, extra_files: dict[str, str] | None
     return dest
 
 
-def write_json(path: Path, data: dict) -> None:
-    path.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
+def per_class_table(per_class: dict) -> str:
+    """The Markdown rows of a model card's per-class table (class | precision | recall | F1 | support)."""
+    return "\n".join(
+        f"| {lab} | {m['precision']:.3f} | {m['recall']:.3f} | {m['f1']:.3f} | {m['support']} |" for lab, m in per_class.items()
+    )

@@ -66,3 +66,33 @@ def models_dir(tmp_path, monkeypatch) -> Path:
     d.mkdir()
     monkeypatch.setenv("BERTVIZ_MODELS_DIR", str(d))
     return d
+
+
+# --- serving the app and driving a browser (shared by the API, hostile-input and browser tests) ---
+
+CHROMIUM = "/usr/bin/chromium"
+# Flags for a closed network: without the background-networking ones Chromium keeps dialling out.
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def serve_app(model: str):
+    """Launch the web app in-process on a free loopback port: (demo, url). Close with demo.close()."""
+    from bertviz_app import ui
+
+    port = free_port()
+    demo = ui.launch(host="127.0.0.1", port=port, model=model, prevent_thread_lock=True, quiet=True)
+    return demo, f"http://127.0.0.1:{port}/"
+
+
+def launch_chromium(playwright):
+    """Debian's Chromium through Playwright (a browser download is impossible here)."""
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)

@@ -6,35 +6,19 @@ with the real default model when it is built (else the tiny one)."""
 from __future__ import annotations
 
 import os
-import socket
 from pathlib import Path
 
 import pytest
 
-CHROMIUM = "/usr/bin/chromium"
+from conftest import CHROMIUM, launch_chromium, serve_app  # noqa: E402
+
 if not os.path.exists(CHROMIUM):
     pytest.skip(f"browser tests need Chromium at {CHROMIUM} (not installed here)", allow_module_level=True)
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
 
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
 XSS = "<img src=x onerror=alert(1)>"
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT_MS = 90_000
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def serve(model: str):
-    from bertviz_app import ui
-
-    port = free_port()
-    demo = ui.launch(host="127.0.0.1", port=port, model=model, prevent_thread_lock=True, quiet=True)
-    return demo, f"http://127.0.0.1:{port}/"
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +31,7 @@ def registry(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def app_url(registry, tiny_model_dir):
-    demo, url = serve(str(tiny_model_dir))
+    demo, url = serve_app(str(tiny_model_dir))
     yield url
     demo.close()
 
@@ -55,7 +39,7 @@ def app_url(registry, tiny_model_dir):
 @pytest.fixture(scope="module")
 def browser():
     with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        b = launch_chromium(p)
         yield b
         b.close()
 
@@ -127,7 +111,7 @@ def test_screenshot_for_the_readme(browser, registry, tiny_model_dir, monkeypatc
         model = "default"
     else:
         model = str(tiny_model_dir)
-    demo, url = serve(model)
+    demo, url = serve_app(model)
     try:
         ctx = browser.new_context(viewport={"width": 1280, "height": 900})
         page = ctx.new_page()

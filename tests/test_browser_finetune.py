@@ -6,42 +6,31 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import sys
 from pathlib import Path
 
 import pytest
 
-CHROMIUM = "/usr/bin/chromium"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from conftest import CHROMIUM, launch_chromium, serve_app  # noqa: E402
+
 if not os.path.exists(CHROMIUM):
     pytest.skip(f"browser tests need Chromium at {CHROMIUM} (not installed here)", allow_module_level=True)
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_finetune_ui import write_csv  # noqa: E402
 
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT_MS = 120_000
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def app_url(tiny_model_dir, tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv("BERTVIZ_MODELS_DIR", str(tmp_path_factory.mktemp("ft-browser-registry")))
-    from bertviz_app import ui
-
-    port = free_port()
-    demo = ui.launch(host="127.0.0.1", port=port, model=str(tiny_model_dir), prevent_thread_lock=True, quiet=True)
+    demo, url = serve_app(str(tiny_model_dir))
     try:
-        yield f"http://127.0.0.1:{port}/"
+        yield url
     finally:
         demo.close()
         mp.undo()
@@ -50,7 +39,7 @@ def app_url(tiny_model_dir, tmp_path_factory):
 @pytest.fixture(scope="module")
 def browser():
     with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        b = launch_chromium(p)
         yield b
         b.close()
 

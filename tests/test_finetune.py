@@ -7,12 +7,10 @@ import csv
 import json
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import numpy as np

@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import json
 import random
-import socket
 import time
 import zipfile
 from pathlib import Path
@@ -16,6 +15,8 @@ import pytest
 
 pytest.importorskip("gradio")
 from gradio_client import Client, handle_file  # noqa: E402
+
+from conftest import serve_app  # noqa: E402
 
 POS = ["good", "great", "fun", "gorgeous", "moving"]
 NEG = ["bad", "awful", "tedious", "slog", "joyless"]
@@ -33,12 +34,6 @@ def write_csv(path: Path, n: int = 40, seed: int = 0, labels=("negative", "posit
     return path
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory):
     mp = pytest.MonkeyPatch()
@@ -50,12 +45,9 @@ def registry(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def app_url(registry, tiny_model_dir):
-    from bertviz_app import ui
-
-    port = free_port()
-    demo = ui.launch(host="127.0.0.1", port=port, model=str(tiny_model_dir), prevent_thread_lock=True, quiet=True)
+    demo, url = serve_app(str(tiny_model_dir))
     try:
-        yield f"http://127.0.0.1:{port}/"
+        yield url
     finally:
         demo.close()
 

@@ -4,7 +4,6 @@ message it must produce, and the server still answers afterwards."""
 from __future__ import annotations
 
 import re
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -14,13 +13,9 @@ import pytest
 pytest.importorskip("gradio")
 from gradio_client import Client  # noqa: E402
 
+from conftest import serve_app  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -30,12 +25,9 @@ def client(tiny_model_dir, tmp_path_factory):
     mp.setenv("BERTVIZ_ALLOW_LOCAL_PATHS", "0")  # as on a public Space
     mp.setenv("BERTVIZ_MAX_CHARS", "20000")
     mp.setenv("HF_HUB_OFFLINE", "1")
-    from bertviz_app import ui
-
-    port = free_port()
-    demo = ui.launch(host="127.0.0.1", port=port, model=str(tiny_model_dir), prevent_thread_lock=True, quiet=True)
+    demo, url = serve_app(str(tiny_model_dir))
     try:
-        yield Client(f"http://127.0.0.1:{port}/", verbose=False)
+        yield Client(url, verbose=False)
     finally:
         demo.close()
         mp.undo()

@@ -4,7 +4,6 @@ free port (tiny model, empty registry) and call every endpoint with gradio_clien
 from __future__ import annotations
 
 import json
-import socket
 
 import numpy as np
 import pytest
@@ -12,13 +11,9 @@ import pytest
 pytest.importorskip("gradio")
 from gradio_client import Client  # noqa: E402
 
+from conftest import serve_app  # noqa: E402
+
 XSS = "<img src=x onerror=alert(1)>"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -26,12 +21,9 @@ def app_url(tiny_model_dir, tmp_path_factory):
     mp = pytest.MonkeyPatch()
     registry = tmp_path_factory.mktemp("registry")
     mp.setenv("BERTVIZ_MODELS_DIR", str(registry))
-    from bertviz_app import ui
-
-    port = free_port()
-    demo = ui.launch(host="127.0.0.1", port=port, model=str(tiny_model_dir), prevent_thread_lock=True, quiet=True)
+    demo, url = serve_app(str(tiny_model_dir))
     try:
-        yield f"http://127.0.0.1:{port}/"
+        yield url
     finally:
         demo.close()
         mp.undo()
