@@ -26,7 +26,8 @@ from transformers import logging as hf_logging
 from .config import get_settings
 from .errors import ModelLoadError, ModelNotFoundError
 
-__all__ = ["LoadedModel", "load_model", "list_models", "resolve_device", "clear_cache", "model_dir", "attention_implementation"]
+__all__ = ["LoadedModel", "load_model", "list_models", "resolve_device", "clear_cache", "model_dir", "attention_implementation",
+           "clean_stale_folders"]
 
 log = logging.getLogger(__name__)
 
@@ -170,6 +171,27 @@ def list_models() -> list[dict]:
         for p in sorted(found, key=lambda p: p.stat().st_mtime, reverse=True):
             out.append({"name": f"runs/{p.name}", "path": str(p), "built": True})
     return out
+
+
+def clean_stale_folders(max_age_s: float = 3600) -> list[Path]:
+    """Remove ``.tmp-*`` / ``.old-*`` folders (left by a kill during a save) older than
+    ``max_age_s`` from models/ and models/runs/. Younger ones may be a save in progress in
+    another process and are kept; they are never listed either way. Returns what was removed."""
+    import shutil
+    import time
+
+    removed = []
+    root = model_dir()
+    for folder in (root, root / "runs"):
+        if not folder.is_dir():
+            continue
+        for p in folder.iterdir():
+            if p.is_dir() and p.name.startswith((".tmp-", ".old-")) and time.time() - p.stat().st_mtime > max_age_s:
+                shutil.rmtree(p, ignore_errors=True)
+                removed.append(p)
+    for p in removed:
+        log.warning("removed a half-written model folder left by an interrupted save: %s", p)
+    return removed
 
 
 def _local_alternatives() -> str:

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -212,3 +213,44 @@ def test_two_process_gloo_training_produces_the_same_kind_of_folder(tiny_model_d
     # two share each step's 16 rows, 3 or 4 steps an epoch depending on how the remainder is split.
     assert 6 <= info["steps"] <= 8
     assert (Path(result["path"]) / "model.safetensors").is_file()
+
+
+def test_restart_cleans_up_old_half_written_folders_but_not_a_save_in_progress(models_dir):
+    from bertviz_app.registry import clean_stale_folders
+
+    runs = models_dir / "runs"
+    old_tmp, new_tmp, old_swap = runs / ".tmp-a-1", runs / ".tmp-b-2", models_dir / ".old-default-3"
+    for d in (old_tmp, new_tmp, old_swap):
+        d.mkdir(parents=True)
+        (d / "model.safetensors").write_bytes(b"partial")
+    past = time.time() - 7200
+    os.utime(old_tmp, (past, past))
+    os.utime(old_swap, (past, past))
+    assert sorted(p.name for p in clean_stale_folders()) == [".old-default-3", ".tmp-a-1"]
+    assert new_tmp.exists() and not old_tmp.exists() and not old_swap.exists()
+    assert [m["name"] for m in bv.list_models()] == ["default"]
+
+
+def test_kill_during_training_loses_nothing_saved(models_dir, tiny_model_dir, dataset, tmp_path):
+    """SIGKILL of a fine-tune process mid-training: no run appears, earlier runs still load."""
+    run_finetune(dataset, base=str(tiny_model_dir), mode="probe", name="survivor")
+    data = write_csv(tmp_path / "d.csv")
+    env = {**os.environ, "BERTVIZ_MODELS_DIR": str(models_dir), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bertviz_app", "finetune", str(data), "--base", str(tiny_model_dir), "--epochs", "100",
+         "--batch-size", "4", "--patience", "0", "--name", "doomed"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT, env=env,
+    )
+    try:
+        for line in proc.stdout:  # wait until training is really under way
+            if line.startswith("step "):
+                break
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert not (models_dir / "runs" / "doomed").exists()
+    assert [m["name"] for m in bv.list_models()] == ["default", "runs/survivor"]
+    bv.clear_cache()
+    assert bv.predict(bv.load_model("runs/survivor", device="cpu"), "good film")[0].label

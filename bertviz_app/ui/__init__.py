@@ -195,6 +195,9 @@ def launch(host: str | None = None, port: int | None = None, model: str | None =
     """Build, queue and serve the app; returns the Blocks (pass prevent_thread_lock=True to get it back
     at once). Defaults come from settings (host 0.0.0.0, port 7860)."""
     settings = core.get_settings()
+    from bertviz_app.registry import clean_stale_folders
+
+    clean_stale_folders()  # what a killed save left behind, so the run list stays right after a restart
     demo = build_app(model)
     demo.queue(default_concurrency_limit=2, max_size=settings.queue_size)
     kw.setdefault("css", CSS)
