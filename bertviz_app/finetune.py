@@ -25,7 +25,7 @@ import torch
 from .config import get_settings
 from .data import Dataset, split_dataset
 from .errors import CancelledError, DataError, InputError, TrainingError
-from .training import TrainConfig, atomic_save, evaluate_predictions, per_class_table, train_classifier
+from .training import TrainConfig, atomic_save, evaluate_predictions, metrics_tables, train_classifier
 
 __all__ = ["MODES", "RunResult", "run_finetune", "list_runs", "load_run_info", "base_model_path", "valid_run_name"]
 
@@ -323,7 +323,6 @@ def list_runs() -> list[dict]:
 
 def _run_card(r: dict) -> str:
     m = r["metrics"]
-    rows = per_class_table(m["per_class"])
     hp = "\n".join(f"- `{k}`: {v}" for k, v in r["hyperparameters"].items())
     status = "cancelled; best weights so far" if r["cancelled"] else ("stopped early; best weights" if r["stopped_early"] else "complete")
     return f"""---
@@ -337,14 +336,7 @@ Fine-tuned with bertviz-app ({r['mode']} mode) from `{r['base']}` on `{r['source
 Classes: {', '.join(r['labels'])}{' (multi-label)' if r['multi_label'] else ''}. Run: {status}, {r['seconds']:.0f} s.
 
 ## Validation metrics
-| metric | value |
-|---|---|
-| accuracy | **{m['accuracy']:.4f}** |
-| macro-F1 | **{m['macro_f1']:.4f}** |
-
-| class | precision | recall | F1 | support |
-|---|---|---|---|---|
-{rows}
+{metrics_tables(m['accuracy'], m['macro_f1'], m['per_class'])}
 
 ## Hyperparameters
 {hp}

@@ -377,8 +377,17 @@ def atomic_save(model, tokenizer, dest: Path, extra_files: dict[str, str] | None
     return dest
 
 
-def per_class_table(per_class: dict) -> str:
-    """The Markdown rows of a model card's per-class table (class | precision | recall | F1 | support)."""
-    return "\n".join(
+def metrics_tables(accuracy: float, macro_f1: float, per_class: dict) -> str:
+    """The metrics section of a model card: accuracy and macro-F1, then precision, recall, F1 and
+    support per class (Markdown tables)."""
+    rows = "\n".join(
         f"| {lab} | {m['precision']:.3f} | {m['recall']:.3f} | {m['f1']:.3f} | {m['support']} |" for lab, m in per_class.items()
     )
+    return f"""| metric | value |
+|---|---|
+| accuracy | **{accuracy:.4f}** |
+| macro-F1 | **{macro_f1:.4f}** |
+
+| class | precision | recall | F1 | support |
+|---|---|---|---|---|
+{rows}"""

@@ -93,6 +93,12 @@ def serve_app(model: str):
     return demo, f"http://127.0.0.1:{port}/"
 
 
-def launch_chromium(playwright):
-    """Debian's Chromium through Playwright (a browser download is impossible here)."""
-    return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's Chromium driven by Playwright (a browser download is impossible here)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CHROMIUM, launch_chromium, serve_app  # noqa: E402
+from conftest import CHROMIUM, serve_app  # noqa: E402
 
 if not os.path.exists(CHROMIUM):
     pytest.skip(f"browser tests need Chromium at {CHROMIUM} (not installed here)", allow_module_level=True)
@@ -34,14 +34,6 @@ def app_url(registry, tiny_model_dir):
     demo, url = serve_app(str(tiny_model_dir))
     yield url
     demo.close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = launch_chromium(p)
-        yield b
-        b.close()
 
 
 @pytest.fixture()

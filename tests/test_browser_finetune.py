@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conftest import CHROMIUM, launch_chromium, serve_app  # noqa: E402
+from conftest import CHROMIUM, serve_app  # noqa: E402
 
 if not os.path.exists(CHROMIUM):
     pytest.skip(f"browser tests need Chromium at {CHROMIUM} (not installed here)", allow_module_level=True)
@@ -34,14 +34,6 @@ def app_url(tiny_model_dir, tmp_path_factory):
     finally:
         demo.close()
         mp.undo()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = launch_chromium(p)
-        yield b
-        b.close()
 
 
 def test_upload_train_and_see_curves_and_confusion_matrix(browser, app_url, tiny_model_dir, tmp_path):

@@ -286,3 +286,12 @@ def test_push_to_hub_uses_the_token_once_and_never_shows_it(monkeypatch, tmp_pat
     assert "failed" in str(excinfo.value) and "hf_SECRET" not in str(excinfo.value)
     with pytest.raises(Exception, match="owner/name"):
         finetune_tab.push_to_hub("runs/r", "../x", "hf_SECRET", True)
+
+
+def test_report_warns_about_texts_the_model_will_cut():
+    from bertviz_app.data import read_table
+    from bertviz_app.ui.finetune_tab import report_md
+
+    rows = "".join(f"{'word ' * (600 if i == 3 else 5)}{i},{'pos' if i % 2 else 'neg'}\n" for i in range(30))
+    report = report_md(read_table(("review,sentiment\n" + rows).encode(), name="x.csv"), "review", "sentiment", None, False)
+    assert "longer than 512 tokens" in report and "row 5" in report and "Ready to train" in report

@@ -32,7 +32,8 @@ def build_app(model: str | None = None) -> gr.Blocks:
     """The app, not launched. ``model``: what it opens with (default: settings.default_model)."""
     default = (model or core.get_settings().default_model).strip()
 
-    with gr.Blocks(title="BERT classifier explorer") as demo:
+    # Uploaded files live in gradio's cache; delete_cache removes them hourly (older than an hour).
+    with gr.Blocks(title="BERT classifier explorer", delete_cache=(3600, 3600)) as demo:
         gr.Markdown("# BERT classifier explorer\nClass probabilities, attention in every layer and head, and "
                     "Integrated Gradients attributions along the [CLS] path. Type a text and press **Analyze**.")
         state = gr.State(None, time_to_live=3600)

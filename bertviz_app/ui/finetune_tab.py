@@ -193,6 +193,18 @@ def _col(value: str | None) -> str | None:
     return value if value else None
 
 
+def _truncation_check() -> dict:
+    """Tokenizer and length for the report's "will be truncated" warning: the encoder's WordPiece
+    vocabulary (shared by the default model and runs built on it) at BERT's 512 tokens. Skipped,
+    not fatal, when the encoder package is missing."""
+    try:
+        from ..default_model import encoder_tokenizer
+
+        return {"tokenizer": encoder_tokenizer(), "max_length": 512}
+    except core.BertvizError:
+        return {}
+
+
 def report_md(table, text_col, label_col, pair_col, multi_label) -> str:
     """The validation report for the chosen columns: errors (block training) then warnings."""
     from ..data import validate
@@ -206,7 +218,7 @@ def report_md(table, text_col, label_col, pair_col, multi_label) -> str:
     if pair_col and pair_col in (text_col, label_col):
         return "**Error:** the second text column must differ from the text and label columns."
     try:
-        rep = validate(table, text_col, label_col, _col(pair_col), bool(multi_label))
+        rep = validate(table, text_col, label_col, _col(pair_col), bool(multi_label), **_truncation_check())
     except core.DataError as exc:
         return f"**Error:** {esc(exc)}"
     s = rep.summary
