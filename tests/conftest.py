@@ -4,6 +4,7 @@ so the loading path the app uses is the real one. No downloads, runs in a second
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -84,13 +85,25 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def serve_app(model: str):
-    """Launch the web app in-process on a free loopback port: (demo, url). Close with demo.close()."""
+@contextmanager
+def served_app(model: str, **env):
+    """The web app served in-process on a free loopback port, with BERTVIZ_*/other environment
+    variables set for its lifetime: ``with served_app(model, BERTVIZ_MODELS_DIR=d) as url: ...``.
+    The app is closed and the environment restored on exit."""
     from bertviz_app import ui
 
-    port = free_port()
-    demo = ui.launch(host="127.0.0.1", port=port, model=model, prevent_thread_lock=True, quiet=True)
-    return demo, f"http://127.0.0.1:{port}/"
+    mp = pytest.MonkeyPatch()
+    try:
+        for name, value in env.items():
+            mp.setenv(name, str(value))
+        port = free_port()
+        demo = ui.launch(host="127.0.0.1", port=port, model=model, prevent_thread_lock=True, quiet=True)
+        try:
+            yield f"http://127.0.0.1:{port}/"
+        finally:
+            demo.close()
+    finally:
+        mp.undo()
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CHROMIUM, serve_app  # noqa: E402
+from conftest import CHROMIUM, served_app  # noqa: E402
 
 if not os.path.exists(CHROMIUM):
     pytest.skip(f"browser tests need Chromium at {CHROMIUM} (not installed here)", allow_module_level=True)
@@ -31,9 +31,8 @@ def registry(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def app_url(registry, tiny_model_dir):
-    demo, url = serve_app(str(tiny_model_dir))
-    yield url
-    demo.close()
+    with served_app(str(tiny_model_dir)) as url:
+        yield url
 
 
 @pytest.fixture()
@@ -96,15 +95,13 @@ def test_xss_text_is_shown_as_text_and_never_runs(page, app_url):
     sync_api.expect(page.locator("#bv-attr-tokens .bv-line")).to_contain_text(XSS)
 
 
-def test_screenshot_for_the_readme(browser, registry, tiny_model_dir, monkeypatch):
+def test_screenshot_for_the_readme(browser, registry, tiny_model_dir):
     default = ROOT / "models" / "default"
     if (default / "config.json").is_file():  # the real registry, so the page says "default"
-        monkeypatch.setenv("BERTVIZ_MODELS_DIR", str(ROOT / "models"))
-        model = "default"
+        model, env = "default", {"BERTVIZ_MODELS_DIR": ROOT / "models"}
     else:
-        model = str(tiny_model_dir)
-    demo, url = serve_app(model)
-    try:
+        model, env = str(tiny_model_dir), {}
+    with served_app(model, **env) as url:
         ctx = browser.new_context(viewport={"width": 1280, "height": 900})
         page = ctx.new_page()
         page.set_default_timeout(TIMEOUT_MS)
@@ -116,5 +113,3 @@ def test_screenshot_for_the_readme(browser, registry, tiny_model_dir, monkeypatc
         page.screenshot(path=str(out), full_page=True)
         assert out.stat().st_size > 10_000
         ctx.close()
-    finally:
-        demo.close()

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conftest import CHROMIUM, serve_app  # noqa: E402
+from conftest import CHROMIUM, served_app  # noqa: E402
 
 if not os.path.exists(CHROMIUM):
     pytest.skip(f"browser tests need Chromium at {CHROMIUM} (not installed here)", allow_module_level=True)
@@ -26,14 +26,8 @@ TIMEOUT_MS = 120_000
 
 @pytest.fixture(scope="module")
 def app_url(tiny_model_dir, tmp_path_factory):
-    mp = pytest.MonkeyPatch()
-    mp.setenv("BERTVIZ_MODELS_DIR", str(tmp_path_factory.mktemp("ft-browser-registry")))
-    demo, url = serve_app(str(tiny_model_dir))
-    try:
+    with served_app(str(tiny_model_dir), BERTVIZ_MODELS_DIR=tmp_path_factory.mktemp("ft-browser-registry")) as url:
         yield url
-    finally:
-        demo.close()
-        mp.undo()
 
 
 def test_upload_train_and_see_curves_and_confusion_matrix(browser, app_url, tiny_model_dir, tmp_path):

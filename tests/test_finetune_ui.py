@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("gradio")
 from gradio_client import Client, handle_file  # noqa: E402
 
-from conftest import serve_app  # noqa: E402
+from conftest import served_app  # noqa: E402
 
 POS = ["good", "great", "fun", "gorgeous", "moving"]
 NEG = ["bad", "awful", "tedious", "slog", "joyless"]
@@ -45,11 +45,8 @@ def registry(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def app_url(registry, tiny_model_dir):
-    demo, url = serve_app(str(tiny_model_dir))
-    try:
+    with served_app(str(tiny_model_dir)) as url:
         yield url
-    finally:
-        demo.close()
 
 
 @pytest.fixture(scope="module")

@@ -13,24 +13,21 @@ import pytest
 pytest.importorskip("gradio")
 from gradio_client import Client  # noqa: E402
 
-from conftest import serve_app  # noqa: E402
+from conftest import served_app  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
 def client(tiny_model_dir, tmp_path_factory):
-    mp = pytest.MonkeyPatch()
-    mp.setenv("BERTVIZ_MODELS_DIR", str(tmp_path_factory.mktemp("registry")))
-    mp.setenv("BERTVIZ_ALLOW_LOCAL_PATHS", "0")  # as on a public Space
-    mp.setenv("BERTVIZ_MAX_CHARS", "20000")
-    mp.setenv("HF_HUB_OFFLINE", "1")
-    demo, url = serve_app(str(tiny_model_dir))
-    try:
+    with served_app(
+        str(tiny_model_dir),
+        BERTVIZ_MODELS_DIR=tmp_path_factory.mktemp("registry"),
+        BERTVIZ_ALLOW_LOCAL_PATHS="0",  # as on a public Space
+        BERTVIZ_MAX_CHARS="20000",
+        HF_HUB_OFFLINE="1",
+    ) as url:
         yield Client(url, verbose=False)
-    finally:
-        demo.close()
-        mp.undo()
 
 
 def still_answers(client) -> None:

@@ -11,22 +11,15 @@ import pytest
 pytest.importorskip("gradio")
 from gradio_client import Client  # noqa: E402
 
-from conftest import serve_app  # noqa: E402
+from conftest import served_app  # noqa: E402
 
 XSS = "<img src=x onerror=alert(1)>"
 
 
 @pytest.fixture(scope="module")
 def app_url(tiny_model_dir, tmp_path_factory):
-    mp = pytest.MonkeyPatch()
-    registry = tmp_path_factory.mktemp("registry")
-    mp.setenv("BERTVIZ_MODELS_DIR", str(registry))
-    demo, url = serve_app(str(tiny_model_dir))
-    try:
+    with served_app(str(tiny_model_dir), BERTVIZ_MODELS_DIR=tmp_path_factory.mktemp("registry")) as url:
         yield url
-    finally:
-        demo.close()
-        mp.undo()
 
 
 @pytest.fixture(scope="module")
