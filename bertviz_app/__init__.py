@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 # instead of paying ~5 s of torch + transformers + captum imports.
 _EXPORTS = {
     "attention": ("attention", "cls_rows", "mean_heads", "rollout"),
-    "attribution": ("BASELINES", "OUTPUTS", "attribute", "cls_lens", "cls_path"),
+    "attribution": ("BASELINES", "OUTPUTS", "attribute", "attribute_many", "cls_lens", "cls_path"),
     "config": ("Settings", "get_settings"),
     "errors": ("BertvizError", "CancelledError", "DataError", "InputError", "ModelLoadError",
                "ModelNotFoundError", "ResourceError", "TrainingError"),
@@ -28,7 +28,7 @@ _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 
 if TYPE_CHECKING:  # for type checkers and IDEs
     from .attention import attention, cls_rows, mean_heads, rollout  # noqa: F401
-    from .attribution import BASELINES, OUTPUTS, attribute, cls_lens, cls_path  # noqa: F401
+    from .attribution import BASELINES, OUTPUTS, attribute, attribute_many, cls_lens, cls_path  # noqa: F401
     from .config import Settings, get_settings  # noqa: F401
     from .errors import (  # noqa: F401
         BertvizError, CancelledError, DataError, InputError, ModelLoadError, ModelNotFoundError, ResourceError,  # noqa: F401
@@ -58,7 +58,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "attention", "cls_rows", "mean_heads", "rollout",
-    "BASELINES", "OUTPUTS", "attribute", "cls_lens", "cls_path",
+    "BASELINES", "OUTPUTS", "attribute", "attribute_many", "cls_lens", "cls_path",
     "Settings", "get_settings",
     "BertvizError", "CancelledError", "DataError", "InputError", "ModelLoadError", "ModelNotFoundError", "TrainingError",
     "predict",

@@ -20,19 +20,17 @@ import torch
 from captum.attr import IntegratedGradients
 
 from .config import get_settings
-from .encoding import encode
+from .encoding import check_text, encode, encode_batch, token_info
 from .errors import InputError, ResourceError
-from .registry import LoadedModel, attention_implementation
+from .registry import LoadedModel, attention_implementation, cls_only_last_layer
 from .results import Attribution, ClsLens, ClsPath, TokenInfo
 
-__all__ = ["attribute", "cls_path", "cls_lens", "BASELINES", "OUTPUTS"]
+__all__ = ["attribute", "attribute_many", "cls_path", "cls_lens", "BASELINES", "OUTPUTS"]
 
 BASELINES = ("pad", "mask", "unk", "zero")
 OUTPUTS = ("prob", "logit")
 # Tokens x steps per internal batch: keeps a 512-token explanation within ~2 GB on a CPU.
 TOKEN_BUDGET = 4096
-# Gauss-Legendre steps an adaptive (``tolerance=``) attribution starts from, doubling until met.
-ADAPTIVE_START = 16  # measured: fewer than 16 almost never reaches 0.05 on a fine-tuned model
 # Attention kernel for the IG forward/backward passes (no maps are needed; bench/ flips it).
 IG_ATTENTION = "sdpa"
 log = logging.getLogger(__name__)
@@ -152,62 +150,248 @@ def attribute(
     ``scores.sum() + delta == f(x) - f(baseline)`` where f is the class probability
     (``output="prob"``) or logit, and ``delta`` is the convergence delta (Captum's definition).
 
-    ``tolerance`` (opt-in): a guaranteed relative delta. The attribution starts with
-    ``min(n_steps, 16)`` Gauss-Legendre steps and doubles them until
-    ``relative_delta <= tolerance`` (or ``|delta| <= 1e-6``); only if the settings' ``max_n_steps``
-    is reached first is a looser result returned (its ``relative_delta`` says so, and a warning
-    is logged). ``n_steps`` in the result is the number of steps actually used.
+    Without ``tolerance``: Integrated Gradients with ``n_steps`` Gauss-Legendre points on [0, 1].
+
+    ``tolerance`` (opt-in): a guaranteed relative delta, at the fewest gradient evaluations we
+    can manage. The straight path is split into segments; each segment gets its own
+    Gauss-Legendre rule, and because f is known at the segment ends (one cheap forward each), every
+    segment's own convergence error is known exactly. Segments with the largest errors are halved
+    until ``relative_delta <= tolerance`` (or ``|delta| <= 1e-6``). Only if the settings'
+    ``max_n_steps`` gradient evaluations are spent first is a looser result returned (its
+    ``relative_delta`` says so, and a warning is logged). ``n_steps`` is then ignored, and the
+    result's ``n_steps`` is the number of gradient evaluations actually used.
     """
+    return attribute_many(lm, [text], target=target, baseline=baseline, n_steps=n_steps,
+                          pairs=None if pair is None else [pair], output=output, tolerance=tolerance)[0]
+
+
+def attribute_many(
+    lm: LoadedModel,
+    texts: list[str],
+    target: str | int | None = None,
+    baseline: str = "pad",
+    n_steps: int = 50,
+    pairs: list[str | None] | None = None,
+    output: str = "prob",
+    tolerance: float | None = None,
+) -> list[Attribution]:
+    """``attribute`` for many texts at once, in input order: texts of similar length share their
+    forward/backward passes (the same attributions as one call per text, up to float rounding).
+    ``target`` applies to every text (None: each text's predicted class)."""
     if tolerance is not None and (
         isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0 < tolerance < 1
     ):
         raise InputError(f"tolerance must be a relative delta between 0 and 1 (e.g. 0.01), got {tolerance!r}.")
-    limit = get_settings().max_n_steps
-    with lm.run_lock, attention_implementation(lm.fp32_model(), IG_ATTENTION):
-        s = _setup(lm, text, pair, target, baseline, n_steps, output)
+    _check_args(baseline, n_steps, output)
+    if isinstance(texts, str):
+        texts = [texts]
+    texts = list(texts)
+    if not texts:
+        raise InputError("No text given: enter at least one sentence.")
+    limit = get_settings().max_batch_texts
+    if len(texts) > limit:
+        raise InputError(f"{len(texts):,} texts in one call; the limit is {limit:,}. Split the input.")
+    if pairs is not None and len(pairs) != len(texts):
+        raise InputError(f"{len(texts)} texts but {len(pairs)} second texts: give one pair per text.")
+    items = []
+    for i, text in enumerate(texts):
+        what = f"Text {i + 1}" if len(texts) > 1 else "Text"
+        pair = pairs[i] if pairs is not None else None
+        if pair is not None and pair.strip() == "":
+            pair = None
+        items.append((check_text(text, what), None if pair is None else check_text(pair, "Second " + what.lower())))
+    target_idx = lm.label_index(target)
+    results: list[Attribution | None] = [None] * len(items)
+    model = lm.fp32_model()
+    with lm.run_lock, attention_implementation(model, IG_ATTENTION), cls_only_last_layer(model):
+        # Texts with and without a second text never share a batch (their encodings differ).
+        order = sorted(range(len(items)), key=lambda i: (items[i][1] is not None, len(items[i][0]) + len(items[i][1] or "")))
+        groups: list[list[int]] = []
+        for i in order:
+            if not groups or len(groups[-1]) == GROUP_TEXTS or (items[groups[-1][0]][1] is None) != (items[i][1] is None):
+                groups.append([])
+            groups[-1].append(i)
+        for idx in groups:
+            group = _Group(lm, [items[i] for i in idx], baseline, output, target_idx)
+            for i, res in zip(idx, group.run(n_steps, tolerance)):
+                results[i] = res
+    return results  # type: ignore[return-value]
+
+
+# Texts explained together (sorted by length, so they pad little); the internal batches are still
+# capped by TOKEN_BUDGET.
+GROUP_TEXTS = 8
+# Adaptive (tolerance) mode: the path starts as two segments of SEGMENT_STEPS Gauss-Legendre points;
+# each refinement halves the worst segments, with SEGMENT_STEPS points per half. Measured on 50
+# held-out reviews at tolerance 0.05 (bench/): 15.4 gradient evaluations per text on average,
+# against 22.4 for doubling one global rule from 16 steps and 13.7 for an oracle that knew each
+# text's best global step count.
+SEGMENT_STEPS = 6
+# A refinement halves the worst segments until what is left unsplit carries at most this share
+# of the tolerance: fewer rounds (each is a forward/backward call) for a few more evaluations.
+SPLIT_SHARE = 0.5
+
+
+class _Segment:
+    __slots__ = ("lo", "hi", "f_lo", "f_hi", "scores", "err")
+
+    def __init__(self, lo: float, hi: float, f_lo: float, f_hi: float):
+        self.lo, self.hi, self.f_lo, self.f_hi = lo, hi, f_lo, f_hi
+        self.scores: np.ndarray | None = None  # (T,) attribution of this piece of the path
+        self.err = 0.0  # scores.sum() - (f_hi - f_lo): this segment's share of the convergence delta
+
+
+class _Group:
+    """Several texts of similar length, padded to one length, explained together.
+
+    Integrated Gradients over a segment [lo, hi] of the straight path b + a (x - b) is Captum's
+    IntegratedGradients with input b + hi (x - b) and baseline b + lo (x - b); the segments add up
+    to the whole path, so every segment of every text is one example of one Captum call."""
+
+    def __init__(self, lm: LoadedModel, items, baseline: str, output: str, target_idx: int | None):
+        self.lm, self.baseline, self.output = lm, baseline, output
+        self.model = model = lm.fp32_model()
+        device = next(model.parameters()).device
+        texts, pairs = [t for t, _ in items], [p for _, p in items]
+        enc = encode_batch(lm, texts, pairs if pairs[0] is not None else None)  # all or none have a pair
+        self.infos = [token_info(enc, r, t, p) for r, (t, p) in enumerate(items)]
+        self.ids = enc["input_ids"].to(device)  # (G, T)
+        self.mask = enc["attention_mask"].to(device)  # (G, T)
+        self.types = enc.get("token_type_ids", torch.zeros_like(enc["input_ids"])).to(device)  # (G, T)
+        base_ids = torch.cat([_baseline_ids(lm, self.ids[r : r + 1], baseline) for r in range(len(items))])  # (G, T)
+        words = model.bert.embeddings.word_embeddings
         with torch.no_grad():
-            emb = s.model.bert.embeddings.word_embeddings(s.ids)  # (1, T, D)
+            self.emb = words(self.ids)  # (G, T, D)
             if baseline == "zero":
-                keep = (s.base_ids == s.ids).unsqueeze(-1)  # (1, T, 1): specials keep their vectors
-                base_emb = emb * keep  # (1, T, D): zero vectors except [CLS]/[SEP]
+                keep = (base_ids == self.ids).unsqueeze(-1)  # (G, T, 1): specials keep their vectors
+                self.base = self.emb * keep  # zero vectors except [CLS]/[SEP]/[PAD]
             else:
-                base_emb = s.model.bert.embeddings.word_embeddings(s.base_ids)  # (1, T, D)
-        # IG on the word vectors is exactly LayerIntegratedGradients on the word-embedding layer,
-        # without its two extra forward passes to read the layer; f(x) and f(baseline) are known
-        # from _setup, so the delta needs no further forward passes either.
-        ig = IntegratedGradients(s.forward_embeds)
-        steps = int(n_steps) if tolerance is None else min(int(n_steps), ADAPTIVE_START)
-        gap = s.f_x - s.f_b
-        while True:
+                self.base = words(base_ids)  # (G, T, D)
+            self.diff = self.emb - self.base  # (G, T, D)
+            g = len(items)
+            both = self._forward(torch.cat([self.emb, self.base]), torch.arange(2 * g) % g)  # (2G, C)
+        self.targets = [int(both[r].argmax()) if target_idx is None else target_idx for r in range(g)]
+        self.f_x = [float(both[r, self.targets[r]]) for r in range(g)]
+        self.f_b = [float(both[g + r, self.targets[r]]) for r in range(g)]
+
+    def head(self, logits: torch.Tensor) -> torch.Tensor:
+        if self.output == "logit":
+            return logits
+        return torch.sigmoid(logits) if self.lm.multi_label else torch.softmax(logits, dim=-1)
+
+    def _forward(self, embeds: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """Class outputs (R, C) for word vectors (R, T, D) of texts ``rows`` (R,)."""
+        logits = self.model(inputs_embeds=embeds, attention_mask=self.mask[rows], token_type_ids=self.types[rows]).logits
+        return self.head(logits)
+
+    def _captum_forward(self, embeds, attention_mask, token_type_ids):
+        return self.head(self.model(inputs_embeds=embeds, attention_mask=attention_mask, token_type_ids=token_type_ids).logits)
+
+    def _point(self, r: int, alpha: float) -> torch.Tensor:
+        return self.base[r] + alpha * self.diff[r]  # (T, D)
+
+    def _f_at(self, points: list[tuple[int, float]]) -> list[float]:
+        """f along the path of text r at alpha, for many (r, alpha): forward passes only."""
+        out: list[float] = []
+        t = self.ids.shape[1]
+        step = max(1, TOKEN_BUDGET // t)
+        with torch.no_grad():
+            for s in range(0, len(points), step):
+                chunk = points[s : s + step]
+                rows = torch.tensor([r for r, _ in chunk], device=self.ids.device)
+                f = self._forward(torch.stack([self._point(r, a) for r, a in chunk]), rows)  # (R, C)
+                out += [float(f[k, self.targets[r]]) for k, (r, _) in enumerate(chunk)]
+        return out
+
+    def _integrate(self, todo: list[tuple[int, _Segment]], n_steps: int) -> None:
+        """Fill in scores and errors of segments (text row, segment), n_steps points each."""
+        t = self.ids.shape[1]
+        per_call = max(1, TOKEN_BUDGET // t)  # examples per Captum call: one step of each fits the budget
+        ig = IntegratedGradients(self._captum_forward)
+        for s in range(0, len(todo), per_call):
+            chunk = todo[s : s + per_call]
+            rows = torch.tensor([r for r, _ in chunk], device=self.ids.device)
+            hi = torch.stack([self._point(r, seg.hi) for r, seg in chunk])  # (E, T, D)
+            lo = torch.stack([self._point(r, seg.lo) for r, seg in chunk])  # (E, T, D)
             attrs = _ig_retrying(
                 ig,
-                emb,
-                max(1, min(steps, TOKEN_BUDGET // s.ids.shape[1])),
-                baselines=base_emb,
-                target=s.target_idx,
-                n_steps=steps,
-                additional_forward_args=(s.mask, s.types),
-            )  # (1, T, D)
-            delta = float(attrs.sum()) - gap
-            if tolerance is None or abs(delta) <= max(tolerance * abs(gap), 1e-6):
-                break
-            if steps >= limit:
-                log.warning("attribute: relative delta %.3g > tolerance %g at max_n_steps=%d", abs(delta) / max(abs(gap), 1e-12), tolerance, limit)
-                break
-            steps = min(limit, steps * 2)
-    scores = attrs.sum(dim=-1)[0].detach().float().cpu().numpy()  # (T,)
-    return Attribution(
-        info=s.info,
-        scores=scores,
-        target=lm.labels[s.target_idx],
-        target_index=s.target_idx,
-        output=output,
-        f_x=s.f_x,
-        f_baseline=s.f_b,
-        delta=delta,
-        n_steps=int(steps),
-        baseline=baseline,
-    )
+                hi,
+                max(len(chunk), min(len(chunk) * n_steps, TOKEN_BUDGET // t)),
+                baselines=lo,
+                target=[self.targets[r] for r, _ in chunk],
+                n_steps=int(n_steps),
+                additional_forward_args=(self.mask[rows], self.types[rows]),
+            )  # (E, T, D)
+            scores = attrs.detach().sum(dim=-1).float().cpu().numpy()  # (E, T)
+            for k, (_r, seg) in enumerate(chunk):
+                seg.scores = scores[k]
+                seg.err = float(scores[k].sum()) - (seg.f_hi - seg.f_lo)
+
+    def run(self, n_steps: int, tolerance: float | None) -> list[Attribution]:
+        g = len(self.infos)
+        if tolerance is None:
+            segs = [[_Segment(0.0, 1.0, self.f_b[r], self.f_x[r])] for r in range(g)]
+            self._integrate([(r, segs[r][0]) for r in range(g)], n_steps)
+            used = [int(n_steps)] * g
+        else:
+            mids = self._f_at([(r, 0.5) for r in range(g)])
+            segs = [[_Segment(0.0, 0.5, self.f_b[r], mids[r]), _Segment(0.5, 1.0, mids[r], self.f_x[r])] for r in range(g)]
+            self._integrate([(r, s) for r in range(g) for s in segs[r]], SEGMENT_STEPS)
+            used = [2 * SEGMENT_STEPS] * g
+            self._refine(segs, used, tolerance)
+        return [self._result(r, segs[r], used[r]) for r in range(g)]
+
+    def _refine(self, segs: list[list[_Segment]], used: list[int], tolerance: float) -> None:
+        limit = get_settings().max_n_steps
+        given_up: set[int] = set()
+        while True:
+            splits: list[tuple[int, _Segment]] = []
+            for r, pieces in enumerate(segs):
+                if r in given_up:
+                    continue
+                gap = abs(self.f_x[r] - self.f_b[r])
+                allowed = max(tolerance * gap, 1e-6)
+                if abs(sum(p.err for p in pieces)) <= allowed:
+                    continue
+                rest = sum(abs(p.err) for p in pieces)
+                for p in sorted(pieces, key=lambda p: -abs(p.err)):
+                    if rest <= SPLIT_SHARE * allowed or used[r] + 2 * SEGMENT_STEPS > limit:
+                        break
+                    splits.append((r, p))
+                    used[r] += 2 * SEGMENT_STEPS
+                    rest -= abs(p.err)
+                if not any(r == rr for rr, _ in splits):
+                    given_up.add(r)
+                    log.warning("attribute: relative delta %.3g > tolerance %g after %d gradient evaluations "
+                                "(max_n_steps=%d)", abs(sum(p.err for p in pieces)) / max(gap, 1e-12), tolerance,
+                                used[r], limit)
+            if not splits:
+                return
+            f_mid = self._f_at([(r, (p.lo + p.hi) / 2) for r, p in splits])
+            todo = []
+            for (r, p), fm in zip(splits, f_mid):
+                m = (p.lo + p.hi) / 2
+                halves = [_Segment(p.lo, m, p.f_lo, fm), _Segment(m, p.hi, fm, p.f_hi)]
+                segs[r].remove(p)
+                segs[r] += halves
+                todo += [(r, h) for h in halves]
+            self._integrate(todo, SEGMENT_STEPS)
+
+    def _result(self, r: int, pieces: list[_Segment], used: int) -> Attribution:
+        info = self.infos[r]
+        scores = np.sum([p.scores for p in pieces], axis=0)[: len(info.tokens)]  # (T,)
+        return Attribution(
+            info=info,
+            scores=scores.astype(np.float32),
+            target=self.lm.labels[self.targets[r]],
+            target_index=self.targets[r],
+            output=self.output,
+            f_x=self.f_x[r],
+            f_baseline=self.f_b[r],
+            delta=float(sum(p.err for p in pieces)),
+            n_steps=int(used),
+            baseline=self.baseline,
+        )
 
 
 def cls_path(
@@ -240,20 +424,21 @@ def cls_path(
             kw = dict(attention_mask=s.mask.expand(2, -1), token_type_ids=s.types.expand(2, -1), output_hidden_states=True)
             states = bert(input_ids=torch.cat([s.ids, s.base_ids]), **kw).hidden_states  # L + 1 x (2, T, D)
         rows, deltas = [], []
-        for depth in range(n_layers + 1):
-            x, b = states[depth][:1], states[depth][1:]  # (1, T, D) input and baseline states at this depth
-            ig = IntegratedGradients(_from_depth(s, depth))
-            attrs, delta = _ig_retrying(
-                ig,
-                x,
-                s.internal_batch_size,
-                baselines=b,
-                target=s.target_idx,
-                n_steps=int(n_steps),
-                return_convergence_delta=True,
-            )
-            rows.append(attrs.sum(dim=-1)[0].detach().float().cpu().numpy())  # (T,)
-            deltas.append(float(delta.reshape(-1)[0]))
+        with cls_only_last_layer(s.model):  # states are read; from here on only [CLS] leaves the last layer
+            for depth in range(n_layers + 1):
+                x, b = states[depth][:1], states[depth][1:]  # (1, T, D) input and baseline states at this depth
+                ig = IntegratedGradients(_from_depth(s, depth))
+                attrs, delta = _ig_retrying(
+                    ig,
+                    x,
+                    s.internal_batch_size,
+                    baselines=b,
+                    target=s.target_idx,
+                    n_steps=int(n_steps),
+                    return_convergence_delta=True,
+                )
+                rows.append(attrs.sum(dim=-1)[0].detach().float().cpu().numpy())  # (T,)
+                deltas.append(float(delta.reshape(-1)[0]))
     return ClsPath(
         info=s.info,
         layer_names=_layer_names(n_layers),

@@ -1,4 +1,5 @@
-"""Class probabilities for many texts: length-sorted batches, per-batch padding, inference_mode."""
+"""Class probabilities for many texts: length-sorted batches, per-batch padding, inference_mode,
+and the last layer computed for [CLS] only."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import torch
 from .config import get_settings
 from .encoding import check_text, encode_batch
 from .errors import InputError
-from .registry import LoadedModel, attention_implementation
+from .registry import LoadedModel, attention_implementation, cls_only_last_layer
 from .results import Prediction
 
 __all__ = ["predict", "probabilities"]
@@ -61,7 +62,7 @@ def predict(
         order = np.arange(len(texts))
     labels = lm.labels
     results: list[Prediction | None] = [None] * len(texts)
-    with lm.run_lock, torch.inference_mode():
+    with lm.run_lock, torch.inference_mode(), cls_only_last_layer(lm.model):
         for start in range(0, len(texts), batch_size):
             idx = order[start : start + batch_size]
             batch_texts = [texts[i] for i in idx]

@@ -23,9 +23,9 @@ def test_adaptive_steps_meet_the_tolerance(tiny, tolerance, baseline):
 def test_adaptive_steps_start_small_and_grow(tiny):
     loose = bv.attribute(tiny, SENTENCE, tolerance=0.5)
     tight = bv.attribute(tiny, SENTENCE, tolerance=1e-4)
-    from bertviz_app.attribution import ADAPTIVE_START
+    from bertviz_app.attribution import SEGMENT_STEPS
 
-    assert loose.n_steps <= ADAPTIVE_START
+    assert loose.n_steps <= 2 * SEGMENT_STEPS
     assert tight.n_steps >= loose.n_steps
     assert tight.relative_delta <= 1e-4 or abs(tight.delta) <= 1e-6
 
@@ -74,3 +74,64 @@ def test_predict_same_with_sdpa_and_eager(tiny, monkeypatch):
     monkeypatch.setattr(inf, "SORT_BY_LENGTH", False)
     slow = [p.probs for p in bv.predict(tiny, [SENTENCE, "great fun", "awful"])]
     np.testing.assert_allclose(fast, slow, atol=1e-5)
+
+
+TEXTS = ["good", "the film is not good, it was a tedious slog", "a fine, warm and very funny film", SENTENCE + " indeed"]
+
+
+@pytest.mark.parametrize("tolerance", [None, 0.05])
+def test_attribute_many_equals_one_call_per_text(tiny, tolerance):
+    """Texts explained together (padded to one length, one Captum call per round) give what one
+    call per text gives, in input order, including a sentence pair among single texts."""
+    pairs = [None, None, "it was fun", None]
+    many = bv.attribute_many(tiny, TEXTS, pairs=pairs, n_steps=12, tolerance=tolerance)
+    assert [a.info.text for a in many] == TEXTS
+    for a, text, pair in zip(many, TEXTS, pairs):
+        one = bv.attribute(tiny, text, pair=pair, n_steps=12, tolerance=tolerance)
+        assert a.tokens == one.tokens and a.target == one.target and a.n_steps == one.n_steps
+        np.testing.assert_allclose(a.scores, one.scores, atol=1e-5)
+        assert a.delta == pytest.approx(one.delta, abs=1e-5)
+        assert float(a.scores.sum()) - a.delta == pytest.approx(a.f_x - a.f_baseline, abs=1e-5)
+    assert many[2].info.pair == "it was fun" and 1 in many[2].info.sequence_ids
+
+
+def test_adaptive_segments_converge_to_the_path_integral(tiny):
+    """The segmented rule is the same integral: at a tight tolerance its per-token scores match a
+    256-step single rule (not just their sum)."""
+    tight = bv.attribute(tiny, SENTENCE, tolerance=1e-4)
+    ref = bv.attribute(tiny, SENTENCE, n_steps=256)
+    np.testing.assert_allclose(tight.scores, ref.scores, atol=2e-3 * np.abs(ref.scores).max())
+
+
+def test_attribute_many_target_and_bad_input(tiny):
+    neg = bv.attribute_many(tiny, TEXTS[:2], target="negative", n_steps=8)
+    assert [a.target for a in neg] == ["negative", "negative"]
+    with pytest.raises(bv.InputError, match="No text"):
+        bv.attribute_many(tiny, [])
+    with pytest.raises(bv.InputError, match="2 texts but 1 second"):
+        bv.attribute_many(tiny, TEXTS[:2], pairs=["x"])
+    with pytest.raises(bv.InputError, match="Text 2 is empty"):
+        bv.attribute_many(tiny, ["fine", "  "])
+
+
+def test_cls_only_last_layer_changes_nothing_but_the_cost(tiny, monkeypatch):
+    """The [CLS]-only last layer gives the same logits (padded batches, both attention kernels)
+    and the same attributions, and puts the full layer back afterwards."""
+    import torch
+
+    import bertviz_app.registry as reg
+
+    model = tiny.model
+    enc = tiny.tokenizer(TEXTS, padding=True, return_tensors="pt")
+    for impl in ("eager", "sdpa"):
+        with torch.no_grad(), reg.attention_implementation(model, impl):
+            full = model(**enc).logits
+            with reg.cls_only_last_layer(model):
+                assert isinstance(model.bert.encoder.layer[-1], reg._ClsOnlyLayer)
+                fast = model(**enc).logits
+        torch.testing.assert_close(fast, full, atol=1e-5, rtol=1e-5)
+    assert not isinstance(model.bert.encoder.layer[-1], reg._ClsOnlyLayer)
+    with_it = bv.attribute(tiny, SENTENCE, n_steps=10)
+    monkeypatch.setattr(reg, "CLS_ONLY_LAST_LAYER", False)
+    without = bv.attribute(tiny, SENTENCE, n_steps=10)
+    np.testing.assert_allclose(with_it.scores, without.scores, atol=1e-6)
