@@ -68,7 +68,8 @@ def cmd_explain(args) -> int:
 
     lm = _load(args)
     text = _single(args)
-    a = attribute(lm, text, target=args.target, baseline=args.baseline, n_steps=args.n_steps, pair=args.pair, output=args.output)
+    a = attribute(lm, text, target=args.target, baseline=args.baseline, n_steps=args.n_steps, pair=args.pair, output=args.output,
+                  tolerance=args.tolerance)
     if args.json:
         _out(a.to_dict())
         return 0
@@ -254,6 +255,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline", default="pad", choices=["pad", "mask", "unk", "zero"])
     p.add_argument("--n-steps", type=int, default=50, help="integration steps (default: %(default)s)")
     p.add_argument("--output", default="prob", choices=["prob", "logit"], help="attribute the probability or the logit")
+    p.add_argument("--tolerance", type=float, default=None,
+                   help="guarantee this relative convergence delta (e.g. 0.05) with as few steps as it takes; "
+                        "--n-steps is then ignored")
     add("attention", cmd_attention, "attention weights of every layer and head", "one")
     add("summary", cmd_summary, "architecture and parameter counts by component")
     add("models", cmd_models, "registered models")

@@ -49,6 +49,14 @@ def test_explain_json_contract(capsys, tiny_model_dir):
     assert sum(r["attributions"]) - r["delta"] == pytest.approx(r["f_x"] - r["f_baseline"], abs=1e-5)
 
 
+def test_explain_tolerance_guarantees_the_delta(capsys, tiny_model_dir):
+    code, out, _ = run(capsys, "explain", "not a good film", "--model", str(tiny_model_dir), "--json", "--tolerance", "0.01")
+    r = json.loads(out)
+    assert code == 0 and (r["relative_delta"] <= 0.01 or abs(r["delta"]) <= 1e-6)
+    code, _, err = run(capsys, "explain", "good", "--model", str(tiny_model_dir), "--tolerance", "2")
+    assert code == 2 and "tolerance must be a relative delta" in err
+
+
 def test_attention_json_contract(capsys, tiny_model_dir):
     code, out, _ = run(capsys, "attention", "a good film", "--model", str(tiny_model_dir), "--json")
     r = json.loads(out)
