@@ -39,6 +39,12 @@ class Settings:
     )
     host: str = field(default_factory=lambda: _env("HOST", "0.0.0.0"), metadata={"help": "Address the app listens on."})
     port: int = field(default_factory=lambda: int(_env("PORT", "7860")), metadata={"help": "Port the app listens on."})
+    cpu_int8: bool = field(
+        default_factory=lambda: _env("CPU_INT8", "0").lower() in ("1", "true", "yes", "on"),
+        metadata={"help": "Predict with int8 dynamically quantised Linear layers on a CPU (about 1.6x faster "
+                  "on the 2-core bench machine, held-out accuracy 0.836 -> 0.832; attention maps and "
+                  "attributions stay float32). Off by default."},
+    )
     max_chars: int = field(
         default_factory=lambda: int(_env("MAX_CHARS", "20000")),
         metadata={"help": "Longest text accepted, in characters (longer is refused with a message)."},

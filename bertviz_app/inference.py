@@ -63,7 +63,8 @@ def predict(
     keys = [k for k in ("input_ids", "token_type_ids", "attention_mask") if k in enc]
     labels = lm.labels
     results: list[Prediction | None] = [None] * len(texts)
-    with lm.run_lock, torch.inference_mode(), cls_only_last_layer(lm.model):
+    model = lm.predict_model()
+    with lm.run_lock, torch.inference_mode(), cls_only_last_layer(model):
         for start in range(0, len(texts), batch_size):
             idx = order[start : start + batch_size]
             batch = lm.tokenizer.pad({k: [enc[k][i] for i in idx] for k in keys}, padding=True, return_tensors="pt")
@@ -71,8 +72,8 @@ def predict(
             impl = PREDICT_ATTENTION
             if impl == "auto":
                 impl = "sdpa" if inputs["input_ids"].shape[1] >= SDPA_MIN_TOKENS else "eager"
-            with attention_implementation(lm.model, impl):
-                logits = lm.model(**inputs).logits  # (B, C)
+            with attention_implementation(model, impl):
+                logits = model(**inputs).logits  # (B, C)
             probs = probabilities(lm, logits).cpu().numpy()  # (B, C)
             for row, i in enumerate(idx):
                 p = probs[row]

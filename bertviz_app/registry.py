@@ -53,6 +53,7 @@ class LoadedModel:
     dtype: torch.dtype
     warnings: tuple[str, ...] = ()
     _fp32: BertForSequenceClassification | None = field(default=None, repr=False)
+    _int8: torch.nn.Module | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     # Held around every forward pass: Captum registers hooks on the shared modules, so a
     # predict running beside an attribution would otherwise read hooked outputs.
@@ -81,7 +82,9 @@ class LoadedModel:
     def device_label(self) -> str:
         """What the UI shows, e.g. "cpu" or "cuda, bf16"."""
         if self.device.type == "cpu" and self.dtype == torch.float32:
-            return "cpu"
+            from .config import get_settings
+
+            return "cpu, int8 predictions" if get_settings().cpu_int8 else "cpu"
         return f"{self.device.type}, {_DTYPE_NAMES.get(self.dtype, str(self.dtype))}"
 
     def fp32_model(self) -> BertForSequenceClassification:
@@ -95,6 +98,25 @@ class LoadedModel:
 
                 self._fp32 = copy.deepcopy(self.model).float().eval()
             return self._fp32
+
+    def predict_model(self) -> BertForSequenceClassification:
+        """The model predictions run on: ``model``, or with ``BERTVIZ_CPU_INT8=1`` on a CPU a copy whose
+        Linear layers are int8 dynamically quantised (made once, on first use)."""
+        from .config import get_settings
+
+        if self.device.type != "cpu" or not get_settings().cpu_int8:
+            return self.model
+        with self._lock:
+            if self._int8 is None:
+                import copy
+
+                # torch 2.13 (pinned) marks quantized tensor creation deprecated in favour of torchao;
+                # it still works here, and the pin keeps it so.
+                with warnings.catch_warnings():
+                    warnings.filterwarnings("ignore", message=".*quantized tensor creation functions.*")
+                    self._int8 = torch.ao.quantization.quantize_dynamic(
+                        copy.deepcopy(self.fp32_model()), {torch.nn.Linear}, dtype=torch.qint8).eval()
+            return self._int8
 
     def label_index(self, label: str | int | None) -> int | None:
         """Class index from a label name (case-insensitive) or an index; None stays None."""

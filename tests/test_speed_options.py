@@ -135,3 +135,22 @@ def test_cls_only_last_layer_changes_nothing_but_the_cost(tiny, monkeypatch):
     monkeypatch.setattr(reg, "CLS_ONLY_LAST_LAYER", False)
     without = bv.attribute(tiny, SENTENCE, n_steps=10)
     np.testing.assert_allclose(with_it.scores, without.scores, atol=1e-6)
+
+
+def test_cpu_int8_predictions_are_opt_in_and_close(tiny, monkeypatch):
+    """BERTVIZ_CPU_INT8=1 predicts with int8 dynamically quantised Linear layers (a copy; the
+    float32 model that attention and attributions use is untouched); probabilities stay close."""
+    import torch
+
+    fp32 = bv.predict(tiny, TEXTS)
+    assert tiny.predict_model() is tiny.model
+    monkeypatch.setenv("BERTVIZ_CPU_INT8", "1")
+    q = tiny.predict_model()
+    assert q is not tiny.model and q is tiny.predict_model()  # made once
+    assert any(isinstance(m, torch.ao.nn.quantized.dynamic.Linear) for m in q.modules())
+    assert not any(isinstance(m, torch.ao.nn.quantized.dynamic.Linear) for m in tiny.model.modules())
+    int8 = bv.predict(tiny, TEXTS)
+    for a, b in zip(fp32, int8):
+        np.testing.assert_allclose(a.probs, b.probs, atol=0.05)
+        assert sum(b.probs) == pytest.approx(1.0, abs=1e-5)
+    assert "int8" in tiny.device_label
