@@ -212,7 +212,7 @@ def attribute_many(
                 groups.append([])
             groups[-1].append(i)
         for idx in groups:
-            group = _Group(lm, [items[i] for i in idx], baseline, output, target_idx)
+            group = _Group(lm, [items[i] for i in idx], baseline, output, target_idx, with_mid=tolerance is not None)
             for i, res in zip(idx, group.run(n_steps, tolerance)):
                 results[i] = res
     return results  # type: ignore[return-value]
@@ -248,7 +248,7 @@ class _Group:
     IntegratedGradients with input b + hi (x - b) and baseline b + lo (x - b); the segments add up
     to the whole path, so every segment of every text is one example of one Captum call."""
 
-    def __init__(self, lm: LoadedModel, items, baseline: str, output: str, target_idx: int | None):
+    def __init__(self, lm: LoadedModel, items, baseline: str, output: str, target_idx: int | None, with_mid: bool):
         self.lm, self.baseline, self.output = lm, baseline, output
         self.model = model = lm.fp32_model()
         device = next(model.parameters()).device
@@ -269,10 +269,13 @@ class _Group:
                 self.base = words(base_ids)  # (G, T, D)
             self.diff = self.emb - self.base  # (G, T, D)
             g = len(items)
-            both = self._forward(torch.cat([self.emb, self.base]), torch.arange(2 * g) % g)  # (2G, C)
-        self.targets = [int(both[r].argmax()) if target_idx is None else target_idx for r in range(g)]
-        self.f_x = [float(both[r, self.targets[r]]) for r in range(g)]
-        self.f_b = [float(both[g + r, self.targets[r]]) for r in range(g)]
+            # f(x) and f(baseline), and f at the path's midpoint where the adaptive mode splits it first.
+            rows = [self.emb, self.base] + ([self.base + 0.5 * self.diff] if with_mid else [])
+            out = self._forward(torch.cat(rows), torch.arange(len(rows) * g) % g)  # (2G or 3G, C)
+        self.targets = [int(out[r].argmax()) if target_idx is None else target_idx for r in range(g)]
+        self.f_x = [float(out[r, self.targets[r]]) for r in range(g)]
+        self.f_b = [float(out[g + r, self.targets[r]]) for r in range(g)]
+        self.f_mid = [float(out[2 * g + r, self.targets[r]]) for r in range(g)] if with_mid else []
 
     def head(self, logits: torch.Tensor) -> torch.Tensor:
         if self.output == "logit":
@@ -334,7 +337,7 @@ class _Group:
             self._integrate([(r, segs[r][0]) for r in range(g)], n_steps)
             used = [int(n_steps)] * g
         else:
-            mids = self._f_at([(r, 0.5) for r in range(g)])
+            mids = self.f_mid
             segs = [[_Segment(0.0, 0.5, self.f_b[r], mids[r]), _Segment(0.5, 1.0, mids[r], self.f_x[r])] for r in range(g)]
             self._integrate([(r, s) for r in range(g) for s in segs[r]], SEGMENT_STEPS)
             used = [2 * SEGMENT_STEPS] * g
