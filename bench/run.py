@@ -375,6 +375,24 @@ def bench_explain(lm, texts, rounds, tolerance):
          f"mean rel. delta {mf:.2e} -> {mo:.2e}; {statistics.mean(steps):.1f} gradient evaluations per text on average")
     tech(f"last layer for [CLS] only vs full last layer (explain, tolerance {tolerance})", f"{t['full_last'] / n * 1000:.0f} ms",
          f"{t['ours'] / n * 1000:.0f} ms", f"{t['full_last'] / t['ours']:.2f}x", "same attributions (tested)")
+    import bertviz_app.registry as reg
+
+    reg.MEMO_SIZE, before = 256, reg.MEMO_SIZE
+    try:
+        few = texts[:10]
+        t0 = time.perf_counter()
+        for x in few:
+            bv.attribute(lm, x, tolerance=tolerance)
+        miss = (time.perf_counter() - t0) / len(few)
+        t0 = time.perf_counter()
+        for x in few:
+            bv.attribute(lm, x, tolerance=tolerance)
+        hit = (time.perf_counter() - t0) / len(few)
+    finally:
+        reg.MEMO_SIZE = before
+        lm._memo.clear()
+    tech("result cache: the same explanation asked again", f"{miss * 1000:.0f} ms", f"{hit * 1e6:.0f} us",
+         f"{miss / hit:.0f}x", "LRU of 256 per model, keyed by every argument")
     tech(f"attribute_many ({n} texts, one call) vs one call per text (tolerance {tolerance})", f"{t['ours'] / n * 1000:.0f} ms",
          f"{t['many'] / n * 1000:.0f} ms", f"{t['ours'] / t['many']:.2f}x")
 
@@ -651,6 +669,9 @@ def main(argv=None) -> int:
     hf_logging.set_verbosity_error()
     import bertviz_app as bv
 
+    import bertviz_app.registry as reg
+
+    reg.MEMO_SIZE = 0  # every timed call computes (the result cache is measured on its own)
     info = machine()
     say(f"machine: {info}")
     train, test = reviews()

@@ -161,8 +161,11 @@ def attribute(
     ``relative_delta`` says so, and a warning is logged). ``n_steps`` is then ignored, and the
     result's ``n_steps`` is the number of gradient evaluations actually used.
     """
-    return attribute_many(lm, [text], target=target, baseline=baseline, n_steps=n_steps,
-                          pairs=None if pair is None else [pair], output=output, tolerance=tolerance)[0]
+    key = ("attribute", text, pair, target, baseline, n_steps if tolerance is None else None, output, tolerance,
+           get_settings().max_n_steps if tolerance is not None else None)
+    return lm.memo(key, lambda: attribute_many(lm, [text], target=target, baseline=baseline, n_steps=n_steps,
+                                               pairs=None if pair is None else [pair], output=output,
+                                               tolerance=tolerance)[0])
 
 
 def attribute_many(
@@ -418,6 +421,11 @@ def cls_path(
     forward pass that runs only the layers above it: the same integral as LayerIntegratedGradients
     on that layer (a test checks they agree) at about half the layer passes, with no hooks.
     """
+    key = ("cls_path", text, pair, target, baseline, n_steps, output)
+    return lm.memo(key, lambda: _cls_path(lm, text, target, baseline, n_steps, pair, output))
+
+
+def _cls_path(lm: LoadedModel, text, target, baseline: str, n_steps: int, pair, output: str) -> ClsPath:
     path_baseline = "pad" if baseline == "zero" else baseline
     with lm.run_lock:
         s = _setup(lm, text, pair, target, path_baseline, n_steps, output)

@@ -15,10 +15,12 @@ import re
 import socket
 import threading
 import warnings
+from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import torch
 from transformers import AutoConfig, AutoTokenizer, BertForSequenceClassification, PreTrainedTokenizerBase
 from transformers import logging as hf_logging
@@ -58,6 +60,9 @@ class LoadedModel:
     # Held around every forward pass: Captum registers hooks on the shared modules, so a
     # predict running beside an attribution would otherwise read hooked outputs.
     run_lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+    # Recent attributions by their full arguments (``memo``): the same explanation asked again
+    # (an example text clicked by every visitor, a baseline toggled back) costs nothing.
+    _memo: OrderedDict = field(default_factory=OrderedDict, repr=False)
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -117,6 +122,29 @@ class LoadedModel:
                     self._int8 = torch.ao.quantization.quantize_dynamic(
                         copy.deepcopy(self.fp32_model()), {torch.nn.Linear}, dtype=torch.qint8).eval()
             return self._int8
+
+    def memo(self, key: tuple, compute):
+        """``compute()`` once per ``key`` among the last MEMO_SIZE keys (LRU). Results are frozen
+        records whose arrays are made read-only, so sharing them is safe."""
+        try:
+            hash(key)
+        except TypeError:  # unhashable arguments: let the analysis refuse them with its own message
+            return compute()
+        if MEMO_SIZE <= 0:
+            return compute()
+        with self._lock:
+            if key in self._memo:
+                self._memo.move_to_end(key)
+                return self._memo[key]
+        value = compute()
+        for v in vars(value).values() if hasattr(value, "__dict__") else ():
+            if isinstance(v, np.ndarray):
+                v.flags.writeable = False
+        with self._lock:
+            self._memo[key] = value
+            while len(self._memo) > MEMO_SIZE:
+                self._memo.popitem(last=False)
+        return value
 
     def label_index(self, label: str | int | None) -> int | None:
         """Class index from a label name (case-insensitive) or an index; None stays None."""
@@ -420,6 +448,9 @@ def cls_only_last_layer(model):
     finally:
         layers[-1] = last
 
+
+# Attributions kept per model by LoadedModel.memo (each is a few KB); 0 turns the cache off.
+MEMO_SIZE = 256
 
 # bench/ flips this off to measure what the [CLS]-only last layer is worth.
 CLS_ONLY_LAST_LAYER = True

@@ -53,6 +53,14 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     return make_tiny_model(tmp_path_factory.mktemp("tiny") / "tiny-bert")
 
 
+@pytest.fixture(autouse=True)
+def _no_result_cache(monkeypatch):
+    """Analyses compute afresh in every test (the result cache has its own tests, which turn it on)."""
+    import bertviz_app.registry as reg
+
+    monkeypatch.setattr(reg, "MEMO_SIZE", 0)
+
+
 @pytest.fixture(scope="session")
 def tiny(tiny_model_dir):
     from bertviz_app import load_model

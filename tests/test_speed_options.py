@@ -154,3 +154,29 @@ def test_cpu_int8_predictions_are_opt_in_and_close(tiny, monkeypatch):
         np.testing.assert_allclose(a.probs, b.probs, atol=0.05)
         assert sum(b.probs) == pytest.approx(1.0, abs=1e-5)
     assert "int8" in tiny.device_label
+
+
+def test_repeated_explanations_come_from_the_cache(tiny, monkeypatch):
+    """attribute/cls_path with the same arguments are computed once (LRU per model); other
+    arguments compute; cached arrays are read-only; bad arguments still get their message."""
+    import bertviz_app.attribution as attr
+    import bertviz_app.registry as reg
+
+    monkeypatch.setattr(reg, "MEMO_SIZE", 2)
+    tiny._memo.clear()
+    calls = []
+    real = attr.attribute_many
+    monkeypatch.setattr(attr, "attribute_many", lambda *a, **k: calls.append(k) or real(*a, **k))
+    first = bv.attribute(tiny, SENTENCE, n_steps=8)
+    assert bv.attribute(tiny, SENTENCE, n_steps=8) is first and len(calls) == 1
+    with pytest.raises(ValueError):
+        first.scores[0] = 1.0  # shared, so read-only
+    other = bv.attribute(tiny, SENTENCE, n_steps=8, baseline="mask")
+    assert other is not first and len(calls) == 2
+    bv.attribute(tiny, SENTENCE, n_steps=9)  # a third key evicts the oldest (size 2)
+    assert bv.attribute(tiny, SENTENCE, n_steps=8) is not first and len(calls) == 4
+    path = bv.cls_path(tiny, SENTENCE, n_steps=4)
+    assert bv.cls_path(tiny, SENTENCE, n_steps=4) is path
+    with pytest.raises(bv.InputError, match="must be a string"):
+        bv.attribute(tiny, ["a list"], n_steps=8)
+    tiny._memo.clear()
