@@ -194,8 +194,6 @@ def bench_batch(lm, name, texts, rounds, default_pipeline=True):
 
 def bench_int8(lm, test, n, rounds):
     """Technique: int8 dynamic quantisation of the Linear layers (CPU), speed and accuracy cost."""
-    import copy
-
     import bertviz_app as bv
 
     texts, labels = test.text.tolist()[:n], test.label.tolist()[:n]

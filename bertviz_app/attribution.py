@@ -20,7 +20,7 @@ import torch
 from captum.attr import IntegratedGradients
 
 from .config import get_settings
-from .encoding import check_text, encode, encode_batch, token_info
+from .encoding import check_texts, encode, encode_batch, token_info
 from .errors import InputError, ResourceError
 from .registry import LoadedModel, attention_implementation, cls_only_last_layer
 from .results import Attribution, ClsLens, ClsPath, TokenInfo
@@ -186,23 +186,8 @@ def attribute_many(
     ):
         raise InputError(f"tolerance must be a relative delta between 0 and 1 (e.g. 0.01), got {tolerance!r}.")
     _check_args(baseline, n_steps, output)
-    if isinstance(texts, str):
-        texts = [texts]
-    texts = list(texts)
-    if not texts:
-        raise InputError("No text given: enter at least one sentence.")
-    limit = get_settings().max_batch_texts
-    if len(texts) > limit:
-        raise InputError(f"{len(texts):,} texts in one call; the limit is {limit:,}. Split the input.")
-    if pairs is not None and len(pairs) != len(texts):
-        raise InputError(f"{len(texts)} texts but {len(pairs)} second texts: give one pair per text.")
-    items = []
-    for i, text in enumerate(texts):
-        what = f"Text {i + 1}" if len(texts) > 1 else "Text"
-        pair = pairs[i] if pairs is not None else None
-        if pair is not None and pair.strip() == "":
-            pair = None
-        items.append((check_text(text, what), None if pair is None else check_text(pair, "Second " + what.lower())))
+    texts, pairs = check_texts(texts, pairs, optional_pairs=True)
+    items = list(zip(texts, pairs or [None] * len(texts)))
     target_idx = lm.label_index(target)
     results: list[Attribution | None] = [None] * len(items)
     model = lm.fp32_model()

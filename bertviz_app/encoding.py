@@ -10,7 +10,7 @@ from .errors import InputError
 from .registry import LoadedModel
 from .results import TokenInfo
 
-__all__ = ["check_text", "encode", "encode_batch", "token_info"]
+__all__ = ["check_text", "check_texts", "encode", "encode_batch", "token_info"]
 
 
 def check_text(text: object, what: str = "Text") -> str:
@@ -30,6 +30,36 @@ def check_text(text: object, what: str = "Text") -> str:
             "at most 512 tokens, about 2,000 characters of English, anyway)."
         )
     return text
+
+
+def check_texts(texts, pairs=None, optional_pairs: bool = False) -> tuple[list[str], list[str | None] | None]:
+    """Validate a batch: ``texts`` (a string or a list) and, for sentence-pair models, one second
+    text per text. With ``optional_pairs`` a None or blank second text means "no pair" for that
+    text; otherwise every second text must be usable. Raises InputError saying what to fix."""
+    if isinstance(texts, str):
+        texts = [texts]
+    if isinstance(pairs, str):
+        pairs = [pairs]
+    texts = list(texts)
+    if not texts:
+        raise InputError("No text given: enter at least one sentence.")
+    limit = get_settings().max_batch_texts
+    if len(texts) > limit:
+        raise InputError(f"{len(texts):,} texts in one call; the limit is {limit:,}. Split the input.")
+    many = len(texts) > 1
+    texts = [check_text(t, f"Text {i + 1}" if many else "Text") for i, t in enumerate(texts)]
+    if pairs is None:
+        return texts, None
+    pairs = list(pairs)
+    if len(pairs) != len(texts):
+        raise InputError(f"{len(texts)} texts but {len(pairs)} second texts: give one pair per text.")
+    out: list[str | None] = []
+    for i, p in enumerate(pairs):
+        if optional_pairs and (p is None or (isinstance(p, str) and not p.strip())):
+            out.append(None)
+        else:
+            out.append(check_text(p, f"Second text {i + 1}" if many else "Second text"))
+    return texts, out
 
 
 def encode_batch(lm: LoadedModel, texts: list[str], pairs: list[str] | None = None) -> BatchEncoding:

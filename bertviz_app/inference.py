@@ -6,8 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .config import get_settings
-from .encoding import check_text
+from .encoding import check_texts
 from .errors import InputError
 from .registry import LoadedModel, attention_implementation, cls_only_last_layer
 from .results import Prediction
@@ -36,22 +35,7 @@ def predict(
     batch_size: int = 32,
 ) -> list[Prediction]:
     """Predict every text (with its pair, for sentence-pair models). Order is preserved."""
-    if isinstance(texts, str):
-        texts = [texts]
-    if isinstance(pairs, str):
-        pairs = [pairs]
-    texts = list(texts)
-    if not texts:
-        raise InputError("No text given: enter at least one sentence.")
-    limit = get_settings().max_batch_texts
-    if len(texts) > limit:
-        raise InputError(f"{len(texts):,} texts in one call; the limit is {limit:,}. Split the input.")
-    texts = [check_text(t, f"Text {i + 1}" if len(texts) > 1 else "Text") for i, t in enumerate(texts)]
-    if pairs is not None:
-        pairs = list(pairs)
-        if len(pairs) != len(texts):
-            raise InputError(f"{len(texts)} texts but {len(pairs)} second texts: give one pair per text.")
-        pairs = [check_text(p, f"Second text {i + 1}") for i, p in enumerate(pairs)]
+    texts, pairs = check_texts(texts, pairs)
     if batch_size < 1:
         raise InputError("batch_size must be at least 1.")
 
