@@ -118,11 +118,19 @@ def _plot(value) -> dict:
     return json.loads(plot) if isinstance(plot, str) else plot
 
 
+def test_explain_with_a_tolerance_meets_it(client):
+    out = client.predict("the film was not good", "", "pad", 50, "", tolerance=0.01, api_name="/explain")
+    assert out["relative_delta"] <= 0.01 or abs(out["delta"]) <= 1e-6
+    with pytest.raises(Exception) as excinfo:
+        client.predict("the film", tolerance=3, api_name="/explain")
+    assert "tolerance must be a relative delta" in error_message(excinfo)
+
+
 def test_analyze_computes_everything_once_and_escapes(client, tiny_model_dir):
     from bertviz_app.ui import common
 
     out = client.predict(str(tiny_model_dir), XSS, "", common.PREDICTED, "pad", 20, 1, "mean of heads", False, False,
-                         True, api_name="/analyze")
+                         True, True, api_name="/analyze")
     assert isinstance(out, (list, tuple)) and len(out) >= 18
     texts = [o for o in out if isinstance(o, str)]
     html_out = [s for s in texts if "bv-tokens" in s]

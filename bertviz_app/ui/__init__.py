@@ -55,14 +55,14 @@ def build_app(model: str | None = None) -> gr.Blocks:
                            t.target, t.delta, t.tokens, t.bar, t.path, t.lens}
 
         @common.guard
-        def analyze(model_name, text, pair, target, baseline, n_steps, layer, head, hide, merge, attr_merge,
+        def analyze(model_name, text, pair, target, baseline, n_steps, layer, head, hide, merge, attr_merge, auto=True,
                     progress=gr.Progress()):
             progress(0.0, desc="Loading model")
             lm = common.load(model_name, default)
             if target not in lm.labels:
                 target = common.PREDICTED
             rec = common.analyze_all(lm, text, pair, target, baseline, n_steps,
-                                     progress=lambda f, d: progress(f, desc=d))
+                                     progress=lambda f, d: progress(f, desc=d), auto=bool(auto))
             progress(0.95, desc="Drawing")
             out = {state: rec}
             out.update(predict_tab.render(p, rec, lm))
@@ -74,7 +74,7 @@ def build_app(model: str | None = None) -> gr.Blocks:
 
         gr.on([p.analyze.click, p.text.submit], analyze,
               inputs=[m.model, p.text, p.pair, t.target, t.baseline, t.n_steps, a.layer, a.head, a.hide, a.merge,
-                      t.merge],
+                      t.merge, t.auto],
               outputs=analyze_outputs, api_name="analyze", api_visibility="undocumented", **HEAVY)
 
         # ------------------------------------------------------------- re-render from state
@@ -99,21 +99,21 @@ def build_app(model: str | None = None) -> gr.Blocks:
 
         # ------------------------------------------------------------- explain again (attribution only)
         @common.guard
-        def explain_again(rec, target, baseline, n_steps, merge, progress=gr.Progress()):
+        def explain_again(rec, target, baseline, n_steps, auto, merge, progress=gr.Progress()):
             if rec is None:
                 raise core.InputError("Press Analyze first: there is no text to explain yet.")
             progress(0.0, desc="Loading model")
             lm = common.load(rec.model, default)
             info = rec.prediction
             progress(0.1, desc="Integrated Gradients")
-            attr, path = common.explain_parts(lm, info.text, info.pair, target, baseline, n_steps)
+            attr, path = common.explain_parts(lm, info.text, info.pair, target, baseline, n_steps, auto=bool(auto))
             rec = dataclasses.replace(rec, attribution=attr, path=path)
             out = {state: rec}
             out.update(attribution_tab.render(t, rec, merge))
             out[p.tokens] = predict_tab.render(p, rec)[p.tokens]
             return out
 
-        t.explain.click(explain_again, inputs=[state, t.target, t.baseline, t.n_steps, t.merge],
+        t.explain.click(explain_again, inputs=[state, t.target, t.baseline, t.n_steps, t.auto, t.merge],
                         outputs={state, p.tokens, t.delta, t.tokens, t.bar, t.path, t.lens},
                         api_visibility="private", **HEAVY)
 
@@ -172,12 +172,14 @@ def _api_endpoints(default: str) -> None:
         return out
 
     def explain(text: str, target: str = "", baseline: str = "pad", n_steps: int = 50, pair: str = "",
-                model: str = default) -> dict:
+                model: str = default, tolerance: float = 0.0) -> dict:
         """Integrated Gradients: {"tokens", "attributions", "target", "delta", "relative_delta", "n_steps",
-        "baseline", "f_x", "f_baseline"}. target "" = the predicted class."""
+        "baseline", "f_x", "f_baseline"}. target "" = the predicted class. tolerance > 0: as many steps as
+        it takes for relative_delta <= tolerance (n_steps is then ignored); 0: exactly n_steps."""
         lm = common.load(model, default)
+        tol = float(tolerance or 0)
         attr = core.attribute(lm, text, target=target or None, baseline=baseline, n_steps=int(n_steps),
-                              pair=pair if pair and pair.strip() else None)
+                              pair=pair if pair and pair.strip() else None, tolerance=tol if tol else None)
         out = attr.to_dict()
         out["relative_delta"] = common.finite(attr.relative_delta)
         return out

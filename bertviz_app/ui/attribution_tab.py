@@ -19,6 +19,8 @@ def build() -> SimpleNamespace:
         baseline = gr.Dropdown(choices=common.BASELINE_CHOICES, value="pad", label="Baseline",
                                info="what the text is compared against")
         n_steps = gr.Slider(2, 300, value=50, step=1, label="Integrated Gradients steps (n_steps)")
+        auto = gr.Checkbox(value=True, label="Choose the steps automatically", elem_id="bv-auto-steps",
+                           info=f"as few as it takes for a relative delta <= {common.DELTA_WARN:.0%}; off: exactly n_steps")
         merge = gr.Checkbox(value=True, label="Merge word pieces into words", info="a word's pieces are summed")
     explain = gr.Button("Explain again with these settings", elem_id="bv-explain")
     delta = gr.Markdown(elem_id="bv-delta")
@@ -34,7 +36,7 @@ def build() -> SimpleNamespace:
         "**[CLS] lens:** the class probabilities you would get by sending each layer's [CLS] state "
         "through the trained pooler and classifier; the last point is the model's prediction."
     )
-    return SimpleNamespace(target=target, baseline=baseline, n_steps=n_steps, merge=merge, explain=explain,
+    return SimpleNamespace(target=target, baseline=baseline, n_steps=n_steps, auto=auto, merge=merge, explain=explain,
                            delta=delta, tokens=tokens, bar=bar, path=path, lens=lens)
 
 

@@ -131,15 +131,21 @@ def target_arg(target: str | None) -> str | None:
     return None if not target or target == PREDICTED else target
 
 
-def explain_parts(lm, text, pair, target, baseline, n_steps):
+def tolerance_arg(auto: bool) -> float | None:
+    """The UI's "choose the steps automatically": a guaranteed relative delta of DELTA_WARN."""
+    return DELTA_WARN if auto else None
+
+
+def explain_parts(lm, text, pair, target, baseline, n_steps, auto: bool = False):
     n_steps = int(n_steps)
-    attr = core.attribute(lm, text, target=target_arg(target), baseline=baseline, n_steps=n_steps, pair=pair or None)
+    attr = core.attribute(lm, text, target=target_arg(target), baseline=baseline, n_steps=n_steps, pair=pair or None,
+                          tolerance=tolerance_arg(auto))
     path = core.cls_path(lm, text, target=attr.target, baseline=baseline, n_steps=PATH_STEPS, pair=pair or None)
     return attr, path
 
 
 def analyze_all(lm: core.LoadedModel, text: str, pair: str | None, target: str | None, baseline: str,
-                n_steps: int, progress: Callable[[float, str], Any] | None = None) -> Record:
+                n_steps: int, progress: Callable[[float, str], Any] | None = None, auto: bool = False) -> Record:
     """predict + attention + attribution + [CLS] path + [CLS] lens, once."""
     step = progress or (lambda *_: None)
     pair = pair if pair and pair.strip() else None
@@ -149,7 +155,8 @@ def analyze_all(lm: core.LoadedModel, text: str, pair: str | None, target: str |
     maps = core.attention(lm, text, pair=pair)
     maps = core.AttentionMaps(info=maps.info, weights=maps.weights.astype(np.float16))  # halves per-user memory
     step(0.25, "Integrated Gradients")
-    attr = core.attribute(lm, text, target=target_arg(target), baseline=baseline, n_steps=int(n_steps), pair=pair)
+    attr = core.attribute(lm, text, target=target_arg(target), baseline=baseline, n_steps=int(n_steps), pair=pair,
+                          tolerance=tolerance_arg(auto))
     step(0.5, "[CLS] path through the layers")
     path = core.cls_path(lm, text, target=attr.target, baseline=baseline, n_steps=PATH_STEPS, pair=pair)
     step(0.9, "[CLS] lens")
