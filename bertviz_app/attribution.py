@@ -22,6 +22,7 @@ from captum.attr import IntegratedGradients
 from .config import get_settings
 from .encoding import check_texts, encode, encode_batch, token_info
 from .errors import InputError, ResourceError
+from .inference import probabilities
 from .registry import LoadedModel, attention_implementation, cls_only_last_layer
 from .results import Attribution, ClsLens, ClsPath, TokenInfo
 
@@ -61,13 +62,10 @@ class _Setup:
     f_b: float
     internal_batch_size: int
     output: str
-    multi_label: bool
+    lm: LoadedModel
 
     def head(self, logits: torch.Tensor) -> torch.Tensor:
-        """logits (B, C) -> what is attributed (B, C): probabilities or the logits themselves."""
-        if self.output == "logit":
-            return logits
-        return torch.sigmoid(logits) if self.multi_label else torch.softmax(logits, dim=-1)
+        return _head(self.lm, self.output, logits)
 
     def forward_ids(self, input_ids, attention_mask, token_type_ids):
         n = input_ids.shape[0]
@@ -78,23 +76,10 @@ class _Setup:
         ).logits  # (B, C)
         return self.head(logits)
 
-    def forward_embeds(self, inputs_embeds, attention_mask, token_type_ids):
-        n = inputs_embeds.shape[0]
-        logits = self.model(
-            inputs_embeds=inputs_embeds,
-            attention_mask=attention_mask.expand(n, -1),
-            token_type_ids=token_type_ids.expand(n, -1),
-        ).logits  # (B, C)
-        return self.head(logits)
 
-    def ig_kwargs(self, n_steps: int) -> dict:
-        return dict(
-            target=self.target_idx,
-            n_steps=int(n_steps),
-            additional_forward_args=(self.mask, self.types),
-            internal_batch_size=self.internal_batch_size,
-            return_convergence_delta=True,
-        )
+def _head(lm: LoadedModel, output: str, logits: torch.Tensor) -> torch.Tensor:
+    """logits (B, C) -> what is attributed (B, C): the logits, or the probabilities predict reports."""
+    return logits if output == "logit" else probabilities(lm, logits)
 
 
 def _baseline_ids(lm: LoadedModel, input_ids: torch.Tensor, baseline: str) -> torch.Tensor:
@@ -113,6 +98,7 @@ def _baseline_ids(lm: LoadedModel, input_ids: torch.Tensor, baseline: str) -> to
 
 
 def _setup(lm: LoadedModel, text, pair, target, baseline: str, n_steps: int, output: str) -> _Setup:
+    """One text with a token baseline (pad/mask/unk), for ``cls_path``: it has no "zero" baseline."""
     _check_args(baseline, n_steps, output)
     model = lm.fp32_model()
     inputs, info = encode(lm, text, pair)
@@ -122,14 +108,9 @@ def _setup(lm: LoadedModel, text, pair, target, baseline: str, n_steps: int, out
     base_ids = _baseline_ids(lm, ids, baseline)  # (1, T)
     target_idx = lm.label_index(target)
     s = _Setup(model, info, ids, base_ids, mask, types, -1, 0.0, 0.0,
-               max(1, min(n_steps, TOKEN_BUDGET // ids.shape[1])), output, lm.multi_label)
+               max(1, min(n_steps, TOKEN_BUDGET // ids.shape[1])), output, lm)
     with torch.no_grad():
-        if baseline == "zero":
-            emb = model.bert.embeddings.word_embeddings(ids)  # (1, T, D)
-            keep = (base_ids != ids).logical_not().unsqueeze(-1)  # (1, T, 1): specials keep their vectors
-            both = s.forward_embeds(torch.cat([emb, emb * keep]), mask, types)  # (2, C)
-        else:
-            both = s.forward_ids(torch.cat([ids, base_ids]), mask, types)  # (2, C)
+        both = s.forward_ids(torch.cat([ids, base_ids]), mask, types)  # (2, C)
     s.target_idx = int(both[0].argmax()) if target_idx is None else target_idx
     s.f_x, s.f_b = float(both[0, s.target_idx]), float(both[1, s.target_idx])
     return s
@@ -265,18 +246,13 @@ class _Group:
         self.f_b = [float(out[g + r, self.targets[r]]) for r in range(g)]
         self.f_mid = [float(out[2 * g + r, self.targets[r]]) for r in range(g)] if with_mid else []
 
-    def head(self, logits: torch.Tensor) -> torch.Tensor:
-        if self.output == "logit":
-            return logits
-        return torch.sigmoid(logits) if self.lm.multi_label else torch.softmax(logits, dim=-1)
-
     def _forward(self, embeds: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
         """Class outputs (R, C) for word vectors (R, T, D) of texts ``rows`` (R,)."""
-        logits = self.model(inputs_embeds=embeds, attention_mask=self.mask[rows], token_type_ids=self.types[rows]).logits
-        return self.head(logits)
+        return self._captum_forward(embeds, self.mask[rows], self.types[rows])
 
     def _captum_forward(self, embeds, attention_mask, token_type_ids):
-        return self.head(self.model(inputs_embeds=embeds, attention_mask=attention_mask, token_type_ids=token_type_ids).logits)
+        logits = self.model(inputs_embeds=embeds, attention_mask=attention_mask, token_type_ids=token_type_ids).logits
+        return _head(self.lm, self.output, logits)  # (R, C)
 
     def _point(self, r: int, alpha: float) -> torch.Tensor:
         return self.base[r] + alpha * self.diff[r]  # (T, D)
