@@ -23,7 +23,9 @@ _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
 def _flag(name: str, default: bool) -> bool:
-    value = _env(name, "1" if default else "0").strip().lower()
+    value = _env(name, "").strip().lower()
+    if not value:  # unset or empty: the default
+        return default
     if value not in _TRUE + _FALSE:
         raise ValueError(f"BERTVIZ_{name} must be 1 or 0 (true/false, yes/no, on/off), got {value!r}")
     return value in _TRUE

@@ -112,7 +112,10 @@ def test_speed_options_default_to_the_settings(tiny, monkeypatch):
     monkeypatch.setenv("BERTVIZ_SORT_BY_LENGTH", "maybe")
     with pytest.raises(ValueError, match="BERTVIZ_SORT_BY_LENGTH must be 1 or 0"):
         bv.get_settings()
-    monkeypatch.setenv("BERTVIZ_SORT_BY_LENGTH", "1")
+    monkeypatch.setenv("BERTVIZ_SORT_BY_LENGTH", "")
+    assert bv.get_settings().sort_by_length is True  # empty: the default
+    monkeypatch.setenv("BERTVIZ_SORT_BY_LENGTH", " Off ")
+    assert bv.get_settings().sort_by_length is False
     monkeypatch.setenv("BERTVIZ_MEMO_SIZE", "-1")
     with pytest.raises(ValueError, match="BERTVIZ_MEMO_SIZE must be 0"):
         bv.get_settings()
