@@ -125,11 +125,7 @@ def bench_single(lm, name, texts, rounds):
     peer = lambda: [pipe(t, truncation=True) for t in texts]  # noqa: E731
 
     def eager():
-        inf.PREDICT_ATTENTION = "eager"
-        try:
-            ours()
-        finally:
-            inf.PREDICT_ATTENTION = "auto"
+        return [bv.predict(lm, t, attention="eager") for t in texts]
 
     t = alternate({"ours": ours, "peer": peer, "eager": eager}, rounds)
     n = len(texts)
@@ -152,28 +148,9 @@ def bench_batch(lm, name, texts, rounds, default_pipeline=True):
     if default_pipeline:
         cands["pipe"] = lambda: pipe(texts, truncation=True)
 
-    def variant(attn, sort):
-        def fn():
-            inf.PREDICT_ATTENTION, inf.SORT_BY_LENGTH = attn, sort
-            try:
-                bv.predict(lm, texts)
-            finally:
-                inf.PREDICT_ATTENTION, inf.SORT_BY_LENGTH = "auto", True
-        return fn
-
-    cands["eager_sorted"] = variant("eager", True)
-    cands["eager_unsorted"] = variant("eager", False)
-
-    def full_last_layer():
-        import bertviz_app.registry as reg
-
-        reg.CLS_ONLY_LAST_LAYER = False
-        try:
-            bv.predict(lm, texts)
-        finally:
-            reg.CLS_ONLY_LAST_LAYER = True
-
-    cands["full_last"] = full_last_layer
+    cands["eager_sorted"] = lambda: bv.predict(lm, texts, attention="eager", sort_by_length=True)
+    cands["eager_unsorted"] = lambda: bv.predict(lm, texts, attention="eager", sort_by_length=False)
+    cands["full_last"] = lambda: bv.predict(lm, texts, cls_only_last_layer=False)
     t = alternate(cands, rounds)
     n = len(texts)
     if default_pipeline:
@@ -266,11 +243,7 @@ def bench_explain(lm, texts, rounds, tolerance):
         return abs(d) / max(abs(gap), 1e-12)
 
     def fixed_eager(t):
-        attr.IG_ATTENTION = "eager"
-        try:
-            return bv.attribute(lm, t, n_steps=50).relative_delta
-        finally:
-            attr.IG_ATTENTION = "sdpa"
+        return bv.attribute(lm, t, n_steps=50, attention="eager").relative_delta
 
     steps = []
 
@@ -280,13 +253,7 @@ def bench_explain(lm, texts, rounds, tolerance):
         return a.relative_delta
 
     def full_last(t):
-        import bertviz_app.registry as reg
-
-        reg.CLS_ONLY_LAST_LAYER = False
-        try:
-            return bv.attribute(lm, t, tolerance=tolerance).relative_delta
-        finally:
-            reg.CLS_ONLY_LAST_LAYER = True
+        return bv.attribute(lm, t, tolerance=tolerance, cls_only_last_layer=False).relative_delta
 
     loose_steps = []
 
@@ -314,7 +281,7 @@ def bench_explain(lm, texts, rounds, tolerance):
             secs[k] += time.perf_counter() - t0
     # A batch: all texts in one attribute_many call (texts of similar length share passes).
     many = []
-    for r in range(rounds):
+    for _ in range(rounds):
         t0 = time.perf_counter()
         res = bv.attribute_many(lm, texts, tolerance=tolerance)
         many.append(time.perf_counter() - t0)
@@ -374,9 +341,7 @@ def bench_explain(lm, texts, rounds, tolerance):
          f"mean rel. delta {mf:.2e} -> {mo:.2e}; {statistics.mean(steps):.1f} gradient evaluations per text on average")
     tech(f"last layer for [CLS] only vs full last layer (explain, tolerance {tolerance})", f"{t['full_last'] / n * 1000:.0f} ms",
          f"{t['ours'] / n * 1000:.0f} ms", f"{t['full_last'] / t['ours']:.2f}x", "same attributions (tested)")
-    import bertviz_app.registry as reg
-
-    reg.MEMO_SIZE, before = 256, reg.MEMO_SIZE
+    lm.memo_size, before = 256, lm.memo_size  # this bench's own model: no other caller shares it
     try:
         few = texts[:10]
         t0 = time.perf_counter()
@@ -388,7 +353,7 @@ def bench_explain(lm, texts, rounds, tolerance):
             bv.attribute(lm, x, tolerance=tolerance)
         hit = (time.perf_counter() - t0) / len(few)
     finally:
-        reg.MEMO_SIZE = before
+        lm.memo_size = before
         lm._memo.clear()
     tech("result cache: the same explanation asked again", f"{miss * 1000:.0f} ms", f"{hit * 1e6:.0f} us",
          f"{miss / hit:.0f}x", "LRU of 256 per model, keyed by every argument")
@@ -439,7 +404,7 @@ def bench_efficiency(lm, name, texts, layers, d, rounds):
     preds = bv.predict(lm, texts)
     flops = sum(layers * (24 * d * d + 4 * p.n_tokens * d) * p.n_tokens for p in preds)
     # What actually runs: the last layer computes keys/values for every token but the rest for
-    # [CLS] only (registry.cls_only_last_layer), so fewer FLOPs execute than the formula counts.
+    # [CLS] only (forward.classifier_logits), so fewer FLOPs execute than the formula counts.
     executed = sum((layers - 1) * (24 * d * d + 4 * p.n_tokens * d) * p.n_tokens
                    + 4 * d * d * p.n_tokens + 20 * d * d + 4 * p.n_tokens * d for p in preds)
     a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
@@ -523,8 +488,13 @@ def bench_finetune(train, test, n_train, n_test):
     """Row 5: our training engine vs a Trainer with run_glue defaults."""
     import shutil
 
-    from transformers import (AutoTokenizer, BertForSequenceClassification, Trainer, TrainingArguments,
-                              default_data_collator)
+    from transformers import (
+        AutoTokenizer,
+        BertForSequenceClassification,
+        Trainer,
+        TrainingArguments,
+        default_data_collator,
+    )
 
     from bertviz_app.default_model import LABELS, _predict_labels, encoder_path
     from bertviz_app.training import TrainConfig, train_classifier
@@ -575,7 +545,8 @@ def bench_lengths(models, texts, lengths, rounds):
         pipe = make_pipeline(lm)
         for n in lengths:
             x = long_text(texts, lm.tokenizer, n)
-            t = alternate({"ours": lambda: bv.predict(lm, x), "pipeline": lambda: pipe(x, truncation=True)}, rounds)
+            t = alternate({"ours": lambda lm=lm, x=x: bv.predict(lm, x),
+                           "pipeline": lambda pipe=pipe, x=x: pipe(x, truncation=True)}, rounds)
             data.setdefault(name, []).append({"tokens": n, **t})
             say(f"length {n} ({name}): ours {fmt_ms(t['ours'])}, pipeline {fmt_ms(t['pipeline'])}")
     return data
@@ -669,9 +640,9 @@ def main(argv=None) -> int:
     hf_logging.set_verbosity_error()
     import bertviz_app as bv
 
-    import bertviz_app.registry as reg
-
-    reg.MEMO_SIZE = 0  # every timed call computes (the result cache is measured on its own)
+    # Every timed call computes (the result cache is measured on its own): the models this run
+    # loads get a settings' memo_size of 0.
+    os.environ["BERTVIZ_MEMO_SIZE"] = "0"
     info = machine()
     say(f"machine: {info}")
     train, test = reviews()

@@ -26,19 +26,27 @@ _EXPORTS = {
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 
-if TYPE_CHECKING:  # for type checkers and IDEs
-    from .attention import attention, cls_rows, mean_heads, rollout  # noqa: F401
-    from .attribution import BASELINES, OUTPUTS, attribute, attribute_many, cls_lens, cls_path  # noqa: F401
-    from .config import Settings, get_settings  # noqa: F401
-    from .errors import (  # noqa: F401
-        BertvizError, CancelledError, DataError, InputError, ModelLoadError, ModelNotFoundError, ResourceError,  # noqa: F401
+# Static imports for type checkers and IDEs, which cannot follow __getattr__: they repeat
+# _EXPORTS, and tests/test_packaging.py checks the two agree name for name.
+if TYPE_CHECKING:
+    from .attention import attention, cls_rows, mean_heads, rollout
+    from .attribution import BASELINES, OUTPUTS, attribute, attribute_many, cls_lens, cls_path
+    from .config import Settings, get_settings
+    from .errors import (
+        BertvizError,
+        CancelledError,
+        DataError,
+        InputError,
+        ModelLoadError,
+        ModelNotFoundError,
+        ResourceError,
         TrainingError,
     )
-    from .inference import predict  # noqa: F401
-    from .registry import LoadedModel, clear_cache, list_models, load_model, resolve_device  # noqa: F401
-    from .results import AttentionMaps, Attribution, ClsLens, ClsPath, ModelSummary, Prediction, TokenInfo  # noqa: F401
-    from .summary import summary  # noqa: F401
-    from .words import WordGroups, merge_attention, merge_rows, merge_scores, word_groups  # noqa: F401
+    from .inference import predict
+    from .registry import LoadedModel, clear_cache, list_models, load_model, resolve_device
+    from .results import AttentionMaps, Attribution, ClsLens, ClsPath, ModelSummary, Prediction, TokenInfo
+    from .summary import summary
+    from .words import WordGroups, merge_attention, merge_rows, merge_scores, word_groups
 
 
 def __getattr__(name: str):
@@ -56,19 +64,8 @@ def __dir__():
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "attention", "cls_rows", "mean_heads", "rollout",
-    "BASELINES", "OUTPUTS", "attribute", "attribute_many", "cls_lens", "cls_path",
-    "Settings", "get_settings",
-    "BertvizError", "CancelledError", "DataError", "InputError", "ModelLoadError", "ModelNotFoundError", "ResourceError",
-    "TrainingError",
-    "predict",
-    "LoadedModel", "clear_cache", "list_models", "load_model", "resolve_device",
-    "AttentionMaps", "Attribution", "ClsLens", "ClsPath", "ModelSummary", "Prediction", "TokenInfo",
-    "summary",
-    "WordGroups", "merge_attention", "merge_rows", "merge_scores", "word_groups",
-    "build_default", "ensure_default_model",
-]
+# Each public name is written once, in _EXPORTS (or below, for the two functions defined here).
+__all__ = [name for names in _EXPORTS.values() for name in names] + ["build_default", "ensure_default_model"]
 
 
 def build_default(*args, **kwargs):

@@ -22,8 +22,9 @@ from captum.attr import IntegratedGradients
 from .config import get_settings
 from .encoding import check_texts, encode, encode_batch, token_info
 from .errors import InputError, ResourceError
+from .forward import ATTENTIONS, classifier_logits, logits_from_depth
 from .inference import probabilities
-from .registry import LoadedModel, attention_implementation, cls_only_last_layer
+from .registry import LoadedModel
 from .results import Attribution, ClsLens, ClsPath, TokenInfo
 
 __all__ = ["attribute", "attribute_many", "cls_path", "cls_lens", "BASELINES", "OUTPUTS"]
@@ -32,9 +33,17 @@ BASELINES = ("pad", "mask", "unk", "zero")
 OUTPUTS = ("prob", "logit")
 # Tokens x steps per internal batch: keeps a 512-token explanation within ~2 GB on a CPU.
 TOKEN_BUDGET = 4096
-# Attention kernel for the IG forward/backward passes (no maps are needed; bench/ flips it).
-IG_ATTENTION = "sdpa"
 log = logging.getLogger(__name__)
+
+
+def _options(attention: str | None, cls_only_last_layer: bool | None) -> tuple[str, bool]:
+    """The speed options of one call: its arguments, or the settings' ``ig_attention`` and
+    ``cls_only_last_layer`` where they are None."""
+    settings = get_settings()
+    attention = settings.ig_attention if attention is None else attention
+    if attention not in ATTENTIONS:
+        raise InputError(f"attention must be one of {', '.join(ATTENTIONS)}, got {attention!r}.")
+    return attention, settings.cls_only_last_layer if cls_only_last_layer is None else bool(cls_only_last_layer)
 
 
 def _check_args(baseline: str, n_steps: int, output: str) -> None:
@@ -125,6 +134,9 @@ def attribute(
     pair: str | None = None,
     output: str = "prob",
     tolerance: float | None = None,
+    *,
+    attention: str | None = None,
+    cls_only_last_layer: bool | None = None,
 ) -> Attribution:
     """Signed per-token attribution of class ``target`` (default: the predicted class).
 
@@ -141,12 +153,18 @@ def attribute(
     ``max_n_steps`` gradient evaluations are spent first is a looser result returned (its
     ``relative_delta`` says so, and a warning is logged). ``n_steps`` is then ignored, and the
     result's ``n_steps`` is the number of gradient evaluations actually used.
+
+    Speed options, for this call only (None: the settings' ``ig_attention`` and
+    ``cls_only_last_layer``): ``attention`` "sdpa" or "eager" for the IG passes, and
+    ``cls_only_last_layer``. They change the scores by float rounding at most, and never the shared model.
     """
+    attention, cls_only = _options(attention, cls_only_last_layer)
     key = ("attribute", text, pair, target, baseline, n_steps if tolerance is None else None, output, tolerance,
-           get_settings().max_n_steps if tolerance is not None else None)
+           get_settings().max_n_steps if tolerance is not None else None, attention, cls_only)
     return lm.memo(key, lambda: attribute_many(lm, [text], target=target, baseline=baseline, n_steps=n_steps,
                                                pairs=None if pair is None else [pair], output=output,
-                                               tolerance=tolerance)[0])
+                                               tolerance=tolerance, attention=attention,
+                                               cls_only_last_layer=cls_only)[0])
 
 
 def attribute_many(
@@ -158,21 +176,25 @@ def attribute_many(
     pairs: list[str | None] | None = None,
     output: str = "prob",
     tolerance: float | None = None,
+    *,
+    attention: str | None = None,
+    cls_only_last_layer: bool | None = None,
 ) -> list[Attribution]:
     """``attribute`` for many texts at once, in input order: texts of similar length share their
     forward/backward passes (the same attributions as one call per text, up to float rounding).
-    ``target`` applies to every text (None: each text's predicted class)."""
+    ``target`` applies to every text (None: each text's predicted class). ``attention`` and
+    ``cls_only_last_layer`` as for ``attribute``."""
     if tolerance is not None and (
         isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0 < tolerance < 1
     ):
         raise InputError(f"tolerance must be a relative delta between 0 and 1 (e.g. 0.01), got {tolerance!r}.")
     _check_args(baseline, n_steps, output)
+    attention, cls_only = _options(attention, cls_only_last_layer)
     texts, pairs = check_texts(texts, pairs, optional_pairs=True)
     items = list(zip(texts, pairs or [None] * len(texts)))
     target_idx = lm.label_index(target)
     results: list[Attribution | None] = [None] * len(items)
-    model = lm.fp32_model()
-    with lm.run_lock, attention_implementation(model, IG_ATTENTION), cls_only_last_layer(model):
+    with lm.run_lock:
         # Texts with and without a second text never share a batch (their encodings differ).
         order = sorted(range(len(items)), key=lambda i: (items[i][1] is not None, len(items[i][0]) + len(items[i][1] or "")))
         groups: list[list[int]] = []
@@ -181,7 +203,8 @@ def attribute_many(
                 groups.append([])
             groups[-1].append(i)
         for idx in groups:
-            group = _Group(lm, [items[i] for i in idx], baseline, output, target_idx, with_mid=tolerance is not None)
+            group = _Group(lm, [items[i] for i in idx], baseline, output, target_idx, with_mid=tolerance is not None,
+                           attention=attention, cls_only=cls_only)
             for i, res in zip(idx, group.run(n_steps, tolerance)):
                 results[i] = res
     return results  # type: ignore[return-value]
@@ -217,8 +240,10 @@ class _Group:
     IntegratedGradients with input b + hi (x - b) and baseline b + lo (x - b); the segments add up
     to the whole path, so every segment of every text is one example of one Captum call."""
 
-    def __init__(self, lm: LoadedModel, items, baseline: str, output: str, target_idx: int | None, with_mid: bool):
+    def __init__(self, lm: LoadedModel, items, baseline: str, output: str, target_idx: int | None, with_mid: bool,
+                 attention: str = "sdpa", cls_only: bool = True):
         self.lm, self.baseline, self.output = lm, baseline, output
+        self.attention, self.cls_only = attention, cls_only
         self.model = model = lm.fp32_model()
         device = next(model.parameters()).device
         texts, pairs = [t for t, _ in items], [p for _, p in items]
@@ -251,7 +276,8 @@ class _Group:
         return self._captum_forward(embeds, self.mask[rows], self.types[rows])
 
     def _captum_forward(self, embeds, attention_mask, token_type_ids):
-        logits = self.model(inputs_embeds=embeds, attention_mask=attention_mask, token_type_ids=token_type_ids).logits
+        logits = classifier_logits(self.model, inputs_embeds=embeds, attention_mask=attention_mask,
+                                   token_type_ids=token_type_ids, attention=self.attention, cls_only=self.cls_only)  # (R, C)
         return _head(self.lm, self.output, logits)  # (R, C)
 
     def _point(self, r: int, alpha: float) -> torch.Tensor:
@@ -369,6 +395,8 @@ def cls_path(
     n_steps: int = 20,
     pair: str | None = None,
     output: str = "prob",
+    *,
+    cls_only_last_layer: bool | None = None,
 ) -> ClsPath:
     """Layer Integrated Gradients at the embedding output and every encoder layer's output.
 
@@ -381,12 +409,15 @@ def cls_path(
     This is Layer IG computed as Captum IntegratedGradients on each depth's hidden state with a
     forward pass that runs only the layers above it: the same integral as LayerIntegratedGradients
     on that layer (a test checks they agree) at about half the layer passes, with no hooks.
+    ``cls_only_last_layer`` (None: the settings') as for ``attribute``; the passes run eager.
     """
-    key = ("cls_path", text, pair, target, baseline, n_steps, output)
-    return lm.memo(key, lambda: _cls_path(lm, text, target, baseline, n_steps, pair, output))
+    _, cls_only = _options(None, cls_only_last_layer)
+    key = ("cls_path", text, pair, target, baseline, n_steps, output, cls_only)
+    return lm.memo(key, lambda: _cls_path(lm, text, target, baseline, n_steps, pair, output, cls_only))
 
 
-def _cls_path(lm: LoadedModel, text, target, baseline: str, n_steps: int, pair, output: str) -> ClsPath:
+def _cls_path(lm: LoadedModel, text, target, baseline: str, n_steps: int, pair, output: str,
+              cls_only: bool = True) -> ClsPath:
     path_baseline = "pad" if baseline == "zero" else baseline
     with lm.run_lock:
         s = _setup(lm, text, pair, target, path_baseline, n_steps, output)
@@ -396,21 +427,20 @@ def _cls_path(lm: LoadedModel, text, target, baseline: str, n_steps: int, pair, 
             kw = dict(attention_mask=s.mask.expand(2, -1), token_type_ids=s.types.expand(2, -1), output_hidden_states=True)
             states = bert(input_ids=torch.cat([s.ids, s.base_ids]), **kw).hidden_states  # L + 1 x (2, T, D)
         rows, deltas = [], []
-        with cls_only_last_layer(s.model):  # states are read; from here on only [CLS] leaves the last layer
-            for depth in range(n_layers + 1):
-                x, b = states[depth][:1], states[depth][1:]  # (1, T, D) input and baseline states at this depth
-                ig = IntegratedGradients(_from_depth(s, depth))
-                attrs, delta = _ig_retrying(
-                    ig,
-                    x,
-                    s.internal_batch_size,
-                    baselines=b,
-                    target=s.target_idx,
-                    n_steps=int(n_steps),
-                    return_convergence_delta=True,
-                )
-                rows.append(attrs.sum(dim=-1)[0].detach().float().cpu().numpy())  # (T,)
-                deltas.append(float(delta.reshape(-1)[0]))
+        for depth in range(n_layers + 1):
+            x, b = states[depth][:1], states[depth][1:]  # (1, T, D) input and baseline states at this depth
+            ig = IntegratedGradients(_from_depth(s, depth, cls_only))
+            attrs, delta = _ig_retrying(
+                ig,
+                x,
+                s.internal_batch_size,
+                baselines=b,
+                target=s.target_idx,
+                n_steps=int(n_steps),
+                return_convergence_delta=True,
+            )
+            rows.append(attrs.sum(dim=-1)[0].detach().float().cpu().numpy())  # (T,)
+            deltas.append(float(delta.reshape(-1)[0]))
     return ClsPath(
         info=s.info,
         layer_names=_layer_names(n_layers),
@@ -453,16 +483,13 @@ def _ig_retrying(ig, inputs, internal_batch_size: int, **kwargs):
             batch //= 2
 
 
-def _from_depth(s: _Setup, depth: int):
-    """f(hidden state after ``depth``) -> class outputs: the encoder layers above, pooler, classifier.
-    One unpadded sequence, so no attention mask is needed."""
-    model = s.model
+def _from_depth(s: _Setup, depth: int, cls_only: bool = True):
+    """f(hidden state after ``depth``) -> class outputs: the encoder layers above, pooler, classifier
+    (the last layer for [CLS] alone with ``cls_only``). One unpadded sequence, so no attention mask
+    is needed."""
 
     def forward(hidden):  # (B, T, D)
-        for layer in model.bert.encoder.layer[depth:]:
-            hidden = layer(hidden)  # (B, T, D)
-        pooled = model.bert.pooler(hidden)  # (B, D): tanh(W h_CLS + b)
-        return s.head(model.classifier(model.dropout(pooled)))  # (B, C)
+        return s.head(logits_from_depth(s.model, hidden, depth, attention="eager", cls_only=cls_only))  # (B, C)
 
     return forward
 

@@ -19,6 +19,18 @@ def _env(name: str, default: str) -> str:
     return os.environ.get(f"BERTVIZ_{name}", default)
 
 
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def _flag(name: str, default: bool) -> bool:
+    value = _env(name, "").strip().lower()
+    if not value:  # unset or empty: the default
+        return default
+    if value not in _TRUE + _FALSE:
+        raise ValueError(f"BERTVIZ_{name} must be 1 or 0 (true/false, yes/no, on/off), got {value!r}")
+    return value in _TRUE
+
+
 @dataclass(frozen=True)
 class Settings:
     models_dir: Path = field(
@@ -40,10 +52,35 @@ class Settings:
     host: str = field(default_factory=lambda: _env("HOST", "0.0.0.0"), metadata={"help": "Address the app listens on."})
     port: int = field(default_factory=lambda: int(_env("PORT", "7860")), metadata={"help": "Port the app listens on."})
     cpu_int8: bool = field(
-        default_factory=lambda: _env("CPU_INT8", "0").lower() in ("1", "true", "yes", "on"),
+        default_factory=lambda: _flag("CPU_INT8", False),
         metadata={"help": "Predict with int8 dynamically quantised Linear layers on a CPU (about 1.6x faster "
                   "on the 2-core bench machine, held-out accuracy 0.836 -> 0.826 on 1,000 reviews; attention maps and "
                   "attributions stay float32). Off by default."},
+    )
+    # Speed options of the analyses. Each is also a keyword argument of the call it affects
+    # (predict / attribute...), so a benchmark or a test changes one call, never the process.
+    predict_attention: str = field(
+        default_factory=lambda: _env("PREDICT_ATTENTION", "auto"),
+        metadata={"help": "Attention kernel for predictions: auto (SDPA for batches padded to 128 tokens or more, "
+                  "eager below; the faster one on the bench machine), eager or sdpa."},
+    )
+    ig_attention: str = field(
+        default_factory=lambda: _env("IG_ATTENTION", "sdpa"),
+        metadata={"help": "Attention kernel for the Integrated Gradients passes: sdpa or eager."},
+    )
+    sort_by_length: bool = field(
+        default_factory=lambda: _flag("SORT_BY_LENGTH", True),
+        metadata={"help": "Sort a predict call's texts by token count before batching, so each batch pads little."},
+    )
+    cls_only_last_layer: bool = field(
+        default_factory=lambda: _flag("CLS_ONLY_LAST_LAYER", True),
+        metadata={"help": "Compute the last encoder layer for [CLS] alone in predictions and attributions "
+                  "(the classifier reads only [CLS]; same logits, fewer FLOPs)."},
+    )
+    memo_size: int = field(
+        default_factory=lambda: int(_env("MEMO_SIZE", "256")),
+        metadata={"help": "Attributions kept per loaded model, so one asked again costs nothing (LRU; 0 turns "
+                  "the cache off). Read when a model is loaded."},
     )
     max_chars: int = field(
         default_factory=lambda: int(_env("MAX_CHARS", "20000")),
@@ -63,7 +100,7 @@ class Settings:
                   "once with a 'busy, try again' message instead of waiting without end."},
     )
     allow_local_paths: bool = field(
-        default_factory=lambda: _env("ALLOW_LOCAL_PATHS", "1").lower() not in ("0", "false", "no", "off"),
+        default_factory=lambda: _flag("ALLOW_LOCAL_PATHS", True),
         metadata={"help": "Let the web app open model folders by path (off on public deployments: names "
                   "are then confined to models/ and Hub ids)."},
     )
@@ -88,8 +125,15 @@ class Settings:
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if isinstance(value, int) and not isinstance(value, bool) and value <= 0:
+            if f.name == "memo_size":
+                if value < 0:
+                    raise ValueError(f"{env_name(f)} must be 0 (no cache) or a positive integer, got {value}")
+            elif isinstance(value, int) and not isinstance(value, bool) and value <= 0:
                 raise ValueError(f"{env_name(f)} must be a positive integer, got {value}")
+        if self.predict_attention not in ("auto", "eager", "sdpa"):
+            raise ValueError(f"BERTVIZ_PREDICT_ATTENTION must be auto, eager or sdpa, got {self.predict_attention!r}")
+        if self.ig_attention not in ("eager", "sdpa"):
+            raise ValueError(f"BERTVIZ_IG_ATTENTION must be sdpa or eager, got {self.ig_attention!r}")
         if not self.max_upload_mb > 0:
             raise ValueError(f"BERTVIZ_MAX_UPLOAD_MB must be a positive number, got {self.max_upload_mb}")
         if self.warn_class_examples < self.min_class_examples:

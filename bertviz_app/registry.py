@@ -16,7 +16,6 @@ import socket
 import threading
 import warnings
 from collections import OrderedDict
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,8 +27,7 @@ from transformers import logging as hf_logging
 from .config import get_settings
 from .errors import ModelLoadError, ModelNotFoundError
 
-__all__ = ["LoadedModel", "load_model", "list_models", "resolve_device", "clear_cache", "model_dir", "attention_implementation",
-           "clean_stale_folders"]
+__all__ = ["LoadedModel", "load_model", "list_models", "resolve_device", "clear_cache", "model_dir", "clean_stale_folders"]
 
 log = logging.getLogger(__name__)
 
@@ -54,11 +52,18 @@ class LoadedModel:
     device: torch.device
     dtype: torch.dtype
     warnings: tuple[str, ...] = ()
+    # Attributions kept by ``memo`` (LRU; 0: no cache). ``load_model`` sets it from the settings'
+    # ``memo_size`` when the model is loaded.
+    memo_size: int = 256
     _fp32: BertForSequenceClassification | None = field(default=None, repr=False)
     _int8: torch.nn.Module | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    # Held around every forward pass: Captum registers hooks on the shared modules, so a
-    # predict running beside an attribution would otherwise read hooked outputs.
+    # Held around every analysis's forward passes. Nothing in the core changes the shared model
+    # per request any more (options go through ``forward.classifier_logits``, and Captum's
+    # IntegratedGradients on input vectors registers no hooks), so the lock is not needed for
+    # correctness; it serialises the heavy passes on one device (two at once on a CPU only share
+    # its cores and both finish later) and protects callers that hook the shared modules
+    # (Captum's Layer* methods, as the tests use them).
     run_lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
     # Recent attributions by their full arguments (``memo``): the same explanation asked again
     # (an example text clicked by every visitor, a baseline toggled back) costs nothing.
@@ -124,13 +129,14 @@ class LoadedModel:
             return self._int8
 
     def memo(self, key: tuple, compute):
-        """``compute()`` once per ``key`` among the last MEMO_SIZE keys (LRU). Results are frozen
+        """``compute()`` once per ``key`` among the last ``memo_size`` keys (LRU). Results are frozen
         records whose arrays are made read-only, so sharing them is safe."""
         try:
             hash(key)
         except TypeError:  # unhashable arguments: let the analysis refuse them with its own message
             return compute()
-        if MEMO_SIZE <= 0:
+        size = self.memo_size
+        if size <= 0:
             return compute()
         with self._lock:
             if key in self._memo:
@@ -142,7 +148,7 @@ class LoadedModel:
                 v.flags.writeable = False
         with self._lock:
             self._memo[key] = value
-            while len(self._memo) > MEMO_SIZE:
+            while len(self._memo) > size:
                 self._memo.popitem(last=False)
         return value
 
@@ -373,87 +379,9 @@ def load_model(
             return _CACHE[key]
         path = _download_from_hub(where) if kind == "hub" else where
         loaded = _load_from_folder(str(name_or_path).strip(), kind, Path(path), dev, dtype)
+        loaded.memo_size = settings.memo_size
         _CACHE[key] = loaded
         return loaded
-
-
-@contextmanager
-def attention_implementation(model, impl: str):
-    """Run the enclosed forward passes with attention ``impl`` ("sdpa" or "eager"), then switch back.
-
-    Models are loaded eager (the only implementation that returns attention maps); predictions and
-    gradients need no maps, and SDPA is faster (about 1.8x at 512 tokens on a 2-core CPU). The
-    implementation is read from the shared config at each forward, so hold ``LoadedModel.run_lock``
-    around this block: every analysis does, so none sees the other's setting."""
-    before = getattr(model.config, "_attn_implementation", None)
-    switched = False
-    if before is not None and before != impl:
-        try:
-            model.set_attn_implementation(impl)
-            switched = True
-        except (ValueError, ImportError, RuntimeError, AttributeError):  # unsupported here: keep the current one
-            switched = False
-    try:
-        yield
-    finally:
-        if switched:
-            model.set_attn_implementation(before)
-
-
-class _ClsOnlyLayer(torch.nn.Module):
-    """The last encoder layer, computed for [CLS] alone.
-
-    A sequence classifier reads only the [CLS] row of the last layer (the pooler takes
-    ``hidden[:, 0]``), so the last layer needs keys and values for every token but queries, the
-    attention output and the feed-forward block for [CLS] only: for a 6-layer model that is about
-    14% of the forward FLOPs not spent, with identical logits. Returns (B, 1, D)."""
-
-    def __init__(self, layer: torch.nn.Module):
-        super().__init__()
-        self.layer = layer
-
-    def forward(self, hidden_states, attention_mask=None, *args, **kwargs):
-        from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-        from transformers.models.bert.modeling_bert import eager_attention_forward
-
-        layer = self.layer
-        sa = layer.attention.self
-        b, t, _ = hidden_states.shape
-        head = sa.attention_head_size
-        cls = hidden_states[:, :1]  # (B, 1, D)
-        q = sa.query(cls).view(b, 1, -1, head).transpose(1, 2)  # (B, H, 1, d)
-        k = sa.key(hidden_states).view(b, t, -1, head).transpose(1, 2)  # (B, H, T, d)
-        v = sa.value(hidden_states).view(b, t, -1, head).transpose(1, 2)  # (B, H, T, d)
-        if attention_mask is not None and attention_mask.dim() == 4 and attention_mask.shape[2] > 1:
-            attention_mask = attention_mask[:, :, :1]  # (B, 1, 1, T): the [CLS] query's row
-        interface = ALL_ATTENTION_FUNCTIONS.get_interface(sa.config._attn_implementation, eager_attention_forward)
-        out, _ = interface(sa, q, k, v, attention_mask, dropout=0.0, scaling=sa.scaling)  # (B, 1, H, d)
-        out = layer.attention.output(out.reshape(b, 1, -1).contiguous(), cls)  # (B, 1, D)
-        return layer.feed_forward_chunk(out)  # (B, 1, D)
-
-
-@contextmanager
-def cls_only_last_layer(model):
-    """Run the enclosed forward passes with the last layer computed for [CLS] only (logits and
-    their gradients are unchanged; hidden states and attention maps of the last layer are not
-    available). Hold ``LoadedModel.run_lock`` around it, as for ``attention_implementation``."""
-    layers = getattr(getattr(getattr(model, "bert", None), "encoder", None), "layer", None)
-    if not CLS_ONLY_LAST_LAYER or layers is None or isinstance(layers[-1], _ClsOnlyLayer):
-        yield
-        return
-    last = layers[-1]
-    layers[-1] = _ClsOnlyLayer(last)
-    try:
-        yield
-    finally:
-        layers[-1] = last
-
-
-# Attributions kept per model by LoadedModel.memo (each is a few KB); 0 turns the cache off.
-MEMO_SIZE = 256
-
-# bench/ flips this off to measure what the [CLS]-only last layer is worth.
-CLS_ONLY_LAST_LAYER = True
 
 
 def clear_cache() -> None:

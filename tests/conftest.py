@@ -55,10 +55,14 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(autouse=True)
 def _no_result_cache(monkeypatch):
-    """Analyses compute afresh in every test (the result cache has its own tests, which turn it on)."""
+    """Analyses compute afresh in every test (the result cache has its own tests, which turn it on):
+    models loaded during the test get BERTVIZ_MEMO_SIZE=0, and those loaded before it (the
+    session's ``tiny``) have their cache turned off for the test; both are undone after it."""
     import bertviz_app.registry as reg
 
-    monkeypatch.setattr(reg, "MEMO_SIZE", 0)
+    monkeypatch.setenv("BERTVIZ_MEMO_SIZE", "0")
+    for lm in list(reg._CACHE.values()):
+        monkeypatch.setattr(lm, "memo_size", 0)
 
 
 @pytest.fixture(scope="session")

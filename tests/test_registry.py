@@ -11,6 +11,7 @@ import torch
 import bertviz_app as bv
 from bertviz_app import ModelLoadError, ModelNotFoundError
 from bertviz_app.registry import FRESH_HEAD_WARNING
+
 from conftest import make_tiny_model
 
 

@@ -66,14 +66,117 @@ def test_predict_sdpa_switch_restores_eager(tiny):
     np.testing.assert_allclose(maps.weights.sum(-1), 1.0, atol=1e-5)
 
 
-def test_predict_same_with_sdpa_and_eager(tiny, monkeypatch):
+def test_predict_same_with_every_speed_option(tiny):
+    texts = [SENTENCE, "great fun", "awful"]
+    ref = [p.probs for p in bv.predict(tiny, texts, attention="eager", sort_by_length=False, cls_only_last_layer=False)]
+    for attention in ("auto", "eager", "sdpa"):
+        for sort in (True, False):
+            for cls_only in (True, False):
+                got = bv.predict(tiny, texts, attention=attention, sort_by_length=sort, cls_only_last_layer=cls_only)
+                assert [p.text for p in got] == texts
+                np.testing.assert_allclose([p.probs for p in got], ref, atol=1e-6)
+    with pytest.raises(bv.InputError, match="attention must be one of auto, eager, sdpa"):
+        bv.predict(tiny, texts, attention="flash")
+    with pytest.raises(bv.InputError, match="attention must be one of eager, sdpa"):
+        bv.attribute(tiny, SENTENCE, attention="auto")
+
+
+def test_speed_options_default_to_the_settings(tiny, monkeypatch):
+    """Without arguments a call reads the settings (BERTVIZ_*) at call time; a bad value says what to use."""
+    import bertviz_app.attribution as attr
     import bertviz_app.inference as inf
 
-    fast = [p.probs for p in bv.predict(tiny, [SENTENCE, "great fun", "awful"])]
-    monkeypatch.setattr(inf, "PREDICT_ATTENTION", "eager")
-    monkeypatch.setattr(inf, "SORT_BY_LENGTH", False)
-    slow = [p.probs for p in bv.predict(tiny, [SENTENCE, "great fun", "awful"])]
-    np.testing.assert_allclose(fast, slow, atol=1e-5)
+    seen = []
+    real = inf.classifier_logits
+    spy = lambda *a, **k: seen.append((k["attention"], k["cls_only"])) or real(*a, **k)  # noqa: E731
+    monkeypatch.setattr(inf, "classifier_logits", spy)
+    monkeypatch.setattr(attr, "classifier_logits", spy)
+    bv.predict(tiny, "great fun")
+    assert set(seen) == {("eager", True)}  # auto: eager below SDPA_MIN_TOKENS
+    seen.clear()
+    monkeypatch.setenv("BERTVIZ_PREDICT_ATTENTION", "sdpa")
+    monkeypatch.setenv("BERTVIZ_CLS_ONLY_LAST_LAYER", "0")
+    bv.predict(tiny, "great fun")
+    assert set(seen) == {("sdpa", False)}
+    seen.clear()
+    monkeypatch.setenv("BERTVIZ_IG_ATTENTION", "eager")
+    bv.attribute(tiny, SENTENCE, n_steps=4)
+    assert set(seen) == {("eager", False)}
+    seen.clear()
+    bv.predict(tiny, "great fun", attention="eager", cls_only_last_layer=True)  # arguments beat settings
+    assert set(seen) == {("eager", True)}
+    monkeypatch.setenv("BERTVIZ_PREDICT_ATTENTION", "flash")
+    with pytest.raises(ValueError, match="BERTVIZ_PREDICT_ATTENTION must be auto, eager or sdpa"):
+        bv.predict(tiny, "great fun")
+    monkeypatch.setenv("BERTVIZ_PREDICT_ATTENTION", "auto")
+    monkeypatch.setenv("BERTVIZ_SORT_BY_LENGTH", "maybe")
+    with pytest.raises(ValueError, match="BERTVIZ_SORT_BY_LENGTH must be 1 or 0"):
+        bv.get_settings()
+    monkeypatch.setenv("BERTVIZ_SORT_BY_LENGTH", "")
+    assert bv.get_settings().sort_by_length is True  # empty: the default
+    monkeypatch.setenv("BERTVIZ_SORT_BY_LENGTH", " Off ")
+    assert bv.get_settings().sort_by_length is False
+    monkeypatch.setenv("BERTVIZ_MEMO_SIZE", "-1")
+    with pytest.raises(ValueError, match="BERTVIZ_MEMO_SIZE must be 0"):
+        bv.get_settings()
+
+
+def test_per_call_options_do_not_leak_to_other_callers(tiny, monkeypatch):
+    """One caller's options hold for its own call only: callers in other threads, running at the
+    same time and afterwards, get the settings' options, and the shared model is never changed
+    (its config stays eager and its layers stay the model's own, as an attention map needs)."""
+    import threading
+
+    import torch
+
+    import bertviz_app.inference as inf
+
+    model = tiny.model
+    layers = list(model.bert.encoder.layer)
+    seen: dict[str, set] = {}
+    real = inf.classifier_logits
+
+    def spy(m, *a, **k):
+        # what every forward pass sees: the caller's options, and the shared model as loaded
+        assert m.config._attn_implementation == "eager"
+        assert list(m.bert.encoder.layer) == layers and all(type(x).__name__ == "BertLayer" for x in layers)
+        seen.setdefault(threading.current_thread().name, set()).add((k["attention"], k["cls_only"]))
+        return real(m, *a, **k)
+
+    monkeypatch.setattr(inf, "classifier_logits", spy)
+    texts = [SENTENCE, "great fun", "awful", "good"]
+    ref = [p.probs for p in bv.predict(tiny, texts)]
+    out: dict[str, list] = {}
+    errors: list[BaseException] = []
+    start = threading.Barrier(2)
+
+    def caller(name, **options):
+        try:
+            start.wait()
+            for _ in range(10):
+                out.setdefault(name, []).append([p.probs for p in bv.predict(tiny, texts, batch_size=2, **options)])
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    options = dict(attention="sdpa", cls_only_last_layer=False, sort_by_length=False)
+    threads = [threading.Thread(target=caller, name="options", args=("options",), kwargs=options),
+               threading.Thread(target=caller, name="defaults", args=("defaults",))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert seen["options"] == {("sdpa", False)}
+    assert seen["defaults"] == {("eager", True)}
+    for name in ("options", "defaults"):
+        for probs in out[name]:
+            np.testing.assert_allclose(probs, ref, atol=1e-6)
+    seen.clear()
+    bv.predict(tiny, texts)  # afterwards, in this thread: the settings again
+    assert seen[threading.current_thread().name] == {("eager", True)}
+    with torch.no_grad():
+        maps = bv.attention(tiny, SENTENCE)
+    np.testing.assert_allclose(maps.weights.sum(-1), 1.0, atol=1e-5)
 
 
 TEXTS = ["good", "the film is not good, it was a tedious slog", "a fine, warm and very funny film", SENTENCE + " indeed"]
@@ -114,27 +217,46 @@ def test_attribute_many_target_and_bad_input(tiny):
         bv.attribute_many(tiny, ["fine", "  "])
 
 
-def test_cls_only_last_layer_changes_nothing_but_the_cost(tiny, monkeypatch):
-    """The [CLS]-only last layer gives the same logits (padded batches, both attention kernels)
-    and the same attributions, and puts the full layer back afterwards."""
+@pytest.mark.parametrize("pair", [False, True])
+def test_forward_wrapper_gives_the_models_logits(tiny, pair):
+    """forward.classifier_logits (both kernels, [CLS]-only last layer or not) equals model(**inputs)
+    on a padded batch, from ids and from word vectors, and changes nothing of the shared model."""
+    import copy
+
     import torch
 
-    import bertviz_app.registry as reg
+    from bertviz_app.forward import classifier_logits
 
     model = tiny.model
-    enc = tiny.tokenizer(TEXTS, padding=True, return_tensors="pt")
-    for impl in ("eager", "sdpa"):
-        with torch.no_grad(), reg.attention_implementation(model, impl):
-            full = model(**enc).logits
-            with reg.cls_only_last_layer(model):
-                assert isinstance(model.bert.encoder.layer[-1], reg._ClsOnlyLayer)
-                fast = model(**enc).logits
-        torch.testing.assert_close(fast, full, atol=1e-5, rtol=1e-5)
-    assert not isinstance(model.bert.encoder.layer[-1], reg._ClsOnlyLayer)
-    with_it = bv.attribute(tiny, SENTENCE, n_steps=10)
-    monkeypatch.setattr(reg, "CLS_ONLY_LAST_LAYER", False)
-    without = bv.attribute(tiny, SENTENCE, n_steps=10)
-    np.testing.assert_allclose(with_it.scores, without.scores, atol=1e-6)
+    config_before = copy.deepcopy(model.config.to_dict())
+    layers = list(model.bert.encoder.layer)
+    enc = tiny.tokenizer(TEXTS, ["it was fun"] * len(TEXTS) if pair else None, padding=True, return_tensors="pt")
+    assert (enc["attention_mask"] == 0).any()  # padding is exercised
+    with torch.no_grad():
+        ref = model(**enc).logits  # (B, C)
+        embeds = model.bert.embeddings.word_embeddings(enc["input_ids"])  # (B, T, D)
+        for attention in ("eager", "sdpa"):
+            for cls_only in (True, False):
+                got = classifier_logits(model, **enc, attention=attention, cls_only=cls_only)
+                torch.testing.assert_close(got, ref, atol=1e-6, rtol=1e-6)
+                got = classifier_logits(model, inputs_embeds=embeds, attention_mask=enc["attention_mask"],
+                                        token_type_ids=enc["token_type_ids"], attention=attention, cls_only=cls_only)
+                torch.testing.assert_close(got, ref, atol=1e-6, rtol=1e-6)
+    assert model.config.to_dict() == config_before and model.config._attn_implementation == "eager"
+    assert list(model.bert.encoder.layer) == layers
+    with pytest.raises(ValueError, match="attention must be one of eager, sdpa"):
+        classifier_logits(model, **enc, attention="flash")
+
+
+def test_cls_only_last_layer_keeps_the_attributions(tiny):
+    """The [CLS]-only last layer and the IG kernel change the attributions by float rounding at most."""
+    ref = bv.attribute(tiny, SENTENCE, n_steps=10, attention="eager", cls_only_last_layer=False)
+    for attention in ("eager", "sdpa"):
+        got = bv.attribute(tiny, SENTENCE, n_steps=10, attention=attention, cls_only_last_layer=True)
+        np.testing.assert_allclose(got.scores, ref.scores, atol=1e-6)
+    full = bv.cls_path(tiny, SENTENCE, n_steps=6, cls_only_last_layer=False)
+    fast = bv.cls_path(tiny, SENTENCE, n_steps=6, cls_only_last_layer=True)
+    np.testing.assert_allclose(fast.scores, full.scores, atol=1e-6)
 
 
 def test_cpu_int8_predictions_are_opt_in_and_close(tiny, monkeypatch):
@@ -160,9 +282,8 @@ def test_repeated_explanations_come_from_the_cache(tiny, monkeypatch):
     """attribute/cls_path with the same arguments are computed once (LRU per model); other
     arguments compute; cached arrays are read-only; bad arguments still get their message."""
     import bertviz_app.attribution as attr
-    import bertviz_app.registry as reg
 
-    monkeypatch.setattr(reg, "MEMO_SIZE", 2)
+    monkeypatch.setattr(tiny, "memo_size", 2)
     tiny._memo.clear()
     calls = []
     real = attr.attribute_many
