@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 # instead of paying ~5 s of torch + transformers + captum imports.
 _EXPORTS = {
     "attention": ("attention", "cls_rows", "mean_heads", "rollout"),
+    "batching": ("predict_one", "explain_one"),
     "attribution": ("BASELINES", "OUTPUTS", "attribute", "attribute_many", "cls_lens", "cls_path"),
     "config": ("Settings", "get_settings"),
     "errors": ("BertvizError", "CancelledError", "DataError", "InputError", "ModelLoadError",
@@ -28,6 +29,7 @@ _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 
 if TYPE_CHECKING:  # for type checkers and IDEs
     from .attention import attention, cls_rows, mean_heads, rollout  # noqa: F401
+    from .batching import explain_one, predict_one  # noqa: F401
     from .attribution import BASELINES, OUTPUTS, attribute, attribute_many, cls_lens, cls_path  # noqa: F401
     from .config import Settings, get_settings  # noqa: F401
     from .errors import (  # noqa: F401
@@ -59,6 +61,7 @@ __version__ = "0.1.0"
 __all__ = [
     "attention", "cls_rows", "mean_heads", "rollout",
     "BASELINES", "OUTPUTS", "attribute", "attribute_many", "cls_lens", "cls_path",
+    "predict_one", "explain_one",
     "Settings", "get_settings",
     "BertvizError", "CancelledError", "DataError", "InputError", "ModelLoadError", "ModelNotFoundError", "ResourceError",
     "TrainingError",

@@ -16,6 +16,7 @@ import dataclasses
 import logging
 
 import gradio as gr
+import numpy as np
 
 import bertviz_app as core
 
@@ -26,6 +27,9 @@ __all__ = ["build_app", "launch", "CSS"]
 log = logging.getLogger("bertviz_app.ui")
 CSS = common.CSS + finetune_tab.CSS
 HEAVY = dict(concurrency_limit=1, concurrency_id="heavy")  # model work, one at a time (2-core friendly)
+# /predict requests allowed in at once: they wait in the core's micro-batcher, which runs them as
+# one length-sorted batch (gradio's own thread pool holds 40 workers; leave some for the rest).
+BATCHED_CONCURRENCY = 32
 
 
 def build_app(model: str | None = None) -> gr.Blocks:
@@ -151,46 +155,54 @@ def build_app(model: str | None = None) -> gr.Blocks:
 
 
 def _api_endpoints(default: str) -> None:
-    def predict(text: str, pair: str = "", model: str = default) -> dict:
-        """Class probabilities: {"label", "scores": {class: probability}, "truncated", "text"}."""
+    def predict(text: str, pair: str = "", model: str = default, window: bool = False, stride: int = 128,
+                pool: str = "mean") -> dict:
+        """Class probabilities: {"label", "scores": {class: probability}, "truncated", "text"}. A text longer
+        than the model reads is cut ("truncated": true) unless window=true: then it is classified in
+        overlapping windows (stride tokens shared by neighbours) whose logits are pooled by pool
+        ("mean" or "max"), and "windows" says how many were read."""
         lm = common.load(model, default)
-        pred = core.predict(lm, text, pairs=pair if pair and pair.strip() else None)[0]
+        # Batched with the other users' concurrent /predict calls (bertviz_app.batching).
+        pred = core.predict_one(lm, text, pair if pair and pair.strip() else None, window=bool(window),
+                                stride=int(stride), pool=pool)
         return pred.to_dict()
 
     def attention(text: str, pair: str = "", layer: int = 0, model: str = default) -> dict:
-        """Attention weights: {"tokens", "weights"} with weights[layer][head][i][j] (query i, key j);
-        layer=0 returns every layer, layer=k (1-based) only that one (as a list of one)."""
+        """Attention weights: {"tokens", "weights", "truncated"} with weights[layer][head][i][j] (query i,
+        key j); layer=0 returns every layer, layer=k (1-based) only that one (as a list of one)."""
         lm = common.load(model, default)
         maps = core.attention(lm, text, pair=pair if pair and pair.strip() else None)
         layer = int(layer or 0)
         if not 0 <= layer <= maps.num_layers:
             raise core.InputError(f"layer must be 0 (all) or 1 to {maps.num_layers}, got {layer}.")
-        out = maps.to_dict()
-        if layer:
-            out["weights"] = out["weights"][layer - 1 : layer]
-        out["truncated"] = maps.info.truncated
-        return out
+        w = maps.weights if not layer else maps.weights[layer - 1 : layer]  # (L or 1, H, T, T)
+        # 4 decimals (attention rows sum to 1 to 1e-4) keep the JSON a third smaller than 6 would
+        return {"tokens": list(maps.tokens), "weights": np.round(w, 4).tolist(), "truncated": maps.info.truncated}
 
     def explain(text: str, target: str = "", baseline: str = "pad", n_steps: int = 50, pair: str = "",
                 model: str = default, tolerance: float = 0.0) -> dict:
         """Integrated Gradients: {"tokens", "attributions", "target", "delta", "relative_delta", "n_steps",
-        "baseline", "f_x", "f_baseline"}. target "" = the predicted class. tolerance > 0: as many steps as
-        it takes for relative_delta <= tolerance (n_steps is then ignored); 0: exactly n_steps."""
+        "baseline", "f_x", "f_baseline", "truncated"}. target "" = the predicted class. tolerance > 0: as many
+        steps as it takes for relative_delta <= tolerance (n_steps is then ignored); 0: exactly n_steps."""
         lm = common.load(model, default)
         tol = float(tolerance or 0)
-        attr = core.attribute(lm, text, target=target or None, baseline=baseline, n_steps=int(n_steps),
-                              pair=pair if pair and pair.strip() else None, tolerance=tol if tol else None)
+        # Batched with concurrent /explain calls on the same model with the same arguments.
+        attr = core.explain_one(lm, text, target=target or None, baseline=baseline, n_steps=int(n_steps),
+                                pair=pair if pair and pair.strip() else None, tolerance=tol if tol else None)
         out = attr.to_dict()
         out["relative_delta"] = common.finite(attr.relative_delta)
+        out["truncated"] = attr.info.truncated
         return out
 
     def summary(model: str = default) -> dict:
         """Architecture, parameter counts by component, config, labels, device and dtype."""
         return core.summary(common.load(model, default)).to_dict()
 
-    gr.api(common.guard(predict), api_name="predict", concurrency_limit=2)
+    # The batchers serialise the model work, so many requests may wait inside them at once: that is
+    # what lets them gather into shared batches. Attention maps stay one at a time (large, unbatched).
+    gr.api(common.guard(predict), api_name="predict", concurrency_limit=BATCHED_CONCURRENCY, concurrency_id="predict")
     gr.api(common.guard(attention), api_name="attention", **HEAVY)
-    gr.api(common.guard(explain), api_name="explain", **HEAVY)
+    gr.api(common.guard(explain), api_name="explain", concurrency_limit=16, concurrency_id="explain")
     gr.api(common.guard(summary), api_name="summary", concurrency_limit=2)
 
 
