@@ -51,6 +51,56 @@ def test_predict_pair_and_truncation(client):
     assert long["truncated"] is True
 
 
+def test_concurrent_mixed_good_and_bad_predicts_each_get_their_own_answer(app_url):
+    """Many users at once go through one micro-batch: each gets its own prediction, and a bad text
+    fails only its own request with its own message."""
+    import threading
+
+    good = ["the film was good", "a tedious slog !", "it is not fun", "the movie is great , moving ."]
+    bad = ["   ", "a " * 15_000]
+    jobs = good * 3 + bad * 2
+    np.random.default_rng(1).shuffle(jobs)
+    reference = {t: Client(app_url, verbose=False).predict(t, api_name="/predict") for t in good}
+    clients = [Client(app_url, verbose=False) for _ in jobs]
+    barrier = threading.Barrier(len(jobs))
+    results: dict[int, object] = {}
+
+    def call(i):
+        barrier.wait(60)
+        try:
+            results[i] = clients[i].predict(jobs[i], api_name="/predict")
+        except Exception as exc:  # noqa: BLE001 - the error is the answer under test
+            results[i] = exc
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(len(jobs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    for i, text in enumerate(jobs):
+        got = results[i]
+        if text in good:
+            assert isinstance(got, dict), (text, got)
+            assert got["text"] == text and got["label"] == reference[text]["label"]
+            for label, p in reference[text]["scores"].items():
+                assert got["scores"][label] == pytest.approx(p, abs=1e-5)
+        elif text.strip():
+            assert "the limit is 20,000" in str(got), got
+        else:
+            assert "empty" in str(got) and "Traceback" not in str(got), got
+
+
+def test_long_inputs_say_truncated_everywhere_and_window_reads_them_whole(client):
+    long = "the film was good . " * 40  # > 64 tokens of the tiny model
+    assert client.predict(long, api_name="/attention")["truncated"] is True
+    assert client.predict(long, "", "pad", 8, api_name="/explain")["truncated"] is True
+    assert client.predict("the film was good", "", "pad", 8, api_name="/explain")["truncated"] is False
+    win = client.predict(long, window=True, stride=16, api_name="/predict")
+    assert win["truncated"] is False and win["windows"] > 1
+    with pytest.raises(Exception) as excinfo:
+        client.predict(long, window=True, pool="median", api_name="/predict")
+    assert "pool must be one of mean, max" in error_message(excinfo)
+
 def test_attention_sizes_match_tokens(client):
     out = client.predict("the movie is great !", api_name="/attention")
     tokens = out["tokens"]
