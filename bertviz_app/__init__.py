@@ -20,7 +20,8 @@ _EXPORTS = {
     "errors": ("BertvizError", "CancelledError", "DataError", "InputError", "ModelLoadError",
                "ModelNotFoundError", "ResourceError", "TrainingError"),
     "inference": ("predict",),
-    "registry": ("LoadedModel", "clear_cache", "list_models", "load_model", "resolve_device"),
+    "catalog": ("list_models",),
+    "registry": ("LoadedModel", "clear_cache", "load_model", "resolve_device"),
     "results": ("AttentionMaps", "Attribution", "ClsLens", "ClsPath", "ModelSummary", "Prediction", "TokenInfo"),
     "summary": ("summary",),
     "words": ("WordGroups", "merge_attention", "merge_rows", "merge_scores", "word_groups"),
@@ -37,7 +38,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs
         TrainingError,
     )
     from .inference import predict  # noqa: F401
-    from .registry import LoadedModel, clear_cache, list_models, load_model, resolve_device  # noqa: F401
+    from .catalog import list_models  # noqa: F401
+    from .registry import LoadedModel, clear_cache, load_model, resolve_device  # noqa: F401
     from .results import AttentionMaps, Attribution, ClsLens, ClsPath, ModelSummary, Prediction, TokenInfo  # noqa: F401
     from .summary import summary  # noqa: F401
     from .words import WordGroups, merge_attention, merge_rows, merge_scores, word_groups  # noqa: F401

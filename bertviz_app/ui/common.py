@@ -150,7 +150,7 @@ def analyze_all(lm: core.LoadedModel, text: str, pair: str | None, target: str |
     step = progress or (lambda *_: None)
     pair = pair if pair and pair.strip() else None
     step(0.05, "Predicting")
-    pred = core.predict(lm, text, pairs=pair)[0]
+    pred = core.predict_one(lm, text, pair)  # batched with concurrent /predict calls
     step(0.15, "Reading attention")
     maps = core.attention(lm, text, pair=pair)
     maps = core.AttentionMaps(info=maps.info, weights=maps.weights.astype(np.float16))  # halves per-user memory
