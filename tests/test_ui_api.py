@@ -176,19 +176,31 @@ def test_explain_with_a_tolerance_meets_it(client):
     assert "tolerance must be a relative delta" in error_message(excinfo)
 
 
-def test_analyze_computes_everything_once_and_escapes(client, tiny_model_dir):
+def _analyze(client, model, text, skip_ig=False) -> list:
+    """Every update /analyze streamed (prediction + attention first, then the attributions)."""
     from bertviz_app.ui import common
 
-    out = client.predict(str(tiny_model_dir), XSS, "", common.PREDICTED, "pad", 20, 1, "mean of heads", False, False,
-                         True, True, api_name="/analyze")
-    assert isinstance(out, (list, tuple)) and len(out) >= 18
-    texts = [o for o in out if isinstance(o, str)]
-    html_out = [s for s in texts if "bv-tokens" in s]
-    assert html_out, "coloured-token HTML missing from the analyze outputs"
+    job = client.submit(model, text, "", common.PREDICTED, "pad", 20, 1, "mean of heads", False, False, True, True,
+                        skip_ig, api_name="/analyze")
+    job.result(timeout=300)
+    return job.outputs()
+
+
+def test_analyze_shows_prediction_first_then_attributions_and_escapes(client, tiny_model_dir):
+    updates = _analyze(client, str(tiny_model_dir), XSS)
+    assert len(updates) == 2
+    first, last = updates
+    assert isinstance(first, (list, tuple)) and len(first) >= 18
+    first_text = [o for o in first if isinstance(o, str)]
+    assert any("Integrated Gradients are being computed" in s for s in first_text)
+    assert not any("bv-tokens" in s for s in first_text)  # no attribution yet
+    assert any(isinstance(o, dict) and o.get("label") for o in first)  # the class probabilities are there
+    html_out = [s for s in last if isinstance(s, str) and "bv-tokens" in s]
+    assert len(html_out) >= 2, "coloured-token HTML missing from the analyze outputs"
     for s in html_out:
         assert "<img" not in s and "&lt;" in s
-    # the token heatmap: z is T x T where T is the number of tokens
-    figs = [_plot(o) for o in out if isinstance(o, dict) and "plot" in o]
+    # the token heatmap, in the first update: z is T x T where T is the number of tokens
+    figs = [_plot(o) for o in first if isinstance(o, dict) and "plot" in o]
     heat = [f for f in figs if f and f.get("data") and f["data"][0].get("type") == "heatmap"]
     assert heat
     n_tokens = len(client.predict(XSS, api_name="/attention")["tokens"])
@@ -197,6 +209,14 @@ def test_analyze_computes_everything_once_and_escapes(client, tiny_model_dir):
     if isinstance(shape, str):
         shape = tuple(int(x) for x in shape.split(","))
     assert tuple(shape) == (n_tokens, n_tokens)
+
+
+def test_analyze_can_skip_integrated_gradients(client, tiny_model_dir):
+    updates = _analyze(client, str(tiny_model_dir), "the film was good", skip_ig=True)
+    assert len(updates) == 1
+    texts = [o for o in updates[0] if isinstance(o, str)]
+    assert any("Integrated Gradients skipped" in s for s in texts)
+    assert not any("bv-tokens" in s for s in texts)
 
 
 def test_folder_paths_refused_when_local_paths_are_off(client, tiny_model_dir, monkeypatch):

@@ -58,27 +58,35 @@ def build_app(model: str | None = None) -> gr.Blocks:
                            a.layer, a.head, a.heatmap, a.cls_rows, a.rollout, a.overview, a.overview_notice,
                            t.target, t.delta, t.tokens, t.bar, t.path, t.lens}
 
-        @common.guard
+        @common.guard_stream
         def analyze(model_name, text, pair, target, baseline, n_steps, layer, head, hide, merge, attr_merge, auto=True,
-                    progress=gr.Progress()):
+                    skip_ig=False, progress=gr.Progress()):
+            # Two steps, so the page is never blank for long: the prediction, attention and [CLS] lens
+            # (one forward pass each) are shown first, Integrated Gradients and the [CLS] path follow.
             progress(0.0, desc="Loading model")
             lm = common.load(model_name, default)
             if target not in lm.labels:
                 target = common.PREDICTED
-            rec = common.analyze_all(lm, text, pair, target, baseline, n_steps,
-                                     progress=lambda f, d: progress(f, desc=d), auto=bool(auto))
-            progress(0.95, desc="Drawing")
+            step = lambda f, d: progress(f, desc=d)  # noqa: E731
+            rec = common.analyze_fast(lm, text, pair, progress=step)
             out = {state: rec}
             out.update(predict_tab.render(p, rec, lm))
             out.update(attention_tab.controls(a, rec, layer, head))
             out.update(attention_tab.render(a, rec, layer, head, hide, merge))
             out.update(attribution_tab.controls(t, rec, target))
+            out.update(attribution_tab.render(t, rec, attr_merge, skipped=bool(skip_ig)))
+            yield out
+            if skip_ig:
+                return
+            rec = common.analyze_ig(lm, rec, target, baseline, n_steps, progress=step, auto=bool(auto))
+            progress(0.95, desc="Drawing")
+            out = {state: rec, p.tokens: predict_tab.tokens_html(rec)}
             out.update(attribution_tab.render(t, rec, attr_merge))
-            return out
+            yield out
 
         gr.on([p.analyze.click, p.text.submit], analyze,
               inputs=[m.model, p.text, p.pair, t.target, t.baseline, t.n_steps, a.layer, a.head, a.hide, a.merge,
-                      t.merge, t.auto],
+                      t.merge, t.auto, p.skip_ig],
               outputs=analyze_outputs, api_name="analyze", api_visibility="undocumented", **HEAVY)
 
         # ------------------------------------------------------------- re-render from state
@@ -96,7 +104,7 @@ def build_app(model: str | None = None) -> gr.Blocks:
 
         @common.guard
         def rerender_attribution(rec, merge):
-            return attribution_tab.render(t, rec, merge)
+            return attribution_tab.render(t, rec, merge, skipped=True)
 
         t.merge.input(rerender_attribution, inputs=[state, t.merge], outputs={t.delta, t.tokens, t.bar, t.path, t.lens},
                       api_visibility="private", trigger_mode="always_last", show_progress="minimal")
@@ -114,7 +122,7 @@ def build_app(model: str | None = None) -> gr.Blocks:
             rec = dataclasses.replace(rec, attribution=attr, path=path)
             out = {state: rec}
             out.update(attribution_tab.render(t, rec, merge))
-            out[p.tokens] = predict_tab.render(p, rec)[p.tokens]
+            out[p.tokens] = predict_tab.tokens_html(rec)
             return out
 
         t.explain.click(explain_again, inputs=[state, t.target, t.baseline, t.n_steps, t.auto, t.merge],
