@@ -177,19 +177,18 @@ def test_explain_with_a_tolerance_meets_it(client):
 
 
 def _analyze(client, model, text, skip_ig=False) -> list:
-    """Every update /analyze streamed (prediction + attention first, then the attributions)."""
+    """What the page's Analyze runs: /analyze (prediction, attention, [CLS] lens at once), then
+    /analyze_ig (Integrated Gradients and the [CLS] path) on the same session's state."""
     from bertviz_app.ui import common
 
-    job = client.submit(model, text, "", common.PREDICTED, "pad", 20, 1, "mean of heads", False, False, True, True,
-                        skip_ig, api_name="/analyze")
-    job.result(timeout=300)
-    return job.outputs()
+    first = client.predict(model, text, "", common.PREDICTED, 1, "mean of heads", False, False, True, skip_ig,
+                           api_name="/analyze")
+    last = client.predict(common.PREDICTED, "pad", 20, True, True, skip_ig, api_name="/analyze_ig")
+    return [first, last]
 
 
 def test_analyze_shows_prediction_first_then_attributions_and_escapes(client, tiny_model_dir):
-    updates = _analyze(client, str(tiny_model_dir), XSS)
-    assert len(updates) == 2
-    first, last = updates
+    first, last = _analyze(client, str(tiny_model_dir), XSS)
     assert isinstance(first, (list, tuple)) and len(first) >= 18
     first_text = [o for o in first if isinstance(o, str)]
     assert any("Integrated Gradients are being computed" in s for s in first_text)
@@ -212,11 +211,11 @@ def test_analyze_shows_prediction_first_then_attributions_and_escapes(client, ti
 
 
 def test_analyze_can_skip_integrated_gradients(client, tiny_model_dir):
-    updates = _analyze(client, str(tiny_model_dir), "the film was good", skip_ig=True)
-    assert len(updates) == 1
-    texts = [o for o in updates[0] if isinstance(o, str)]
+    first, last = _analyze(client, str(tiny_model_dir), "the film was good", skip_ig=True)
+    texts = [o for o in first if isinstance(o, str)]
     assert any("Integrated Gradients skipped" in s for s in texts)
     assert not any("bv-tokens" in s for s in texts)
+    assert not any(isinstance(o, str) and "bv-tokens" in o for o in last)  # the IG step did nothing
 
 
 def test_folder_paths_refused_when_local_paths_are_off(client, tiny_model_dir, monkeypatch):

@@ -58,36 +58,36 @@ def build_app(model: str | None = None) -> gr.Blocks:
                            a.layer, a.head, a.heatmap, a.cls_rows, a.rollout, a.overview, a.overview_notice,
                            t.target, t.delta, t.tokens, t.bar, t.path, t.lens}
 
-        @common.guard_stream
-        def analyze(model_name, text, pair, target, baseline, n_steps, layer, head, hide, merge, attr_merge, auto=True,
-                    skip_ig=False, progress=gr.Progress()):
-            # Two steps, so the page is never blank for long: the prediction, attention and [CLS] lens
-            # (one forward pass each) are shown first, Integrated Gradients and the [CLS] path follow.
+        @common.guard
+        def analyze(model_name, text, pair, target, layer, head, hide, merge, attr_merge, skip_ig=False,
+                    progress=gr.Progress()):
+            # The quick part (one forward pass each: prediction, attention, [CLS] lens) is shown at
+            # once; Integrated Gradients and the [CLS] path follow as a second event (analyze_ig).
             progress(0.0, desc="Loading model")
             lm = common.load(model_name, default)
             if target not in lm.labels:
                 target = common.PREDICTED
-            step = lambda f, d: progress(f, desc=d)  # noqa: E731
-            rec = common.analyze_fast(lm, text, pair, progress=step)
+            rec = common.analyze_fast(lm, text, pair, progress=lambda f, d: progress(f, desc=d))
             out = {state: rec}
             out.update(predict_tab.render(p, rec, lm))
             out.update(attention_tab.controls(a, rec, layer, head))
             out.update(attention_tab.render(a, rec, layer, head, hide, merge))
             out.update(attribution_tab.controls(t, rec, target))
             out.update(attribution_tab.render(t, rec, attr_merge, skipped=bool(skip_ig)))
-            yield out
-            if skip_ig:
-                return
-            rec = common.analyze_ig(lm, rec, target, baseline, n_steps, progress=step, auto=bool(auto))
-            progress(0.95, desc="Drawing")
-            out = {state: rec, p.tokens: predict_tab.tokens_html(rec)}
-            out.update(attribution_tab.render(t, rec, attr_merge))
-            yield out
+            return out
 
+        @common.guard
+        def analyze_ig(rec, target, baseline, n_steps, auto, merge, skip_ig=False, progress=gr.Progress()):
+            if rec is None or skip_ig:
+                return {c: gr.skip() for c in ig_outputs}  # nothing to change
+            return explain_again(rec, target, baseline, n_steps, auto, merge, progress=progress)
+
+        ig_outputs = {state, p.tokens, t.delta, t.tokens, t.bar, t.path, t.lens}
         gr.on([p.analyze.click, p.text.submit], analyze,
-              inputs=[m.model, p.text, p.pair, t.target, t.baseline, t.n_steps, a.layer, a.head, a.hide, a.merge,
-                      t.merge, t.auto, p.skip_ig],
-              outputs=analyze_outputs, api_name="analyze", api_visibility="undocumented", **HEAVY)
+              inputs=[m.model, p.text, p.pair, t.target, a.layer, a.head, a.hide, a.merge, t.merge, p.skip_ig],
+              outputs=analyze_outputs, api_name="analyze", api_visibility="undocumented", **HEAVY,
+              ).success(analyze_ig, inputs=[state, t.target, t.baseline, t.n_steps, t.auto, t.merge, p.skip_ig],
+                        outputs=ig_outputs, api_name="analyze_ig", api_visibility="undocumented", **HEAVY)
 
         # ------------------------------------------------------------- re-render from state
         gr.on([a.layer.input, a.head.input], common.guard(attention_tab.render_focus),
@@ -126,7 +126,7 @@ def build_app(model: str | None = None) -> gr.Blocks:
             return out
 
         t.explain.click(explain_again, inputs=[state, t.target, t.baseline, t.n_steps, t.auto, t.merge],
-                        outputs={state, p.tokens, t.delta, t.tokens, t.bar, t.path, t.lens},
+                        outputs=ig_outputs,
                         api_visibility="private", **HEAVY)
 
         # ------------------------------------------------------------- model chooser
