@@ -30,6 +30,9 @@ HEAVY = dict(concurrency_limit=1, concurrency_id="heavy")  # model work, one at 
 # /predict requests allowed in at once: they wait in the core's micro-batcher, which runs them as
 # one length-sorted batch (gradio's own thread pool holds 40 workers; leave some for the rest).
 BATCHED_CONCURRENCY = 32
+# /explain requests let in at once: concurrent ones with equal arguments share attribute_many's
+# passes; more than a few would only hold memory while they wait (the queue bounds the rest).
+EXPLAIN_CONCURRENCY = 4
 
 
 def build_app(model: str | None = None) -> gr.Blocks:
@@ -211,7 +214,7 @@ def _api_endpoints(default: str) -> None:
     # what lets them gather into shared batches. Attention maps stay one at a time (large, unbatched).
     gr.api(common.guard(predict), api_name="predict", concurrency_limit=BATCHED_CONCURRENCY, concurrency_id="predict")
     gr.api(common.guard(attention), api_name="attention", **HEAVY)
-    gr.api(common.guard(explain), api_name="explain", concurrency_limit=16, concurrency_id="explain")
+    gr.api(common.guard(explain), api_name="explain", concurrency_limit=EXPLAIN_CONCURRENCY, concurrency_id="explain")
     gr.api(common.guard(summary), api_name="summary", concurrency_limit=2)
 
 
