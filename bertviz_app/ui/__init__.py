@@ -174,8 +174,10 @@ def _api_endpoints(default: str) -> None:
         ("mean" or "max"), and "windows" says how many were read."""
         lm = common.load(model, default)
         # Batched with the other users' concurrent /predict calls (bertviz_app.batching).
+        if isinstance(stride, float) and stride.is_integer():  # JSON clients may send 128.0
+            stride = int(stride)
         pred = core.predict_one(lm, text, pair if pair and pair.strip() else None, window=bool(window),
-                                stride=int(stride), pool=pool)
+                                stride=stride, pool=pool)  # a bad stride/pool: InputError saying what to send
         return pred.to_dict()
 
     def attention(text: str, pair: str = "", layer: int = 0, model: str = default) -> dict:
