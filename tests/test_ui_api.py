@@ -61,7 +61,8 @@ def test_concurrent_mixed_good_and_bad_predicts_each_get_their_own_answer(app_ur
     jobs = good * 3 + bad * 2
     np.random.default_rng(1).shuffle(jobs)
     reference = {t: Client(app_url, verbose=False).predict(t, api_name="/predict") for t in good}
-    clients = [Client(app_url, verbose=False) for _ in jobs]
+    # a generous HTTP timeout: on a busy 2-core machine 16 requests at once can take a while
+    clients = [Client(app_url, verbose=False, httpx_kwargs={"timeout": 300}) for _ in jobs]
     barrier = threading.Barrier(len(jobs))
     results: dict[int, object] = {}
 
