@@ -125,6 +125,11 @@ def overhead(url: str, model: str, corpus: list[str], n_predict: int = 20, n_ana
         client.predict(text, api_name="/predict")
         http.append(time.perf_counter() - t)
     a_raw, a_http = [], []
+    # warm both sides' one-off costs (captum import, the fp32 copy for IG) on a text not timed
+    common.analyze_all(lm, "warm up the attributions", None, common.PREDICTED, "pad", 50, auto=True)
+    client.predict(model, "warm up the attributions", "", common.PREDICTED, 1, "mean of heads", False, False, True, False,
+                   api_name="/analyze")
+    client.predict(common.PREDICTED, "pad", 50, True, True, False, api_name="/analyze_ig")
     # what Analyze does with the UI's defaults (IG steps chosen for a 5% delta), raw and over HTTP
     for text in corpus[n_predict : n_predict + n_analyze]:
         t = time.perf_counter()
