@@ -53,7 +53,8 @@ def cmd_predict(args) -> int:
     lm = _load(args)
     texts = _texts(args)
     pairs = [args.pair] * len(texts) if args.pair else None
-    for p in predict(lm, texts, pairs):
+    window = dict(window=True, stride=args.stride, pool=args.pool) if args.window else {}
+    for p in predict(lm, texts, pairs, **window):
         if args.json:
             _out(p.to_dict())
         else:
@@ -249,7 +250,11 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
         return p
 
-    add("predict", cmd_predict, "class probabilities for each text", "many")
+    p = add("predict", cmd_predict, "class probabilities for each text", "many")
+    p.add_argument("--window", action="store_true",
+                   help="read a text longer than the model's limit whole, in overlapping windows whose logits are pooled")
+    p.add_argument("--stride", type=int, default=128, help="with --window: tokens shared by neighbouring windows (default: %(default)s)")
+    p.add_argument("--pool", default="mean", choices=["mean", "max"], help="with --window: how window logits are combined")
     p = add("explain", cmd_explain, "Integrated Gradients attribution of each token", "one")
     p.add_argument("--target", default=None, help="class to explain (default: the predicted one)")
     p.add_argument("--baseline", default="pad", choices=["pad", "mask", "unk", "zero"])

@@ -125,3 +125,14 @@ def test_commands_that_need_no_model_never_import_torch(argv, tmp_path):
         assert "runs/r1" in proc.stdout  # it really listed the registry
     else:
         assert "usage:" in proc.stdout
+
+
+def test_predict_window_reads_a_long_text_whole(capsys, tiny_model_dir):
+    long = "the film was good . " * 40  # past the tiny model's 64 tokens
+    code, out, _ = run(capsys, "predict", long, "--model", str(tiny_model_dir), "--json")
+    assert code == 0 and json.loads(out)["truncated"] is True
+    code, out, _ = run(capsys, "predict", long, "--model", str(tiny_model_dir), "--json", "--window", "--stride", "16")
+    rec = json.loads(out)
+    assert code == 0 and rec["truncated"] is False and rec["windows"] > 1
+    code, _, err = run(capsys, "predict", long, "--model", str(tiny_model_dir), "--window", "--stride", "999")
+    assert code == 2 and "stride" in err and err.count("\n") == 1
