@@ -1,12 +1,17 @@
-"""Load test of the served app: many concurrent gradio_client clients on /predict and /explain.
+"""Load test of the served app, with its in-process peers measured in the same run.
 
-    python bench/load.py                      # 32 clients x 20 /predict + 8 clients x 5 /explain, default model
+    python bench/load.py                      # writes bench/load_results.md (default model)
     python bench/load.py --clients 8 --requests 5 --explain-clients 2 --explain-requests 2 --model PATH
 
-Starts `python app.py` in a subprocess on a free loopback port, warms it up, then runs every
-client in its own thread with its own Client. Reports failed/answered requests, p50/p95
-latency per endpoint, and the server's RSS before and after (it should stay flat). Traffic goes
-to 127.0.0.1 only; every loop is bounded in count and time.
+Starts `python app.py` in a subprocess on a free loopback port and warms it up. Then, one after
+the other (the machine's cores are shared by the two processes, so nothing overlaps):
+1. single-request overhead: one /predict (and one Analyze) over HTTP against the raw core calls
+   on the same texts in this process, alternating, medians;
+2. in-process ``predict`` throughput on exactly the texts the load will send;
+3. the load: 32 clients x 20 /predict, each client in its own thread with its own Client:
+   served throughput, p50/p95, failures; then 8 clients x 5 /explain;
+4. the server's RSS after the load, and the start-up time of the CLI commands.
+Traffic goes to 127.0.0.1 only; every loop is bounded in count and time.
 """
 
 from __future__ import annotations
@@ -94,6 +99,80 @@ def run_clients(url: str, endpoint: str, n_clients: int, n_requests: int, corpus
     return [threading.Thread(target=worker, args=(k,), daemon=True) for k in range(n_clients)]
 
 
+def statistics_median(values: list[float]) -> float:
+    import statistics
+
+    return statistics.median(values) if values else float("nan")
+
+
+def overhead(url: str, model: str, corpus: list[str], n_predict: int = 20, n_analyze: int = 3) -> dict:
+    """Medians of one request over HTTP against the same work called in this process, alternating
+    per text so both see the same machine load. Distinct texts: no result cache answers either side."""
+    from gradio_client import Client
+
+    from bertviz_app import load_model, predict
+    from bertviz_app.ui import common
+
+    lm = load_model(model)
+    client = Client(url, verbose=False)
+    predict(lm, "warm up")
+    raw, http = [], []
+    for text in corpus[:n_predict]:
+        t = time.perf_counter()
+        predict(lm, text)
+        raw.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        client.predict(text, api_name="/predict")
+        http.append(time.perf_counter() - t)
+    a_raw, a_http = [], []
+    # warm both sides' one-off costs (captum import, the fp32 copy for IG) on a text not timed
+    common.analyze_all(lm, "warm up the attributions", None, common.PREDICTED, "pad", 50, auto=True)
+    client.predict(model, "warm up the attributions", "", common.PREDICTED, 1, "mean of heads", False, False, True, False,
+                   api_name="/analyze")
+    client.predict(common.PREDICTED, "pad", 50, True, True, False, api_name="/analyze_ig")
+    # what Analyze does with the UI's defaults (IG steps chosen for a 5% delta), raw and over HTTP
+    for text in corpus[n_predict : n_predict + n_analyze]:
+        t = time.perf_counter()
+        common.analyze_all(lm, text, None, common.PREDICTED, "pad", 50, auto=True)
+        a_raw.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        # the page's Analyze: the quick part, then Integrated Gradients as the chained second event
+        client.predict(model, text, "", common.PREDICTED, 1, "mean of heads", False, False, True, False, api_name="/analyze")
+        client.predict(common.PREDICTED, "pad", 50, True, True, False, api_name="/analyze_ig")
+        a_http.append(time.perf_counter() - t)
+    return {"predict_raw_s": statistics_median(raw), "predict_http_s": statistics_median(http),
+            "analyze_raw_s": statistics_median(a_raw), "analyze_http_s": statistics_median(a_http),
+            "n_predict": n_predict, "n_analyze": n_analyze}
+
+
+def in_process_throughput(model: str, sent: list[str]) -> dict:
+    """``predict`` on exactly the texts the load sends, in this process (the served figure's peer)."""
+    from bertviz_app import load_model, predict
+
+    lm = load_model(model)
+    predict(lm, sent[:32])
+    t = time.perf_counter()
+    predict(lm, sent)
+    s = time.perf_counter() - t
+    return {"texts": len(sent), "s": s, "texts_per_s": len(sent) / s}
+
+
+def cli_startup(model: str, repeats: int = 3) -> dict:
+    """Wall time of CLI commands in fresh processes (median), with `import torch` as the yardstick."""
+    cases = {"--help": ["--help"], "models": ["models"], "predict (loads the model)": ["predict", "a fine film", "--model", model]}
+    out = {}
+    for name, argv in [*cases.items(), ("python -c 'import torch, transformers'", None)]:
+        cmd = [sys.executable, "-m", "bertviz_app", *argv] if argv else [sys.executable, "-c", "import torch, transformers"]
+        times = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            subprocess.run(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300,
+                           env={**os.environ, "HF_HUB_OFFLINE": "1"})
+            times.append(time.perf_counter() - t)
+        out[name] = statistics_median(times)
+    return out
+
+
 def pct(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -102,7 +181,8 @@ def pct(values: list[float], q: float) -> float:
 
 
 def load_test(model: str = "default", clients: int = 32, requests: int = 20, explain_clients: int = 8,
-              explain_requests: int = 5, budget_s: float = 600, env_extra: dict | None = None, rounds: int = 1) -> dict:
+              explain_requests: int = 5, budget_s: float = 600, env_extra: dict | None = None, rounds: int = 1,
+              compare: bool = False) -> dict:
     """Run the client load ``rounds`` times against one server; RSS is read after each round, so a
     one-off warm-up growth (allocator high-water marks) can be told from a leak (growth every round)."""
     port = free_port()
@@ -119,13 +199,23 @@ def load_test(model: str = "default", clients: int = 32, requests: int = 20, exp
         results: list[dict] = []
         rss_rounds = []
         started = time.perf_counter()
+        sent = [corpus[(k * requests + i) % len(corpus)] for k in range(clients) for i in range(requests)]
+        compared = {}
+        if compare:
+            compared["overhead"] = overhead(url, model, corpus[len(sent):])
+            compared["in_process"] = in_process_throughput(model, sent)
+        predict_walls = []
         for _ in range(rounds):
-            threads = run_clients(url, "/predict", clients, requests, corpus, results, budget_s)
-            threads += run_clients(url, "/explain", explain_clients, explain_requests, corpus, results, budget_s)
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join(timeout=budget_s + 60)
+            # /predict alone first (its throughput is the headline), then /explain
+            for endpoint, n_c, n_r in (("/predict", clients, requests), ("/explain", explain_clients, explain_requests)):
+                threads = run_clients(url, endpoint, n_c, n_r, corpus, results, budget_s)
+                t0 = time.perf_counter()
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join(timeout=budget_s + 60)
+                if endpoint == "/predict":
+                    predict_walls.append(time.perf_counter() - t0)
             rss_rounds.append(rss_mb(server.pid))
         wall = time.perf_counter() - started
         still_up = warm.predict("still there?", api_name="/predict")["label"] is not None
@@ -137,7 +227,9 @@ def load_test(model: str = "default", clients: int = 32, requests: int = 20, exp
         except subprocess.TimeoutExpired:
             server.kill()
     summary = {"model": model, "wall_s": wall, "rss_before_mb": rss_before, "rss_after_mb": rss_after, "server_answers_after": still_up,
-               "rss_after_each_round_mb": rss_rounds, "rounds": rounds, "endpoints": {}}
+               "rss_after_each_round_mb": rss_rounds, "rounds": rounds, "endpoints": {}, **compared,
+               "predict_wall_s": predict_walls,
+               "served_texts_per_s": clients * requests / statistics_median(predict_walls) if predict_walls else float("nan")}
     for endpoint, expected in (("/predict", clients * requests * rounds), ("/explain", explain_clients * explain_requests * rounds)):
         rows = [r for r in results if r["endpoint"] == endpoint]
         lat = [r["s"] for r in rows if r["ok"]]
@@ -160,22 +252,48 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", type=float, default=900, help="seconds each client may keep sending")
     ap.add_argument("--out", default=str(ROOT / "bench" / "load_results.md"))
     args = ap.parse_args(argv)
-    s = load_test(args.model, args.clients, args.requests, args.explain_clients, args.explain_requests, args.budget, rounds=args.rounds)
+    load_before = os.getloadavg()
+    s = load_test(args.model, args.clients, args.requests, args.explain_clients, args.explain_requests, args.budget,
+                  rounds=args.rounds, compare=True)
+    startup = cli_startup(args.model)
+    load_after = os.getloadavg()
+    o, ip = s["overhead"], s["in_process"]
+    served = s["served_texts_per_s"]
     lines = [
         "# Load test", "",
-        f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.processor() or platform.machine()}, {os.cpu_count()} cores, model `{s['model']}`.",
+        f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"model `{s['model']}`, load average {load_before[0]:.1f} before / {load_after[0]:.1f} after "
+        "(other work on the machine inflates every figure; the ratios compare figures taken in the same run).",
         f"`python bench/load.py --clients {args.clients} --requests {args.requests} --explain-clients {args.explain_clients} "
         f"--explain-requests {args.explain_requests} --rounds {args.rounds}` (server with MALLOC_ARENA_MAX=2, as in the Dockerfile)",
-        "", "| endpoint | requests | answered | failed | p50 | p95 |", "|---|---|---|---|---|---|",
+        "", "## Throughput: served vs in-process, same texts", "",
+        "| measure | value | peer (same run) | ratio |", "|---|---|---|---|",
+        f"| /predict served, {args.clients} clients x {args.requests} | {served:.1f} texts/s | in-process `predict` of the same "
+        f"{ip['texts']} texts: {ip['texts_per_s']:.1f} texts/s | **{served / ip['texts_per_s']:.0%}** (target >= 40%) |",
+        f"| one /predict over HTTP (median of {o['n_predict']}) | {o['predict_http_s'] * 1000:.0f} ms | raw `predict` call: "
+        f"{o['predict_raw_s'] * 1000:.0f} ms | **{o['predict_http_s'] / o['predict_raw_s']:.2f}x** (target <= 2x) |",
+        f"| one Analyze over HTTP (median of {o['n_analyze']}) | {o['analyze_http_s']:.2f} s | raw calls (predict, attention, "
+        f"attribute, cls_path, cls_lens): {o['analyze_raw_s']:.2f} s | **{o['analyze_http_s'] / o['analyze_raw_s']:.2f}x** "
+        "(target <= 1.3x) |",
+        "", "## Latency under load", "",
+        "| endpoint | requests | answered | failed | p50 | p95 |", "|---|---|---|---|---|---|",
     ]
     for ep, e in s["endpoints"].items():
         lines.append(f"| `{ep}` | {e['expected']} | {e['answered']} | {e['failed']} | {e['p50_s']:.2f} s | {e['p95_s']:.2f} s |")
     rounds_txt = ", ".join(f"{r:.0f} MB" for r in s["rss_after_each_round_mb"])
-    lines += ["", f"Wall time {s['wall_s']:.1f} s. Server RSS {s['rss_before_mb']:.0f} MB after warm-up, then after each round: "
-              f"{rounds_txt}. Server answered afterwards: {s['server_answers_after']}."]
+    walls = ", ".join(f"{w:.1f} s" for w in s["predict_wall_s"])
+    lines += ["", f"/predict load took {walls} per round. Wall time {s['wall_s']:.1f} s. Server RSS {s['rss_before_mb']:.0f} MB "
+              f"after warm-up, then after each round: {rounds_txt} (target <= 1,200 MB). Server answered afterwards: "
+              f"{s['server_answers_after']}."]
     for ep, e in s["endpoints"].items():
         if e["errors"]:
             lines.append(f"\nErrors on `{ep}`: " + "; ".join(e["errors"]))
+    yard = startup.pop("python -c 'import torch, transformers'")
+    lines += ["", "## CLI start-up (fresh process, median of 3)", "", "| command | wall | vs `import torch, transformers` |",
+              "|---|---|---|"]
+    for name, t in startup.items():
+        lines.append(f"| `bertviz-app {name}` | {t:.2f} s | {t / yard:.2f}x |")
+    lines.append(f"| `python -c 'import torch, transformers'` (yardstick) | {yard:.2f} s | 1.00x |")
     Path(args.out).write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))
     print(json.dumps(s, default=float))

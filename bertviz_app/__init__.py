@@ -14,12 +14,14 @@ from typing import TYPE_CHECKING
 # instead of paying ~5 s of torch + transformers + captum imports.
 _EXPORTS = {
     "attention": ("attention", "cls_rows", "mean_heads", "rollout"),
+    "batching": ("predict_one", "explain_one"),
     "attribution": ("BASELINES", "OUTPUTS", "attribute", "attribute_many", "cls_lens", "cls_path"),
     "config": ("Settings", "get_settings"),
     "errors": ("BertvizError", "CancelledError", "DataError", "InputError", "ModelLoadError",
                "ModelNotFoundError", "ResourceError", "TrainingError"),
     "inference": ("predict",),
-    "registry": ("LoadedModel", "clear_cache", "list_models", "load_model", "resolve_device"),
+    "catalog": ("list_models",),
+    "registry": ("LoadedModel", "clear_cache", "load_model", "resolve_device"),
     "results": ("AttentionMaps", "Attribution", "ClsLens", "ClsPath", "ModelSummary", "Prediction", "TokenInfo"),
     "summary": ("summary",),
     "words": ("WordGroups", "merge_attention", "merge_rows", "merge_scores", "word_groups"),
@@ -31,6 +33,8 @@ _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 if TYPE_CHECKING:
     from .attention import attention, cls_rows, mean_heads, rollout
     from .attribution import BASELINES, OUTPUTS, attribute, attribute_many, cls_lens, cls_path
+    from .batching import explain_one, predict_one
+    from .catalog import list_models
     from .config import Settings, get_settings
     from .errors import (
         BertvizError,
@@ -43,7 +47,7 @@ if TYPE_CHECKING:
         TrainingError,
     )
     from .inference import predict
-    from .registry import LoadedModel, clear_cache, list_models, load_model, resolve_device
+    from .registry import LoadedModel, clear_cache, load_model, resolve_device
     from .results import AttentionMaps, Attribution, ClsLens, ClsPath, ModelSummary, Prediction, TokenInfo
     from .summary import summary
     from .words import WordGroups, merge_attention, merge_rows, merge_scores, word_groups

@@ -24,6 +24,7 @@ import torch
 from transformers import AutoConfig, AutoTokenizer, BertForSequenceClassification, PreTrainedTokenizerBase
 from transformers import logging as hf_logging
 
+from .catalog import _is_model_folder, list_models, model_dir
 from .config import get_settings
 from .errors import ModelLoadError, ModelNotFoundError
 
@@ -204,29 +205,8 @@ def _inference_dtype(device: torch.device, gpu_dtype: str) -> torch.dtype:
     return torch.float16
 
 
-def model_dir() -> Path:
-    return get_settings().models_dir
-
-
-def _is_model_folder(path: Path) -> bool:
-    return (path / "config.json").is_file()
-
-
-def list_models() -> list[dict]:
-    """Registered models: ``default`` first (built or not), then ``runs/<name>`` newest first.
-    Folders being written (``.tmp-*``) or missing a config are ignored."""
-    root = model_dir()
-    out = [{"name": "default", "path": str(root / "default"), "built": _is_model_folder(root / "default")}]
-    for sub in sorted(root.glob("*")) if root.is_dir() else []:
-        if sub.name in ("default", "runs") or sub.name.startswith(".") or not _is_model_folder(sub):
-            continue
-        out.append({"name": sub.name, "path": str(sub), "built": True})
-    runs = root / "runs"
-    if runs.is_dir():
-        found = [p for p in runs.iterdir() if p.is_dir() and not p.name.startswith(".") and _is_model_folder(p)]
-        for p in sorted(found, key=lambda p: p.stat().st_mtime, reverse=True):
-            out.append({"name": f"runs/{p.name}", "path": str(p), "built": True})
-    return out
+# model_dir, _is_model_folder and list_models live in catalog.py (no torch: `bertviz-app models`
+# starts in a fraction of a second); re-exported here for the callers that import them from registry.
 
 
 def clean_stale_folders(max_age_s: float = 3600) -> list[Path]:

@@ -43,6 +43,7 @@ class Prediction:
     truncated: bool  # the input was longer than the model's max length and was cut
     n_tokens: int
     multi_label: bool = False
+    windows: int = 1  # predict(window=True): how many overlapping windows were read and pooled
 
     @property
     def scores(self) -> dict[str, float]:
@@ -61,6 +62,8 @@ class Prediction:
             out["pair"] = self.pair
         if self.multi_label:
             out["active_labels"] = list(self.active_labels)
+        if self.windows > 1:
+            out["windows"] = self.windows
         return out
 
 

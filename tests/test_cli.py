@@ -102,3 +102,37 @@ def test_console_entry_point_runs_without_traceback(tiny_model_dir):
     )
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and proc.stderr.strip().splitlines() == ["error: Text is empty or whitespace only: enter a sentence to analyse."]
+
+
+HEAVY_MODULES = ("torch", "transformers", "captum", "gradio")
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["predict", "--help"], ["models"], ["models", "--json"]])
+def test_commands_that_need_no_model_never_import_torch(argv, tmp_path):
+    """`models` and `--help` start in a fraction of a second: they must not import the ML stack."""
+    (tmp_path / "runs" / "r1").mkdir(parents=True)
+    (tmp_path / "runs" / "r1" / "config.json").write_text("{}")
+    probe = ("import sys\nfrom bertviz_app.cli import main\n"
+             "try:\n    code = main(sys.argv[1:])\nexcept SystemExit as e:\n    code = e.code\n"
+             f"sys.stderr.write('LOADED [' + ','.join(m for m in {HEAVY_MODULES!r} if m in sys.modules) + ']\\n')\n"
+             "sys.exit(code)\n")
+    env = {**os.environ, "BERTVIZ_MODELS_DIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True, text=True, cwd=ROOT, env=env,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == "LOADED []", proc.stderr
+    if argv[0] == "models":
+        assert "runs/r1" in proc.stdout  # it really listed the registry
+    else:
+        assert "usage:" in proc.stdout
+
+
+def test_predict_window_reads_a_long_text_whole(capsys, tiny_model_dir):
+    long = "the film was good . " * 40  # past the tiny model's 64 tokens
+    code, out, _ = run(capsys, "predict", long, "--model", str(tiny_model_dir), "--json")
+    assert code == 0 and json.loads(out)["truncated"] is True
+    code, out, _ = run(capsys, "predict", long, "--model", str(tiny_model_dir), "--json", "--window", "--stride", "16")
+    rec = json.loads(out)
+    assert code == 0 and rec["truncated"] is False and rec["windows"] > 1
+    code, _, err = run(capsys, "predict", long, "--model", str(tiny_model_dir), "--window", "--stride", "999")
+    assert code == 2 and "stride" in err and err.count("\n") == 1

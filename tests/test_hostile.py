@@ -127,3 +127,20 @@ def test_cli_non_numeric_hyperparameter_is_a_usage_error(tiny_model_dir, tmp_pat
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "argument --epochs: invalid float value: 'many'" in proc.stderr
+
+
+@pytest.mark.parametrize("stride, pool, message", [
+    (-1, "mean", "stride .* must be a whole number from 0 to 32"),
+    (10**9, "mean", "stride .* must be a whole number from 0 to 32"),
+    ("abc", "mean", "stride .* must be a whole number"),
+    (1.5, "mean", "stride .* must be a whole number"),
+    (16, "median", "pool must be one of mean, max"),
+    (16, None, "pool must be one of mean, max"),
+])
+def test_bad_sliding_window_options(client, stride, pool, message):
+    import re
+
+    with pytest.raises(Exception) as excinfo:
+        client.predict("the film was good . " * 40, window=True, stride=stride, pool=pool, api_name="/predict")
+    assert re.search(message, str(excinfo.value)), str(excinfo.value)
+    still_answers(client)

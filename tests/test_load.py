@@ -42,7 +42,8 @@ def test_full_queue_refuses_at_once_with_a_clear_message(tiny_model_dir, tmp_pat
             except Exception as exc:  # noqa: BLE001
                 errors.append(str(exc))
 
-        threads = [threading.Thread(target=flood, args=(k,)) for k in range(6)]
+        # more floods than /explain lets in (EXPLAIN_CONCURRENCY) plus the one-place queue
+        threads = [threading.Thread(target=flood, args=(k,)) for k in range(12)]
         for t in threads:
             t.start()
         for t in threads:

@@ -51,6 +51,57 @@ def test_predict_pair_and_truncation(client):
     assert long["truncated"] is True
 
 
+def test_concurrent_mixed_good_and_bad_predicts_each_get_their_own_answer(app_url):
+    """Many users at once go through one micro-batch: each gets its own prediction, and a bad text
+    fails only its own request with its own message."""
+    import threading
+
+    good = ["the film was good", "a tedious slog !", "it is not fun", "the movie is great , moving ."]
+    bad = ["   ", "a " * 15_000]
+    jobs = good * 3 + bad * 2
+    np.random.default_rng(1).shuffle(jobs)
+    reference = {t: Client(app_url, verbose=False).predict(t, api_name="/predict") for t in good}
+    # a generous HTTP timeout: on a busy 2-core machine 16 requests at once can take a while
+    clients = [Client(app_url, verbose=False, httpx_kwargs={"timeout": 300}) for _ in jobs]
+    barrier = threading.Barrier(len(jobs))
+    results: dict[int, object] = {}
+
+    def call(i):
+        barrier.wait(60)
+        try:
+            results[i] = clients[i].predict(jobs[i], api_name="/predict")
+        except Exception as exc:  # noqa: BLE001 - the error is the answer under test
+            results[i] = exc
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(len(jobs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    for i, text in enumerate(jobs):
+        got = results[i]
+        if text in good:
+            assert isinstance(got, dict), (text, got)
+            assert got["text"] == text and got["label"] == reference[text]["label"]
+            for label, p in reference[text]["scores"].items():
+                assert got["scores"][label] == pytest.approx(p, abs=1e-5)
+        elif text.strip():
+            assert "the limit is 20,000" in str(got), got
+        else:
+            assert "empty" in str(got) and "Traceback" not in str(got), got
+
+
+def test_long_inputs_say_truncated_everywhere_and_window_reads_them_whole(client):
+    long = "the film was good . " * 40  # > 64 tokens of the tiny model
+    assert client.predict(long, api_name="/attention")["truncated"] is True
+    assert client.predict(long, "", "pad", 8, api_name="/explain")["truncated"] is True
+    assert client.predict("the film was good", "", "pad", 8, api_name="/explain")["truncated"] is False
+    win = client.predict(long, window=True, stride=16, api_name="/predict")
+    assert win["truncated"] is False and win["windows"] > 1
+    with pytest.raises(Exception) as excinfo:
+        client.predict(long, window=True, pool="median", api_name="/predict")
+    assert "pool must be one of mean, max" in error_message(excinfo)
+
 def test_attention_sizes_match_tokens(client):
     out = client.predict("the movie is great !", api_name="/attention")
     tokens = out["tokens"]
@@ -126,19 +177,30 @@ def test_explain_with_a_tolerance_meets_it(client):
     assert "tolerance must be a relative delta" in error_message(excinfo)
 
 
-def test_analyze_computes_everything_once_and_escapes(client, tiny_model_dir):
+def _analyze(client, model, text, skip_ig=False) -> list:
+    """What the page's Analyze runs: /analyze (prediction, attention, [CLS] lens at once), then
+    /analyze_ig (Integrated Gradients and the [CLS] path) on the same session's state."""
     from bertviz_app.ui import common
 
-    out = client.predict(str(tiny_model_dir), XSS, "", common.PREDICTED, "pad", 20, 1, "mean of heads", False, False,
-                         True, True, api_name="/analyze")
-    assert isinstance(out, (list, tuple)) and len(out) >= 18
-    texts = [o for o in out if isinstance(o, str)]
-    html_out = [s for s in texts if "bv-tokens" in s]
-    assert html_out, "coloured-token HTML missing from the analyze outputs"
+    first = client.predict(model, text, "", common.PREDICTED, 1, "mean of heads", False, False, True, skip_ig,
+                           api_name="/analyze")
+    last = client.predict(common.PREDICTED, "pad", 20, True, True, skip_ig, api_name="/analyze_ig")
+    return [first, last]
+
+
+def test_analyze_shows_prediction_first_then_attributions_and_escapes(client, tiny_model_dir):
+    first, last = _analyze(client, str(tiny_model_dir), XSS)
+    assert isinstance(first, (list, tuple)) and len(first) >= 18
+    first_text = [o for o in first if isinstance(o, str)]
+    assert any("Integrated Gradients are being computed" in s for s in first_text)
+    assert not any("bv-tokens" in s for s in first_text)  # no attribution yet
+    assert any(isinstance(o, dict) and o.get("label") for o in first)  # the class probabilities are there
+    html_out = [s for s in last if isinstance(s, str) and "bv-tokens" in s]
+    assert len(html_out) >= 2, "coloured-token HTML missing from the analyze outputs"
     for s in html_out:
         assert "<img" not in s and "&lt;" in s
-    # the token heatmap: z is T x T where T is the number of tokens
-    figs = [_plot(o) for o in out if isinstance(o, dict) and "plot" in o]
+    # the token heatmap, in the first update: z is T x T where T is the number of tokens
+    figs = [_plot(o) for o in first if isinstance(o, dict) and "plot" in o]
     heat = [f for f in figs if f and f.get("data") and f["data"][0].get("type") == "heatmap"]
     assert heat
     n_tokens = len(client.predict(XSS, api_name="/attention")["tokens"])
@@ -147,6 +209,14 @@ def test_analyze_computes_everything_once_and_escapes(client, tiny_model_dir):
     if isinstance(shape, str):
         shape = tuple(int(x) for x in shape.split(","))
     assert tuple(shape) == (n_tokens, n_tokens)
+
+
+def test_analyze_can_skip_integrated_gradients(client, tiny_model_dir):
+    first, last = _analyze(client, str(tiny_model_dir), "the film was good", skip_ig=True)
+    texts = [o for o in first if isinstance(o, str)]
+    assert any("Integrated Gradients skipped" in s for s in texts)
+    assert not any("bv-tokens" in s for s in texts)
+    assert not any(isinstance(o, str) and "bv-tokens" in o for o in last)  # the IG step did nothing
 
 
 def test_folder_paths_refused_when_local_paths_are_off(client, tiny_model_dir, monkeypatch):

@@ -16,6 +16,7 @@ import dataclasses
 import logging
 
 import gradio as gr
+import numpy as np
 
 import bertviz_app as core
 
@@ -26,6 +27,12 @@ __all__ = ["build_app", "launch", "CSS"]
 log = logging.getLogger("bertviz_app.ui")
 CSS = common.CSS + finetune_tab.CSS
 HEAVY = dict(concurrency_limit=1, concurrency_id="heavy")  # model work, one at a time (2-core friendly)
+# /predict requests allowed in at once: they wait in the core's micro-batcher, which runs them as
+# one length-sorted batch (gradio's own thread pool holds 40 workers; leave some for the rest).
+BATCHED_CONCURRENCY = 32
+# /explain requests let in at once: concurrent ones with equal arguments share attribute_many's
+# passes; more than a few would only hold memory while they wait (the queue bounds the rest).
+EXPLAIN_CONCURRENCY = 4
 
 
 def build_app(model: str | None = None) -> gr.Blocks:
@@ -55,27 +62,35 @@ def build_app(model: str | None = None) -> gr.Blocks:
                            t.target, t.delta, t.tokens, t.bar, t.path, t.lens}
 
         @common.guard
-        def analyze(model_name, text, pair, target, baseline, n_steps, layer, head, hide, merge, attr_merge, auto=True,
+        def analyze(model_name, text, pair, target, layer, head, hide, merge, attr_merge, skip_ig=False,
                     progress=gr.Progress()):
+            # The quick part (one forward pass each: prediction, attention, [CLS] lens) is shown at
+            # once; Integrated Gradients and the [CLS] path follow as a second event (analyze_ig).
             progress(0.0, desc="Loading model")
             lm = common.load(model_name, default)
             if target not in lm.labels:
                 target = common.PREDICTED
-            rec = common.analyze_all(lm, text, pair, target, baseline, n_steps,
-                                     progress=lambda f, d: progress(f, desc=d), auto=bool(auto))
-            progress(0.95, desc="Drawing")
+            rec = common.analyze_fast(lm, text, pair, progress=lambda f, d: progress(f, desc=d))
             out = {state: rec}
             out.update(predict_tab.render(p, rec, lm))
             out.update(attention_tab.controls(a, rec, layer, head))
             out.update(attention_tab.render(a, rec, layer, head, hide, merge))
             out.update(attribution_tab.controls(t, rec, target))
-            out.update(attribution_tab.render(t, rec, attr_merge))
+            out.update(attribution_tab.render(t, rec, attr_merge, skipped=bool(skip_ig)))
             return out
 
+        @common.guard
+        def analyze_ig(rec, target, baseline, n_steps, auto, merge, skip_ig=False, progress=gr.Progress()):
+            if rec is None or skip_ig:
+                return {c: gr.skip() for c in ig_outputs}  # nothing to change
+            return explain_again(rec, target, baseline, n_steps, auto, merge, progress=progress)
+
+        ig_outputs = {state, p.tokens, t.delta, t.tokens, t.bar, t.path, t.lens}
         gr.on([p.analyze.click, p.text.submit], analyze,
-              inputs=[m.model, p.text, p.pair, t.target, t.baseline, t.n_steps, a.layer, a.head, a.hide, a.merge,
-                      t.merge, t.auto],
-              outputs=analyze_outputs, api_name="analyze", api_visibility="undocumented", **HEAVY)
+              inputs=[m.model, p.text, p.pair, t.target, a.layer, a.head, a.hide, a.merge, t.merge, p.skip_ig],
+              outputs=analyze_outputs, api_name="analyze", api_visibility="undocumented", **HEAVY,
+              ).success(analyze_ig, inputs=[state, t.target, t.baseline, t.n_steps, t.auto, t.merge, p.skip_ig],
+                        outputs=ig_outputs, api_name="analyze_ig", api_visibility="undocumented", **HEAVY)
 
         # ------------------------------------------------------------- re-render from state
         gr.on([a.layer.input, a.head.input], common.guard(attention_tab.render_focus),
@@ -92,7 +107,7 @@ def build_app(model: str | None = None) -> gr.Blocks:
 
         @common.guard
         def rerender_attribution(rec, merge):
-            return attribution_tab.render(t, rec, merge)
+            return attribution_tab.render(t, rec, merge, skipped=True)
 
         t.merge.input(rerender_attribution, inputs=[state, t.merge], outputs={t.delta, t.tokens, t.bar, t.path, t.lens},
                       api_visibility="private", trigger_mode="always_last", show_progress="minimal")
@@ -110,11 +125,11 @@ def build_app(model: str | None = None) -> gr.Blocks:
             rec = dataclasses.replace(rec, attribution=attr, path=path)
             out = {state: rec}
             out.update(attribution_tab.render(t, rec, merge))
-            out[p.tokens] = predict_tab.render(p, rec)[p.tokens]
+            out[p.tokens] = predict_tab.tokens_html(rec)
             return out
 
         t.explain.click(explain_again, inputs=[state, t.target, t.baseline, t.n_steps, t.auto, t.merge],
-                        outputs={state, p.tokens, t.delta, t.tokens, t.bar, t.path, t.lens},
+                        outputs=ig_outputs,
                         api_visibility="private", **HEAVY)
 
         # ------------------------------------------------------------- model chooser
@@ -151,46 +166,57 @@ def build_app(model: str | None = None) -> gr.Blocks:
 
 
 def _api_endpoints(default: str) -> None:
-    def predict(text: str, pair: str = "", model: str = default) -> dict:
-        """Class probabilities: {"label", "scores": {class: probability}, "truncated", "text"}."""
+    def predict(text: str, pair: str = "", model: str = default, window: bool = False, stride: int = 128,
+                pool: str = "mean") -> dict:
+        """Class probabilities: {"label", "scores": {class: probability}, "truncated", "text"}. A text longer
+        than the model reads is cut ("truncated": true) unless window=true: then it is classified in
+        overlapping windows (stride tokens shared by neighbours) whose logits are pooled by pool
+        ("mean" or "max"), and "windows" says how many were read."""
         lm = common.load(model, default)
-        pred = core.predict(lm, text, pairs=pair if pair and pair.strip() else None)[0]
+        # Batched with the other users' concurrent /predict calls (bertviz_app.batching).
+        if isinstance(stride, float) and stride.is_integer():  # JSON clients may send 128.0
+            stride = int(stride)
+        pred = core.predict_one(lm, text, pair if pair and pair.strip() else None, window=bool(window),
+                                stride=stride, pool=pool)  # a bad stride/pool: InputError saying what to send
         return pred.to_dict()
 
     def attention(text: str, pair: str = "", layer: int = 0, model: str = default) -> dict:
-        """Attention weights: {"tokens", "weights"} with weights[layer][head][i][j] (query i, key j);
-        layer=0 returns every layer, layer=k (1-based) only that one (as a list of one)."""
+        """Attention weights: {"tokens", "weights", "truncated"} with weights[layer][head][i][j] (query i,
+        key j); layer=0 returns every layer, layer=k (1-based) only that one (as a list of one)."""
         lm = common.load(model, default)
         maps = core.attention(lm, text, pair=pair if pair and pair.strip() else None)
         layer = int(layer or 0)
         if not 0 <= layer <= maps.num_layers:
             raise core.InputError(f"layer must be 0 (all) or 1 to {maps.num_layers}, got {layer}.")
-        out = maps.to_dict()
-        if layer:
-            out["weights"] = out["weights"][layer - 1 : layer]
-        out["truncated"] = maps.info.truncated
-        return out
+        w = maps.weights if not layer else maps.weights[layer - 1 : layer]  # (L or 1, H, T, T)
+        # 5 decimals (rows still sum to 1 within 1e-4 for short texts): float32 -> float64 -> JSON
+        # would otherwise spend ~18 characters per weight on noise digits
+        return {"tokens": list(maps.tokens), "weights": np.round(w, 5).tolist(), "truncated": maps.info.truncated}
 
     def explain(text: str, target: str = "", baseline: str = "pad", n_steps: int = 50, pair: str = "",
                 model: str = default, tolerance: float = 0.0) -> dict:
         """Integrated Gradients: {"tokens", "attributions", "target", "delta", "relative_delta", "n_steps",
-        "baseline", "f_x", "f_baseline"}. target "" = the predicted class. tolerance > 0: as many steps as
-        it takes for relative_delta <= tolerance (n_steps is then ignored); 0: exactly n_steps."""
+        "baseline", "f_x", "f_baseline", "truncated"}. target "" = the predicted class. tolerance > 0: as many
+        steps as it takes for relative_delta <= tolerance (n_steps is then ignored); 0: exactly n_steps."""
         lm = common.load(model, default)
         tol = float(tolerance or 0)
-        attr = core.attribute(lm, text, target=target or None, baseline=baseline, n_steps=int(n_steps),
-                              pair=pair if pair and pair.strip() else None, tolerance=tol if tol else None)
+        # Batched with concurrent /explain calls on the same model with the same arguments.
+        attr = core.explain_one(lm, text, target=target or None, baseline=baseline, n_steps=int(n_steps),
+                                pair=pair if pair and pair.strip() else None, tolerance=tol if tol else None)
         out = attr.to_dict()
         out["relative_delta"] = common.finite(attr.relative_delta)
+        out["truncated"] = attr.info.truncated
         return out
 
     def summary(model: str = default) -> dict:
         """Architecture, parameter counts by component, config, labels, device and dtype."""
         return core.summary(common.load(model, default)).to_dict()
 
-    gr.api(common.guard(predict), api_name="predict", concurrency_limit=2)
+    # The batchers serialise the model work, so many requests may wait inside them at once: that is
+    # what lets them gather into shared batches. Attention maps stay one at a time (large, unbatched).
+    gr.api(common.guard(predict), api_name="predict", concurrency_limit=BATCHED_CONCURRENCY, concurrency_id="predict")
     gr.api(common.guard(attention), api_name="attention", **HEAVY)
-    gr.api(common.guard(explain), api_name="explain", **HEAVY)
+    gr.api(common.guard(explain), api_name="explain", concurrency_limit=EXPLAIN_CONCURRENCY, concurrency_id="explain")
     gr.api(common.guard(summary), api_name="summary", concurrency_limit=2)
 
 

@@ -63,11 +63,22 @@ def controls(ui: SimpleNamespace, rec: common.Record, target: str) -> dict:
     return {ui.target: gr.update(choices=choices, value=target if target in choices else common.PREDICTED)}
 
 
-def render(ui: SimpleNamespace, rec: common.Record, merge: bool) -> dict:
+def pending_md(skipped: bool) -> str:
+    if skipped:
+        return ("**Integrated Gradients skipped** (\u201cSkip Integrated Gradients\u201d is on). Press "
+                "**Explain again with these settings** to compute them for this text.")
+    return "**Integrated Gradients are being computed\u2026** the prediction and attention are ready above."
+
+
+def render(ui: SimpleNamespace, rec: common.Record, merge: bool, skipped: bool = False) -> dict:
     if rec is None:
         empty = plots.empty_figure()
         return {ui.delta: "", ui.tokens: "", ui.bar: empty, ui.path: empty, ui.lens: empty}
+    lens = plots.cls_lens_chart(rec.lens.layer_names, rec.lens.labels, rec.lens.probs)
     attr = rec.attribution
+    if attr is None:  # Analyze shows everything else first; IG follows (or was skipped)
+        empty = plots.empty_figure()
+        return {ui.delta: pending_md(skipped), ui.tokens: "", ui.bar: empty, ui.path: empty, ui.lens: lens}
     view = common.token_view(attr.info, merge)
     scores = common.view_scores(attr.scores, view)  # (N,)
     path_scores = common.view_scores(rec.path.scores, view)  # (L + 1, N)
@@ -77,5 +88,5 @@ def render(ui: SimpleNamespace, rec: common.Record, merge: bool) -> dict:
         ui.bar: plots.attribution_bar(view.labels, scores, title=f"Attribution to “{attr.target}” by token"),
         ui.path: plots.cls_path_heatmap(path_scores, rec.path.layer_names, view.labels,
                                         title=f"[CLS] path: attribution to “{rec.path.target}” by depth"),
-        ui.lens: plots.cls_lens_chart(rec.lens.layer_names, rec.lens.labels, rec.lens.probs),
+        ui.lens: lens,
     }

@@ -7,6 +7,7 @@ models are cached by the core's ``load_model``.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import html
 import logging
@@ -122,9 +123,10 @@ class Record:
     device_label: str
     prediction: core.Prediction
     maps: core.AttentionMaps
-    attribution: core.Attribution
-    path: core.ClsPath
     lens: core.ClsLens
+    # None while Integrated Gradients are still running (Analyze shows the rest first) or skipped
+    attribution: core.Attribution | None = None
+    path: core.ClsPath | None = None
 
 
 def target_arg(target: str | None) -> str | None:
@@ -144,24 +146,40 @@ def explain_parts(lm, text, pair, target, baseline, n_steps, auto: bool = False)
     return attr, path
 
 
-def analyze_all(lm: core.LoadedModel, text: str, pair: str | None, target: str | None, baseline: str,
-                n_steps: int, progress: Callable[[float, str], Any] | None = None, auto: bool = False) -> Record:
-    """predict + attention + attribution + [CLS] path + [CLS] lens, once."""
+def analyze_fast(lm: core.LoadedModel, text: str, pair: str | None,
+                 progress: Callable[[float, str], Any] | None = None) -> Record:
+    """The quick part of Analyze (one forward pass each): prediction, attention, [CLS] lens.
+    Shown at once; a long text's Integrated Gradients (``analyze_ig``) can take a minute."""
     step = progress or (lambda *_: None)
     pair = pair if pair and pair.strip() else None
     step(0.05, "Predicting")
-    pred = core.predict(lm, text, pairs=pair)[0]
-    step(0.15, "Reading attention")
+    pred = core.predict_one(lm, text, pair)  # batched with concurrent /predict calls
+    step(0.1, "Reading attention")
     maps = core.attention(lm, text, pair=pair)
     maps = core.AttentionMaps(info=maps.info, weights=maps.weights.astype(np.float16))  # halves per-user memory
+    step(0.15, "[CLS] lens")
+    lens = core.cls_lens(lm, text, pair=pair)
+    return Record(lm.name, lm.labels, lm.device_label, pred, maps, lens)
+
+
+def analyze_ig(lm: core.LoadedModel, rec: Record, target: str | None, baseline: str, n_steps: int,
+               progress: Callable[[float, str], Any] | None = None, auto: bool = False) -> Record:
+    """The slow part: Integrated Gradients and the [CLS] path, added to ``rec``."""
+    step = progress or (lambda *_: None)
+    text, pair = rec.prediction.text, rec.prediction.pair
     step(0.25, "Integrated Gradients")
     attr = core.attribute(lm, text, target=target_arg(target), baseline=baseline, n_steps=int(n_steps), pair=pair,
                           tolerance=tolerance_arg(auto))
-    step(0.5, "[CLS] path through the layers")
+    step(0.6, "[CLS] path through the layers")
     path = core.cls_path(lm, text, target=attr.target, baseline=baseline, n_steps=PATH_STEPS, pair=pair)
-    step(0.9, "[CLS] lens")
-    lens = core.cls_lens(lm, text, pair=pair)
-    return Record(lm.name, lm.labels, lm.device_label, pred, maps, attr, path, lens)
+    return dataclasses.replace(rec, attribution=attr, path=path)
+
+
+def analyze_all(lm: core.LoadedModel, text: str, pair: str | None, target: str | None, baseline: str,
+                n_steps: int, progress: Callable[[float, str], Any] | None = None, auto: bool = False) -> Record:
+    """predict + attention + [CLS] lens + attribution + [CLS] path, once."""
+    rec = analyze_fast(lm, text, pair, progress)
+    return analyze_ig(lm, rec, target, baseline, n_steps, progress, auto)
 
 
 # --------------------------------------------------------------------------- token views

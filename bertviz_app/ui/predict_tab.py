@@ -24,6 +24,8 @@ def build() -> SimpleNamespace:
             pair = gr.Textbox(label="Second text (optional, for sentence-pair models)", lines=2, elem_id="bv-pair")
             with gr.Row():
                 analyze = gr.Button("Analyze", variant="primary", elem_id="bv-analyze")
+                skip_ig = gr.Checkbox(value=False, label="Skip Integrated Gradients", elem_id="bv-skip-ig",
+                                      info="prediction and attention only (IG on a long text takes up to a minute)")
             gr.Examples(EXAMPLES, inputs=[text, pair], label="Examples")
         with gr.Column(scale=2):
             model_info = gr.Markdown(elem_id="bv-model-info")
@@ -32,7 +34,7 @@ def build() -> SimpleNamespace:
             label = gr.Label(label="Class probabilities", elem_id="bv-label")
     bar = gr.Plot(label="Probabilities", elem_id="bv-prob-bar")
     tokens = gr.HTML(label="Which tokens drove the prediction (Integrated Gradients)", elem_id="bv-predict-tokens")
-    return SimpleNamespace(text=text, pair=pair, analyze=analyze, model_info=model_info, warnings=warnings,
+    return SimpleNamespace(text=text, pair=pair, analyze=analyze, skip_ig=skip_ig, model_info=model_info, warnings=warnings,
                            notice=notice, label=label, bar=bar, tokens=tokens)
 
 
@@ -42,19 +44,28 @@ def truncation_notice(rec: common.Record, max_length: int | None = None) -> str:
         return f"{p.n_tokens} tokens."
     limit = max_length or p.n_tokens
     return (f"**Warning: the text was truncated.** it is longer than this model reads ({limit} tokens), so only "
-            f"the first {p.n_tokens} tokens were used for the prediction and every chart.")
+            f"the first {p.n_tokens} tokens were used for the prediction and every chart. (The /predict API reads "
+            f"a long text whole with window=true.)")
 
 
 def render(ui: SimpleNamespace, rec: common.Record, lm=None) -> dict:
     p = rec.prediction
-    view = common.token_view(rec.attribution.info, merge=True)
-    return {
+    out = {
         ui.model_info: common.model_line(lm) if lm is not None else "",
         ui.warnings: common.warnings_md(lm) if lm is not None else "",
         ui.notice: truncation_notice(rec, lm.max_length if lm is not None else None),
         ui.label: {lab: float(v) for lab, v in zip(p.labels, p.probs)},
         ui.bar: plots.prob_bar(p.labels, p.probs),
-        ui.tokens: common.tokens_html(view.labels, common.view_scores(rec.attribution.scores, view), view.special,
-                                      rec.attribution.target,
-                                      title=f"Words coloured by their attribution to “{rec.attribution.target}”"),
+        ui.tokens: tokens_html(rec),
     }
+    return out
+
+
+def tokens_html(rec: common.Record) -> str:
+    """The words coloured by their attribution, or "" while Integrated Gradients are pending/skipped."""
+    if rec.attribution is None:
+        return ""
+    view = common.token_view(rec.attribution.info, merge=True)
+    return common.tokens_html(view.labels, common.view_scores(rec.attribution.scores, view), view.special,
+                              rec.attribution.target,
+                              title=f"Words coloured by their attribution to \u201c{rec.attribution.target}\u201d")
