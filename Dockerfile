@@ -1,6 +1,9 @@
 # Hugging Face Docker Space (or any Docker host): serves the app on port 7860.
 FROM python:3.11-slim
 
+# BERTVIZ_HOST=0.0.0.0 on purpose: inside a container the app must listen on every interface to be
+# reachable through the published port (outside Docker it defaults to 127.0.0.1). Local folder
+# loading stays off here, since the app is public.
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 MALLOC_ARENA_MAX=2 \
     TOKENIZERS_PARALLELISM=false HF_HUB_DISABLE_TELEMETRY=1 GRADIO_ANALYTICS_ENABLED=False \
     BERTVIZ_HOST=0.0.0.0 BERTVIZ_PORT=7860 BERTVIZ_ALLOW_LOCAL_PATHS=0

@@ -1,4 +1,5 @@
-"""Entry point: `python app.py` serves the web UI on settings.host:settings.port (0.0.0.0:7860).
+"""Entry point: `python app.py` serves the web UI on settings.host:settings.port
+(127.0.0.1:7860 unless BERTVIZ_HOST/BERTVIZ_PORT say otherwise).
 
 Thin on purpose: build the offline default model if it is missing (printing progress), then
 launch the Gradio app from bertviz_app.ui. Importing this module starts nothing.

@@ -283,7 +283,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--patience", type=int, default=2, help="early stopping: evaluations without improvement (0 = off)")
     p.add_argument("--seed", type=int, default=42)
     p = add("serve", cmd_serve, "serve the web app")
-    p.add_argument("--host", default=settings.host)
+    p.add_argument("--host", default=settings.host,
+                   help="address to listen on (default: %(default)s; 0.0.0.0 exposes the app to the network)")
     p.add_argument("--port", type=int, default=settings.port)
     return parser
 

@@ -196,7 +196,7 @@ def _api_endpoints(default: str) -> None:
 
 def launch(host: str | None = None, port: int | None = None, model: str | None = None, **kw) -> gr.Blocks:
     """Build, queue and serve the app; returns the Blocks (pass prevent_thread_lock=True to get it back
-    at once). Defaults come from settings (host 0.0.0.0, port 7860)."""
+    at once). Defaults come from settings (host 127.0.0.1, port 7860)."""
     settings = core.get_settings()
     from bertviz_app.registry import clean_stale_folders
 
