@@ -19,7 +19,7 @@ import gradio as gr
 
 import bertviz_app as core
 
-from . import attention_tab, attribution_tab, common, finetune_tab, model_tab, predict_tab
+from . import attention_tab, attribution_tab, build_panel, common, finetune_tab, model_tab, predict_tab
 
 __all__ = ["build_app", "launch", "CSS"]
 
@@ -37,6 +37,7 @@ def build_app(model: str | None = None) -> gr.Blocks:
         gr.Markdown("# BERT classifier explorer\nClass probabilities, attention in every layer and head, and "
                     "Integrated Gradients attributions along the [CLS] path. Type a text and press **Analyze**.")
         state = gr.State(None, time_to_live=3600)
+        build = build_panel.build()  # the default model's background build, while it runs
         with gr.Tabs() as tabs:
             with gr.Tab("Predict", id="predict"):
                 p = predict_tab.build()
@@ -132,14 +133,22 @@ def build_app(model: str | None = None) -> gr.Blocks:
         m.load.click(load_model, inputs=[m.model, t.target], outputs=model_outputs, api_visibility="private", **HEAVY)
 
         def on_start(model_name, target):
-            """First page load: show the model, or say plainly why it cannot be loaded (no error toast)."""
+            """First page load: show the model, or say plainly why it cannot be loaded (no error toast).
+            While the default model builds, the page opens the bare encoder."""
+            opened = build_panel.start_model(model_name, default)
             try:
-                return load_model(model_name, target)
+                out = load_model(opened, target)
             except gr.Error as exc:
                 msg = f"**Warning:** {common.esc(exc.message)}"
-                return {m.info: msg, p.model_info: msg}
+                out = {m.info: msg, p.model_info: msg}
+            if opened != model_name:
+                out[m.model] = gr.update(value=opened)
+            return out
 
-        demo.load(on_start, inputs=[m.model, t.target], outputs=model_outputs, api_visibility="private", **HEAVY)
+        demo.load(on_start, inputs=[m.model, t.target], outputs=model_outputs | {m.model}, api_visibility="private",
+                  **HEAVY)
+        build_panel.wire(build, demo=demo, default=default, model_dd=m.model,
+                         on_built=(load_model, [m.model, t.target], model_outputs))
 
         # ------------------------------------------------------------- fine-tune tab
         finetune_tab.wire(f, demo=demo, default=default, model_dd=m.model, predict_text=p.text, predict_pair=p.pair, tabs=tabs,
