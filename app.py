@@ -22,12 +22,22 @@ def main() -> None:
 
     signal.signal(signal.SIGTERM, _interrupt)  # docker stop / kill: exit like Ctrl-C, stopping the build child
     from bertviz_app import get_settings, start_default_build
+    from bertviz_app.startup_page import StartupPage
 
-    if get_settings().default_model == "default":
-        logging.getLogger("bertviz_app.build").info("%s", start_default_build().line())
-    from bertviz_app import ui
+    settings = get_settings()
+    try:  # a page at once, while gradio, torch and the app load (10 s quiet, minutes on a busy CPU)
+        page = StartupPage(settings.host, settings.port, settings.models_dir)
+    except OSError as exc:
+        raise SystemExit(f"Cannot listen on {settings.host}:{settings.port} ({exc.strerror}): "
+                         "stop what uses that port or set BERTVIZ_PORT / BERTVIZ_HOST.") from None
+    with page:
+        logging.getLogger("bertviz_app").info("starting; the page answers at http://%s:%d/ now", settings.host,
+                                              settings.port)
+        if settings.default_model == "default":
+            logging.getLogger("bertviz_app.build").info("%s", start_default_build().line())
+        from bertviz_app import ui
 
-    ui.launch()
+        ui.launch(before_serving=page.close)
 
 
 if __name__ == "__main__":

@@ -203,9 +203,11 @@ def _api_endpoints(default: str) -> None:
     gr.api(common.guard(summary), api_name="summary", concurrency_limit=2)
 
 
-def launch(host: str | None = None, port: int | None = None, model: str | None = None, **kw) -> gr.Blocks:
+def launch(host: str | None = None, port: int | None = None, model: str | None = None, before_serving=None,
+           **kw) -> gr.Blocks:
     """Build, queue and serve the app; returns the Blocks (pass prevent_thread_lock=True to get it back
-    at once). Defaults come from settings (host 127.0.0.1, port 7860)."""
+    at once). Defaults come from settings (host 127.0.0.1, port 7860). ``before_serving()`` runs
+    just before the server binds (app.py stops its startup page there)."""
     settings = core.get_settings()
     from bertviz_app.registry import clean_stale_folders
 
@@ -216,5 +218,7 @@ def launch(host: str | None = None, port: int | None = None, model: str | None =
     kw.setdefault("theme", gr.themes.Soft())
     kw.setdefault("show_error", False)  # never a traceback: handlers raise gr.Error with a clear message
     kw.setdefault("footer_links", ["api", "gradio"])
+    if before_serving is not None:
+        before_serving()
     demo.launch(server_name=host or settings.host, server_port=port or settings.port, **kw)
     return demo
