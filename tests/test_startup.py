@@ -125,6 +125,6 @@ def test_the_build_process_dies_with_the_server(tmp_path, sig):
         assert not _alive(builder), f"the build process {builder} outlived the server ({sig.name})"
         assert not (models / "default").exists()
         events = [json.loads(line) for line in (models / ".build" / "default.jsonl").read_text().splitlines()]
-        assert events and events[-1]["stage"] != "done"
+        assert not events or events[-1]["stage"] != "done"  # stopped before its first event, or mid-way
     finally:
         _stop_group(proc)
