@@ -12,7 +12,7 @@ that started it, a second server, the CLI) sees the same build:
   ``BuildStatus`` (state, progress, ETA, log tail).
 - ``default.log``: the child's stdout and stderr (a traceback, should one happen).
 
-The child dies with the server: it is terminated at exit (``atexit``), and on Linux the kernel
+The child runs at nice 10 (the page and its requests come first) and dies with the server: it is terminated at exit (``atexit``), and on Linux the kernel
 sends it SIGTERM when the server process dies (``PR_SET_PDEATHSIG``), even on a SIGKILL.
 """
 
