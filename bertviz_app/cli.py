@@ -224,12 +224,19 @@ def cmd_finetune(args) -> int:
 
 def cmd_serve(args) -> int:
     from . import start_default_build
+    from .startup_page import StartupPage
 
-    if args.model == "default":  # the page is served at once; the model builds in the background
-        print(start_default_build().line(), flush=True)
-    from .ui import launch
+    try:  # a page at once, while gradio and torch load
+        page = StartupPage(args.host, args.port, show_build=args.model == "default")
+    except OSError as exc:
+        return _fail(f"cannot listen on {args.host}:{args.port} ({exc.strerror}): stop what uses it or pass --port/--host")
+    with page:
+        if args.model == "default":  # the model builds in the background, its progress in this terminal
+            logging.getLogger("bertviz_app.build").setLevel(logging.INFO)
+            print(start_default_build().line(), flush=True)
+        from .ui import launch
 
-    launch(host=args.host, port=args.port, model=args.model)
+        launch(host=args.host, port=args.port, model=args.model, before_serving=page.close)
     return 0
 
 

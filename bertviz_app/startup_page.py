@@ -56,12 +56,12 @@ class StartupPage:
     """``with StartupPage(host, port, models_dir): ...import and build the real app...``: serves
     the placeholder until the block ends (then the port is free for the real app)."""
 
-    def __init__(self, host: str, port: int, models_dir: Path | None = None):
+    def __init__(self, host: str, port: int, models_dir: Path | None = None, show_build: bool = True):
         models = models_dir
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self):  # noqa: N802 - http.server's name
-                body = _PAGE.format(status=_status_html(models), marker=MARKER).encode()
+                body = _PAGE.format(status=_status_html(models) if show_build else "", marker=MARKER).encode()
                 self.send_response(503)
                 self.send_header("Content-Type", "text/html; charset=utf-8")
                 self.send_header("Content-Length", str(len(body)))

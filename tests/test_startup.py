@@ -128,3 +128,25 @@ def test_the_build_process_dies_with_the_server(tmp_path, sig):
         assert not events or events[-1]["stage"] != "done"  # stopped before its first event, or mid-way
     finally:
         _stop_group(proc)
+
+
+def test_startup_page_answers_not_ready_with_the_build_progress_then_frees_the_port(tmp_path):
+    import socket
+    import urllib.error
+    import urllib.request
+
+    from bertviz_app.build_job import EventLog, build_lock
+    from bertviz_app.startup_page import MARKER, StartupPage
+
+    models = tmp_path / "models"
+    port = free_port()
+    with build_lock(models), StartupPage("127.0.0.1", port, models) as page:
+        EventLog(models / ".build" / "default.jsonl")({"stage": "train", "message": "step 7/336", "fraction": 0.25, "eta": 80.0})
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/anything", timeout=10)
+        assert err.value.code == 503 and err.value.headers[MARKER] == "1"  # health checks: not ready yet
+        body = err.value.read().decode()
+        assert "Building the default model" in body and "25%" in body and "step 7/336" in body
+        page.close()
+    with socket.socket() as s:  # the real app can take the port over
+        s.bind(("127.0.0.1", port))
