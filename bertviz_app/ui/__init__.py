@@ -37,7 +37,7 @@ def build_app(model: str | None = None) -> gr.Blocks:
         gr.Markdown("# BERT classifier explorer\nClass probabilities, attention in every layer and head, and "
                     "Integrated Gradients attributions along the [CLS] path. Type a text and press **Analyze**.")
         state = gr.State(None, time_to_live=3600)
-        build = build_panel.build()  # the default model's background build, while it runs
+        build = build_panel.build(default)  # the default model's background build, while it runs
         with gr.Tabs() as tabs:
             with gr.Tab("Predict", id="predict"):
                 p = predict_tab.build()

@@ -59,10 +59,11 @@ def panel_md(status: core.BuildStatus) -> str:
     return ""
 
 
-def build() -> SimpleNamespace:
-    status = core.default_build_status()
+def build(default: str) -> SimpleNamespace:
+    """The panel (hidden unless the app's default is the default model and it is not built yet)."""
+    status = core.default_build_status() if default == "default" else core.BuildStatus("built")
     md = gr.Markdown(panel_md(status), visible=status.state != "built", elem_id="bv-build")
-    timer = gr.Timer(1.0, active=status.state != "built")
+    timer = gr.Timer(1.0, active=status.state == "building")
     seen = gr.State(status.state)  # the state the page last showed: switch once, on the change to built
     return SimpleNamespace(md=md, timer=timer, seen=seen)
 
@@ -71,9 +72,11 @@ def wire(ui: SimpleNamespace, *, demo: gr.Blocks, default: str, model_dd: gr.Dro
     """``on_built``: (fn, inputs, outputs) run once the dropdown switched to the new default model."""
 
     def refresh(model_name, seen):
+        if default != "default":  # the app opens another model: the default model's build is not its business
+            return {ui.md: gr.skip(), ui.timer: gr.Timer(active=False), model_dd: gr.skip(), ui.seen: seen}
         status = core.default_build_status()
         out = {ui.seen: status.state, ui.md: gr.update(value=panel_md(status), visible=status.state != "built")}
-        out[ui.timer] = gr.Timer(active=status.state != "built")
+        out[ui.timer] = gr.Timer(active=status.state == "building")
         out[model_dd] = gr.skip()
         if status.state == "built" and seen not in ("built", "switched"):
             out[ui.md] = gr.update(value="**The default model is ready** and now selected (Model tab); "
