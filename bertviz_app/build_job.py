@@ -73,6 +73,12 @@ class BuildStatus:
     log: tuple[str, ...] = ()  # the last LOG_TAIL progress lines, oldest first
     pid: int | None = None  # the building process
     error: str | None = None  # why a failed build failed
+    stage: str = ""  # of the latest event: start, data, train, evaluate, save, done, error
+
+    @property
+    def eta_measured(self) -> bool:
+        """False while the ETA is the typical build time (before training has timed this machine)."""
+        return self.stage not in ("", "start", "data")
 
     def line(self) -> str:
         """One line for the terminal and error messages."""
@@ -80,6 +86,7 @@ class BuildStatus:
             return "the default model is built"
         if self.state == "building":
             left = f", about {_duration(self.eta)} left" if self.eta is not None else ""
+            left += "" if self.eta_measured or not left else " if the CPU is quiet"
             return f"building the default model: {self.fraction:.0%}{left} ({self.message})"
         if self.state == "failed":
             return f"the default model's build failed: {self.error}"
@@ -201,7 +208,7 @@ def read_status(models_dir: Path | None = None) -> BuildStatus:
         if eta is not None:
             eta = max(0.0, eta - (now - last["time"]))
         return BuildStatus("building", float(last.get("fraction", 0.0)), now - start if start else None, eta,
-                           last.get("message", "starting..."), tail, holder or None)
+                           last.get("message", "starting..."), tail, holder or None, stage=last.get("stage", ""))
     if last.get("stage") == "error":
         return BuildStatus("failed", float(last.get("fraction", 0.0)), last.get("elapsed"), None,
                            last.get("message", ""), tail, error=last.get("message"))

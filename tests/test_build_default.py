@@ -118,3 +118,15 @@ def test_encoder_opens_by_name_with_the_fresh_head_warning(tmp_path, monkeypatch
     lm = load_model("encoder", device="cpu")
     assert lm.path == encoder_path() and lm.num_layers == 6
     assert any("no trained classification head" in w for w in lm.warnings)
+
+
+def test_eta_is_marked_typical_until_training_has_timed_this_machine():
+    from bertviz_app.build_job import BuildStatus
+    from bertviz_app.ui.build_panel import panel_md
+
+    early = BuildStatus("building", 0.02, 3.0, 140.0, "reading the reviews", ("reading the reviews",), stage="data")
+    timed = BuildStatus("building", 0.5, 90.0, 75.0, "step 168/336", ("step 168/336",), stage="train")
+    assert "if the CPU is quiet" in early.line() and "if the CPU is quiet" in panel_md(early)
+    assert "if the CPU is quiet" not in timed.line() and "if the CPU is quiet" not in panel_md(timed)
+    assert "**50%**" in panel_md(timed) and "1 min 15 s" in panel_md(timed) and "step 168/336" in panel_md(timed)
+    assert "failed" in panel_md(BuildStatus("failed", error="disk full")) and "disk full" in panel_md(BuildStatus("failed", error="disk full"))

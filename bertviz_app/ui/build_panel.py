@@ -45,6 +45,8 @@ def panel_md(status: core.BuildStatus) -> str:
     if status.state == "building":
         filled = int(round(status.fraction * BAR))
         eta = f" · about **{_duration(status.eta)}** left" if status.eta is not None else ""
+        if eta and not status.eta_measured:
+            eta += " if the CPU is quiet (measured once training starts)"
         since = f" · running for {_duration(status.elapsed)}" if status.elapsed is not None else ""
         return (f"**Building the default model** in the background: `{'█' * filled}{'░' * (BAR - filled)}` "
                 f"**{status.fraction:.0%}**{eta}{since}. Meanwhile the page shows the bare encoder (`encoder`, "
