@@ -1,6 +1,9 @@
 # Hugging Face Docker Space (or any Docker host): serves the app on port 7860.
 FROM python:3.11-slim
 
+# BERTVIZ_HOST=0.0.0.0 on purpose: inside a container the app must listen on every interface to be
+# reachable through the published port (outside Docker it defaults to 127.0.0.1). Local folder
+# loading stays off here, since the app is public.
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 MALLOC_ARENA_MAX=2 \
     TOKENIZERS_PARALLELISM=false HF_HUB_DISABLE_TELEMETRY=1 GRADIO_ANALYTICS_ENABLED=False \
     BERTVIZ_HOST=0.0.0.0 BERTVIZ_PORT=7860 BERTVIZ_ALLOW_LOCAL_PATHS=0
@@ -16,7 +19,8 @@ RUN pip install -q -r requirements.txt && pip install -q --no-deps -r requiremen
 
 COPY --chown=user . .
 USER user
-# The same script as the README; --build-model trains models/default into the image (~3 min on 2 cores).
+# The same script as the README; --build-model trains models/default into the image (about 2.5 minutes
+# on a quiet 2-core CPU), so the Space never builds at start-up.
 RUN PIP="pip --user" bash scripts/setup.sh --build-model
 
 EXPOSE 7860

@@ -16,6 +16,7 @@ _EXPORTS = {
     "attention": ("attention", "cls_rows", "mean_heads", "rollout"),
     "batching": ("predict_one", "explain_one"),
     "attribution": ("BASELINES", "OUTPUTS", "attribute", "attribute_many", "cls_lens", "cls_path"),
+    "build_job": ("BuildStatus",),
     "config": ("Settings", "get_settings"),
     "errors": ("BertvizError", "CancelledError", "DataError", "InputError", "ModelLoadError",
                "ModelNotFoundError", "ResourceError", "TrainingError"),
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from .attention import attention, cls_rows, mean_heads, rollout
     from .attribution import BASELINES, OUTPUTS, attribute, attribute_many, cls_lens, cls_path
     from .batching import explain_one, predict_one
+    from .build_job import BuildStatus
     from .catalog import list_models
     from .config import Settings, get_settings
     from .errors import (
@@ -68,8 +70,9 @@ def __dir__():
 
 __version__ = "0.1.0"
 
-# Each public name is written once, in _EXPORTS (or below, for the two functions defined here).
-__all__ = [name for names in _EXPORTS.values() for name in names] + ["build_default", "ensure_default_model"]
+# Each public name is written once, in _EXPORTS (or below, for the functions defined here).
+__all__ = [name for names in _EXPORTS.values() for name in names] + [
+    "build_default", "ensure_default_model", "start_default_build", "default_build_status"]
 
 
 def build_default(*args, **kwargs):
@@ -80,12 +83,32 @@ def build_default(*args, **kwargs):
 
 
 def ensure_default_model(progress=print) -> bool:
-    """Build models/default if it is missing. Returns True when a build ran."""
+    """Build models/default here and now if it is missing (waits for it). Returns True when a
+    build ran. The app uses ``start_default_build`` instead, which does not wait."""
+    from .build_job import EXPECTED_BUILD_TEXT, build_lock
     from .config import get_settings
 
-    path = get_settings().models_dir / "default"
+    models_dir = get_settings().models_dir
+    path = models_dir / "default"
     if (path / "config.json").is_file():
         return False
-    progress("The default model is not built yet; building it now (a few minutes on a CPU, once)...")
-    build_default(path, progress=progress)
+    progress(f"The default model is not built yet; building it now ({EXPECTED_BUILD_TEXT}; once)...")
+    with build_lock(models_dir):
+        build_default(path, progress=progress)
     return True
+
+
+def start_default_build():
+    """Start building models/default in a background process unless it is built or being built;
+    returns its ``BuildStatus`` at once (see ``build_job``). Call from the main thread."""
+    from .build_job import start_background_build
+
+    return start_background_build()
+
+
+def default_build_status():
+    """Where the default model's build stands (``BuildStatus``): built, building (progress,
+    ETA, log tail), failed (why) or missing."""
+    from .build_job import read_status
+
+    return read_status()

@@ -131,15 +131,27 @@ def cmd_models(args) -> int:
 
 def cmd_build_default(args) -> int:
     from . import build_default, get_settings
+    from .build_job import EventLog, build_lock
+    from .errors import BertvizError
 
-    dest = get_settings().models_dir / "default"
-    info = build_default(
-        dest,
-        max_train_rows=args.max_train_rows,
-        test_size=args.test_size,
-        epochs=args.epochs,
-        progress=(lambda msg: print(msg, file=sys.stderr, flush=True)) if args.json else (lambda msg: print(msg, flush=True)),
-    )
+    models_dir = get_settings().models_dir
+    dest = models_dir / "default"
+    with build_lock(models_dir):  # one build of the default model at a time, whoever starts it
+        events = EventLog(args.progress_file) if args.progress_file else None
+        try:
+            info = build_default(
+                dest,
+                max_train_rows=args.max_train_rows,
+                test_size=args.test_size,
+                epochs=args.epochs,
+                progress=(lambda msg: print(msg, file=sys.stderr, flush=True)) if args.json else (lambda msg: print(msg, flush=True)),
+                events=events,
+            )
+        except BaseException as exc:  # the page shows why the build stopped
+            if events is not None:
+                why = str(exc) if isinstance(exc, BertvizError) else f"{type(exc).__name__}: {exc}"
+                events({"stage": "error", "message": why or type(exc).__name__, "fraction": 0.0, "eta": None})
+            raise
     if args.json:
         _out({"model": "default", "path": str(dest), "metrics": {"accuracy": info["accuracy"], "macro_f1": info["macro_f1"]},
               "build_seconds": info["build_seconds"]})
@@ -212,13 +224,20 @@ def cmd_finetune(args) -> int:
 
 
 def cmd_serve(args) -> int:
-    from . import ensure_default_model
+    from . import start_default_build
+    from .startup_page import StartupPage
 
-    if args.model == "default":
-        ensure_default_model(progress=lambda m: print(m, flush=True))
-    from .ui import launch
+    try:  # a page at once, while gradio and torch load
+        page = StartupPage(args.host, args.port, show_build=args.model == "default")
+    except OSError as exc:
+        return _fail(f"cannot listen on {args.host}:{args.port} ({exc.strerror}): stop what uses it or pass --port/--host")
+    with page:
+        if args.model == "default":  # the model builds in the background, its progress in this terminal
+            logging.getLogger("bertviz_app.build").setLevel(logging.INFO)
+            print(start_default_build().line(), flush=True)
+        from .ui import launch
 
-    launch(host=args.host, port=args.port, model=args.model)
+        launch(host=args.host, port=args.port, model=args.model, before_serving=page.close)
     return 0
 
 
@@ -270,6 +289,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-train-rows", type=int, default=None, help="train on a sample (quick builds for tests)")
     p.add_argument("--test-size", type=int, default=2000, help="held-out reviews (default: %(default)s)")
     p.add_argument("--epochs", type=float, default=1.0)
+    p.add_argument("--progress-file", default=None,
+                   help="also append progress as JSON lines to this file (what `python app.py` shows while it builds)")
     p = add("finetune", cmd_finetune, "fine-tune a model on a labelled CSV/TSV/TXT file into models/runs/<name>")
     p.add_argument("data", help="training file with a header row (.csv, .tsv, .txt)")
     p.add_argument("--text-column", default=None, help="column with the text (default: guessed)")
@@ -288,7 +309,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--patience", type=int, default=2, help="early stopping: evaluations without improvement (0 = off)")
     p.add_argument("--seed", type=int, default=42)
     p = add("serve", cmd_serve, "serve the web app")
-    p.add_argument("--host", default=settings.host)
+    p.add_argument("--host", default=settings.host,
+                   help="address to listen on (default: %(default)s; 0.0.0.0 exposes the app to the network)")
     p.add_argument("--port", type=int, default=settings.port)
     return parser
 

@@ -49,7 +49,11 @@ class Settings:
         default_factory=lambda: _env("GPU_DTYPE", "auto"),
         metadata={"help": "Inference dtype on CUDA: auto (bf16 if supported, else fp16), bf16, fp16, fp32."},
     )
-    host: str = field(default_factory=lambda: _env("HOST", "0.0.0.0"), metadata={"help": "Address the app listens on."})
+    host: str = field(
+        default_factory=lambda: _env("HOST", "127.0.0.1"),
+        metadata={"help": "Address the app listens on: 127.0.0.1 (this machine only, the default: the app opens local "
+                  "folders and fine-tunes on uploads) or 0.0.0.0 (every interface; the Docker image sets it)."},
+    )
     port: int = field(default_factory=lambda: int(_env("PORT", "7860")), metadata={"help": "Port the app listens on."})
     cpu_int8: bool = field(
         default_factory=lambda: _flag("CPU_INT8", False),

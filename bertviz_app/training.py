@@ -58,6 +58,12 @@ class TrainConfig:
         default=2, metadata={"help": "Stop after this many evaluations without a better validation metric (0 = never)."}
     )
     metric: str = field(default="macro_f1", metadata={"help": "Validation metric that picks the best checkpoint: macro_f1 or accuracy."})
+    freeze_word_embeddings: bool = field(
+        default=False, metadata={"help": "Keep the word-embedding matrix (about half of a small BERT's parameters) fixed: "
+                                 "fewer optimizer updates, and words absent from the training data keep their pre-trained meaning."})
+    head_lr_scale: float = field(
+        default=1.0, metadata={"help": "Learning-rate multiplier for the pooler and classifier (the layers the task trains from scratch)."})
+    label_smoothing: float = field(default=0.0, metadata={"help": "Label smoothing of the cross-entropy loss, 0 to <0.5."})
 
     def __post_init__(self) -> None:
         checks = {
@@ -71,6 +77,8 @@ class TrainConfig:
             "early_stopping_patience": self.early_stopping_patience >= 0,
             "metric": self.metric in ("macro_f1", "accuracy"),
             "max_length": self.max_length is None or 8 <= self.max_length <= 4096,
+            "head_lr_scale": 0 < self.head_lr_scale <= 1000,
+            "label_smoothing": 0 <= self.label_smoothing < 0.5,
         }
         bad = [name for name, ok in checks.items() if not ok]
         if bad:
@@ -152,6 +160,33 @@ class _BestKeeper(TrainerCallback):
             if self.patience and self.bad_evals >= self.patience:
                 control.should_training_stop = True
         return control
+
+
+class _Trainer(Trainer):
+    """The Hugging Face Trainer, with the pooler and classifier optionally on a larger learning rate
+    (their own optimizer groups; the schedule scales every group alike)."""
+
+    HEAD_PREFIXES = ("bert.pooler.", "classifier.")
+
+    def __init__(self, *args, head_lr_scale: float = 1.0, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.head_lr_scale = head_lr_scale
+
+    def create_optimizer(self, model=None):
+        fresh = self.optimizer is None
+        optimizer = super().create_optimizer(model)
+        if not fresh or self.head_lr_scale == 1.0:
+            return optimizer
+        head = {id(p) for n, p in (model or self.model).named_parameters() if n.startswith(self.HEAD_PREFIXES)}
+        groups = optimizer.param_groups
+        optimizer.param_groups = []
+        for g in groups:
+            for params, scale in (([p for p in g["params"] if id(p) not in head], 1.0),
+                                  ([p for p in g["params"] if id(p) in head], self.head_lr_scale)):
+                if params:
+                    optimizer.add_param_group({**{k: v for k, v in g.items() if k != "params"}, "params": params,
+                                               "lr": g["lr"] * scale})
+        return optimizer
 
 
 def _tokenize(tokenizer, texts: Sequence[str], pairs: Sequence[str] | None, max_length: int) -> dict:
@@ -247,6 +282,8 @@ def train_classifier(
         )
     finally:
         hf_logging.set_verbosity(verbosity)
+    if config.freeze_word_embeddings:
+        model.bert.embeddings.word_embeddings.weight.requires_grad_(False)  # (V, D) stays as pre-trained
     base_labels = _base_labels(base_path)
     if base_labels is not None and base_labels != tuple(id2label.values()):
         model._init_weights(model.classifier)  # a head trained for other classes would mislead
@@ -293,13 +330,15 @@ def train_classifier(
         bf16=bf16,
         dataloader_num_workers=0,
         use_cpu=not torch.cuda.is_available(),
+        label_smoothing_factor=0.0 if multi_label else config.label_smoothing,
     )
     started = time.time()
     reporter = _Reporter(progress, cancel, started)
     keeper = _BestKeeper(config.metric, config.early_stopping_patience)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        trainer = Trainer(
+        trainer = _Trainer(
+            head_lr_scale=config.head_lr_scale,
             model=model,
             args=args,
             train_dataset=train_ds,

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -38,3 +40,93 @@ def test_reduced_build_default_trains_saves_and_predicts(tmp_path):
     assert pred.returncode == 0, pred.stderr
     row = json.loads(pred.stdout)
     assert row["label"] in ("negative", "positive") and abs(sum(row["scores"].values()) - 1) < 1e-6
+
+
+# --- the background build's bookkeeping (files any process can read), without training ---
+
+
+def _events(path: Path, *events: dict) -> None:
+    from bertviz_app.build_job import EventLog
+
+    log = EventLog(path)
+    for e in events:
+        log(e)
+
+
+def test_status_missing_then_building_then_failed_when_the_builder_died(tmp_path):
+    from bertviz_app.build_job import build_lock, read_status
+
+    models = tmp_path / "models"
+    assert read_status(models).state == "missing"
+    events = models / ".build" / "default.jsonl"
+    with build_lock(models):
+        _events(events, {"stage": "data", "message": "reading", "fraction": 0.04, "eta": 120.0},
+                {"stage": "train", "message": "step 10/336", "fraction": 0.3, "eta": 90.0})
+        s = read_status(models)
+        assert s.state == "building" and s.pid == os.getpid()
+        assert s.fraction == 0.3 and s.message == "step 10/336" and s.log == ("reading", "step 10/336")
+        assert 0 < s.eta <= 90 and s.elapsed >= 0
+        assert "30%" in s.line() and "left" in s.line()
+    s = read_status(models)  # the lock is gone, the events stop before "done": it was killed
+    assert s.state == "failed" and "stopped at 30%" in s.error and "build-default" in s.error
+
+
+def test_status_failed_with_the_builders_reason_and_built_once_saved(tmp_path):
+    from bertviz_app.build_job import read_status
+
+    models = tmp_path / "models"
+    _events(models / ".build" / "default.jsonl", {"stage": "error", "message": "scattertext is not installed", "fraction": 0.0})
+    s = read_status(models)
+    assert s.state == "failed" and s.error == "scattertext is not installed"
+    (models / "default").mkdir(parents=True)
+    (models / "default" / "config.json").write_text("{}")
+    assert read_status(models).state == "built"
+
+
+def test_a_second_build_is_refused_while_one_runs(tmp_path):
+    from bertviz_app.build_job import build_lock
+
+    models = tmp_path / "models"
+    env = {**os.environ, "BERTVIZ_MODELS_DIR": str(models), "HF_HUB_OFFLINE": "1"}
+    with build_lock(models):
+        second = subprocess.run([sys.executable, "-m", "bertviz_app", "build-default", "--max-train-rows", "10"],
+                                capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+    assert second.returncode == 2
+    assert f"Another process (pid {os.getpid()}) is building the default model" in second.stderr
+    assert "Traceback" not in second.stderr and not (models / "default").exists()
+
+
+def test_not_built_message_names_the_encoder_and_the_running_build(tmp_path, monkeypatch):
+    from bertviz_app import ModelNotFoundError, load_model
+    from bertviz_app.build_job import EXPECTED_BUILD_TEXT, build_lock
+
+    models = tmp_path / "models"
+    monkeypatch.setenv("BERTVIZ_MODELS_DIR", str(models))
+    with build_lock(models):
+        _events(models / ".build" / "default.jsonl", {"stage": "train", "message": "step 5/9", "fraction": 0.5, "eta": 60.0})
+        with pytest.raises(ModelNotFoundError) as err:
+            load_model("default")
+    msg = str(err.value)
+    assert "not built yet" in msg and "being built now: 50%" in msg and "'encoder'" in msg and EXPECTED_BUILD_TEXT in msg
+
+
+def test_encoder_opens_by_name_with_the_fresh_head_warning(tmp_path, monkeypatch):
+    from bertviz_app import load_model
+    from bertviz_app.default_model import encoder_path
+
+    monkeypatch.setenv("BERTVIZ_MODELS_DIR", str(tmp_path / "models"))
+    lm = load_model("encoder", device="cpu")
+    assert lm.path == encoder_path() and lm.num_layers == 6
+    assert any("no trained classification head" in w for w in lm.warnings)
+
+
+def test_eta_is_marked_typical_until_training_has_timed_this_machine():
+    from bertviz_app.build_job import BuildStatus
+    from bertviz_app.ui.build_panel import panel_md
+
+    early = BuildStatus("building", 0.02, 3.0, 140.0, "reading the reviews", ("reading the reviews",), stage="data")
+    timed = BuildStatus("building", 0.5, 90.0, 75.0, "step 168/336", ("step 168/336",), stage="train")
+    assert "if the CPU is quiet" in early.line() and "if the CPU is quiet" in panel_md(early)
+    assert "if the CPU is quiet" not in timed.line() and "if the CPU is quiet" not in panel_md(timed)
+    assert "**50%**" in panel_md(timed) and "1 min 15 s" in panel_md(timed) and "step 168/336" in panel_md(timed)
+    assert "failed" in panel_md(BuildStatus("failed", error="disk full")) and "disk full" in panel_md(BuildStatus("failed", error="disk full"))

@@ -63,3 +63,16 @@ def test_every_setting_is_documented():
     readme = (ROOT / "README.md").read_text()
     for f in fields(Settings):
         assert f"`{env_name(f)}`" in readme, f"{env_name(f)} is not in the README settings table"
+
+
+def test_app_listens_on_loopback_unless_told_and_the_image_says_every_interface(monkeypatch):
+    from bertviz_app.config import Settings
+    from bertviz_app.cli import build_parser
+
+    monkeypatch.delenv("BERTVIZ_HOST", raising=False)
+    assert Settings().host == "127.0.0.1"  # python app.py / serve: this machine only
+    assert build_parser().parse_args(["serve"]).host == "127.0.0.1"
+    assert build_parser().parse_args(["serve", "--host", "0.0.0.0"]).host == "0.0.0.0"
+    monkeypatch.setenv("BERTVIZ_HOST", "0.0.0.0")
+    assert Settings().host == "0.0.0.0"
+    assert re.search(r"^ENV .*\bBERTVIZ_HOST=0\.0\.0\.0\b", DOCKERFILE.replace("\\\n", " "), re.M)  # the container sets it explicitly

@@ -20,7 +20,7 @@ import numpy as np
 
 import bertviz_app as core
 
-from . import attention_tab, attribution_tab, common, finetune_tab, model_tab, predict_tab
+from . import attention_tab, attribution_tab, build_panel, common, finetune_tab, model_tab, predict_tab
 
 __all__ = ["build_app", "launch", "CSS"]
 
@@ -44,6 +44,7 @@ def build_app(model: str | None = None) -> gr.Blocks:
         gr.Markdown("# BERT classifier explorer\nClass probabilities, attention in every layer and head, and "
                     "Integrated Gradients attributions along the [CLS] path. Type a text and press **Analyze**.")
         state = gr.State(None, time_to_live=3600)
+        build = build_panel.build(default)  # the default model's background build, while it runs
         with gr.Tabs() as tabs:
             with gr.Tab("Predict", id="predict"):
                 p = predict_tab.build()
@@ -147,14 +148,22 @@ def build_app(model: str | None = None) -> gr.Blocks:
         m.load.click(load_model, inputs=[m.model, t.target], outputs=model_outputs, api_visibility="private", **HEAVY)
 
         def on_start(model_name, target):
-            """First page load: show the model, or say plainly why it cannot be loaded (no error toast)."""
+            """First page load: show the model, or say plainly why it cannot be loaded (no error toast).
+            While the default model builds, the page opens the bare encoder."""
+            opened = build_panel.start_model(model_name, default)
             try:
-                return load_model(model_name, target)
+                out = load_model(opened, target)
             except gr.Error as exc:
                 msg = f"**Warning:** {common.esc(exc.message)}"
-                return {m.info: msg, p.model_info: msg}
+                out = {m.info: msg, p.model_info: msg}
+            if opened != model_name:
+                out[m.model] = gr.update(value=opened)
+            return out
 
-        demo.load(on_start, inputs=[m.model, t.target], outputs=model_outputs, api_visibility="private", **HEAVY)
+        demo.load(on_start, inputs=[m.model, t.target], outputs=model_outputs | {m.model}, api_visibility="private",
+                  **HEAVY)
+        build_panel.wire(build, demo=demo, default=default, model_dd=m.model,
+                         on_built=(load_model, [m.model, t.target], model_outputs))
 
         # ------------------------------------------------------------- fine-tune tab
         finetune_tab.wire(f, demo=demo, default=default, model_dd=m.model, predict_text=p.text, predict_pair=p.pair, tabs=tabs,
@@ -220,9 +229,11 @@ def _api_endpoints(default: str) -> None:
     gr.api(common.guard(summary), api_name="summary", concurrency_limit=2)
 
 
-def launch(host: str | None = None, port: int | None = None, model: str | None = None, **kw) -> gr.Blocks:
+def launch(host: str | None = None, port: int | None = None, model: str | None = None, before_serving=None,
+           **kw) -> gr.Blocks:
     """Build, queue and serve the app; returns the Blocks (pass prevent_thread_lock=True to get it back
-    at once). Defaults come from settings (host 0.0.0.0, port 7860)."""
+    at once). Defaults come from settings (host 127.0.0.1, port 7860). ``before_serving()`` runs
+    just before the server binds (app.py stops its startup page there)."""
     settings = core.get_settings()
     from bertviz_app.registry import clean_stale_folders
 
@@ -233,5 +244,7 @@ def launch(host: str | None = None, port: int | None = None, model: str | None =
     kw.setdefault("theme", gr.themes.Soft())
     kw.setdefault("show_error", False)  # never a traceback: handlers raise gr.Error with a clear message
     kw.setdefault("footer_links", ["api", "gradio"])
+    if before_serving is not None:
+        before_serving()
     demo.launch(server_name=host or settings.host, server_port=port or settings.port, **kw)
     return demo

@@ -9,12 +9,12 @@ import gradio as gr
 
 import bertviz_app as core
 
-from . import common
+from . import build_panel, common
 
 
 def build(default: str) -> SimpleNamespace:
     with gr.Row():
-        model = gr.Dropdown(choices=common.model_choices(default), value=default, allow_custom_value=True,
+        model = gr.Dropdown(choices=build_panel.choices(default), value=default, allow_custom_value=True,
                             label="Model", info=("a registered model, or type a Hub id (owner/name)"
                                                      + (" or a local folder" if core.get_settings().allow_local_paths else "")),
                             elem_id="bv-model", scale=3)

@@ -1,0 +1,100 @@
+"""The default model's background build on the page: progress, ETA and the log's last lines,
+refreshed every second by a ``gr.Timer`` while the build runs. Meanwhile the page opens the bare
+encoder (``encoder``); when the build finishes the Model dropdown gains ``default`` and switches
+to it, without a restart. The panel stays hidden when the default model was built already."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import gradio as gr
+
+import bertviz_app as core
+
+from . import common
+
+__all__ = ["ENCODER", "build", "wire", "start_model", "panel_md", "choices"]
+
+ENCODER = "encoder"  # the bare pip-shipped MiniLM encoder (registry name), openable while the default builds
+BAR = 30
+
+
+def start_model(model_name: str | None, default: str) -> str:
+    """What a fresh page opens: the bare encoder while the default model is not built yet."""
+    name = (model_name or "").strip() or default
+    if name == "default" and core.default_build_status().state != "built":
+        return ENCODER
+    return name
+
+
+def choices(default: str) -> list[str]:
+    """The Model dropdown's choices: the registered models, then the bare encoder."""
+    names = common.model_choices(default)
+    return names if ENCODER in names else [*names, ENCODER]
+
+
+def _duration(seconds: float | None) -> str:
+    s = max(0, int(round(seconds or 0)))
+    return f"{s // 60} min {s % 60:02d} s" if s >= 60 else f"{s} s"
+
+
+def panel_md(status: core.BuildStatus) -> str:
+    """The panel's text for a build status (empty when there is nothing to say)."""
+    tail = "\n".join(status.log[-6:])
+    log = f"\n\n```text\n{tail}\n```" if tail else ""
+    if status.state == "building":
+        filled = int(round(status.fraction * BAR))
+        eta = f" · about **{_duration(status.eta)}** left" if status.eta is not None else ""
+        if eta and not status.eta_measured:
+            eta += " if the CPU is quiet (measured once training starts)"
+        since = f" · running for {_duration(status.elapsed)}" if status.elapsed is not None else ""
+        return (f"**Building the default model** in the background: `{'█' * filled}{'░' * (BAR - filled)}` "
+                f"**{status.fraction:.0%}**{eta}{since}. Meanwhile the page shows the bare encoder (`encoder`, "
+                "untrained head) or any model you pick; it switches to the default model when the build is done, "
+                f"no restart needed.{log}")
+    if status.state == "failed":
+        return (f"**The default model's build failed:** {common.esc(status.error or 'unknown reason')} "
+                f"Run `python -m bertviz_app build-default` in a terminal to see why; other models work meanwhile.{log}")
+    if status.state == "missing":
+        return ("**The default model is not built.** Restart with `python app.py` to build it in the background, or run "
+                "`python -m bertviz_app build-default`; the bare `encoder` and other models work meanwhile.")
+    return ""
+
+
+def build(default: str) -> SimpleNamespace:
+    """The panel (hidden unless the app's default is the default model and it is not built yet)."""
+    status = core.default_build_status() if default == "default" else core.BuildStatus("built")
+    md = gr.Markdown(panel_md(status), visible=status.state != "built", elem_id="bv-build")
+    timer = gr.Timer(1.0, active=status.state == "building")
+    seen = gr.State(status.state)  # the state the page last showed: switch once, on the change to built
+    return SimpleNamespace(md=md, timer=timer, seen=seen)
+
+
+def wire(ui: SimpleNamespace, *, demo: gr.Blocks, default: str, model_dd: gr.Dropdown, on_built: tuple) -> None:
+    """``on_built``: (fn, inputs, outputs) run once the dropdown switched to the new default model."""
+
+    def refresh(model_name, seen):
+        if default != "default":  # the app opens another model: the default model's build is not its business
+            return {ui.md: gr.skip(), ui.timer: gr.Timer(active=False), model_dd: gr.skip(), ui.seen: seen}
+        status = core.default_build_status()
+        out = {ui.seen: status.state, ui.md: gr.update(value=panel_md(status), visible=status.state != "built")}
+        out[ui.timer] = gr.Timer(active=status.state == "building")
+        out[model_dd] = gr.skip()
+        if status.state == "built" and seen not in ("built", "switched"):
+            out[ui.md] = gr.update(value="**The default model is ready** and now selected (Model tab); "
+                                   "its model card is `models/default/README.md`.", visible=True)
+            switch = default == "default" and (model_name or "").strip() in ("", ENCODER, "default")
+            out[model_dd] = gr.update(choices=choices(default), value="default" if switch else model_name)
+            out[ui.seen] = "switched" if switch else "built"
+        return out
+
+    fn, inputs, outputs = on_built
+
+    def after(seen, *args):
+        return fn(*args) if seen == "switched" else {}
+
+    demo.load(refresh, inputs=[model_dd, ui.seen], outputs={ui.md, ui.timer, model_dd, ui.seen},
+              api_visibility="private", show_progress="hidden", concurrency_limit=None)
+    ui.timer.tick(refresh, inputs=[model_dd, ui.seen], outputs={ui.md, ui.timer, model_dd, ui.seen},
+                  api_visibility="private", show_progress="hidden", concurrency_limit=None).then(
+        after, inputs=[ui.seen, *inputs], outputs=outputs, api_visibility="private", show_progress="hidden")

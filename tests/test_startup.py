@@ -1,0 +1,152 @@
+"""`python app.py` on a fresh clone (no model built): the page answers within 15 s while the default
+model builds in the background, shows the build's progress, opens the bare encoder meanwhile and
+switches to the default model when it is built; the build process never outlives the server.
+
+The build child honours BERTVIZ_BUILD_MAX_TRAIN_ROWS / BERTVIZ_BUILD_TEST_SIZE, so these tests run
+the real build path on a few hundred reviews instead of spending minutes on the full build."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGE_DEADLINE_S = 15  # the issue's promise: the first page within 15 s of `python app.py`
+
+
+def _start_app(tmp_path: Path, rows: int) -> tuple[subprocess.Popen, str, Path]:
+    models = tmp_path / "models"
+    port = free_port()
+    env = {**os.environ, "BERTVIZ_MODELS_DIR": str(models), "BERTVIZ_PORT": str(port), "BERTVIZ_MODEL": "default",
+           "HF_HUB_OFFLINE": "1", "BERTVIZ_BUILD_MAX_TRAIN_ROWS": str(rows), "BERTVIZ_BUILD_TEST_SIZE": "64"}
+    env.pop("BERTVIZ_HOST", None)  # the default bind: 127.0.0.1
+    log = (tmp_path / "app.log").open("w")
+    # Its own process group, so the test can end the server and anything it started at once.
+    proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    return proc, f"http://127.0.0.1:{port}/", models
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (exited, not yet reaped by its parent) counts as gone
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return not Path("/proc").is_dir()
+
+
+def _builder_pid(models: Path, within: float = 120) -> int:
+    lock = models / ".build" / "default.lock"
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        text = lock.read_text().strip() if lock.is_file() else ""
+        if text.isdigit():
+            return int(text)
+        time.sleep(0.2)
+    raise AssertionError("no build process took the build lock")
+
+
+def _stop_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(timeout=30)
+
+
+def test_page_at_once_shows_the_build_then_switches_to_the_built_model(tmp_path, browser):
+    from playwright.sync_api import Error as PlaywrightError
+    from playwright.sync_api import expect
+
+    proc, url, models = _start_app(tmp_path, rows=320)
+    try:
+        page = browser.new_page()
+        started = time.monotonic()
+        while True:
+            try:
+                page.goto(url, timeout=5000)
+                break
+            except PlaywrightError:
+                assert proc.poll() is None, (tmp_path / "app.log").read_text()[-3000:]
+                assert time.monotonic() - started < PAGE_DEADLINE_S, "no page within 15 s of python app.py"
+                time.sleep(0.25)
+        # First the startup page (while gradio and torch load), then the app itself: both show the build.
+        first = page.locator("#bv-startup-build, #bv-build")
+        expect(first.first).to_contain_text("Building the default model", timeout=PAGE_DEADLINE_S * 1000)
+        expect(first.first).to_contain_text("%")
+        assert time.monotonic() - started < PAGE_DEADLINE_S
+        panel = page.locator("#bv-build")  # the startup page turns into the app by itself
+        expect(panel).to_contain_text("Building the default model", timeout=300_000)
+        assert not (models / "default" / "config.json").exists()  # it really was still building
+        # Meanwhile the page opened the bare encoder, with its untrained-head warning.
+        expect(page.locator("#bv-model-info")).to_contain_text("encoder", timeout=120_000)
+        expect(page.locator("#bv-warnings")).to_contain_text("no trained classification head")
+        page.get_by_role("tab", name="Model").click()
+        expect(page.locator("#bv-model input")).to_have_value("encoder")
+        # The build finishes: the dropdown switches to the default model and the page says so, no restart.
+        expect(panel).to_contain_text("The default model is ready", timeout=600_000)
+        expect(page.locator("#bv-model input")).to_have_value("default", timeout=30_000)
+        expect(page.locator("#bv-model-summary")).to_contain_text("negative, positive", timeout=120_000)
+        expect(page.locator("#bv-model-summary")).not_to_contain_text("no trained classification head")
+        page.get_by_role("tab", name="Predict").click()
+        expect(page.locator("#bv-model-info")).to_contain_text("default")
+        expect(page.locator("#bv-warnings")).not_to_contain_text("no trained classification head")
+        assert (models / "default" / "model.safetensors").is_file()
+        log = (tmp_path / "app.log").read_text()
+        assert "building the default model in the background" in log and "default model build" in log  # the terminal too
+        page.close()
+    finally:
+        _stop_group(proc)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_the_build_process_dies_with_the_server(tmp_path, sig):
+    proc, _, models = _start_app(tmp_path, rows=2000)
+    try:
+        builder = _builder_pid(models)
+        assert builder != proc.pid and _alive(builder)
+        os.kill(proc.pid, sig)  # the server alone, not its group: the child must not be orphaned
+        proc.wait(timeout=60)
+        deadline = time.monotonic() + 60
+        while _alive(builder) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _alive(builder), f"the build process {builder} outlived the server ({sig.name})"
+        assert not (models / "default").exists()
+        events = [json.loads(line) for line in (models / ".build" / "default.jsonl").read_text().splitlines()]
+        assert not events or events[-1]["stage"] != "done"  # stopped before its first event, or mid-way
+    finally:
+        _stop_group(proc)
+
+
+def test_startup_page_answers_not_ready_with_the_build_progress_then_frees_the_port(tmp_path):
+    import socket
+    import urllib.error
+    import urllib.request
+
+    from bertviz_app.build_job import EventLog, build_lock
+    from bertviz_app.startup_page import MARKER, StartupPage
+
+    models = tmp_path / "models"
+    port = free_port()
+    with build_lock(models), StartupPage("127.0.0.1", port, models) as page:
+        EventLog(models / ".build" / "default.jsonl")({"stage": "train", "message": "step 7/336", "fraction": 0.25, "eta": 80.0})
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/anything", timeout=10)
+        assert err.value.code == 503 and err.value.headers[MARKER] == "1"  # health checks: not ready yet
+        body = err.value.read().decode()
+        assert "Building the default model" in body and "25%" in body and "step 7/336" in body
+        page.close()
+    with socket.socket() as s:  # the real app can take the port over
+        s.bind(("127.0.0.1", port))
