@@ -32,24 +32,57 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Iterator
 
 import numpy as np
 import torch
 
 from .config import get_settings
-from .data import Dataset, Problem, Report, Table, guess_columns, split_dataset, validate, validation_dataset
+from .data import (
+    Dataset,
+    Report,
+    Table,
+    guess_columns,
+    split_dataset,
+    validate,
+    validation_dataset,
+)
 from .data import build_dataset as _build_dataset
 from .errors import BertvizError, CancelledError, DataError, InputError, TrainingError
-from .training import TrainConfig, atomic_save, evaluate_predictions, metrics_tables, train_classifier
+from .training import (
+    TrainConfig,
+    atomic_save,
+    evaluate_predictions,
+    metrics_tables,
+    train_classifier,
+)
 
 __all__ = [
-    "MODES", "RUN_MODES", "DEFAULT_BASE", "ENCODER", "RunResult", "Verdict", "FinetunePlan", "FinetuneJob",
-    "plan_finetune", "run_plan", "run_finetune", "review_columns", "auto_config", "majority_baseline", "judge",
-    "list_runs", "load_run_info", "base_model_path", "valid_run_name", "run_folder", "zip_run", "push_run",
+    "DEFAULT_BASE",
+    "ENCODER",
+    "MODES",
+    "RUN_MODES",
+    "FinetuneJob",
+    "FinetunePlan",
+    "RunResult",
+    "Verdict",
+    "auto_config",
+    "base_model_path",
+    "judge",
+    "list_runs",
+    "load_run_info",
+    "majority_baseline",
+    "plan_finetune",
+    "push_run",
+    "review_columns",
+    "run_finetune",
+    "run_folder",
+    "run_plan",
+    "valid_run_name",
+    "zip_run",
 ]
 
 RUN_MODES = ("full", "probe")
@@ -214,7 +247,7 @@ def push_run(run: str | None, repo_id: str | None, token: str | None, private: b
         api.create_repo(repo_id, private=bool(private), exist_ok=True, repo_type="model")
         info = api.upload_folder(folder_path=str(path), repo_id=repo_id, repo_type="model",
                                  ignore_patterns=[RUN_INFO], commit_message=f"Upload {run} from bertviz-app")
-    except Exception as exc:  # noqa: BLE001 - network/auth errors become one clear line, token scrubbed
+    except Exception as exc:
         first = (str(exc).splitlines() or [type(exc).__name__])[0].replace(token, "***")[:300]
         raise InputError(f"The push to {repo_id!r} failed: {first}") from None
     return getattr(info, "commit_url", None) or f"https://huggingface.co/{repo_id}"
@@ -434,7 +467,7 @@ def _evaluate(model, tokenizer, val: Dataset, max_length: int) -> tuple[dict, li
         truth = val.multi_hot()
         metrics = evaluate_predictions(truth, pred, names)
         wrong_idx = np.where((pred != truth).any(axis=1))[0]
-        fmt = lambda row: "|".join(names[j] for j in np.where(row)[0]) or "(none)"  # noqa: E731
+        fmt = lambda row: "|".join(names[j] for j in np.where(row)[0]) or "(none)"
         wrong = [{"row": val.source_rows[i], "text": val.texts[i], "pair": val.pairs[i] if val.pairs else None,
                   "true": fmt(truth[i]), "predicted": fmt(pred[i]), "confidence": float(np.abs(probs[i] - 0.5).max() + 0.5)}
                  for i in wrong_idx]
@@ -811,7 +844,7 @@ class FinetuneJob:
     def _work(self) -> None:
         try:
             self.results = run_plan(self.plan, progress=self._events.put, cancel=self.cancel_event)
-        except BaseException as exc:  # noqa: BLE001 - handed to whoever reads the job
+        except BaseException as exc:
             self.error = exc
         finally:
             self._events.put({"kind": "done"})
