@@ -581,7 +581,8 @@ def judge(metrics: dict, majority: dict, *, mode: str, log_history=(), probe: di
     more_rows = f"Add labelled rows: {n_train:,} training rows is little; aim for 100+ per class." if n_train < 100 * n_classes else None
     tune = []
     if mode == "full":
-        tune.append("Leave epochs, learning rate, batch size and warm-up blank: they are then chosen from the data size.")
+        tune.append("If you set epochs or the learning rate yourself, leave them blank: they are then chosen from the "
+                    "data size.")
         if lr is not None:
             tune.append(f"Train longer or faster: more epochs (now {epochs}) or a larger learning rate (now {lr:g}; "
                         f"try {min(lr * 3, 3e-4):.0e}).")
@@ -591,7 +592,10 @@ def judge(metrics: dict, majority: dict, *, mode: str, log_history=(), probe: di
         message = (f"The model has not learned: {base_txt}, which is within what chance gives on {n} validation "
                    f"rows.{loss_txt}")
         suggestions = tune + ["Check the labels: do the texts really carry them, and are they consistent?"]
-        if mode == "full":
+        probe_failed = probe is not None and float(probe["accuracy"]) < min(1.0, maj_acc + band)
+        if probe_failed:
+            message += " The frozen-encoder probe did not beat it either, so the labels may not follow from the texts."
+        elif mode == "full":
             suggestions.append("Try probe mode (frozen encoder + logistic regression): it needs less data.")
     elif mode == "full" and (flat or uniform):
         status = "weak"
