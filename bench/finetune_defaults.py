@@ -70,13 +70,20 @@ def main() -> int:
     print(f"data: {data} ({3 * PER_CLASS} rows, fresh/rotten/plot); base {bv.DEFAULT_BASE}; "
           f"torch threads {torch.get_num_threads()}; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}", flush=True)
 
+    started = time.time()
+
     def show(e):
         if e.get("kind") == "mode":
-            print(f"-- {e['mode']} ({e['index']} of {e['of']})", flush=True)
+            print(f"-- {e['mode']} ({e['index']} of {e['of']}) at {time.time() - started:.0f}s", flush=True)
+        elif e.get("kind") == "result":
+            r = e["result"]
+            print(f"== {r.name}: macro-F1 {r.metrics['macro_f1']:.4f}, accuracy {r.metrics['accuracy']:.4f}, "
+                  f"{r.seconds:.0f}s; verdict {r.verdict.status}: {r.verdict.message}", flush=True)
         elif e.get("kind") == "progress":
             logs = {k: v for k, v in (e.get("logs") or {}).items() if k in ("loss", "eval_macro_f1", "eval_accuracy")}
             if logs:
-                print(f"   step {e['step']}/{e['max_steps']} " + " ".join(f"{k} {v:.4f}" for k, v in logs.items()), flush=True)
+                print(f"   step {e['step']}/{e['max_steps']} " + " ".join(f"{k} {v:.4f}" for k, v in logs.items())
+                      + f"  ({time.time() - started:.0f}s, load {os.getloadavg()[0]:.1f})", flush=True)
 
     plan = bv.plan_finetune(data, mode="both")
     print("automatic settings: " + "; ".join(plan.auto), flush=True)
