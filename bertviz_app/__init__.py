@@ -18,8 +18,8 @@ _EXPORTS = {
     "config": ("Settings", "get_settings"),
     "finetune": ("DEFAULT_BASE", "ENCODER", "MODES", "FinetuneJob", "FinetunePlan", "RunResult", "Verdict",
                  "auto_config", "base_model_path", "list_runs", "load_run_info", "plan_finetune", "push_run",
-                 "review_columns", "run_folder", "run_plan", "zip_run"),
-    "data": ("read_table", "guess_columns", "safe_csv_cell"),
+                 "run_folder", "run_plan", "zip_run"),
+    "data": ("read_table", "guess_columns", "review_columns", "safe_csv_cell"),
     "training": ("TrainConfig",),
     "errors": ("BertvizError", "CancelledError", "DataError", "InputError", "ModelLoadError",
                "ModelNotFoundError", "ResourceError", "TrainingError"),
@@ -35,14 +35,14 @@ if TYPE_CHECKING:  # for type checkers and IDEs
     from .attention import attention, cls_rows, mean_heads, rollout  # noqa: F401
     from .attribution import BASELINES, OUTPUTS, attribute, attribute_many, cls_lens, cls_path  # noqa: F401
     from .config import Settings, get_settings  # noqa: F401
-    from .data import guess_columns, read_table, safe_csv_cell  # noqa: F401
+    from .data import guess_columns, read_table, review_columns, safe_csv_cell  # noqa: F401
     from .errors import (  # noqa: F401
         BertvizError, CancelledError, DataError, InputError, ModelLoadError, ModelNotFoundError, ResourceError,  # noqa: F401
         TrainingError,
     )
     from .finetune import (  # noqa: F401
         DEFAULT_BASE, ENCODER, MODES, FinetuneJob, FinetunePlan, RunResult, Verdict, auto_config, base_model_path,
-        list_runs, load_run_info, plan_finetune, push_run, review_columns, run_folder, run_plan, zip_run,
+        list_runs, load_run_info, plan_finetune, push_run, run_folder, run_plan, zip_run,
     )
     from .inference import predict  # noqa: F401
     from .registry import LoadedModel, clear_cache, list_models, load_model, resolve_device  # noqa: F401
@@ -80,8 +80,8 @@ __all__ = [
     "WordGroups", "merge_attention", "merge_rows", "merge_scores", "word_groups",
     "build_default", "ensure_default_model",
     "DEFAULT_BASE", "ENCODER", "MODES", "FinetuneJob", "FinetunePlan", "RunResult", "Verdict", "auto_config",
-    "base_model_path", "list_runs", "load_run_info", "plan_finetune", "push_run", "review_columns", "run_folder", "run_plan", "zip_run",
-    "read_table", "guess_columns", "safe_csv_cell", "TrainConfig",
+    "base_model_path", "list_runs", "load_run_info", "plan_finetune", "push_run", "run_folder", "run_plan", "zip_run",
+    "read_table", "guess_columns", "review_columns", "safe_csv_cell", "TrainConfig",
 ]
 
 

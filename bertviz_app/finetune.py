@@ -43,15 +43,14 @@ import torch
 from .config import get_settings
 from .data import (
     Dataset,
-    Report,
     Table,
     guess_columns,
+    review_columns,
     split_dataset,
-    validate,
     validation_dataset,
 )
 from .data import build_dataset as _build_dataset
-from .errors import BertvizError, CancelledError, DataError, InputError, TrainingError
+from .errors import CancelledError, DataError, InputError, TrainingError
 from .training import (
     TrainConfig,
     atomic_save,
@@ -247,7 +246,7 @@ def push_run(run: str | None, repo_id: str | None, token: str | None, private: b
         api.create_repo(repo_id, private=bool(private), exist_ok=True, repo_type="model")
         info = api.upload_folder(folder_path=str(path), repo_id=repo_id, repo_type="model",
                                  ignore_patterns=[RUN_INFO], commit_message=f"Upload {run} from bertviz-app")
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - network/auth errors become one clear line, token scrubbed
         first = (str(exc).splitlines() or [type(exc).__name__])[0].replace(token, "***")[:300]
         raise InputError(f"The push to {repo_id!r} failed: {first}") from None
     return getattr(info, "commit_url", None) or f"https://huggingface.co/{repo_id}"
@@ -675,31 +674,6 @@ def auto_config(n_train: int, hidden_size: int = 384, *, epochs: float | None = 
 
 
 # --------------------------------------------------------------------------- plan -> run
-def _truncation_check() -> dict:
-    """Tokenizer and length for the report's "will be truncated" warning: the encoder's WordPiece
-    vocabulary (shared by the default model and runs built on it) at BERT's 512 tokens. Skipped,
-    not fatal, when the encoder package is missing."""
-    try:
-        from .default_model import encoder_tokenizer
-
-        return {"tokenizer": encoder_tokenizer(), "max_length": 512}
-    except BertvizError:
-        return {}
-
-
-def review_columns(table: Table, text_column: str | None, label_column: str | None, pair_column: str | None = None,
-                   multi_label: bool = False) -> Report:
-    """The validation report for a column choice (errors block training, warnings do not).
-    Raises InputError when the choice itself is incomplete or inconsistent."""
-    if not text_column or not label_column:
-        raise InputError("Choose the text column and the label column.")
-    if text_column == label_column:
-        raise InputError("The text column and the label column must be different columns.")
-    if pair_column and pair_column in (text_column, label_column):
-        raise InputError("The second text column must differ from the text and label columns.")
-    return validate(table, text_column, label_column, pair_column or None, bool(multi_label), **_truncation_check())
-
-
 def _val_columns(val_table: Table, text: str, label: str, pair: str | None) -> tuple[str, str, str | None, list[str]]:
     cols = set(val_table.columns)
     if {text, label} <= cols and (not pair or pair in cols):
@@ -848,7 +822,7 @@ class FinetuneJob:
     def _work(self) -> None:
         try:
             self.results = run_plan(self.plan, progress=self._events.put, cancel=self.cancel_event)
-        except BaseException as exc:
+        except BaseException as exc:  # noqa: BLE001 - handed to whoever reads the job
             self.error = exc
         finally:
             self._events.put({"kind": "done"})
