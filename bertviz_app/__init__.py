@@ -18,6 +18,11 @@ _EXPORTS = {
     "attribution": ("BASELINES", "OUTPUTS", "attribute", "attribute_many", "cls_lens", "cls_path"),
     "build_job": ("BuildStatus",),
     "config": ("Settings", "get_settings"),
+    "finetune": ("DEFAULT_BASE", "ENCODER", "MODES", "FinetuneJob", "FinetunePlan", "RunResult", "Verdict",
+                 "auto_config", "base_model_path", "list_runs", "load_run_info", "plan_finetune", "push_run",
+                 "run_folder", "run_plan", "zip_run"),
+    "data": ("read_table", "guess_columns", "review_columns", "safe_csv_cell"),
+    "training": ("TrainConfig",),
     "errors": ("BertvizError", "CancelledError", "DataError", "InputError", "ModelLoadError",
                "ModelNotFoundError", "ResourceError", "TrainingError"),
     "inference": ("predict",),
@@ -38,6 +43,7 @@ if TYPE_CHECKING:
     from .build_job import BuildStatus
     from .catalog import list_models
     from .config import Settings, get_settings
+    from .data import guess_columns, read_table, review_columns, safe_csv_cell
     from .errors import (
         BertvizError,
         CancelledError,
@@ -48,10 +54,29 @@ if TYPE_CHECKING:
         ResourceError,
         TrainingError,
     )
+    from .finetune import (
+        DEFAULT_BASE,
+        ENCODER,
+        MODES,
+        FinetuneJob,
+        FinetunePlan,
+        RunResult,
+        Verdict,
+        auto_config,
+        base_model_path,
+        list_runs,
+        load_run_info,
+        plan_finetune,
+        push_run,
+        run_folder,
+        run_plan,
+        zip_run,
+    )
     from .inference import predict
     from .registry import LoadedModel, clear_cache, load_model, resolve_device
     from .results import AttentionMaps, Attribution, ClsLens, ClsPath, ModelSummary, Prediction, TokenInfo
     from .summary import summary
+    from .training import TrainConfig
     from .words import WordGroups, merge_attention, merge_rows, merge_scores, word_groups
 
 

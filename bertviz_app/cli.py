@@ -15,7 +15,6 @@ import logging
 import os
 import sys
 import traceback
-from pathlib import Path
 
 __all__ = ["main"]
 
@@ -159,48 +158,45 @@ def cmd_build_default(args) -> int:
 
 
 def cmd_finetune(args) -> int:
-    from .data import build_dataset, guess_columns, read_table, validate, validation_dataset
-    from .finetune import run_finetune
-    from .training import TrainConfig
+    """The same chain as the Fine-tune tab: plan (columns, checks, settings), run, verdict, push."""
+    from . import DataError, InputError, plan_finetune, push_run, run_plan
 
     rank0 = os.environ.get("RANK", "0") == "0"
     say = (lambda m: print(m, file=sys.stderr, flush=True)) if args.json else (lambda m: print(m, flush=True))
     if not rank0:
-        say = lambda m: None  # noqa: E731 - one process reports under accelerate launch
-
-    def dataset(path: str, train=None):
-        table = read_table(path)
-        for notice in table.notices:
-            say(f"note: {notice}")
-        guess = guess_columns(table)
-        text_col = args.text_column or guess.text
-        label_col = args.label_column or guess.label
-        pair_col = args.pair_column or None
-        if text_col is None or label_col is None:
-            raise DataError(f"Could not tell which column holds the {'text' if text_col is None else 'labels'}: "
-                            f"pass --text-column and --label-column (columns: {', '.join(table.columns)}).")
-        say(f"{path}: text column {text_col!r}, label column {label_col!r}" + (f", pair column {pair_col!r}" if pair_col else ""))
-        if train is not None:  # a validation file: indexed on the training classes, overlap removed
-            val, notices = validation_dataset(train, table, text_col, label_col, pair_col)
-            for notice in notices:
-                say(f"note: {notice}")
-            return val
-        report = validate(table, text_col, label_col, pair_col, args.multi_label)
-        for problem in report.problems:
-            say(f"{problem.severity}: {problem.message}")
-        report.raise_if_blocking()
-        return build_dataset(table, text_col, label_col, pair_col, args.multi_label)
-
-    from .errors import DataError
-
-    train = dataset(args.data)
-    val = dataset(args.val_data, train) if args.val_data else None
-    config = TrainConfig(
-        epochs=args.epochs, learning_rate=args.lr, batch_size=args.batch_size, max_length=args.max_length,
-        seed=args.seed, early_stopping_patience=args.patience,
-    )
+        say = lambda m: None
+    token = None
+    if args.push_to:
+        token = os.environ.get(args.token_env, "").strip()
+        if not token:
+            raise InputError(f"--push-to needs a Hugging Face write token in the environment variable {args.token_env}.")
+    try:
+        plan = plan_finetune(
+            args.data, text_column=args.text_column, label_column=args.label_column, pair_column=args.pair_column,
+            multi_label=args.multi_label, val_table=args.val_data, base=args.base, mode=args.mode, name=args.name,
+            epochs=args.epochs, learning_rate=args.lr, batch_size=args.batch_size, warmup_ratio=args.warmup,
+            max_length=args.max_length, seed=args.seed, patience=args.patience, val_fraction=args.val_fraction,
+            allow_paths=True,
+        )
+    except DataError as exc:  # several problems come as a list: keep the one-line error contract
+        raise DataError(str(exc).replace(":\n- ", ": ").replace("\n- ", "; ")) from None
+    text, label, pair = plan.columns
+    say(f"{args.data}: text column {text!r}, label column {label!r}" + (f", pair column {pair!r}" if pair else "")
+        + f"; {len(plan.train):,} usable rows, {len(plan.train.label_names)} classes; base {plan.base}")
+    for line in plan.notices:
+        say(f"note: {line}")
+    for line in plan.warnings:
+        say(f"warning: {line}")
+    for line in plan.auto:
+        say(f"auto: {line}")
 
     def report(event: dict) -> None:
+        if event["kind"] == "mode":
+            if event["of"] > 1:
+                say(f"-- {event['mode']} ({event['index']} of {event['of']})")
+            return
+        if event["kind"] != "progress":
+            return
         logs = event.get("logs", {})
         bits = [f"step {event['step']}/{event['max_steps']}"]
         bits += [f"{k} {v:.4f}" for k, v in logs.items() if k in ("loss", "eval_loss", "eval_accuracy", "eval_macro_f1")]
@@ -210,16 +206,28 @@ def cmd_finetune(args) -> int:
             bits.append(f"eta {event['eta']:.0f}s")
         say("  ".join(bits))
 
-    result = run_finetune(train, val, base=args.base, mode=args.mode, name=args.name, config=config,
-                          val_fraction=args.val_fraction, source=Path(args.data).name, progress=report)
-    if result is None:  # a non-main process under accelerate launch
+    results = run_plan(plan, progress=report)
+    if not results:  # a non-main process under accelerate launch
         return 0
-    m = result.metrics
-    say(f"saved {result.name} ({result.path}): accuracy {m['accuracy']:.4f}, macro-F1 {m['macro_f1']:.4f}, "
-        f"{len(result.misclassified)} misclassified validation rows, {result.seconds:.0f}s")
+    for result in results:
+        m, v = result.metrics, result.verdict
+        state = " (cancelled)" if result.cancelled else " (stopped early: best weights kept)" if result.stopped_early else ""
+        say(f"saved {result.name} ({result.path}){state}: accuracy {m['accuracy']:.4f}, macro-F1 {m['macro_f1']:.4f}, "
+            f"{len(result.misclassified)} misclassified validation rows, {result.seconds:.0f}s")
+        say(f"verdict: {v.message}")
+        for tip in v.suggestions:
+            say(f"  try: {tip}")
+    url = push_run(results[-1].name, args.push_to, token, private=not args.public) if args.push_to else None
+    if url:
+        say(f"pushed {results[-1].name} to {url}")
     if args.json:
-        _out({"model": result.name, "path": str(result.path), "mode": result.mode,
-              "metrics": {"accuracy": m["accuracy"], "macro_f1": m["macro_f1"]}})
+        for result in results:
+            v = result.verdict
+            _out({"model": result.name, "path": str(result.path), "mode": result.mode,
+                  "metrics": {"accuracy": result.metrics["accuracy"], "macro_f1": result.metrics["macro_f1"]},
+                  "verdict": {"status": v.status, "learned": v.learned, "message": v.message,
+                              "suggestions": list(v.suggestions), "majority": v.majority, "probe": v.probe},
+                  **({"pushed": url} if url and result is results[-1] else {})})
     return 0
 
 
@@ -252,6 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .config import get_settings
 
     settings = get_settings()
+    FT_DEFAULT_BASE = "encoder"  # = finetune.DEFAULT_BASE, without importing torch for --help
     parser = argparse.ArgumentParser(prog="bertviz-app", description="See inside, and adapt, BERT text classifiers.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -297,17 +306,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--label-column", default=None, help="column with the label (default: guessed)")
     p.add_argument("--pair-column", default=None, help="column with a second text, for sentence pairs")
     p.add_argument("--val-data", default=None, help="separate validation file (default: a stratified split)")
-    p.add_argument("--val-fraction", type=float, default=0.2)
+    p.add_argument("--val-fraction", type=float, default=0.2, help="held out when no --val-data (default: %(default)s)")
     p.add_argument("--multi-label", action="store_true", help="labels like a|b; sigmoid outputs")
-    p.add_argument("--base", default="default", help="starting model: default, encoder (the bare MiniLM), a run, folder or Hub id")
-    p.add_argument("--mode", default="full", choices=["full", "probe"], help="full fine-tune, or frozen encoder + logistic regression")
-    p.add_argument("--name", default=None, help="run name (default: MODE-DATAHASH)")
-    p.add_argument("--epochs", type=float, default=3.0)
-    p.add_argument("--lr", type=float, default=5e-5)
-    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--base", default=FT_DEFAULT_BASE,
+                   help="starting model: encoder (the bare MiniLM), default, a run, folder or Hub id (default: %(default)s)")
+    p.add_argument("--mode", default="full", choices=["full", "probe", "both"],
+                   help="full fine-tune, frozen encoder + logistic regression, or both on the same split")
+    p.add_argument("--name", default=None, help="run name (default: MODE-DATAHASH; both: NAME-probe and NAME-full)")
+    auto = " (default: chosen from the data size)"
+    p.add_argument("--epochs", type=float, default=None, help="passes over the data" + auto)
+    p.add_argument("--lr", type=float, default=None, help="peak learning rate" + auto)
+    p.add_argument("--batch-size", type=int, default=None, help="examples per step" + auto)
+    p.add_argument("--warmup", type=float, default=None, help="fraction of steps with linear warm-up" + auto)
     p.add_argument("--max-length", type=int, default=None, help="tokens per text (default: the data's 99th percentile)")
-    p.add_argument("--patience", type=int, default=2, help="early stopping: evaluations without improvement (0 = off)")
+    p.add_argument("--patience", type=int, default=None,
+                   help="early stopping: evaluations without a better validation macro-F1 (0 = off)" + auto)
     p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--push-to", default=None, metavar="OWNER/NAME",
+                   help="after training, upload the (last) run to this Hugging Face Hub repository")
+    p.add_argument("--token-env", default="HF_TOKEN", help="environment variable holding the Hub write token (default: %(default)s)")
+    p.add_argument("--public", action="store_true", help="make a new Hub repository public (default: private)")
     p = add("serve", cmd_serve, "serve the web app")
     p.add_argument("--host", default=settings.host,
                    help="address to listen on (default: %(default)s; 0.0.0.0 exposes the app to the network)")
@@ -341,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
         return _fail("interrupted")
     except SystemExit as exc:
         return int(exc.code) if isinstance(exc.code, int) else EXIT_ERROR
-    except Exception as exc:  # noqa: BLE001 - the edge: never show a traceback
+    except Exception as exc:
         if os.environ.get("BERTVIZ_DEBUG"):
             traceback.print_exc()
         return _fail(f"unexpected {type(exc).__name__}: {exc} (set BERTVIZ_DEBUG=1 for details)")

@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from .config import get_settings
-from .errors import DataError
+from .errors import BertvizError, DataError, InputError
 
 __all__ = [
     "Table",
@@ -49,6 +49,7 @@ __all__ = [
     "build_dataset",
     "split_dataset",
     "validation_dataset",
+    "review_columns",
     "format_rows",
     "safe_csv_cell",
     "ROW_NOTE",
@@ -1068,3 +1069,28 @@ def split_dataset(ds: Dataset, val_fraction: float = 0.2, seed: int = 42) -> tup
     notices.insert(0, f"Split {n:,} examples into {len(tr):,} for training and {len(va):,} for validation "
                       f"({kind}, seed {seed}).")
     return ds.subset(tr), ds.subset(va), tuple(notices)
+
+
+def _truncation_check() -> dict:
+    """Tokenizer and length for the report's "will be truncated" warning: the encoder's WordPiece
+    vocabulary (shared by the default model and runs built on it) at BERT's 512 tokens. Skipped,
+    not fatal, when the encoder package is missing."""
+    try:
+        from .default_model import encoder_tokenizer
+
+        return {"tokenizer": encoder_tokenizer(), "max_length": 512}
+    except BertvizError:
+        return {}
+
+
+def review_columns(table: Table, text_column: str | None, label_column: str | None, pair_column: str | None = None,
+                   multi_label: bool = False) -> Report:
+    """The validation report for a column choice (errors block training, warnings do not).
+    Raises InputError when the choice itself is incomplete or inconsistent."""
+    if not text_column or not label_column:
+        raise InputError("Choose the text column and the label column.")
+    if text_column == label_column:
+        raise InputError("The text column and the label column must be different columns.")
+    if pair_column and pair_column in (text_column, label_column):
+        raise InputError("The second text column must differ from the text and label columns.")
+    return validate(table, text_column, label_column, pair_column or None, bool(multi_label), **_truncation_check())

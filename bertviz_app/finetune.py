@@ -1,4 +1,11 @@
-"""Fine-tuning runs: a labelled Dataset in, a registered model folder (models/runs/<name>) out.
+"""Fine-tuning as one service: a labelled table in, registered model folders (models/runs/<name>) out.
+
+The web app's Fine-tune tab and the ``finetune`` command both run exactly this chain::
+
+    plan = plan_finetune(read_table(path), mode="both")   # columns (guessed), checks, datasets, settings
+    results = run_plan(plan, progress=print, cancel=ev)   # train, evaluate, judge, save atomically
+    job = FinetuneJob(plan).start()                       # the same in a worker thread (the web app)
+    push_run(results[-1].name, "me/model", token)          # optional: upload to the Hugging Face Hub
 
 Two modes share the data, the split and the metrics, so they can be compared side by side:
 - ``full``: every parameter trained as ``BertForSequenceClassification`` trains (HF Trainer,
@@ -6,42 +13,135 @@ Two modes share the data, the split and the metrics, so they can be compared sid
 - ``probe``: the encoder frozen, a scikit-learn logistic regression fitted on the pooled [CLS]
   features tanh(W h_CLS + b). Its weights *are* a classification head, so a probe run is saved
   as an ordinary ``BertForSequenceClassification`` folder that the explorer opens like any other.
+``both`` runs the probe, then full fine-tuning, on the same split.
+
+Settings left blank (epochs, learning rate, batch size, warm-up, early stopping) are chosen from
+the data size and the base model (``auto_config``). Every run ends with a ``Verdict``: is the model
+clearly better than always answering the majority class, and than the frozen-encoder probe, and
+did the training loss fall? If not, it says so in plain words with what to change.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import os
+import queue
 import re
+import shutil
+import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
 
 from .config import get_settings
-from .data import Dataset, split_dataset
+from .data import (
+    Dataset,
+    Table,
+    guess_columns,
+    review_columns,
+    split_dataset,
+    validation_dataset,
+)
+from .data import build_dataset as _build_dataset
 from .errors import CancelledError, DataError, InputError, TrainingError
-from .training import TrainConfig, atomic_save, evaluate_predictions, metrics_tables, train_classifier
+from .training import (
+    TrainConfig,
+    atomic_save,
+    evaluate_predictions,
+    metrics_tables,
+    train_classifier,
+)
 
-__all__ = ["MODES", "RunResult", "run_finetune", "list_runs", "load_run_info", "base_model_path", "valid_run_name"]
+__all__ = [
+    "DEFAULT_BASE",
+    "ENCODER",
+    "MODES",
+    "RUN_MODES",
+    "FinetuneJob",
+    "FinetunePlan",
+    "RunResult",
+    "Verdict",
+    "auto_config",
+    "base_model_path",
+    "judge",
+    "list_runs",
+    "load_run_info",
+    "majority_baseline",
+    "plan_finetune",
+    "push_run",
+    "review_columns",
+    "run_finetune",
+    "run_folder",
+    "run_plan",
+    "valid_run_name",
+    "zip_run",
+]
 
-MODES = ("full", "probe")
+RUN_MODES = ("full", "probe")
+MODES = ("full", "probe", "both")  # "both": probe, then full, on the same split
+ENCODER = "encoder"  # the bare pip-shipped MiniLM-L6 encoder the default model starts from
+# The base a fine-tune starts from unless told otherwise (tab and CLI alike): the bare encoder is
+# always installed (no build needed) and carries no task of its own, so a new task's classes start
+# from general-purpose features instead of a sentiment model's.
+DEFAULT_BASE = ENCODER
 RUN_INFO = "run.json"
 _RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_HUB_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 MAX_MISCLASSIFIED = 500
+PROBE_REFERENCE_ROWS = 5000  # training rows the probe reference of a full run is fitted on (bounds its cost)
+
+# Automatic settings (``auto_config``): a proven table, not a search. Small data gets more passes
+# (about AUTO_EXAMPLES examples seen, at most AUTO_MAX_EPOCHS epochs) with early stopping on the
+# validation metric; small encoders (MiniLM, hidden <= 384) take a larger learning rate than
+# bert-base-sized ones (BERT paper's 2e-5..5e-5 for hidden 768).
+AUTO_EXAMPLES = 5000
+AUTO_MAX_EPOCHS = 10
+AUTO_LR = ((384, 1e-4), (512, 5e-5), (10**9, 3e-5))  # (largest hidden size, learning rate)
+AUTO_WARMUP = 0.1
+AUTO_EVALS = 10  # validation evaluations per run (early stopping and best-weights selection)
+AUTO_PATIENCE = 3
+
+# Verdict thresholds: "clearly better" than always answering the majority class means this much
+# macro-F1 above it; a loss that ends above LOSS_FLAT x its start "stayed flat".
+MAJORITY_MARGIN = 0.10
+LOSS_FLAT = 0.85
+UNIFORM_MARGIN = 0.15  # mean top probability within this of 1/C: predictions are near uniform
 
 
-@dataclass
+@dataclass(frozen=True)
+class Verdict:
+    """Did the run learn? ``status`` is learned, weak (better than the majority class, but not than
+    the probe, or the loss barely moved) or not_learned; ``message`` says it in plain words and
+    ``suggestions`` what to change."""
+
+    status: str
+    message: str
+    suggestions: tuple[str, ...]
+    majority: dict  # class, accuracy, macro_f1 of always answering the training set's most common class
+    probe: dict | None = None  # accuracy, macro_f1 of the frozen-encoder probe on the same split (full runs)
+    loss_start: float | None = None
+    loss_end: float | None = None
+    mean_confidence: float | None = None  # mean top probability on the validation rows
+
+    @property
+    def learned(self) -> bool:
+        return self.status == "learned"
+
+
+@dataclass(frozen=True)
 class RunResult:
     name: str  # registered name, "runs/<name>"
     path: Path
     mode: str
     base: str
-    metrics: dict  # accuracy, macro_f1, per_class, confusion_matrix, n
+    metrics: dict  # accuracy, macro_f1, per_class, confusion_matrix, n, mean_confidence
     misclassified: list[dict]  # validation rows the model gets wrong: row, text, pair, true, predicted, confidence
     labels: tuple[str, ...]
     log_history: list[dict] = field(default_factory=list)
@@ -51,13 +151,37 @@ class RunResult:
     cancelled: bool = False
     stopped_early: bool = False
     notices: tuple[str, ...] = ()
+    verdict: Verdict | None = None
+    hyperparameters: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["path"] = str(self.path)
+        if self.verdict is not None:
+            d["verdict"]["learned"] = self.verdict.learned
         return d
 
 
+@dataclass(frozen=True, eq=False)
+class FinetunePlan:
+    """Everything a run needs, checked: what ``plan_finetune`` returns and ``run_plan`` executes."""
+
+    train: Dataset
+    val: Dataset | None  # None: a stratified split of ``train`` (``val_fraction``, the config's seed)
+    base: str
+    modes: tuple[str, ...]  # ("full",), ("probe",) or ("probe", "full")
+    names: tuple[str | None, ...]  # one per mode; None = automatic
+    config: TrainConfig
+    val_fraction: float
+    source: str  # the training file's name, for the run card
+    columns: tuple[str, str, str | None]  # text, label, pair
+    notices: tuple[str, ...] = ()  # column guesses, read and validation-file notices
+    warnings: tuple[str, ...] = ()  # the validation report's warnings (training goes on)
+    auto: tuple[str, ...] = ()  # how each automatic setting was chosen
+    allow_paths: bool = True  # ``base`` may be a folder
+
+
+# --------------------------------------------------------------------------- names and folders
 def valid_run_name(name: str) -> str:
     name = (name or "").strip()
     if not _RUN_NAME.match(name) or ".." in name:
@@ -67,23 +191,65 @@ def valid_run_name(name: str) -> str:
     return name
 
 
-def base_model_path(base: str) -> Path:
+def base_model_path(base: str, allow_paths: bool = True) -> Path:
     """A folder with the base model's safetensors: a registered name, a folder or a Hub id.
     ``encoder`` is the bare pip-shipped MiniLM-L6 encoder the default model starts from."""
-    if base == "encoder":
+    if base == ENCODER:
         from .default_model import encoder_path
 
         return encoder_path()
-    from .registry import _check_folder, _download_from_hub, _resolve
+    from .registry import model_folder
 
-    kind, where = _resolve(base)
-    path = _download_from_hub(where) if kind == "hub" else Path(where)
-    _check_folder(path)
-    return path
+    return model_folder(base, allow_paths=allow_paths)
 
 
 def _runs_dir() -> Path:
     return get_settings().models_dir / "runs"
+
+
+def run_folder(run: str | None) -> Path:
+    """The folder of a saved run, by its registered name ``runs/<name>`` (confined to models/runs)."""
+    run = (run or "").strip()
+    if not run.startswith("runs/"):
+        raise InputError("Choose a run from the list (runs/<name>).")
+    name = valid_run_name(run.split("/", 1)[1])
+    path = _runs_dir() / name
+    if not (path / "config.json").is_file():
+        from .errors import ModelNotFoundError
+
+        raise ModelNotFoundError(f"The run {run!r} is not saved (any more). Refresh the runs list.")
+    return path
+
+
+def zip_run(run: str | None) -> Path:
+    """The run's model folder as a .zip in a fresh temporary folder."""
+    path = run_folder(run)
+    d = tempfile.mkdtemp(prefix="bertviz-zip-")
+    return Path(shutil.make_archive(os.path.join(d, path.name), "zip", root_dir=path))
+
+
+def push_run(run: str | None, repo_id: str | None, token: str | None, private: bool = True) -> str:
+    """Upload a run folder to a Hub model repository; returns the commit URL. The token goes to
+    huggingface_hub only: never logged, never stored, scrubbed from any error message. ``run.json``
+    (it holds validation texts) stays behind."""
+    path = run_folder(run)
+    repo_id = (repo_id or "").strip()
+    token = (token or "").strip()
+    if not _HUB_REPO.match(repo_id) or ".." in repo_id:
+        raise InputError("The repository id must look like owner/name (letters, digits, . _ -).")
+    if not token:
+        raise InputError("Give a Hugging Face write token (huggingface.co/settings/tokens) to push.")
+    try:
+        from huggingface_hub import HfApi
+
+        api = HfApi(token=token)
+        api.create_repo(repo_id, private=bool(private), exist_ok=True, repo_type="model")
+        info = api.upload_folder(folder_path=str(path), repo_id=repo_id, repo_type="model",
+                                 ignore_patterns=[RUN_INFO], commit_message=f"Upload {run} from bertviz-app")
+    except Exception as exc:  # noqa: BLE001 - network/auth errors become one clear line, token scrubbed
+        first = (str(exc).splitlines() or [type(exc).__name__])[0].replace(token, "***")[:300]
+        raise InputError(f"The push to {repo_id!r} failed: {first}") from None
+    return getattr(info, "commit_url", None) or f"https://huggingface.co/{repo_id}"
 
 
 def _free_name(stem: str) -> str:
@@ -109,14 +275,19 @@ def run_finetune(
     source: str = "",
     progress: Callable[[dict], None] | None = None,
     cancel: threading.Event | None = None,
+    probe: dict | None = None,
+    allow_paths: bool = True,
 ) -> RunResult:
-    """Train, evaluate on the validation split and save ``models/runs/<name>`` atomically.
+    """Train one mode, evaluate on the validation split, judge and save ``models/runs/<name>`` atomically.
 
     Without ``val`` a stratified split of ``train`` (fixed seed) is used. ``cancel.set()`` stops
     within a step; the best weights so far are still evaluated and saved (``cancelled=True``).
-    Under ``accelerate launch`` only the main process saves; the others return ``None``."""
-    if mode not in MODES:
-        raise InputError(f"Unknown mode {mode!r}: choose full or probe.")
+    A full run is judged against the frozen-encoder probe on the same split: ``probe`` (its
+    metrics, e.g. from a probe run just before) or else a probe fitted here on at most
+    PROBE_REFERENCE_ROWS training rows (not saved). Under ``accelerate launch`` only the main
+    process saves; the others return ``None``."""
+    if mode not in RUN_MODES:
+        raise InputError(f"Unknown mode {mode!r}: choose full or probe (or both, through plan_finetune).")
     config = config or TrainConfig()
     if name is not None:
         name = valid_run_name(name)
@@ -135,7 +306,7 @@ def run_finetune(
         )
     if len(train) < 2 or len(val) < 1:
         raise DataError(f"Too little data: {len(train)} training and {len(val)} validation rows. Add rows.")
-    base_path = base_model_path(base)
+    base_path = base_model_path(base, allow_paths=allow_paths)
     started = time.time()
     if mode == "full":
         model, tokenizer, info = train_classifier(
@@ -148,6 +319,13 @@ def run_finetune(
         return None  # type: ignore[return-value]
     metrics, wrong = _evaluate(model, tokenizer, val, info["max_length"])
     seconds = time.time() - started
+    if mode == "full" and probe is None and info.get("is_main_process", True) and not info.get("cancelled"):
+        try:
+            probe = _probe_reference(base_path, train, val, config, cancel)
+        except CancelledError:  # cancelled now: save the trained weights, judged without the probe
+            probe = None
+    verdict = judge(metrics, majority_baseline(train, val), mode=mode, log_history=info.get("log_history", []),
+                    probe=probe, hyperparameters=info["config"], n_train=len(train))
     name = name or _free_name(f"{mode}-{data_hash[:8]}")
     dest = _runs_dir() / name
     run_info = {
@@ -172,6 +350,7 @@ def run_finetune(
         "world_size": info.get("world_size", 1),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "notices": notices,
+        "verdict": asdict(verdict) | {"learned": verdict.learned},
     }
     files = {
         RUN_INFO: json.dumps(run_info, indent=2, default=str),
@@ -190,6 +369,7 @@ def run_finetune(
         labels=tuple(train.label_names), log_history=info.get("log_history", []), seconds=seconds,
         examples_per_second=info.get("examples_per_second"), data_hash=data_hash,
         cancelled=bool(info.get("cancelled")), stopped_early=bool(info.get("stopped_early")), notices=tuple(notices),
+        verdict=verdict, hyperparameters=dict(info["config"]),
     )
 
 
@@ -286,7 +466,7 @@ def _evaluate(model, tokenizer, val: Dataset, max_length: int) -> tuple[dict, li
         truth = val.multi_hot()
         metrics = evaluate_predictions(truth, pred, names)
         wrong_idx = np.where((pred != truth).any(axis=1))[0]
-        fmt = lambda row: "|".join(names[j] for j in np.where(row)[0]) or "(none)"  # noqa: E731
+        fmt = lambda row: "|".join(names[j] for j in np.where(row)[0]) or "(none)"
         wrong = [{"row": val.source_rows[i], "text": val.texts[i], "pair": val.pairs[i] if val.pairs else None,
                   "true": fmt(truth[i]), "predicted": fmt(pred[i]), "confidence": float(np.abs(probs[i] - 0.5).max() + 0.5)}
                  for i in wrong_idx]
@@ -298,6 +478,8 @@ def _evaluate(model, tokenizer, val: Dataset, max_length: int) -> tuple[dict, li
                   "true": names[truth[i]], "predicted": names[pred[i]], "confidence": float(probs[i, pred[i]])}
                  for i in np.where(pred != truth)[0]]
     wrong.sort(key=lambda r: -r["confidence"])
+    top = np.abs(probs - 0.5).max(-1) + 0.5 if val.multi_label else probs.max(-1)  # (N,)
+    metrics["mean_confidence"] = float(top.mean()) if len(top) else None
     return metrics, wrong
 
 
@@ -343,3 +525,330 @@ Classes: {', '.join(r['labels'])}{' (multi-label)' if r['multi_label'] else ''}.
 
 The training log is in `training_log.json`, the misclassified validation rows in `run.json`.
 """
+
+
+# --------------------------------------------------------------------------- verdict
+def majority_baseline(train: Dataset, val: Dataset) -> dict:
+    """Validation metrics of always answering the training set's most common class (multi-label:
+    each class that more than half the training rows carry)."""
+    if train.multi_label:
+        prevalence = train.multi_hot().mean(axis=0)  # (C,)
+        guess = (prevalence > 0.5).astype(int)
+        truth = val.multi_hot()  # (N, C)
+        m = evaluate_predictions(truth, np.tile(guess, (len(val), 1)), val.label_names)
+        cls = "|".join(n for n, g in zip(train.label_names, guess) if g) or "(none)"
+    else:
+        counts = np.bincount(np.asarray(train.labels), minlength=len(train.label_names))
+        k = int(counts.argmax())
+        m = evaluate_predictions(np.asarray(val.labels), np.full(len(val), k), val.label_names)
+        cls = train.label_names[k]
+    return {"class": cls, "accuracy": m["accuracy"], "macro_f1": m["macro_f1"]}
+
+
+def _loss_ends(log_history) -> tuple[float | None, float | None]:
+    """The first logged training loss and the mean of the last few (a third of the log, at most 3)."""
+    losses = [float(e["loss"]) for e in log_history or () if "loss" in e and e.get("loss") is not None]
+    if len(losses) < 2:
+        return (losses[0] if losses else None), None
+    tail = losses[-max(1, min(3, len(losses) // 3)):]
+    return losses[0], float(np.mean(tail))
+
+
+def judge(metrics: dict, majority: dict, *, mode: str, log_history=(), probe: dict | None = None,
+          hyperparameters: dict | None = None, n_train: int = 0) -> Verdict:
+    """Did the run learn? Compares the validation metrics with the majority-class baseline (beyond
+    two standard errors of its accuracy on this many rows, at least MAJORITY_MARGIN), with the
+    frozen-encoder probe (full runs), and looks at the training loss and the confidence."""
+    hp = hyperparameters or {}
+    n = max(1, int(metrics.get("n") or 0))
+    acc, f1 = float(metrics["accuracy"]), float(metrics["macro_f1"])
+    maj_acc = float(majority["accuracy"])
+    band = max(MAJORITY_MARGIN, 2 * math.sqrt(maj_acc * (1 - maj_acc) / n))
+    beats_majority = acc >= min(1.0, maj_acc + band) and f1 > float(majority["macro_f1"])
+    loss_start, loss_end = _loss_ends(log_history) if mode == "full" else (None, None)
+    flat = loss_start is not None and loss_end is not None and loss_end > LOSS_FLAT * loss_start
+    n_classes = len(metrics.get("per_class") or {}) or 2
+    conf = metrics.get("mean_confidence")
+    uniform = (mode == "full" and conf is not None and metrics.get("confusion_matrix") is not None
+               and conf < 1 / n_classes + UNIFORM_MARGIN)
+    beats_probe = None if probe is None else f1 >= float(probe["macro_f1"]) - 0.005
+    lr, epochs = hp.get("learning_rate"), hp.get("epochs")
+    loss_txt = (f" The training loss went from {loss_start:.3f} to {loss_end:.3f}"
+                + (" (flat)." if flat else ".")) if loss_end is not None else ""
+    base_txt = (f"validation accuracy {acc:.1%} (macro-F1 {f1:.3f}) against {maj_acc:.1%} for always answering "
+                f"{majority['class']!r}")
+    more_rows = f"Add labelled rows: {n_train:,} training rows is little; aim for 100+ per class." if n_train < 100 * n_classes else None
+    tune = []
+    if mode == "full":
+        tune.append("If you set epochs or the learning rate yourself, leave them blank: they are then chosen from the "
+                    "data size.")
+        if lr is not None:
+            tune.append(f"Train longer or faster: more epochs (now {epochs}) or a larger learning rate (now {lr:g}; "
+                        f"try {min(lr * 3, 3e-4):.0e}).")
+    suggestions: list[str]
+    if not beats_majority:
+        status = "not_learned"
+        message = (f"The model has not learned: {base_txt}, which is within what chance gives on {n} validation "
+                   f"rows.{loss_txt}")
+        suggestions = tune + ["Check the labels: do the texts really carry them, and are they consistent?"]
+        probe_failed = probe is not None and float(probe["accuracy"]) < min(1.0, maj_acc + band)
+        if probe_failed:
+            message += " The frozen-encoder probe did not beat it either, so the labels may not follow from the texts."
+        elif mode == "full":
+            suggestions.append("Try probe mode (frozen encoder + logistic regression): it needs less data.")
+    elif mode == "full" and (flat or uniform):
+        status = "weak"
+        why = []
+        if flat:
+            why.append(f"the training loss stayed flat ({loss_start:.3f} to {loss_end:.3f})")
+        if uniform:
+            why.append(f"its predictions are near uniform (mean top probability {conf:.0%} for {n_classes} classes)")
+        message = f"The model barely learned: {' and '.join(why)}, although {base_txt}."
+        suggestions = tune + ["Compare with the probe mode on the same data (mode: both)."]
+    elif beats_probe is False:
+        status = "weak"
+        message = (f"Fine-tuning did not beat the frozen-encoder probe: macro-F1 {f1:.3f} against the probe's "
+                   f"{float(probe['macro_f1']):.3f} on the same split.{loss_txt}")
+        suggestions = ["Use the probe run for now (mode: probe or both).", *tune]
+    else:
+        status = "learned"
+        vs_probe = f", and the frozen-encoder probe's macro-F1 {float(probe['macro_f1']):.3f}" if probe else ""
+        message = f"The model learned: {base_txt}{vs_probe}.{loss_txt}"
+        suggestions = []
+    if status != "learned" and more_rows:
+        suggestions.append(more_rows)
+    return Verdict(status=status, message=message, suggestions=tuple(suggestions), majority=dict(majority),
+                   probe=None if probe is None else {k: float(probe[k]) for k in ("accuracy", "macro_f1")},
+                   loss_start=loss_start, loss_end=loss_end, mean_confidence=conf)
+
+
+def _probe_reference(base_path: Path, train: Dataset, val: Dataset, config: TrainConfig, cancel) -> dict:
+    """Validation accuracy and macro-F1 of the probe on this split (at most PROBE_REFERENCE_ROWS
+    training rows, stratified), for judging a full run; nothing is saved."""
+    if len(train) > PROBE_REFERENCE_ROWS:
+        train, _, _ = split_dataset(train, val_fraction=1 - PROBE_REFERENCE_ROWS / len(train), seed=config.seed)
+    model, tokenizer, info = _train_probe(base_path, train, config, None, cancel)
+    metrics, _ = _evaluate(model, tokenizer, val, info["max_length"])
+    return {"accuracy": metrics["accuracy"], "macro_f1": metrics["macro_f1"]}
+
+
+# --------------------------------------------------------------------------- automatic settings
+def _hidden_size(base_path: Path) -> int:
+    try:
+        return int(json.loads((Path(base_path) / "config.json").read_text(encoding="utf-8"))["hidden_size"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 768
+
+
+def auto_config(n_train: int, hidden_size: int = 384, *, epochs: float | None = None, learning_rate: float | None = None,
+                batch_size: int | None = None, warmup_ratio: float | None = None, patience: int | None = None,
+                max_length: int | None = None, seed: int = 42) -> tuple[TrainConfig, tuple[str, ...]]:
+    """A TrainConfig for ``n_train`` training rows: given values are kept, blank (None) ones come
+    from a proven table (see AUTO_*). Returns the config and one line per automatic choice."""
+    auto: list[str] = []
+    n = max(1, int(n_train))
+    if batch_size is None:
+        batch_size = 16 if n < 2000 else 32
+        auto.append(f"batch size {batch_size} ({'small' if n < 2000 else 'larger'} data: {n:,} training rows)")
+    if epochs is None:
+        epochs = float(min(AUTO_MAX_EPOCHS, max(1, math.ceil(AUTO_EXAMPLES / n))))
+        auto.append(f"{epochs:g} epochs (about {AUTO_EXAMPLES:,} examples seen, at most {AUTO_MAX_EPOCHS}; "
+                    "early stopping ends it sooner)")
+    if learning_rate is None:
+        learning_rate = next(lr for h, lr in AUTO_LR if hidden_size <= h)
+        auto.append(f"learning rate {learning_rate:g} (encoder width {hidden_size})")
+    if warmup_ratio is None:
+        warmup_ratio = AUTO_WARMUP
+        auto.append(f"warm-up {AUTO_WARMUP:.0%} of the steps")
+    steps = max(1, math.ceil(n / batch_size) * epochs)
+    eval_every = max(1, math.ceil(steps / AUTO_EVALS))
+    if patience is None:
+        patience = AUTO_PATIENCE
+        auto.append(f"early stopping after {patience} evaluations without a better validation macro-F1 "
+                    f"(evaluated every {eval_every} steps)")
+    config = TrainConfig(epochs=float(epochs), learning_rate=float(learning_rate), batch_size=int(batch_size),
+                         max_length=max_length, warmup_ratio=float(warmup_ratio), seed=int(seed),
+                         eval_every=int(eval_every), early_stopping_patience=int(patience),
+                         logging_steps=max(1, min(50, int(steps // 30))))  # ~30 points on the loss curve
+    return config, tuple(auto)
+
+
+# --------------------------------------------------------------------------- plan -> run
+def _val_columns(val_table: Table, text: str, label: str, pair: str | None) -> tuple[str, str, str | None, list[str]]:
+    cols = set(val_table.columns)
+    if {text, label} <= cols and (not pair or pair in cols):
+        return text, label, pair, []
+    g = guess_columns(val_table)  # the validation file names its columns differently: guess them
+    vp = g.pair if pair else None
+    if g.text is None or g.label is None or (pair and vp is None):
+        raise DataError(f"The validation file {val_table.name!r} lacks the columns {text!r} and {label!r}"
+                        + (f" and {pair!r}" if pair else "")
+                        + " and they could not be guessed: give it the same header as the training file.")
+    return g.text, g.label, vp, [f"validation file columns guessed: text {g.text!r}, label {g.label!r}"
+                                 + (f", pair {vp!r}" if vp else "")]
+
+
+def plan_finetune(
+    table: Table | str | os.PathLike,
+    *,
+    text_column: str | None = None,
+    label_column: str | None = None,
+    pair_column: str | None = None,
+    multi_label: bool = False,
+    val_table: Table | str | os.PathLike | None = None,
+    base: str | None = None,
+    mode: str = "full",
+    name: str | None = None,
+    epochs: float | None = None,
+    learning_rate: float | None = None,
+    batch_size: int | None = None,
+    warmup_ratio: float | None = None,
+    max_length: int | None = None,
+    seed: int = 42,
+    patience: int | None = None,
+    val_fraction: float = 0.2,
+    allow_paths: bool | None = None,
+) -> FinetunePlan:
+    """Check everything a run needs before any training: the table (read from a path if need be),
+    the columns (guessed when not given), the validation report (errors raise DataError with the
+    fix), the datasets, the base model (downloaded if a Hub id), the run names and the settings
+    (blank ones automatic). ``allow_paths`` (default: the setting) lets ``base`` be a folder."""
+    from .data import read_table
+
+    if mode not in MODES:
+        raise InputError(f"Unknown mode {mode!r}: choose full, probe or both.")
+    if not 0.05 <= float(val_fraction) <= 0.5:
+        raise InputError(f"The validation fraction must be between 0.05 and 0.5 (got {val_fraction}).")
+    notices: list[str] = []
+    if not isinstance(table, Table):
+        table = read_table(table)
+    notices += list(table.notices)
+    guess = guess_columns(table)
+    text = text_column or guess.text
+    label = label_column or guess.label
+    pair = pair_column or None
+    if text is None or label is None:
+        raise DataError(f"Could not tell which column holds the {'text' if text is None else 'labels'}: choose the "
+                        f"text and label columns (columns: {', '.join(table.columns)}).")
+    if not (text_column and label_column):
+        notices.append(f"columns guessed: text {text!r}, label {label!r}")
+    report = review_columns(table, text, label, pair, multi_label)
+    report.raise_if_blocking()
+    train = _build_dataset(table, text, label, pair, bool(multi_label))
+    val = None
+    if val_table is not None:
+        if not isinstance(val_table, Table):
+            val_table = read_table(val_table)
+        notices += [f"validation file: {n}" for n in val_table.notices]
+        vt, vl, vp, guessed = _val_columns(val_table, text, label, pair)
+        notices += guessed
+        val, val_notices = validation_dataset(train, val_table, vt, vl, vp)
+        notices += list(val_notices)
+    allow = get_settings().allow_local_paths if allow_paths is None else bool(allow_paths)
+    base = (base or "").strip() or DEFAULT_BASE
+    base_path = base_model_path(base, allow_paths=allow)
+    modes = ("probe", "full") if mode == "both" else (mode,)
+    name = (name or "").strip()
+    names: tuple[str | None, ...] = (
+        (None,) * len(modes) if not name
+        else (valid_run_name(name),) if len(modes) == 1
+        else tuple(valid_run_name(f"{name}-{m}") for m in modes)
+    )
+    for n in names:
+        if n is not None and (_runs_dir() / n).exists():
+            raise InputError(f"A run named {n!r} already exists: choose another name (runs are never overwritten).")
+    n_train = len(train) if val is not None else max(1, int(len(train) * (1 - float(val_fraction))))
+    config, auto = auto_config(n_train, _hidden_size(base_path), epochs=epochs, learning_rate=learning_rate,
+                               batch_size=batch_size, warmup_ratio=warmup_ratio, patience=patience,
+                               max_length=max_length or None, seed=seed)
+    return FinetunePlan(train=train, val=val, base=base, modes=modes, names=names, config=config,
+                        val_fraction=float(val_fraction), source=table.name or "", columns=(text, label, pair),
+                        notices=tuple(notices), warnings=tuple(p.message for p in report.warnings), auto=auto,
+                        allow_paths=allow)
+
+
+def run_plan(plan: FinetunePlan, progress: Callable[[dict], None] | None = None,
+             cancel: threading.Event | None = None) -> list[RunResult]:
+    """Run every mode of the plan on the same split, the probe first in "both" mode (its metrics
+    then judge the full run). ``progress`` gets dicts with ``kind``: "mode" (mode, index, of),
+    "progress" (a training event: step, max_steps, eta, logs...) and "result" (result).
+    A cancel keeps the runs already saved; raises CancelledError when nothing was saved."""
+    results: list[RunResult] = []
+    probe = None
+    emit = progress or (lambda e: None)
+    for k, (mode, name) in enumerate(zip(plan.modes, plan.names), start=1):
+        if cancel is not None and cancel.is_set():
+            break
+        emit({"kind": "mode", "mode": mode, "index": k, "of": len(plan.modes)})
+        try:
+            res = run_finetune(plan.train, plan.val, base=plan.base, mode=mode, name=name, config=plan.config,
+                               val_fraction=plan.val_fraction, source=plan.source, cancel=cancel, probe=probe,
+                               allow_paths=plan.allow_paths,
+                               progress=lambda e, m=mode, k=k: emit({"kind": "progress", "mode": m, "index": k,
+                                                                       "of": len(plan.modes), **e}))
+        except CancelledError:
+            if results:
+                break
+            raise
+        if res is None:  # a non-main process under accelerate launch
+            return []
+        if mode == "probe":
+            probe = res.metrics
+        results.append(res)
+        emit({"kind": "result", "mode": mode, "index": k, "of": len(plan.modes), "result": res})
+    if not results:
+        raise CancelledError("Training was cancelled before anything was saved.")
+    return results
+
+
+class FinetuneJob:
+    """``run_plan`` in a worker thread, for an event loop that must stay responsive (the web
+    app): ``start()``, then iterate ``events()`` (None every ``timeout`` s while nothing
+    happens, a dict per event, ending after the run), then read ``results`` / ``error``."""
+
+    def __init__(self, plan: FinetunePlan, cancel: threading.Event | None = None):
+        self.plan = plan
+        self.cancel_event = cancel if cancel is not None else threading.Event()
+        self.results: list[RunResult] = []
+        self.error: BaseException | None = None
+        self._events: queue.Queue = queue.Queue()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> FinetuneJob:
+        self._thread = threading.Thread(target=self._work, name="bertviz-finetune", daemon=True)
+        self._thread.start()
+        return self
+
+    def _work(self) -> None:
+        try:
+            self.results = run_plan(self.plan, progress=self._events.put, cancel=self.cancel_event)
+        except BaseException as exc:  # noqa: BLE001 - handed to whoever reads the job
+            self.error = exc
+        finally:
+            self._events.put({"kind": "done"})
+
+    def cancel(self) -> None:
+        self.cancel_event.set()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def events(self, timeout: float = 0.2) -> Iterator[dict | None]:
+        while True:
+            try:
+                event = self._events.get(timeout=timeout)
+            except queue.Empty:
+                yield None
+                continue
+            if event.get("kind") == "done":
+                return
+            yield event
+
+    def wait(self, timeout: float | None = None) -> list[RunResult]:
+        """Block until the run ends; re-raise its error (a cancel with runs saved is not one)."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+        if self.error is not None:
+            raise self.error
+        return self.results

@@ -339,6 +339,16 @@ def _check_folder(path: Path) -> None:
         raise ModelLoadError(f"{path.name!r} has no model.safetensors: save the model with save_pretrained().")
 
 
+def model_folder(name_or_path: str, allow_paths: bool = True) -> Path:
+    """The local folder of a model (registered name, folder or Hub id, downloaded if need be),
+    checked to hold safetensors weights: what a fine-tune starts from. Raises the same clear
+    errors as ``load_model``."""
+    kind, where = _resolve(name_or_path, allow_paths=allow_paths)
+    path = _download_from_hub(where) if kind == "hub" else Path(where)
+    _check_folder(path)
+    return path
+
+
 def load_model(
     name_or_path: str = "default",
     device: str | None = None,

@@ -254,3 +254,167 @@ def test_kill_during_training_loses_nothing_saved(models_dir, tiny_model_dir, da
     assert [m["name"] for m in bv.list_models()] == ["default", "runs/survivor"]
     bv.clear_cache()
     assert bv.predict(bv.load_model("runs/survivor", device="cpu"), "good film")[0].label
+
+
+# --------------------------------------------------------------------------- the service: plan -> run, verdict
+def test_auto_config_gives_small_data_more_epochs_and_keeps_given_values():
+    from bertviz_app.finetune import AUTO_MAX_EPOCHS, auto_config
+
+    small, why = auto_config(480, hidden_size=384)
+    large, _ = auto_config(20000, hidden_size=768)
+    assert small.epochs == AUTO_MAX_EPOCHS > large.epochs >= 1
+    assert small.learning_rate > large.learning_rate  # MiniLM-sized encoders take a larger rate
+    assert small.early_stopping_patience > 0 and small.eval_every >= 1
+    assert len(why) == 5 and any("epochs" in w for w in why)
+    given, why = auto_config(480, epochs=2, learning_rate=1e-5, batch_size=4, warmup_ratio=0.0, patience=0)
+    assert (given.epochs, given.learning_rate, given.batch_size, given.warmup_ratio, given.early_stopping_patience) == (
+        2, 1e-5, 4, 0.0, 0)
+    assert why == ()
+
+
+def _metrics(acc, f1, n=100, conf=0.9, classes=("a", "b", "c")):
+    per = {c: {"precision": 0, "recall": 0, "f1": 0, "support": 1} for c in classes}
+    return {"accuracy": acc, "macro_f1": f1, "n": n, "per_class": per, "confusion_matrix": [[0]], "mean_confidence": conf}
+
+
+def test_judge_separates_learned_weak_and_not_learned():
+    from bertviz_app.finetune import judge
+
+    majority = {"class": "a", "accuracy": 1 / 3, "macro_f1": 0.17}
+    falling = [{"loss": 1.1}, {"loss": 0.9}, {"loss": 0.5}, {"loss": 0.4}, {"loss": 0.35}, {"loss": 0.3}]
+    flat = [{"loss": 1.10}, {"loss": 1.05}, {"loss": 1.02}, {"loss": 1.01}, {"loss": 1.0}, {"loss": 1.0}]
+    probe = {"accuracy": 0.7, "macro_f1": 0.69}
+    hp = {"learning_rate": 5e-5, "epochs": 3}
+    good = judge(_metrics(0.8, 0.8), majority, mode="full", log_history=falling, probe=probe, hyperparameters=hp)
+    assert good.status == "learned" and good.learned and not good.suggestions
+    assert "0.690" in good.message and good.loss_start == pytest.approx(1.1) and good.loss_end < 0.4
+    # better than the majority class but the loss stayed flat and the answers are near uniform: the issue's case
+    barely = judge(_metrics(0.697, 0.69, conf=0.39), majority, mode="full", log_history=flat, hyperparameters=hp)
+    assert barely.status == "weak" and "flat" in barely.message and "near uniform" in barely.message
+    assert any("learning rate" in s for s in barely.suggestions)
+    below_probe = judge(_metrics(0.6, 0.6), majority, mode="full", log_history=falling, probe=probe, hyperparameters=hp)
+    assert below_probe.status == "weak" and "probe" in below_probe.message
+    chance = judge(_metrics(0.36, 0.3, n=60), majority, mode="full", log_history=flat, hyperparameters=hp)
+    assert chance.status == "not_learned" and not chance.learned and "not learned" in chance.message
+    # a probe run is judged against the majority class only
+    assert judge(_metrics(0.8, 0.8, conf=0.4), majority, mode="probe").status == "learned"
+
+
+def write_random_csv(path: Path, n: int = 80, seed: int = 1) -> Path:
+    """Texts that carry no information about their (random) labels."""
+    rng = random.Random(seed)
+    words = POS + NEG + ["plot", "scene", "actor", "camera", "music"]
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["review", "sentiment"])
+        for _ in range(n):
+            w.writerow([" ".join(rng.choices(words, k=6)), rng.choice(["negative", "positive"])])
+    return path
+
+
+def test_random_labels_give_a_not_learned_verdict_in_the_result_and_run_json(models_dir, tiny_model_dir, tmp_path):
+    plan = bv.plan_finetune(write_random_csv(tmp_path / "noise.csv"), base=str(tiny_model_dir), mode="full",
+                            name="noise", epochs=1, batch_size=8, allow_paths=True)
+    (result,) = bv.run_plan(plan)
+    v = result.verdict
+    assert v.status == "not_learned" and not v.learned
+    assert "has not learned" in v.message and v.suggestions
+    assert v.probe is not None and v.majority["class"] in ("negative", "positive")  # judged against both
+    info = json.loads((result.path / "run.json").read_text())
+    assert info["verdict"]["status"] == "not_learned" and info["verdict"]["learned"] is False
+
+
+def test_plan_guesses_columns_and_runs_both_modes_on_one_split_with_events(models_dir, tiny_model_dir, tmp_path):
+    plan = bv.plan_finetune(write_csv(tmp_path / "d.csv"), base=str(tiny_model_dir), mode="both", name="pair",
+                            epochs=2, batch_size=8, learning_rate=5e-4, allow_paths=True)
+    assert plan.columns == ("review", "sentiment", None) and plan.modes == ("probe", "full")
+    assert plan.names == ("pair-probe", "pair-full") and any("guessed" in n for n in plan.notices)
+    assert any("warm-up" in a for a in plan.auto) and not any("epochs" in a for a in plan.auto)
+    events = []
+    probe, full = bv.run_plan(plan, progress=events.append)
+    kinds = [(e["kind"], e["mode"]) for e in events]
+    assert kinds[0] == ("mode", "probe") and ("mode", "full") in kinds and kinds[-1] == ("result", "full")
+    assert any(k == ("progress", "full") and "loss" in e.get("logs", {}) for k, e in zip(kinds, events))
+    assert probe.mode == "probe" and full.mode == "full" and probe.data_hash == full.data_hash
+    assert probe.metrics["n"] == full.metrics["n"]  # the same validation rows
+    assert full.verdict.probe == {"accuracy": probe.metrics["accuracy"], "macro_f1": probe.metrics["macro_f1"]}
+    assert full.hyperparameters["learning_rate"] == 5e-4
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"mode": "twice"}, "full, probe or both"),
+    ({"text_column": "nope", "label_column": "sentiment"}, "nope"),
+    ({"text_column": "review", "label_column": "review"}, "different columns"),
+    ({"val_fraction": 0.9}, "between 0.05 and 0.5"),
+    ({"name": "../x"}, "name"),
+])
+def test_plan_refuses_bad_requests_with_what_to_fix(models_dir, tiny_model_dir, tmp_path, kwargs, message):
+    with pytest.raises(bv.BertvizError, match=message):
+        bv.plan_finetune(write_csv(tmp_path / "d.csv"), base=str(tiny_model_dir), allow_paths=True, **kwargs)
+
+
+def test_plan_refuses_an_existing_run_name_and_a_folder_base_when_paths_are_off(models_dir, tiny_model_dir, dataset,
+                                                                                tmp_path):
+    run_finetune(dataset, base=str(tiny_model_dir), mode="probe", name="taken")
+    data = write_csv(tmp_path / "d.csv")
+    with pytest.raises(InputError, match="already exists"):
+        bv.plan_finetune(data, base=str(tiny_model_dir), name="taken", allow_paths=True)
+    with pytest.raises(bv.BertvizError, match="BERTVIZ_ALLOW_LOCAL_PATHS"):
+        bv.plan_finetune(data, base=str(tiny_model_dir), allow_paths=False)
+
+
+def test_job_streams_events_and_cancel_keeps_the_best_weights(models_dir, tiny_model_dir, tmp_path):
+    plan = bv.plan_finetune(write_csv(tmp_path / "d.csv"), base=str(tiny_model_dir), mode="full", name="job",
+                            epochs=50, batch_size=4, patience=0, allow_paths=True)
+    job = bv.FinetuneJob(plan).start()
+    seen = []
+    for event in job.events(timeout=0.1):
+        if event is not None:
+            seen.append(event)
+            if event["kind"] == "progress" and event["step"] >= 2:
+                job.cancel()
+    (result,) = job.wait()
+    assert not job.running and job.error is None
+    assert result.cancelled and result.name == "runs/job"
+    assert seen[0]["kind"] == "mode" and seen[-1]["kind"] == "result"
+    assert bv.load_model("runs/job", device="cpu").labels == ("negative", "positive")
+
+
+def test_job_cancelled_before_start_saves_nothing(models_dir, tiny_model_dir, tmp_path):
+    plan = bv.plan_finetune(write_csv(tmp_path / "d.csv"), base=str(tiny_model_dir), mode="both", name="never",
+                            allow_paths=True)
+    job = bv.FinetuneJob(plan)
+    job.cancel()
+    job.start()
+    assert [e for e in job.events(timeout=0.1) if e is not None] == []  # ends without a mode starting
+    with pytest.raises(bv.CancelledError, match="before anything was saved"):
+        job.wait()
+    assert not (models_dir / "runs").exists() or not any((models_dir / "runs").iterdir())
+
+
+def test_cli_default_base_is_the_service_default_and_cli_has_every_mode():
+    from bertviz_app.cli import build_parser
+    from bertviz_app.finetune import DEFAULT_BASE, MODES
+
+    args = build_parser().parse_args(["finetune", "x.csv"])
+    assert args.base == DEFAULT_BASE and args.epochs is None and args.lr is None and args.patience is None
+    for mode in MODES:
+        assert build_parser().parse_args(["finetune", "x.csv", "--mode", mode]).mode == mode
+
+
+def test_cli_finetune_both_prints_a_verdict_per_run(models_dir, tiny_model_dir, tmp_path, capsys, monkeypatch):
+    from bertviz_app.cli import main
+
+    data = write_csv(tmp_path / "d.csv")
+    code = main(["finetune", str(data), "--base", str(tiny_model_dir), "--mode", "both", "--name", "cb", "--epochs", "1",
+                 "--batch-size", "8", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    lines = [json.loads(line) for line in out.strip().splitlines()]
+    assert [r["model"] for r in lines] == ["runs/cb-probe", "runs/cb-full"]
+    assert all(r["verdict"]["status"] in ("learned", "weak", "not_learned") for r in lines)
+    assert err.count("verdict: ") == 2 and "auto: " in err
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    code = main(["finetune", str(data), "--base", str(tiny_model_dir), "--push-to", "me/x"])
+    out, err = capsys.readouterr()
+    assert code == 2 and "HF_TOKEN" in err and err.count("\n") == 1

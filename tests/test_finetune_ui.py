@@ -66,20 +66,22 @@ def _write(path: Path, text: str) -> Path:
 
 
 # upload outputs (states are not part of the API): notices, preview, text, label, pair, multi, report
-# start outputs: status, bar, curves, metrics, per_class, confusion, wrong, wrong_csv, selected_md, model, run,
-# runs_table, base
-START = dict(zip(["status", "bar", "curves", "metrics", "per_class", "confusion", "wrong", "wrong_csv", "selected_md",
-                  "model", "run", "runs_table", "base"], range(13)))
+# start outputs: status, bar, verdict, curves, metrics, per_class, confusion, wrong, wrong_csv, selected_md, model,
+# run, runs_table, base
+START = dict(zip(["status", "bar", "verdict", "curves", "metrics", "per_class", "confusion", "wrong", "wrong_csv",
+                  "selected_md", "model", "run", "runs_table", "base"], range(14)))
 
 
 def upload(client: Client, path: Path):
     return client.predict(handle_file(str(path)), api_name="/finetune_upload")
 
 
-def start_args(base: str, mode: str = "probe", name: str = "", epochs: float = 2, lr: float = 5e-4, batch: int = 8,
-               patience: int = 0, text: str = "review", label: str = "sentiment"):
-    # text, label, pair, multi, base, mode, name, epochs, lr, batch, max_len, seed, patience, val_fraction
-    return (text, label, "", False, base, mode, name, epochs, lr, batch, None, 42, patience, 0.2)
+def start_args(base: str, mode: str = "probe", name: str = "", epochs: float | None = 2, lr: float | None = 5e-4,
+               batch: int | None = 8, patience: int | None = 0, text: str = "review", label: str = "sentiment",
+               warmup: float | None = None):
+    # text, label, pair, multi, base, mode, name, epochs, lr, batch, max_len, seed, patience, val_fraction, warm-up
+    # (None = automatic)
+    return (text, label, "", False, base, mode, name, epochs, lr, batch, None, 42, patience, 0.2, warmup)
 
 
 def field(out, key):
@@ -141,6 +143,10 @@ def test_probe_run_shows_metrics_saves_the_run_and_selects_it(app_url, data, tin
     assert "Done" in field(out, "status") and "runs/ui-probe saved" in field(out, "status")
     metrics = field(out, "metrics")
     assert "Accuracy" in metrics and "macro-F1" in metrics and "runs/ui-probe" in metrics
+    # the verdict (did it learn? against the majority class) and how the settings were chosen
+    verdict = field(out, "verdict")
+    assert "runs/ui-probe (probe)" in verdict and "always answering" in verdict and "Settings:" in verdict
+    assert any(head in verdict for head in ("**Learned.**", "**Weak", "**Not learned.**"))
     per_class = field(out, "per_class")
     assert [r[1] for r in per_class["data"]] == ["negative", "positive"]
     cm = json.loads(field(out, "confusion")["plot"])
@@ -179,6 +185,7 @@ def test_both_modes_side_by_side(app_url, data, tiny_model_dir):
     status = field(out, "status")
     assert "runs/ui-both-probe saved" in status and "runs/ui-both-full saved" in status
     assert "Probe vs full" in field(out, "metrics")
+    assert "ui-both-full (full)" in field(out, "verdict")  # judged against the probe just trained
     cm = json.loads(field(out, "confusion")["plot"])
     assert sum(1 for t in cm["data"] if t["type"] == "heatmap") == 2
     runs = field(out, "runs_table")

@@ -1,12 +1,14 @@
 """Fine-tune tab: upload a labelled table, confirm the columns, train (full, probe or both),
-watch the loss and validation curves live, then read the metrics, the confusion matrix and the
-misclassified rows, compare the new model with its base, and download it.
+watch the loss and validation curves live, then read the metrics, the verdict (did it learn?),
+the confusion matrix and the misclassified rows, compare the new model with its base, and
+download or push it.
 
-Training runs in a worker thread; its progress events go through a ``queue.Queue`` to the
-streaming handler, which redraws at most twice a second. The event has its own concurrency id
-(one training at a time, a second user sees their queue position) so the explorer's analyses
-are not blocked by a long run. Cancel sets the session's ``threading.Event`` (kept in
-``gr.State``); ``run_finetune`` stops within a step and still saves the best weights so far.
+Event wiring and rendering only: the fine-tune chain is the core service
+(``plan_finetune`` -> ``FinetuneJob``, the same one the CLI runs). The job trains in a worker
+thread; the streaming handler reads its events and redraws at most twice a second. The event has
+its own concurrency id (one training at a time, a second user sees their queue position) so the
+explorer's analyses are not blocked by a long run. Cancel sets the session's ``threading.Event``
+(kept in ``gr.State``); the run stops within a step and still saves the best weights so far.
 """
 
 from __future__ import annotations
@@ -14,12 +16,9 @@ from __future__ import annotations
 import csv
 import math
 import os
-import queue
-import shutil
 import tempfile
 import threading
 import time
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Callable
 
@@ -38,7 +37,7 @@ MODE_CHOICES = [("full: train every weight", "full"), ("probe: frozen encoder + 
 UPDATE_EVERY = 0.5  # seconds between streamed redraws (at most ~2 a second)
 PREVIEW_ROWS = 10
 COMPARE_STEPS = 32  # Integrated Gradients steps for the base-vs-fine-tuned comparison
-ENCODER = "encoder"
+AUTO = "blank = automatic (from the data size)"
 
 
 class CancelFlag:
@@ -86,8 +85,8 @@ def build(default: str) -> SimpleNamespace:
     preview = gr.Dataframe(label="Preview (first rows as read; row = spreadsheet row)", interactive=False,
                            wrap=True, max_height=300, elem_id="bv-ft-preview")
     with gr.Row():
-        base_choices = [ENCODER, *common.model_choices(default)]
-        base = gr.Dropdown(choices=base_choices, value=ENCODER, allow_custom_value=True, label="Base model",
+        base_choices = [core.DEFAULT_BASE, *common.model_choices(default)]
+        base = gr.Dropdown(choices=base_choices, value=core.DEFAULT_BASE, allow_custom_value=True, label="Base model",
                            info="encoder = the bare MiniLM-L6 encoder; or a registered model, or a Hub id (owner/name)"
                            + (" or a folder" if core.get_settings().allow_local_paths else ""), elem_id="bv-ft-base")
         mode = gr.Radio(MODE_CHOICES, value="full", label="Mode", elem_id="bv-ft-mode")
@@ -95,20 +94,24 @@ def build(default: str) -> SimpleNamespace:
                           info="letters, digits, . _ -; blank = automatic", elem_id="bv-ft-name")
     with gr.Accordion("Advanced", open=False):
         help_ = {f: core_train_help(f) for f in ("epochs", "learning_rate", "batch_size", "max_length", "seed",
-                                                 "early_stopping_patience")}
+                                                 "early_stopping_patience", "warmup_ratio")}
+        gr.Markdown("Leave epochs, learning rate, batch size, warm-up and patience blank to have them chosen from "
+                    "the data size (small data gets more epochs, with early stopping on the validation macro-F1).")
         with gr.Row():
-            epochs = gr.Number(value=3, minimum=0.1, maximum=100, label="Epochs", info=help_["epochs"],
+            epochs = gr.Number(value=None, minimum=0.1, maximum=100, label="Epochs", info=f"{help_['epochs']} {AUTO}",
                                elem_id="bv-ft-epochs")
-            lr = gr.Number(value=5e-5, minimum=1e-7, maximum=0.9, label="Learning rate", info=help_["learning_rate"],
-                           elem_id="bv-ft-lr")
-            batch = gr.Number(value=32, minimum=1, maximum=4096, precision=0, label="Batch size",
-                              info=help_["batch_size"], elem_id="bv-ft-batch")
+            lr = gr.Number(value=None, minimum=1e-7, maximum=0.9, label="Learning rate",
+                           info=f"{help_['learning_rate']} {AUTO}", elem_id="bv-ft-lr")
+            batch = gr.Number(value=None, minimum=1, maximum=4096, precision=0, label="Batch size",
+                              info=f"{help_['batch_size']} {AUTO}", elem_id="bv-ft-batch")
+            warmup = gr.Number(value=None, minimum=0, maximum=0.5, label="Warm-up fraction",
+                               info=f"{help_['warmup_ratio']} {AUTO}", elem_id="bv-ft-warmup")
         with gr.Row():
             max_len = gr.Number(value=None, minimum=0, maximum=4096, precision=0, label="Max length (blank or 0 = auto)",
                                 info=help_["max_length"], elem_id="bv-ft-maxlen")
             seed = gr.Number(value=42, precision=0, label="Seed", info=help_["seed"], elem_id="bv-ft-seed")
-            patience = gr.Number(value=2, minimum=0, precision=0, label="Early-stopping patience",
-                                 info=help_["early_stopping_patience"], elem_id="bv-ft-patience")
+            patience = gr.Number(value=None, minimum=0, precision=0, label="Early-stopping patience",
+                                 info=f"{help_['early_stopping_patience']} {AUTO}", elem_id="bv-ft-patience")
             val_fraction = gr.Slider(0.05, 0.5, value=0.2, step=0.05, label="Validation fraction",
                                      info="held out when no validation file is given", elem_id="bv-ft-valfrac")
     with gr.Row():
@@ -116,6 +119,7 @@ def build(default: str) -> SimpleNamespace:
         cancel = gr.Button("Cancel", variant="stop", elem_id="bv-ft-cancel")
     status = gr.Markdown(elem_id="bv-ft-status")
     bar = gr.HTML(elem_id="bv-ft-progress")
+    verdict = gr.Markdown(elem_id="bv-ft-verdict")
     curves = gr.Plot(label="Training curves", elem_id="bv-ft-curves")
     metrics = gr.Markdown(elem_id="bv-ft-metrics")
     with gr.Row():
@@ -164,23 +168,19 @@ def build(default: str) -> SimpleNamespace:
 
 
 def core_train_help(field: str) -> str:
-    from ..training import TrainConfig
-
-    return TrainConfig.__dataclass_fields__[field].metadata["help"]
+    return core.TrainConfig.__dataclass_fields__[field].metadata["help"]
 
 
 # --------------------------------------------------------------------------- data intake (pure helpers)
 def read_upload(path: str | None):
     """-> (Table | None, ColumnGuess | None, notices Markdown). DataError -> an **Error:** line."""
-    from ..data import guess_columns, read_table
-
     if not path:
         return None, None, ""
     try:
-        table = read_table(path)
+        table = core.read_table(path)
     except core.DataError as exc:
         return None, None, f"**Error:** {esc(exc)}"
-    guess = guess_columns(table)
+    guess = core.guess_columns(table)
     lines = [f"**{esc(table.name)}**: {table.n_rows:,} rows, {len(table.columns)} columns."]
     lines += [f"Note: {esc(n)}" for n in table.notices]
     if guess.reasons:
@@ -189,37 +189,13 @@ def read_upload(path: str | None):
     return table, guess, "  \n".join(lines)
 
 
-def _col(value: str | None) -> str | None:
-    return value if value else None
-
-
-def _truncation_check() -> dict:
-    """Tokenizer and length for the report's "will be truncated" warning: the encoder's WordPiece
-    vocabulary (shared by the default model and runs built on it) at BERT's 512 tokens. Skipped,
-    not fatal, when the encoder package is missing."""
-    try:
-        from ..default_model import encoder_tokenizer
-
-        return {"tokenizer": encoder_tokenizer(), "max_length": 512}
-    except core.BertvizError:
-        return {}
-
-
 def report_md(table, text_col, label_col, pair_col, multi_label) -> str:
     """The validation report for the chosen columns: errors (block training) then warnings."""
-    from ..data import validate
-
     if table is None:
         return ""
-    if not text_col or not label_col:
-        return "**Error:** choose the text column and the label column."
-    if text_col == label_col:
-        return "**Error:** the text column and the label column must be different columns."
-    if pair_col and pair_col in (text_col, label_col):
-        return "**Error:** the second text column must differ from the text and label columns."
     try:
-        rep = validate(table, text_col, label_col, _col(pair_col), bool(multi_label), **_truncation_check())
-    except core.DataError as exc:
+        rep = core.review_columns(table, text_col, label_col, pair_col or None, bool(multi_label))
+    except (core.DataError, core.InputError) as exc:
         return f"**Error:** {esc(exc)}"
     s = rep.summary
     counts = ", ".join(f"{esc(k)} ({v:,})" for k, v in list(s["class_counts"].items())[:20])
@@ -232,90 +208,44 @@ def report_md(table, text_col, label_col, pair_col, multi_label) -> str:
     return "  \n".join(lines)
 
 
-def datasets(table, val_table, text_col, label_col, pair_col, multi_label):
-    """-> (train Dataset, validation Dataset | None, notices). Raises DataError with the fix."""
-    from ..data import build_dataset, guess_columns, validation_dataset
+def _blank(v):
+    """A Number field's value, None when blank (gr.Number gives None or NaN for an empty box)."""
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
 
+
+def plan_from_fields(table, val_table, text_col, label_col, pair_col, multi_label, base, mode, name, epochs, lr, batch,
+                     max_len, seed, patience, val_fraction, warmup=None):
+    """The tab's fields -> ``core.plan_finetune`` (blank numbers = automatic). Raises the core's
+    clear errors (DataError, InputError, ModelNotFoundError...)."""
     if table is None:
         raise core.DataError("Upload a training file first (.csv, .tsv or .txt with a header row).")
-    if not text_col or not label_col or text_col == label_col:
+    if not text_col or not label_col:
         raise core.DataError("Choose two different columns for the text and the label.")
-    train = build_dataset(table, text_col, label_col, _col(pair_col), bool(multi_label))
-    if val_table is None:
-        return train, None, ()
-    cols = set(val_table.columns)
-    if {text_col, label_col} <= cols and (not pair_col or pair_col in cols):
-        vt, vl, vp = text_col, label_col, _col(pair_col)
-    else:  # the validation file names its columns differently: guess them
-        g = guess_columns(val_table)
-        vt, vl, vp = g.text, g.label, (g.pair if pair_col else None)
-        if vt is None or vl is None or (pair_col and vp is None):
-            raise core.DataError(f"The validation file {val_table.name!r} lacks the columns {text_col!r} and "
-                                 f"{label_col!r}" + (f" and {pair_col!r}" if pair_col else "")
-                                 + " and they could not be guessed: give it the same header as the training file.")
-    val, notices = validation_dataset(train, val_table, vt, vl, vp)
-    return train, val, tuple(notices)
-
-
-def check_base(base: str | None, default: str) -> str:
-    """The base model name, with common.load's path rule: folder paths only when allowed."""
-    base = (base or "").strip() or ENCODER
-    if base not in (ENCODER, default) and not core.get_settings().allow_local_paths:
-        from ..registry import _resolve
-
-        _resolve(base, allow_paths=False)  # raises the clear "paths are turned off" message
-    return base
-
-
-def make_config(epochs, lr, batch, max_len, seed, patience, n_rows: int, val_fraction: float, has_val: bool):
-    from ..training import TrainConfig
-
-    def num(v, what, cast=float):
-        if v is None or (isinstance(v, float) and math.isnan(v)):
-            raise core.InputError(f"{what} is empty: enter a number.")
-        return cast(v)
-
-    batch_i = num(batch, "Batch size", int)
-    ep = num(epochs, "Epochs")
-    n_train = n_rows if has_val else max(1, int(n_rows * (1 - float(val_fraction))))
-    steps = max(1, math.ceil(n_train / max(1, batch_i)) * ep)
-    return TrainConfig(
-        epochs=ep, learning_rate=num(lr, "Learning rate"), batch_size=batch_i,
-        max_length=int(max_len) if max_len and not (isinstance(max_len, float) and math.isnan(max_len)) else None,
-        seed=num(seed, "Seed", int), early_stopping_patience=num(patience, "Early-stopping patience", int),
-        logging_steps=max(1, min(50, int(steps // 30))),  # ~30 points on the loss curve
+    seed = _blank(seed)
+    batch, patience, max_len = _blank(batch), _blank(patience), _blank(max_len)
+    return core.plan_finetune(
+        table, text_column=text_col, label_column=label_col, pair_column=pair_col or None, multi_label=bool(multi_label),
+        val_table=val_table, base=base, mode=mode or "full", name=name, epochs=_blank(epochs),
+        learning_rate=_blank(lr), batch_size=None if batch is None else int(batch), warmup_ratio=_blank(warmup),
+        max_length=int(max_len) if max_len else None, seed=42 if seed is None else int(seed),
+        patience=None if patience is None else int(patience), val_fraction=float(val_fraction or 0.2),
     )
-
-
-def run_names(name: str | None, modes: list[str]) -> list[str | None]:
-    from ..finetune import valid_run_name
-
-    name = (name or "").strip()
-    if not name:
-        return [None] * len(modes)
-    if len(modes) == 1:
-        return [valid_run_name(name)]
-    return [valid_run_name(f"{name}-{m}") for m in modes]
 
 
 # --------------------------------------------------------------------------- results (pure helpers)
 def run_choices() -> list[str]:
-    from ..finetune import list_runs
-
     try:
-        return [r["name"] for r in list_runs()]
+        return [r["name"] for r in core.list_runs()]
     except Exception:  # noqa: BLE001 - an unreadable models folder must not break the page
         return []
 
 
 def runs_frame() -> pd.DataFrame:
     """One row per data set (data_hash): the newest probe and full runs side by side."""
-    from ..finetune import list_runs
-
     cols = ["data", "classes", "train/val rows", "probe run", "probe accuracy", "probe macro-F1", "full run",
             "full accuracy", "full macro-F1"]
     try:
-        runs = list_runs()
+        runs = core.list_runs()
     except Exception:  # noqa: BLE001
         runs = []
     groups: dict[str, dict[str, list[dict]]] = {}
@@ -340,6 +270,30 @@ def runs_frame() -> pd.DataFrame:
 
 def _pct(x) -> str:
     return "" if x is None else f"{x:.1%}"
+
+
+def settings_line(plan) -> str:
+    """How the settings were chosen, one line."""
+    c = plan.config
+    chosen = (f"Settings: {c.epochs:g} epochs at most, learning rate {c.learning_rate:g}, batch {c.batch_size}, "
+              f"warm-up {c.warmup_ratio:.0%}, early-stopping patience {c.early_stopping_patience}")
+    return chosen + (f" (automatic: {esc('; '.join(plan.auto))})." if plan.auto else ".")
+
+
+VERDICT_HEAD = {"learned": "**Learned.**", "weak": "**Weak: barely better.**", "not_learned": "**Not learned.**"}
+
+
+def verdict_md(results: list) -> str:
+    """Each run's verdict (did it learn? against the majority class and the probe) with what to change."""
+    lines = []
+    for r in results:
+        v = r.verdict
+        if v is None:
+            continue
+        who = f"{esc(r.name)} ({r.mode})"
+        lines.append(f"{VERDICT_HEAD.get(v.status, v.status)} {who}: {esc(v.message)}")
+        lines += [f"- Try: {esc(tip)}" for tip in v.suggestions]
+    return "  \n".join(lines)
 
 
 def metrics_md(results: list) -> str:
@@ -395,8 +349,7 @@ def wrong_frame(rows: list[dict]) -> pd.DataFrame:
 
 def wrong_csv(rows: list[dict]) -> str | None:
     """The misclassified rows as a CSV safe to open in a spreadsheet (no formula injection)."""
-    from ..data import safe_csv_cell
-
+    safe_csv_cell = core.safe_csv_cell
     if not rows:
         return None
     d = tempfile.mkdtemp(prefix="bertviz-wrong-")
@@ -422,57 +375,15 @@ def pick_row(rows: list[dict] | None, row_value) -> dict | None:
     return None
 
 
-def run_path(run: str | None) -> Path:
-    """The folder of a saved run, by its registered name ``runs/<name>`` (confined to models/runs)."""
-    from ..finetune import valid_run_name
-
-    run = (run or "").strip()
-    if not run.startswith("runs/"):
-        raise core.InputError("Choose a run from the list (runs/<name>).")
-    name = valid_run_name(run.split("/", 1)[1])
-    path = core.get_settings().models_dir / "runs" / name
-    if not (path / "config.json").is_file():
-        raise core.ModelNotFoundError(f"The run {run!r} is not saved (any more). Refresh the runs list.")
-    return path
-
-
-def make_zip(run: str | None) -> str:
-    path = run_path(run)
-    d = tempfile.mkdtemp(prefix="bertviz-zip-")
-    return shutil.make_archive(os.path.join(d, path.name), "zip", root_dir=path)
-
-
 def push_to_hub(run: str | None, repo_id: str | None, token: str | None, private: bool = True) -> str:
-    """Upload a run folder to a Hub model repository. The token goes to huggingface_hub only:
-    never logged, never stored, scrubbed from any error message."""
-    import re
-
-    path = run_path(run)
-    repo_id = (repo_id or "").strip()
-    token = (token or "").strip()
-    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$", repo_id) or ".." in repo_id:
-        raise core.InputError("The repository id must look like owner/name (letters, digits, . _ -).")
-    if not token:
-        raise core.InputError("Paste a Hugging Face write token (huggingface.co/settings/tokens) to push.")
-    try:
-        from huggingface_hub import HfApi
-
-        api = HfApi(token=token)
-        api.create_repo(repo_id, private=bool(private), exist_ok=True, repo_type="model")
-        info = api.upload_folder(folder_path=str(path), repo_id=repo_id, repo_type="model",
-                                 ignore_patterns=["run.json"], commit_message=f"Upload {run} from bertviz-app")
-    except Exception as exc:  # noqa: BLE001 - network/auth errors become one clear line, token scrubbed
-        first = (str(exc).splitlines() or [type(exc).__name__])[0].replace(token, "***")[:300]
-        raise core.InputError(f"The push to {repo_id!r} failed: {first}") from None
-    url = getattr(info, "commit_url", None) or f"https://huggingface.co/{repo_id}"
-    return f"Pushed **{esc(run)}** to [{esc(repo_id)}]({url})."
+    """Upload a run folder to a Hub model repository (``core.push_run``); the token is never shown."""
+    url = core.push_run(run, repo_id, token, private)
+    return f"Pushed **{esc(run)}** to [{esc((repo_id or '').strip())}]({url})."
 
 
 def load_base(base: str, default: str) -> core.LoadedModel:
-    if base == ENCODER:
-        from ..finetune import base_model_path
-
-        return core.load_model(str(base_model_path(ENCODER)), allow_paths=True)
+    if base == core.ENCODER:
+        return core.load_model(str(core.base_model_path(base)), allow_paths=True)
     return common.load(base, default)
 
 
@@ -516,7 +427,18 @@ class Live:
         self.step, self.max_steps, self.eta, self.stage = 0, 1, None, "loading the base model"
         self.train, self.evals = [], []
 
-    def add(self, ev: dict) -> None:
+    def add(self, event: dict) -> bool:
+        """Take one job event; True when the page should be redrawn."""
+        kind = event.get("kind")
+        if kind == "mode":
+            self.new_mode(event["mode"], event["index"], event["of"])
+            return True
+        if kind != "progress":
+            return False
+        self._progress(event)
+        return True
+
+    def _progress(self, ev: dict) -> None:
         self.step, self.max_steps = int(ev.get("step", 0)), int(ev.get("max_steps") or 1)
         self.eta = ev.get("eta")
         logs = ev.get("logs") or {}
@@ -594,12 +516,10 @@ def wire(f: SimpleNamespace, *, demo: gr.Blocks | None = None, default: str, mod
 
     @common.guard
     def on_val_upload(path):
-        from ..data import read_table
-
         if not path:
             return None, ""
         try:
-            t = read_table(path)
+            t = core.read_table(path)
         except core.DataError as exc:
             return None, f"**Error in the validation file:** {esc(exc)}"
         notes = [f"Validation file **{esc(t.name)}**: {t.n_rows:,} rows."]
@@ -614,67 +534,28 @@ def wire(f: SimpleNamespace, *, demo: gr.Blocks | None = None, default: str, mod
         flag.arm()
 
     def train(flag: CancelFlag, table, val_table, text_col, label_col, pair_col, multi_label, base, mode, name,
-              epochs, lr, batch, max_len, seed, patience, val_fraction):
-        """Stream progress while a worker thread trains; the final yield shows the results."""
-        from ..finetune import run_finetune
-
+              epochs, lr, batch, max_len, seed, patience, val_fraction, warmup=None):
+        """Stream the job's progress; the final yield shows the results and the verdict."""
         cancel = flag.event
         if cancel.is_set():  # cancelled while waiting in the queue
             flag.arm()
             yield {f.status: "**Cancelled** before training started.", f.bar: ""}
             return
-        base = check_base(base, default)
-        train_ds, val_ds, val_notices = datasets(table, val_table, text_col, label_col, pair_col, multi_label)
-        modes = ["probe", "full"] if mode == "both" else [mode if mode in ("full", "probe") else "full"]
-        names = run_names(name, modes)
-        config = make_config(epochs, lr, batch, max_len, seed, patience, len(train_ds), val_fraction, val_ds is not None)
-        vf = float(val_fraction or 0.2)
-        source = getattr(table, "name", "") or ""
-        events: queue.Queue = queue.Queue()
-
-        def work():
-            try:
-                for k, (m, n) in enumerate(zip(modes, names)):
-                    if cancel.is_set():
-                        break
-                    events.put(("mode", m, k))
-                    res = run_finetune(train_ds, val_ds, base=base, mode=m, name=n, config=config, val_fraction=vf,
-                                       source=source, progress=lambda e, m=m: events.put(("progress", m, e)),
-                                       cancel=cancel)
-                    events.put(("result", m, res))
-            except BaseException as exc:  # noqa: BLE001 - handed to the streaming handler
-                events.put(("error", None, exc))
-            finally:
-                events.put(("done", None, None))
-
+        plan = plan_from_fields(table, val_table, text_col, label_col, pair_col, multi_label, base, mode, name,
+                                epochs, lr, batch, max_len, seed, patience, val_fraction, warmup)
         live = Live()
-        results = []
-        error: BaseException | None = None
+        settings_md = settings_line(plan)
         yield {f.status: "**Starting…** loading the base model", f.bar: progress_html(0, 1, None, "starting"),
+               f.verdict: settings_md,
                f.curves: plots.empty_figure("The curves appear after the first logged steps."), f.metrics: "",
                f.per_class: pd.DataFrame(), f.confusion: plots.empty_figure("The confusion matrix appears at the end."),
                f.wrong: pd.DataFrame(), f.wrong_csv: None, f.results: None, f.selected: None, f.selected_md: ""}
-        worker = threading.Thread(target=work, name="bertviz-finetune", daemon=True)
-        worker.start()
+        job = core.FinetuneJob(plan, cancel=cancel).start()
         last, dirty = 0.0, False
         try:
-            while True:
-                try:
-                    kind, m, payload = events.get(timeout=0.2)
-                except queue.Empty:
-                    kind = None
-                if kind == "done":
-                    break
-                if kind == "mode":
-                    live.new_mode(m, payload + 1, len(modes))
-                    dirty = True
-                elif kind == "progress":
-                    live.add(payload)
-                    dirty = True
-                elif kind == "result":
-                    results.append(payload)
-                elif kind == "error":
-                    error = payload
+            for event in job.events(timeout=0.2):
+                if event is not None:
+                    dirty = live.add(event) or dirty
                 now = time.monotonic()
                 if dirty and now - last >= UPDATE_EVERY:
                     last, dirty = now, False
@@ -683,23 +564,22 @@ def wire(f: SimpleNamespace, *, demo: gr.Blocks | None = None, default: str, mod
                            f.bar: progress_html(live.step, live.max_steps, live.eta, live.what),
                            f.curves: live.figure()}
         finally:
-            if worker.is_alive():  # the page went away (or the event was cancelled): stop the orphan run
-                cancel.set()
+            if job.running:  # the page went away (or the event was cancelled): stop the orphan run
+                job.cancel()
             if flag.event is cancel:
                 flag.arm()
-        if error is not None and not (isinstance(error, core.CancelledError) and results):
+        results, error = job.results, job.error
+        if error is not None:
             if isinstance(error, core.CancelledError):
                 yield {f.status: f"**Cancelled:** {esc(error)}", f.bar: ""}
                 return
             raise common.user_error(error)
-        if not results:  # cancelled between two modes, before anything was trained
-            yield {f.status: "**Cancelled** before training started.", f.bar: ""}
-            return
         out = {
             f.status: ("**Cancelled.** " if any(r.cancelled for r in results) else "**Done.** ")
             + ", ".join(f"{esc(r.name)} saved" for r in results) + ".",
             f.bar: progress_html(live.max_steps, live.max_steps, None, live.mode + ", done"),
-            f.metrics: metrics_md(results) + "".join(f"  \nNote: {esc(n)}" for n in val_notices),
+            f.verdict: verdict_md(results) + "  \n" + settings_md,
+            f.metrics: metrics_md(results) + "".join(f"  \nNote: {esc(n)}" for n in plan.notices),
             f.per_class: per_class_frame(results),
         }
         if live.train or live.evals:
@@ -719,13 +599,13 @@ def wire(f: SimpleNamespace, *, demo: gr.Blocks | None = None, default: str, mod
         runs = run_choices()
         out[f.run] = gr.update(choices=runs, value=newest)
         out[f.runs_table] = runs_frame()
-        out[f.base] = gr.update(choices=[ENCODER, *common.model_choices(default)])
+        out[f.base] = gr.update(choices=[core.DEFAULT_BASE, *common.model_choices(default)])
         yield out
 
-    train_outputs = [f.status, f.bar, f.curves, f.metrics, f.per_class, f.confusion, f.wrong, f.wrong_csv, f.results,
+    train_outputs = [f.status, f.bar, f.verdict, f.curves, f.metrics, f.per_class, f.confusion, f.wrong, f.wrong_csv, f.results,
                      f.selected, f.selected_md, model_dd, f.run, f.runs_table, f.base]  # a list: a stable API order
     train_inputs = [f.flag, f.table, f.val_table, f.text_col, f.label_col, f.pair_col, f.multi, f.base, f.mode, f.name,
-                    f.epochs, f.lr, f.batch, f.max_len, f.seed, f.patience, f.val_fraction]
+                    f.epochs, f.lr, f.batch, f.max_len, f.seed, f.patience, f.val_fraction, f.warmup]
     armed = f.start.click(arm, inputs=[f.flag], outputs=None, queue=False, api_visibility="private")
     started = armed.then(
         common.guard_stream(train), inputs=train_inputs, outputs=train_outputs, api_name="finetune_start",
@@ -767,16 +647,14 @@ def wire(f: SimpleNamespace, *, demo: gr.Blocks | None = None, default: str, mod
 
     @common.guard
     def download(run):
-        return make_zip(run)
+        return str(core.zip_run(run))
 
     f.zip_btn.click(download, inputs=[f.run], outputs=[f.zip_file], api_name="finetune_zip",
                     api_visibility="undocumented", concurrency_limit=1, concurrency_id="zip")
 
     @common.guard
     def compare(run, text, pair):
-        from ..finetune import load_run_info
-
-        info = load_run_info(run_path(run)) or {}
+        info = core.load_run_info(core.run_folder(run)) or {}
         base = info.get("base")
         if not base:
             raise core.InputError(f"The run {run!r} does not say which base model it started from.")
