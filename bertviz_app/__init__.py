@@ -18,7 +18,7 @@ _EXPORTS = {
     "attribution": ("BASELINES", "OUTPUTS", "attribute", "attribute_many", "cls_lens", "cls_path"),
     "build_job": ("BuildStatus",),
     "config": ("Settings", "get_settings"),
-    "finetune": ("DEFAULT_BASE", "ENCODER", "MODES", "FinetuneJob", "FinetunePlan", "RunResult", "Verdict",
+    "finetune": ("DEFAULT_BASE", "MODES", "FinetuneJob", "FinetunePlan", "RunResult", "Verdict",
                  "auto_config", "base_model_path", "list_runs", "load_run_info", "plan_finetune", "push_run",
                  "run_folder", "run_plan", "zip_run"),
     "data": ("read_table", "guess_columns", "review_columns", "safe_csv_cell"),
@@ -26,7 +26,7 @@ _EXPORTS = {
     "errors": ("BertvizError", "CancelledError", "DataError", "InputError", "ModelLoadError",
                "ModelNotFoundError", "ResourceError", "TrainingError"),
     "inference": ("predict",),
-    "catalog": ("list_models",),
+    "catalog": ("ENCODER", "list_models"),
     "registry": ("LoadedModel", "clear_cache", "load_model", "resolve_device"),
     "results": ("AttentionMaps", "Attribution", "ClsLens", "ClsPath", "ModelSummary", "Prediction", "TokenInfo"),
     "summary": ("summary",),
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from .attribution import BASELINES, OUTPUTS, attribute, attribute_many, cls_lens, cls_path
     from .batching import explain_one, predict_one
     from .build_job import BuildStatus
-    from .catalog import list_models
+    from .catalog import ENCODER, list_models
     from .config import Settings, get_settings
     from .data import guess_columns, read_table, review_columns, safe_csv_cell
     from .errors import (
@@ -56,7 +56,6 @@ if TYPE_CHECKING:
     )
     from .finetune import (
         DEFAULT_BASE,
-        ENCODER,
         MODES,
         FinetuneJob,
         FinetunePlan,

@@ -8,7 +8,12 @@ from pathlib import Path
 
 from .config import get_settings
 
-__all__ = ["list_models", "model_dir"]
+__all__ = ["ENCODER", "list_models", "model_dir"]
+
+# The registered name of the bare pip-shipped MiniLM-L6 encoder (fresh head): the default model
+# starts from it, the fine-tune tab and CLI use it as their base, and the page opens it while the
+# default model builds.
+ENCODER = "encoder"
 
 
 def model_dir() -> Path:

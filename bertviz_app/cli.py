@@ -260,7 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .config import get_settings
 
     settings = get_settings()
-    FT_DEFAULT_BASE = "encoder"  # = finetune.DEFAULT_BASE, without importing torch for --help
+    from .catalog import ENCODER as FT_DEFAULT_BASE  # = finetune.DEFAULT_BASE, without importing torch
     parser = argparse.ArgumentParser(prog="bertviz-app", description="See inside, and adapt, BERT text classifiers.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 

@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .catalog import ENCODER
 from .config import get_settings
 from .data import (
     Dataset,
@@ -61,7 +62,6 @@ from .training import (
 
 __all__ = [
     "DEFAULT_BASE",
-    "ENCODER",
     "MODES",
     "RUN_MODES",
     "FinetuneJob",
@@ -86,7 +86,6 @@ __all__ = [
 
 RUN_MODES = ("full", "probe")
 MODES = ("full", "probe", "both")  # "both": probe, then full, on the same split
-ENCODER = "encoder"  # the bare pip-shipped MiniLM-L6 encoder the default model starts from
 # The base a fine-tune starts from unless told otherwise (tab and CLI alike): the bare encoder is
 # always installed (no build needed) and carries no task of its own, so a new task's classes start
 # from general-purpose features instead of a sentiment model's.

@@ -24,7 +24,7 @@ import torch
 from transformers import AutoConfig, AutoTokenizer, BertForSequenceClassification, PreTrainedTokenizerBase
 from transformers import logging as hf_logging
 
-from .catalog import _is_model_folder, list_models, model_dir
+from .catalog import ENCODER, _is_model_folder, list_models, model_dir
 from .config import get_settings
 from .errors import ModelLoadError, ModelNotFoundError
 
@@ -243,7 +243,7 @@ def _resolve(name_or_path: str, allow_paths: bool = True) -> tuple[str, Path | s
     if "\x00" in name or len(name) > 300:
         raise ModelNotFoundError("That model name is not valid: use 'default', a registered run name, a folder or a Hub id.")
     root = model_dir()
-    if name == "encoder" and not (root / "encoder").is_dir():  # the bare pip-shipped encoder (fresh head)
+    if name == ENCODER and not (root / ENCODER).is_dir():  # the bare pip-shipped encoder (fresh head)
         from .default_model import encoder_path
 
         return "registered", encoder_path()

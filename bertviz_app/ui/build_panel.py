@@ -15,7 +15,7 @@ from . import common
 
 __all__ = ["ENCODER", "build", "wire", "start_model", "panel_md", "choices"]
 
-ENCODER = "encoder"  # the bare pip-shipped MiniLM encoder (registry name), openable while the default builds
+ENCODER = core.ENCODER  # the bare pip-shipped MiniLM encoder, openable while the default builds
 BAR = 30
 
 
