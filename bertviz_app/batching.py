@@ -19,9 +19,10 @@ import queue
 import threading
 import time
 import weakref
+from collections.abc import Callable, Hashable
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Callable, Hashable
+from typing import Any
 
 from .encoding import check_text
 from .registry import LoadedModel
@@ -136,7 +137,7 @@ class MicroBatcher:
 
 
 # --------------------------------------------------------------------------- per-model batchers
-_BATCHERS: "weakref.WeakKeyDictionary[LoadedModel, dict[str, MicroBatcher]]" = weakref.WeakKeyDictionary()
+_BATCHERS: weakref.WeakKeyDictionary[LoadedModel, dict[str, MicroBatcher]] = weakref.WeakKeyDictionary()
 _BATCHERS_LOCK = threading.Lock()
 
 

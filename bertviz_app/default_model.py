@@ -14,8 +14,8 @@ import hashlib
 import importlib.util
 import platform
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pandas as pd

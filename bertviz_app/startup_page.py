@@ -83,7 +83,7 @@ class StartupPage:
         self.thread = threading.Thread(target=self.server.serve_forever, name="startup-page", daemon=True)
         self.closed = False
 
-    def __enter__(self) -> "StartupPage":
+    def __enter__(self) -> StartupPage:
         self.thread.start()
         return self
 

@@ -15,17 +15,17 @@ import threading
 import time
 import uuid
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 import torch
 from transformers import (
     AutoTokenizer,
-    PrinterCallback,
     BertForSequenceClassification,
     DataCollatorWithPadding,
+    PrinterCallback,
     Trainer,
     TrainerCallback,
     TrainingArguments,

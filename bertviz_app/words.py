@@ -38,7 +38,7 @@ def word_groups(info: TokenInfo) -> WordGroups:
     words: list[str] = []
     groups: list[list[int]] = []
     current: tuple[int, int] | None = None  # (sequence id, word index) of the open group
-    for i, (tok, (start, end), seq) in enumerate(zip(info.tokens, info.offsets, info.sequence_ids)):
+    for i, (tok, (start, _end), seq) in enumerate(zip(info.tokens, info.offsets, info.sequence_ids)):
         if seq is None:  # special token: its own word
             words.append(tok)
             groups.append([i])

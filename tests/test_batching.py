@@ -8,7 +8,7 @@ import threading
 import numpy as np
 import pytest
 
-from bertviz_app import InputError, attribute, predict, predict_one, explain_one
+from bertviz_app import InputError, attribute, explain_one, predict, predict_one
 from bertviz_app.batching import MicroBatcher, batcher_stats
 
 

@@ -456,8 +456,9 @@ def test_several_errors_joined(tmp_path):
 
 
 def test_truncation_warning_with_tiny_tokenizer(tmp_path, monkeypatch):
-    from conftest import VOCAB
     from transformers import BertTokenizerFast
+
+    from conftest import VOCAB
 
     (tmp_path / "vocab.txt").write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
     tok = BertTokenizerFast(vocab_file=str(tmp_path / "vocab.txt"), do_lower_case=True, model_max_length=64)

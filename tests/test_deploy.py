@@ -66,8 +66,8 @@ def test_every_setting_is_documented():
 
 
 def test_app_listens_on_loopback_unless_told_and_the_image_says_every_interface(monkeypatch):
-    from bertviz_app.config import Settings
     from bertviz_app.cli import build_parser
+    from bertviz_app.config import Settings
 
     monkeypatch.delenv("BERTVIZ_HOST", raising=False)
     assert Settings().host == "127.0.0.1"  # python app.py / serve: this machine only

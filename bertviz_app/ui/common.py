@@ -12,8 +12,9 @@ import functools
 import html
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import gradio as gr
 import numpy as np

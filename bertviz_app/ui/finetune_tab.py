@@ -19,8 +19,8 @@ import os
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from types import SimpleNamespace
-from typing import Callable
 
 import gradio as gr
 import pandas as pd
