@@ -148,5 +148,6 @@ def test_startup_page_answers_not_ready_with_the_build_progress_then_frees_the_p
         body = err.value.read().decode()
         assert "Building the default model" in body and "25%" in body and "step 7/336" in body
         page.close()
-    with socket.socket() as s:  # the real app can take the port over
+    with socket.socket() as s:  # the real app can take the port over (uvicorn binds with SO_REUSEADDR,
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # so a closed connection's TIME_WAIT is no bar)
         s.bind(("127.0.0.1", port))
