@@ -57,6 +57,16 @@ VARIANTS = {
     "head10": dict(head_lr_scale=10.0),
     "frozen-emb+head10+1.5ep": dict(freeze_word_embeddings=True, head_lr_scale=10.0, epochs=1.5),
     "1.5ep": dict(epochs=1.5),
+    "lr5e-5": dict(learning_rate=5e-5),
+    "lr2e-4": dict(learning_rate=2e-4),
+    "lr3e-4": dict(learning_rate=3e-4),
+    "lr2e-4+warm10": dict(learning_rate=2e-4, warmup_ratio=0.1),
+    "head10+lr2e-4": dict(head_lr_scale=10.0, learning_rate=2e-4),
+    "head10+warm10": dict(head_lr_scale=10.0, warmup_ratio=0.1),
+    "bs16": dict(batch_size=16),
+    "bs16+lr5e-5": dict(batch_size=16, learning_rate=5e-5),
+    "current-seed7": dict(seed=7),  # the same recipe, another seed: how much of a difference is noise
+    "2ep": dict(epochs=2.0),  # twice the compute: the ceiling of this encoder, not a candidate
 }
 
 
@@ -67,7 +77,7 @@ def run(name: str, train, test, progress_every: int = 50) -> dict:
     from bertviz_app.training import TrainConfig, train_classifier
 
     kwargs = {**BASE, **VARIANTS[name]}
-    config = TrainConfig(seed=42, logging_steps=progress_every, **kwargs)
+    config = TrainConfig(**{"seed": 42, **kwargs}, logging_steps=progress_every)
     started = time.perf_counter()
     model, tok, info = train_classifier(encoder_path(), LABELS, train["text"].tolist(), train["label"].tolist(), config=config)
     train_s = time.perf_counter() - started
