@@ -353,7 +353,11 @@ def train_classifier(
             if eval_ds is not None and (keeper.best_step != trainer.state.global_step):
                 trainer.evaluate()  # the final weights compete with the best evaluation so far
         except torch.OutOfMemoryError as exc:
+            shutil.rmtree(tmp_out, ignore_errors=True)
             raise TrainingError("Out of memory while training: lower the batch size or max length.") from exc
+        except BaseException:  # a cancel, a kill signal turned exception, a failure: no checkpoints left behind
+            shutil.rmtree(tmp_out, ignore_errors=True)
+            raise
     seconds = time.time() - started
     shutil.rmtree(tmp_out, ignore_errors=True)
     if keeper.best_state is not None:
