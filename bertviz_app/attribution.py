@@ -46,7 +46,11 @@ def _options(attention: str | None, cls_only_last_layer: bool | None) -> tuple[s
     return attention, settings.cls_only_last_layer if cls_only_last_layer is None else bool(cls_only_last_layer)
 
 
-def _check_args(baseline: str, n_steps: int, output: str) -> None:
+def _check_args(baseline: str, n_steps: int, output: str, tolerance: float | None = None) -> None:
+    if tolerance is not None and (
+        isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0 < tolerance < 1
+    ):
+        raise InputError(f"tolerance must be a relative delta between 0 and 1 (e.g. 0.01), got {tolerance!r}.")
     if baseline not in BASELINES:
         raise InputError(f"Unknown baseline {baseline!r}: choose one of {', '.join(BASELINES)}.")
     if output not in OUTPUTS:
@@ -184,11 +188,7 @@ def attribute_many(
     forward/backward passes (the same attributions as one call per text, up to float rounding).
     ``target`` applies to every text (None: each text's predicted class). ``attention`` and
     ``cls_only_last_layer`` as for ``attribute``."""
-    if tolerance is not None and (
-        isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0 < tolerance < 1
-    ):
-        raise InputError(f"tolerance must be a relative delta between 0 and 1 (e.g. 0.01), got {tolerance!r}.")
-    _check_args(baseline, n_steps, output)
+    _check_args(baseline, n_steps, output, tolerance)
     attention, cls_only = _options(attention, cls_only_last_layer)
     texts, pairs = check_texts(texts, pairs, optional_pairs=True)
     items = list(zip(texts, pairs or [None] * len(texts)))

@@ -156,6 +156,14 @@ def batcher_stats(lm: LoadedModel) -> dict[str, tuple[int, int]]:
         return {k: (b.batches, b.items) for k, b in _BATCHERS.get(lm, {}).items()}
 
 
+def _checked(text: str, pair: str | None) -> tuple[str, str | None]:
+    """The text, and the second text or None (a blank one means none), checked in the caller's thread."""
+    text = check_text(text)
+    if pair is not None and not (isinstance(pair, str) and pair.strip()):
+        pair = None
+    return text, None if pair is None else check_text(pair, "Second text")
+
+
 def _make_predict(lm: LoadedModel) -> MicroBatcher:
     ref = weakref.ref(lm)  # the worker must not keep its model alive
 
@@ -180,11 +188,7 @@ def predict_one(lm: LoadedModel, text: str, pair: str | None = None, window: boo
     """``predict(lm, text, pair, window=..., stride=..., pool=...)[0]``, batched with whatever other
     threads are predicting on the same model with the same options right now. Raises the same
     InputError as ``predict`` for a bad text or option, in the caller's thread, before queueing."""
-    text = check_text(text)
-    if pair is not None and not (isinstance(pair, str) and pair.strip()):
-        pair = None
-    if pair is not None:
-        pair = check_text(pair, "Second text")
+    text, pair = _checked(text, pair)
     window = bool(window)
     if window:
         from .inference import check_window
@@ -221,17 +225,8 @@ def explain_one(lm: LoadedModel, text: str, target: str | int | None = None, bas
     Arguments are checked in the caller's thread first, so a bad one fails only its own call."""
     from .attribution import _check_args
 
-    text = check_text(text)
-    if pair is not None and not (isinstance(pair, str) and pair.strip()):
-        pair = None
-    if pair is not None:
-        pair = check_text(pair, "Second text")
-    _check_args(baseline, n_steps, output)
-    if tolerance is not None and (isinstance(tolerance, bool) or not isinstance(tolerance, (int, float))
-                                  or not 0 < tolerance < 1):
-        from .errors import InputError
-
-        raise InputError(f"tolerance must be a relative delta between 0 and 1 (e.g. 0.01), got {tolerance!r}.")
+    text, pair = _checked(text, pair)
+    _check_args(baseline, n_steps, output, tolerance)
     lm.label_index(target)  # an unknown class fails here, for this caller only
     key = (target, baseline, n_steps, output, tolerance)
     return _batcher(lm, "explain", _make_explain).submit(key, (text, pair))
