@@ -80,12 +80,21 @@ class BuildStatus:
         """False while the ETA is the typical build time (before training has timed this machine)."""
         return self.stage not in ("", "start", "data")
 
+    @property
+    def eta_text(self) -> str | None:
+        """The ETA as "2 min 05 s" (None: not known yet)."""
+        return None if self.eta is None else _duration(self.eta)
+
+    @property
+    def elapsed_text(self) -> str | None:
+        return None if self.elapsed is None else _duration(self.elapsed)
+
     def line(self) -> str:
         """One line for the terminal and error messages."""
         if self.state == "built":
             return "the default model is built"
         if self.state == "building":
-            left = f", about {_duration(self.eta)} left" if self.eta is not None else ""
+            left = f", about {self.eta_text} left" if self.eta is not None else ""
             left += "" if self.eta_measured or not left else " if the CPU is quiet"
             return f"building the default model: {self.fraction:.0%}{left} ({self.message})"
         if self.state == "failed":

@@ -33,21 +33,16 @@ def choices(default: str) -> list[str]:
     return names if ENCODER in names else [*names, ENCODER]
 
 
-def _duration(seconds: float | None) -> str:
-    s = max(0, int(round(seconds or 0)))
-    return f"{s // 60} min {s % 60:02d} s" if s >= 60 else f"{s} s"
-
-
 def panel_md(status: core.BuildStatus) -> str:
     """The panel's text for a build status (empty when there is nothing to say)."""
     tail = "\n".join(status.log[-6:])
     log = f"\n\n```text\n{tail}\n```" if tail else ""
     if status.state == "building":
         filled = int(round(status.fraction * BAR))
-        eta = f" · about **{_duration(status.eta)}** left" if status.eta is not None else ""
+        eta = f" · about **{status.eta_text}** left" if status.eta is not None else ""
         if eta and not status.eta_measured:
             eta += " if the CPU is quiet (measured once training starts)"
-        since = f" · running for {_duration(status.elapsed)}" if status.elapsed is not None else ""
+        since = f" · running for {status.elapsed_text}" if status.elapsed is not None else ""
         return (f"**Building the default model** in the background: `{'█' * filled}{'░' * (BAR - filled)}` "
                 f"**{status.fraction:.0%}**{eta}{since}. Meanwhile the page shows the bare encoder (`encoder`, "
                 "untrained head) or any model you pick; it switches to the default model when the build is done, "
