@@ -235,3 +235,87 @@ def test_markdown_escaping_keeps_quotes_readable_and_html_inert():
     assert esc("it's \"fine\"") == "it's \"fine\""  # no &#x27; that would show up literally
     assert esc("<img src=x onerror=alert(1)>") == "&lt;img src=x onerror=alert(1)&gt;"
     assert esc("*bold* [link](x) `code`") == "\\*bold\\* \\[link\\](x) \\`code\\`"
+
+
+# --------------------------------------------------------------------------- the plain JSON routes
+def post(app_url: str, endpoint: str, body=None, raw: bytes | None = None) -> tuple[int, dict]:
+    import urllib.error
+    import urllib.request
+
+    data = raw if raw is not None else json.dumps(body).encode()
+    req = urllib.request.Request(f"{app_url}v1/{endpoint}", data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=300) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+def test_json_routes_answer_like_the_gradio_endpoints(app_url, client):
+    status, out = post(app_url, "predict", {"text": "the film was good", "pair": "it is fun"})
+    ref = client.predict("the film was good", "it is fun", api_name="/predict")
+    assert status == 200 and out["label"] == ref["label"] and out["pair"] == "it is fun"
+    for label, p in ref["scores"].items():
+        assert out["scores"][label] == pytest.approx(p, abs=1e-6)
+    status, exp = post(app_url, "explain", {"text": "the film was not good", "target": "positive", "n_steps": 40})
+    assert status == 200 and exp["target"] == "positive" and exp["n_steps"] == 40
+    assert sum(exp["attributions"]) + exp["delta"] == pytest.approx(exp["f_x"] - exp["f_baseline"], abs=1e-5)
+    status, att = post(app_url, "attention", {"text": "the movie is great !", "layer": 2})
+    w = np.asarray(att["weights"])
+    assert status == 200 and w.shape == (1, 2, len(att["tokens"]), len(att["tokens"]))
+    np.testing.assert_allclose(w.sum(-1), 1.0, atol=1e-4)
+    status, summ = post(app_url, "summary", {})
+    assert status == 200 and summ["labels"] == ["negative", "positive"]
+    status, long = post(app_url, "predict", {"text": "the film was good . " * 40, "window": True, "stride": 16})
+    assert status == 200 and long["truncated"] is False and long["windows"] > 1
+
+
+@pytest.mark.parametrize("endpoint, body, raw, status, says", [
+    ("predict", {"text": "   "}, None, 400, "empty"),
+    ("predict", {"text": "a " * 15_000}, None, 400, "the limit is 20,000"),
+    ("predict", {"txt": "good"}, None, 400, "unknown parameter(s) txt; missing text. /v1/predict takes: text, pair"),
+    ("predict", {"text": 5}, None, 400, "text must be a string"),
+    ("predict", {"text": "good", "model": "no-such-model"}, None, 404, "Unknown model 'no-such-model'"),
+    ("predict", None, b"{not json", 400, "not valid JSON"),
+    ("predict", None, b"[1, 2]", 400, "Send a JSON object"),
+    ("predict", None, b'{"text": "' + b"a" * 1_100_000 + b'"}', 413, "send at most 1,000,000"),
+    ("predict", {"text": "good", "window": True, "pool": "median"}, None, 400, "pool must be one of mean, max"),
+    ("explain", {"text": "good", "target": "neutral"}, None, 400, "neutral"),
+    ("explain", {"text": "good", "n_steps": 2.5}, None, 400, "n_steps must be a whole number"),
+    ("attention", {"text": "good", "layer": 9}, None, 400, "layer must be 0 (all) or 1 to 2"),
+])
+def test_json_routes_refuse_bad_input_with_a_status_and_a_message(app_url, endpoint, body, raw, status, says):
+    got_status, out = post(app_url, endpoint, body, raw)
+    assert got_status == status, out
+    assert set(out) == {"error"} and says in out["error"] and "Traceback" not in out["error"], out
+
+
+def test_json_routes_batch_concurrent_mixed_good_and_bad_texts(app_url):
+    """32 callers at once through the JSON route: each good text gets exactly its own scores
+    (as predicted alone), each bad one its own 400."""
+    import threading
+
+    good = ["the film was good", "a tedious slog !", "it is not fun", "the movie is great , moving ."]
+    jobs = good * 7 + ["   ", "a " * 15_000] * 2
+    np.random.default_rng(2).shuffle(jobs)
+    reference = {t: post(app_url, "predict", {"text": t})[1] for t in good}
+    barrier = threading.Barrier(len(jobs))
+    results: dict[int, tuple[int, dict]] = {}
+
+    def call(i):
+        barrier.wait(60)
+        results[i] = post(app_url, "predict", {"text": jobs[i]})
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(len(jobs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    for i, text in enumerate(jobs):
+        status, got = results[i]
+        if text in good:
+            assert status == 200 and got["text"] == text, got
+            for label, p in reference[text]["scores"].items():
+                assert got["scores"][label] == pytest.approx(p, abs=1e-5)
+        else:
+            assert status == 400 and ("empty" in got["error"] or "20,000" in got["error"]), got

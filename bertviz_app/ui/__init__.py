@@ -6,7 +6,8 @@ layer/head/toggle changes re-render from that state without touching the model. 
 tab streams a training run (its own concurrency id, so analyses are not blocked behind it) and
 selects the new model in the Model tab when it is saved.
 
-HTTP API (stable names, see docs/api.md): ``/predict``, ``/attention``, ``/explain``, ``/summary``.
+HTTP API (stable names, see docs/api.md): ``/predict``, ``/attention``, ``/explain``, ``/summary``,
+as gradio endpoints and as plain JSON routes (``POST /v1/predict`` ...), both from ``api.py``.
 The UI's own events are hidden from the API docs (``/analyze`` stays callable, undocumented).
 """
 
@@ -16,23 +17,16 @@ import dataclasses
 import logging
 
 import gradio as gr
-import numpy as np
 
 import bertviz_app as core
 
-from . import attention_tab, attribution_tab, build_panel, common, finetune_tab, model_tab, predict_tab
+from . import api, attention_tab, attribution_tab, build_panel, common, finetune_tab, model_tab, predict_tab
 
 __all__ = ["build_app", "launch", "CSS"]
 
 log = logging.getLogger("bertviz_app.ui")
 CSS = common.CSS + finetune_tab.CSS
 HEAVY = dict(concurrency_limit=1, concurrency_id="heavy")  # model work, one at a time (2-core friendly)
-# /predict requests allowed in at once: they wait in the core's micro-batcher, which runs them as
-# one length-sorted batch (gradio's own thread pool holds 40 workers; leave some for the rest).
-BATCHED_CONCURRENCY = 32
-# /explain requests let in at once: concurrent ones with equal arguments share attribute_many's
-# passes; more than a few would only hold memory while they wait (the queue bounds the rest).
-EXPLAIN_CONCURRENCY = 4
 
 
 def build_app(model: str | None = None) -> gr.Blocks:
@@ -170,63 +164,8 @@ def build_app(model: str | None = None) -> gr.Blocks:
                           heavy=HEAVY, after_run=(load_model, [m.model, t.target], model_outputs))
 
         # ------------------------------------------------------------- public API (stable names)
-        _api_endpoints(default)
+        api.register(default, HEAVY)
     return demo
-
-
-def _api_endpoints(default: str) -> None:
-    def predict(text: str, pair: str = "", model: str = default, window: bool = False, stride: int = 128,
-                pool: str = "mean") -> dict:
-        """Class probabilities: {"label", "scores": {class: probability}, "truncated", "text"}. A text longer
-        than the model reads is cut ("truncated": true) unless window=true: then it is classified in
-        overlapping windows (stride tokens shared by neighbours) whose logits are pooled by pool
-        ("mean" or "max"), and "windows" says how many were read."""
-        lm = common.load(model, default)
-        # Batched with the other users' concurrent /predict calls (bertviz_app.batching).
-        if isinstance(stride, float) and stride.is_integer():  # JSON clients may send 128.0
-            stride = int(stride)
-        pred = core.predict_one(lm, text, pair if pair and pair.strip() else None, window=bool(window),
-                                stride=stride, pool=pool)  # a bad stride/pool: InputError saying what to send
-        return pred.to_dict()
-
-    def attention(text: str, pair: str = "", layer: int = 0, model: str = default) -> dict:
-        """Attention weights: {"tokens", "weights", "truncated"} with weights[layer][head][i][j] (query i,
-        key j); layer=0 returns every layer, layer=k (1-based) only that one (as a list of one)."""
-        lm = common.load(model, default)
-        maps = core.attention(lm, text, pair=pair if pair and pair.strip() else None)
-        layer = int(layer or 0)
-        if not 0 <= layer <= maps.num_layers:
-            raise core.InputError(f"layer must be 0 (all) or 1 to {maps.num_layers}, got {layer}.")
-        w = maps.weights if not layer else maps.weights[layer - 1 : layer]  # (L or 1, H, T, T)
-        # 5 decimals (rows still sum to 1 within 1e-4 for short texts): float32 -> float64 -> JSON
-        # would otherwise spend ~18 characters per weight on noise digits
-        return {"tokens": list(maps.tokens), "weights": np.round(w, 5).tolist(), "truncated": maps.info.truncated}
-
-    def explain(text: str, target: str = "", baseline: str = "pad", n_steps: int = 50, pair: str = "",
-                model: str = default, tolerance: float = 0.0) -> dict:
-        """Integrated Gradients: {"tokens", "attributions", "target", "delta", "relative_delta", "n_steps",
-        "baseline", "f_x", "f_baseline", "truncated"}. target "" = the predicted class. tolerance > 0: as many
-        steps as it takes for relative_delta <= tolerance (n_steps is then ignored); 0: exactly n_steps."""
-        lm = common.load(model, default)
-        tol = float(tolerance or 0)
-        # Batched with concurrent /explain calls on the same model with the same arguments.
-        attr = core.explain_one(lm, text, target=target or None, baseline=baseline, n_steps=int(n_steps),
-                                pair=pair if pair and pair.strip() else None, tolerance=tol if tol else None)
-        out = attr.to_dict()
-        out["relative_delta"] = common.finite(attr.relative_delta)
-        out["truncated"] = attr.info.truncated
-        return out
-
-    def summary(model: str = default) -> dict:
-        """Architecture, parameter counts by component, config, labels, device and dtype."""
-        return core.summary(common.load(model, default)).to_dict()
-
-    # The batchers serialise the model work, so many requests may wait inside them at once: that is
-    # what lets them gather into shared batches. Attention maps stay one at a time (large, unbatched).
-    gr.api(common.guard(predict), api_name="predict", concurrency_limit=BATCHED_CONCURRENCY, concurrency_id="predict")
-    gr.api(common.guard(attention), api_name="attention", **HEAVY)
-    gr.api(common.guard(explain), api_name="explain", concurrency_limit=EXPLAIN_CONCURRENCY, concurrency_id="explain")
-    gr.api(common.guard(summary), api_name="summary", concurrency_limit=2)
 
 
 def launch(host: str | None = None, port: int | None = None, model: str | None = None, before_serving=None,
@@ -235,10 +174,17 @@ def launch(host: str | None = None, port: int | None = None, model: str | None =
     at once). Defaults come from settings (host 127.0.0.1, port 7860). ``before_serving()`` runs
     just before the server binds (app.py stops its startup page there)."""
     settings = core.get_settings()
+    from bertviz_app.allocator import tune_allocator
     from bertviz_app.registry import clean_stale_folders
+
+    tune_allocator()  # a server's memory stays flat under load (bertviz_app/allocator.py)
 
     clean_stale_folders()  # what a killed save left behind, so the run list stays right after a restart
     demo = build_app(model)
+    # the same API as plain JSON routes (POST /v1/predict ...), outside gradio's queue
+    app_kwargs = dict(kw.pop("app_kwargs", None) or {})
+    app_kwargs["routes"] = [*api.routes((model or settings.default_model).strip()), *app_kwargs.get("routes", [])]
+    kw["app_kwargs"] = app_kwargs
     demo.queue(default_concurrency_limit=2, max_size=settings.queue_size)
     kw.setdefault("css", CSS)
     kw.setdefault("theme", gr.themes.Soft())
