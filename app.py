@@ -21,6 +21,9 @@ def main() -> None:
     import signal
 
     signal.signal(signal.SIGTERM, _interrupt)  # docker stop / kill: exit like Ctrl-C, stopping the build child
+    from bertviz_app.allocator import tune_allocator
+
+    tune_allocator()  # before any thread starts, so its arena limit holds for all of them
     from bertviz_app import get_settings, start_default_build
     from bertviz_app.startup_page import StartupPage
 

@@ -31,6 +31,10 @@ def _flag(name: str, default: bool) -> bool:
     return value in _TRUE
 
 
+# integer settings for which 0 is allowed, and what it means
+ZERO_MEANS = {"memo_size": "no cache", "mmap_threshold_kb": "glibc's default"}
+
+
 @dataclass(frozen=True)
 class Settings:
     models_dir: Path = field(
@@ -103,6 +107,13 @@ class Settings:
         metadata={"help": "Requests that may wait in the web app's queue; beyond it a request is refused at "
                   "once with a 'busy, try again' message instead of waiting without end."},
     )
+    mmap_threshold_kb: int = field(
+        default_factory=lambda: int(_env("MMAP_THRESHOLD_KB", "128")),
+        metadata={"help": "The served app asks glibc to hand memory blocks of this size and larger straight "
+                  "back to the system when they are freed (0: leave glibc's default, which raises its threshold "
+                  "as large tensors come and go and keeps their memory: 1.7 GB RSS after the load test "
+                  "instead of 0.7 GB)."},
+    )
     allow_local_paths: bool = field(
         default_factory=lambda: _flag("ALLOW_LOCAL_PATHS", True),
         metadata={"help": "Let the web app open model folders by path (off on public deployments: names "
@@ -129,9 +140,9 @@ class Settings:
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name == "memo_size":
+            if f.name in ZERO_MEANS:
                 if value < 0:
-                    raise ValueError(f"{env_name(f)} must be 0 (no cache) or a positive integer, got {value}")
+                    raise ValueError(f"{env_name(f)} must be 0 ({ZERO_MEANS[f.name]}) or a positive integer, got {value}")
             elif isinstance(value, int) and not isinstance(value, bool) and value <= 0:
                 raise ValueError(f"{env_name(f)} must be a positive integer, got {value}")
         if self.predict_attention not in ("auto", "eager", "sdpa"):

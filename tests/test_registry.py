@@ -153,3 +153,24 @@ def test_settings_read_from_the_environment(monkeypatch):
     monkeypatch.setenv("BERTVIZ_MAX_CHARS", "0")
     with pytest.raises(ValueError, match="BERTVIZ_MAX_CHARS must be a positive integer"):
         bv.get_settings()
+
+
+def test_allocator_tuning_follows_its_setting(monkeypatch):
+    """The served app fixes glibc's mmap threshold (flat RSS under load, bench/load.py); 0 leaves
+    malloc alone, a negative value is refused with the variable's name."""
+    import sys
+
+    from bertviz_app.allocator import tune_allocator
+
+    assert bv.get_settings().mmap_threshold_kb == 128
+    assert tune_allocator(0) is False
+    if sys.platform.startswith("linux"):
+        import platform
+
+        if platform.libc_ver()[0] == "glibc":
+            assert tune_allocator() is True
+    monkeypatch.setenv("BERTVIZ_MMAP_THRESHOLD_KB", "0")
+    assert bv.get_settings().mmap_threshold_kb == 0 and tune_allocator() is False
+    monkeypatch.setenv("BERTVIZ_MMAP_THRESHOLD_KB", "-5")
+    with pytest.raises(ValueError, match="BERTVIZ_MMAP_THRESHOLD_KB must be 0 \\(glibc's default\\) or a positive"):
+        bv.get_settings()
