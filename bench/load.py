@@ -5,11 +5,13 @@
 
 Starts `python app.py` in a subprocess on a free loopback port and warms it up. Then, one after
 the other (the machine's cores are shared by the two processes, so nothing overlaps):
-1. single-request overhead: one /predict (and one Analyze) over HTTP against the raw core calls
-   on the same texts in this process, alternating, medians;
+1. single-request overhead: one /predict over HTTP (the JSON route ``POST /v1/predict`` and
+   gradio's queue through gradio_client) and one Analyze against the raw core calls on the same
+   texts in this process, alternating, medians;
 2. in-process ``predict`` throughput on exactly the texts the load will send;
-3. the load: 32 clients x 20 /predict, each client in its own thread with its own Client:
-   served throughput, p50/p95, failures; then 8 clients x 5 /explain;
+3. the load: 32 clients x 20 /predict, each client in its own thread with its own connection,
+   once through the JSON route and once through gradio_client: served throughput, p50/p95,
+   failures; then 8 clients x 5 /explain on the JSON route;
 4. the server's RSS after the load, and the start-up time of the CLI commands.
 Traffic goes to 127.0.0.1 only; every loop is bounded in count and time.
 """
@@ -30,6 +32,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # ``python bench/load.py``
+    sys.path.insert(0, str(ROOT))
 
 
 def free_port() -> int:
@@ -55,9 +59,8 @@ def texts(n: int) -> list[str]:
 
 
 def start_server(model: str, port: int, env_extra: dict | None = None, timeout: float = 600) -> subprocess.Popen:
-    # MALLOC_ARENA_MAX=2 as in the Dockerfile: glibc otherwise gives each of the server's worker
-    # threads its own malloc arena (measured here: +1.9 GB RSS under 40 clients instead of +0.7 GB).
-    env = {"MALLOC_ARENA_MAX": "2", **os.environ, "BERTVIZ_HOST": "127.0.0.1", "BERTVIZ_PORT": str(port), "BERTVIZ_MODEL": model,
+    # the server tunes its own malloc (bertviz_app/allocator.py), as `python app.py` does for a user
+    env = {**os.environ, "BERTVIZ_HOST": "127.0.0.1", "BERTVIZ_PORT": str(port), "BERTVIZ_MODEL": model,
            "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False", **(env_extra or {})}
     proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + timeout
@@ -73,28 +76,63 @@ def start_server(model: str, port: int, env_extra: dict | None = None, timeout: 
     raise RuntimeError("the server did not answer within the timeout")
 
 
-def run_clients(url: str, endpoint: str, n_clients: int, n_requests: int, corpus: list[str], results: list, budget_s: float):
+class RestClient:
+    """A plain HTTP/1.1 keep-alive client of the JSON routes (``POST /v1/<name>``): what a script
+    using requests/httpx/curl does, without gradio_client's queue protocol."""
+
+    def __init__(self, url: str):
+        import http.client
+        from urllib.parse import urlparse
+
+        u = urlparse(url)
+        self._conn = http.client.HTTPConnection(u.hostname, u.port, timeout=900)
+
+    def predict(self, text: str, api_name: str) -> dict:
+        body = json.dumps({"text": text}).encode()
+        self._conn.request("POST", f"/v1{api_name}", body=body, headers={"Content-Type": "application/json"})
+        r = self._conn.getresponse()
+        out = json.loads(r.read())
+        if r.status != 200:
+            raise RuntimeError(f"HTTP {r.status}: {out.get('error')}")
+        return out
+
+
+TRANSPORT = {"rest": "the JSON route (`POST /v1/predict`)", "gradio": "gradio's queue (`gradio_client`)"}
+
+
+def make_client(url: str, transport: str):
+    if transport == "rest":
+        return RestClient(url)
     from gradio_client import Client
 
+    return Client(url, verbose=False)
+
+
+def run_clients(url: str, endpoint: str, n_clients: int, n_requests: int, corpus: list[str], results: list, budget_s: float,
+                transport: str = "rest"):
     def worker(k: int) -> None:
         try:
-            client = Client(url, verbose=False)
+            client = make_client(url, transport)
         except Exception as exc:  # noqa: BLE001 - counted as failures
-            results.extend({"endpoint": endpoint, "ok": False, "error": f"connect: {exc}", "s": 0.0} for _ in range(n_requests))
+            results.extend({"endpoint": endpoint, "transport": transport, "ok": False, "error": f"connect: {exc}", "s": 0.0}
+                           for _ in range(n_requests))
             return
         deadline = time.monotonic() + budget_s
         for i in range(n_requests):
             if time.monotonic() > deadline:
-                results.append({"endpoint": endpoint, "ok": False, "error": "not sent: time budget", "s": 0.0})
+                results.append({"endpoint": endpoint, "transport": transport, "ok": False, "error": "not sent: time budget",
+                                "s": 0.0})
                 continue
             text = corpus[(k * n_requests + i) % len(corpus)]
             started = time.perf_counter()
             try:
                 out = client.predict(text, api_name=endpoint)
                 ok = abs(sum(out["scores"].values()) - 1) < 1e-4 if endpoint == "/predict" else len(out["tokens"]) == len(out["attributions"])
-                results.append({"endpoint": endpoint, "ok": bool(ok), "error": None if ok else "bad answer", "s": time.perf_counter() - started})
+                results.append({"endpoint": endpoint, "transport": transport, "ok": bool(ok), "error": None if ok else "bad answer",
+                                "s": time.perf_counter() - started})
             except Exception as exc:  # noqa: BLE001
-                results.append({"endpoint": endpoint, "ok": False, "error": str(exc)[:200], "s": time.perf_counter() - started})
+                results.append({"endpoint": endpoint, "transport": transport, "ok": False, "error": str(exc)[:200],
+                                "s": time.perf_counter() - started})
 
     return [threading.Thread(target=worker, args=(k,), daemon=True) for k in range(n_clients)]
 
@@ -115,15 +153,20 @@ def overhead(url: str, model: str, corpus: list[str], n_predict: int = 20, n_ana
 
     lm = load_model(model)
     client = Client(url, verbose=False)
+    rest = RestClient(url)
     predict(lm, "warm up")
-    raw, http = [], []
+    rest.predict("warm up", api_name="/predict")
+    raw, http, gr_http = [], [], []
     for text in corpus[:n_predict]:
         t = time.perf_counter()
         predict(lm, text)
         raw.append(time.perf_counter() - t)
         t = time.perf_counter()
-        client.predict(text, api_name="/predict")
+        rest.predict(text, api_name="/predict")
         http.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        client.predict(text, api_name="/predict")
+        gr_http.append(time.perf_counter() - t)
     a_raw, a_http = [], []
     # warm both sides' one-off costs (captum import, the fp32 copy for IG) on a text not timed
     common.analyze_all(lm, "warm up the attributions", None, common.PREDICTED, "pad", 50, auto=True)
@@ -141,6 +184,7 @@ def overhead(url: str, model: str, corpus: list[str], n_predict: int = 20, n_ana
         client.predict(common.PREDICTED, "pad", 50, True, True, False, api_name="/analyze_ig")
         a_http.append(time.perf_counter() - t)
     return {"predict_raw_s": statistics_median(raw), "predict_http_s": statistics_median(http),
+            "predict_gradio_s": statistics_median(gr_http),
             "analyze_raw_s": statistics_median(a_raw), "analyze_http_s": statistics_median(a_http),
             "n_predict": n_predict, "n_analyze": n_analyze}
 
@@ -182,7 +226,7 @@ def pct(values: list[float], q: float) -> float:
 
 def load_test(model: str = "default", clients: int = 32, requests: int = 20, explain_clients: int = 8,
               explain_requests: int = 5, budget_s: float = 600, env_extra: dict | None = None, rounds: int = 1,
-              compare: bool = False) -> dict:
+              compare: bool = False, transports: tuple[str, ...] = ("rest", "gradio")) -> dict:
     """Run the client load ``rounds`` times against one server; RSS is read after each round, so a
     one-off warm-up growth (allocator high-water marks) can be told from a leak (growth every round)."""
     port = free_port()
@@ -194,6 +238,7 @@ def load_test(model: str = "default", clients: int = 32, requests: int = 20, exp
         warm = Client(url, verbose=False)
         warm.predict("warm up", api_name="/predict")
         warm.predict("warm up", api_name="/explain")
+        RestClient(url).predict("warm up", api_name="/predict")
         rss_before = rss_mb(server.pid)
         corpus = texts(2000)
         results: list[dict] = []
@@ -204,18 +249,21 @@ def load_test(model: str = "default", clients: int = 32, requests: int = 20, exp
         if compare:
             compared["overhead"] = overhead(url, model, corpus[len(sent):])
             compared["in_process"] = in_process_throughput(model, sent)
-        predict_walls = []
+        predict_walls: dict[str, list[float]] = {tr: [] for tr in transports}
         for _ in range(rounds):
-            # /predict alone first (its throughput is the headline), then /explain
-            for endpoint, n_c, n_r in (("/predict", clients, requests), ("/explain", explain_clients, explain_requests)):
-                threads = run_clients(url, endpoint, n_c, n_r, corpus, results, budget_s)
+            # /predict alone first (its throughput is the headline), through each transport in
+            # turn, then /explain through the first
+            jobs = [("/predict", clients, requests, tr) for tr in transports]
+            jobs.append(("/explain", explain_clients, explain_requests, transports[0]))
+            for endpoint, n_c, n_r, tr in jobs:
+                threads = run_clients(url, endpoint, n_c, n_r, corpus, results, budget_s, transport=tr)
                 t0 = time.perf_counter()
                 for t in threads:
                     t.start()
                 for t in threads:
                     t.join(timeout=budget_s + 60)
                 if endpoint == "/predict":
-                    predict_walls.append(time.perf_counter() - t0)
+                    predict_walls[tr].append(time.perf_counter() - t0)
             rss_rounds.append(rss_mb(server.pid))
         wall = time.perf_counter() - started
         still_up = warm.predict("still there?", api_name="/predict")["label"] is not None
@@ -228,12 +276,14 @@ def load_test(model: str = "default", clients: int = 32, requests: int = 20, exp
             server.kill()
     summary = {"model": model, "wall_s": wall, "rss_before_mb": rss_before, "rss_after_mb": rss_after, "server_answers_after": still_up,
                "rss_after_each_round_mb": rss_rounds, "rounds": rounds, "endpoints": {}, **compared,
-               "predict_wall_s": predict_walls,
-               "served_texts_per_s": clients * requests / statistics_median(predict_walls) if predict_walls else float("nan")}
-    for endpoint, expected in (("/predict", clients * requests * rounds), ("/explain", explain_clients * explain_requests * rounds)):
-        rows = [r for r in results if r["endpoint"] == endpoint]
+               "transports": list(transports), "predict_wall_s": predict_walls,
+               "served_texts_per_s": {tr: clients * requests / statistics_median(w) for tr, w in predict_walls.items()}}
+    cases = [(f"{tr} /predict", "/predict", tr, clients * requests * rounds) for tr in transports]
+    cases.append((f"{transports[0]} /explain", "/explain", transports[0], explain_clients * explain_requests * rounds))
+    for name, endpoint, tr, expected in cases:
+        rows = [r for r in results if r["endpoint"] == endpoint and r["transport"] == tr]
         lat = [r["s"] for r in rows if r["ok"]]
-        summary["endpoints"][endpoint] = {
+        summary["endpoints"][name] = {
             "expected": expected, "answered": len(rows), "failed": sum(not r["ok"] for r in rows),
             "p50_s": pct(lat, 0.5), "p95_s": pct(lat, 0.95),
             "errors": sorted({r["error"] for r in rows if r["error"]})[:5],
@@ -265,13 +315,16 @@ def main(argv=None) -> int:
         f"model `{s['model']}`, load average {load_before[0]:.1f} before / {load_after[0]:.1f} after "
         "(other work on the machine inflates every figure; the ratios compare figures taken in the same run).",
         f"`python bench/load.py --clients {args.clients} --requests {args.requests} --explain-clients {args.explain_clients} "
-        f"--explain-requests {args.explain_requests} --rounds {args.rounds}` (server with MALLOC_ARENA_MAX=2, as in the Dockerfile)",
+        f"--explain-requests {args.explain_requests} --rounds {args.rounds}`",
         "", "## Throughput: served vs in-process, same texts", "",
         "| measure | value | peer (same run) | ratio |", "|---|---|---|---|",
-        f"| /predict served, {args.clients} clients x {args.requests} | {served:.1f} texts/s | in-process `predict` of the same "
-        f"{ip['texts']} texts: {ip['texts_per_s']:.1f} texts/s | **{served / ip['texts_per_s']:.0%}** (target >= 40%) |",
-        f"| one /predict over HTTP (median of {o['n_predict']}) | {o['predict_http_s'] * 1000:.0f} ms | raw `predict` call: "
-        f"{o['predict_raw_s'] * 1000:.0f} ms | **{o['predict_http_s'] / o['predict_raw_s']:.2f}x** (target <= 2x) |",
+        *[f"| /predict served through {TRANSPORT[tr]}, {args.clients} clients x {args.requests} | {v:.1f} texts/s | in-process "
+          f"`predict` of the same {ip['texts']} texts: {ip['texts_per_s']:.1f} texts/s | **{v / ip['texts_per_s']:.0%}** "
+          "(target >= 40%) |" for tr, v in served.items()],
+        f"| one /predict over HTTP, JSON route (median of {o['n_predict']}) | {o['predict_http_s'] * 1000:.0f} ms | raw `predict` "
+        f"call: {o['predict_raw_s'] * 1000:.0f} ms | **{o['predict_http_s'] / o['predict_raw_s']:.2f}x** (target <= 2x) |",
+        f"| one /predict over HTTP, gradio_client (median of {o['n_predict']}) | {o['predict_gradio_s'] * 1000:.0f} ms | raw "
+        f"`predict` call: {o['predict_raw_s'] * 1000:.0f} ms | {o['predict_gradio_s'] / o['predict_raw_s']:.2f}x |",
         f"| one Analyze over HTTP (median of {o['n_analyze']}) | {o['analyze_http_s']:.2f} s | raw calls (predict, attention, "
         f"attribute, cls_path, cls_lens): {o['analyze_raw_s']:.2f} s | **{o['analyze_http_s'] / o['analyze_raw_s']:.2f}x** "
         "(target <= 1.3x) |",
@@ -281,7 +334,7 @@ def main(argv=None) -> int:
     for ep, e in s["endpoints"].items():
         lines.append(f"| `{ep}` | {e['expected']} | {e['answered']} | {e['failed']} | {e['p50_s']:.2f} s | {e['p95_s']:.2f} s |")
     rounds_txt = ", ".join(f"{r:.0f} MB" for r in s["rss_after_each_round_mb"])
-    walls = ", ".join(f"{w:.1f} s" for w in s["predict_wall_s"])
+    walls = "; ".join(f"{TRANSPORT[tr]} " + ", ".join(f"{w:.1f} s" for w in ws) for tr, ws in s["predict_wall_s"].items())
     lines += ["", f"/predict load took {walls} per round. Wall time {s['wall_s']:.1f} s. Server RSS {s['rss_before_mb']:.0f} MB "
               f"after warm-up, then after each round: {rounds_txt} (target <= 1,200 MB). Server answered afterwards: "
               f"{s['server_answers_after']}."]

@@ -51,6 +51,31 @@ def test_full_queue_refuses_at_once_with_a_clear_message(tiny_model_dir, tmp_pat
         assert done, errors  # the server kept working through the flood
         assert errors and all("queue is full" in e.lower() for e in errors), errors
         assert Client(url, verbose=False).predict("good film", api_name="/predict")["label"]
+
+        # the JSON route keeps the same bound: beyond EXPLAIN_CONCURRENCY running + 1 waiting, a 503 at once
+        import json
+        import urllib.error
+        import urllib.request
+
+        statuses, messages = [], []
+
+        def rest_flood(k):
+            body = json.dumps({"text": "the film was good " * 20, "n_steps": 400}).encode()
+            req = urllib.request.Request(f"{url}v1/explain", data=body, headers={"Content-Type": "application/json"})
+            try:
+                with urllib.request.urlopen(req, timeout=300) as r:
+                    statuses.append(r.status)
+            except urllib.error.HTTPError as err:
+                statuses.append(err.code)
+                messages.append(json.loads(err.read())["error"])
+
+        threads = [threading.Thread(target=rest_flood, args=(k,)) for k in range(12)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=300)
+        assert 200 in statuses and 503 in statuses, statuses
+        assert set(statuses) <= {200, 503} and all("busy" in m and "try again" in m for m in messages), messages
     finally:
         server.terminate()
         server.wait(timeout=30)
