@@ -108,3 +108,21 @@ def test_bad_paths_say_why(explained, tmp_path):
         core.write_json(tmp_path, attr)
     a, b = core.export_files(tmp_path / "out", attr)
     assert a.suffix == ".html" and b.suffix == ".json" and core.export_files(tmp_path / "out", attr) == (a, b)
+
+
+# --------------------------------------------------------------------------- where the UI colours tokens
+def test_ui_colours_bars_and_path_on_the_absolute_scale(tiny):
+    from types import SimpleNamespace
+
+    from bertviz_app.ui import attribution_tab, common
+
+    rec = common.analyze_all(tiny, "the film was great", None, None, "pad", 20)
+    ui = SimpleNamespace(delta="delta", tokens="tokens", bar="bar", path="path", lens="lens")
+    out = attribution_tab.render(ui, rec, merge=True)
+    scale = core.colour_scale(rec.attribution)
+    assert scale.too_small  # a random tiny model barely moves from the baseline
+    assert "too small to read" in out["delta"] and "Warning" in out["tokens"]
+    assert max(alphas(out["tokens"])) < 0.05
+    bar_range = out["bar"].layout.yaxis.range
+    assert bar_range[1] >= scale.full  # tiny bars are not stretched to fill the chart
+    assert out["path"].data[0].zmax == pytest.approx(core.colour_scale(rec.path).full)

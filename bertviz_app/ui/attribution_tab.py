@@ -8,6 +8,8 @@ from types import SimpleNamespace
 import gradio as gr
 import numpy as np
 
+import bertviz_app as core
+
 from .. import plots
 from . import common
 
@@ -52,6 +54,9 @@ def delta_md(attr) -> str:
     if not np.isfinite(rel):
         return head + ".  \n**Warning:** the text and the baseline give the same output, so the attributions cannot be checked."
     head += f" ({rel:.1%} of the change)."
+    warning = core.change_warning(attr)
+    if warning:
+        head += f"  \n**Warning: the change is too small to read anything into.** {common.esc(warning)}"
     if rel > common.DELTA_WARN:
         return head + (f"  \n**Warning: take these attributions with caution.** The integral was approximated with too "
                        f"few steps ({rel:.0%} error, above {common.DELTA_WARN:.0%}). Raise n_steps and explain again.")
@@ -82,11 +87,16 @@ def render(ui: SimpleNamespace, rec: common.Record, merge: bool, skipped: bool =
     view = common.token_view(attr.info, merge)
     scores = common.view_scores(attr.scores, view)  # (N,)
     path_scores = common.view_scores(rec.path.scores, view)  # (L + 1, N)
+    scale = core.colour_scale(attr)  # one absolute scale for the tokens and the bars...
+    path_scale = core.colour_scale(rec.path)  # ...and its layer-wise twin (each row sums to the same change)
     return {
         ui.delta: delta_md(attr),
-        ui.tokens: common.tokens_html(view.labels, scores, view.special, attr.target),
-        ui.bar: plots.attribution_bar(view.labels, scores, title=f"Attribution to “{attr.target}” by token"),
+        ui.tokens: common.tokens_html(view.labels, scores, view.special, attr),
+        ui.bar: plots.attribution_bar(view.labels, scores, title=f"Attribution to “{attr.target}” by token",
+                                      full=scale.full if scale.absolute else None,
+                                      note="The change is too small to read anything into." if scale.too_small else ""),
         ui.path: plots.cls_path_heatmap(path_scores, rec.path.layer_names, view.labels,
-                                        title=f"[CLS] path: attribution to “{rec.path.target}” by depth"),
+                                        title=f"[CLS] path: attribution to “{rec.path.target}” by depth",
+                                        bound=path_scale.full if path_scale.absolute else None),
         ui.lens: lens,
     }
