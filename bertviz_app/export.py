@@ -50,6 +50,7 @@ __all__ = [
     "write_html",
     "write_json",
     "export_files",
+    "check_output_path",
 ]
 
 FORMAT = "bertviz_app.explanation"
@@ -338,13 +339,22 @@ def explanation_html(attr: Attribution, prediction: Prediction | None = None, mo
 
 
 # --------------------------------------------------------------------------- files
-def _write(path: str | os.PathLike, text: str) -> Path:
-    """Write ``text`` to ``path`` (whole or not at all); a bad path raises InputError saying why."""
+def check_output_path(path: str | os.PathLike) -> Path:
+    """The path a file will be written to, or InputError saying why it cannot be (call it before
+    a long computation whose result is to be saved there)."""
     p = Path(path).expanduser()
     if p.is_dir():
         raise InputError(f"Cannot write {p}: it is a folder; give a file name inside it.")
     if not p.parent.is_dir():
         raise InputError(f"Cannot write {p}: the folder {p.parent} does not exist.")
+    if not os.access(p.parent, os.W_OK):
+        raise InputError(f"Cannot write {p}: permission denied. Choose a file in a folder you can write to.")
+    return p
+
+
+def _write(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` to ``path`` (whole or not at all); a bad path raises InputError saying why."""
+    p = check_output_path(path)
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)

@@ -126,3 +126,29 @@ def test_ui_colours_bars_and_path_on_the_absolute_scale(tiny):
     bar_range = out["bar"].layout.yaxis.range
     assert bar_range[1] >= scale.full  # tiny bars are not stretched to fill the chart
     assert out["path"].data[0].zmax == pytest.approx(core.colour_scale(rec.path).full)
+
+
+# --------------------------------------------------------------------------- CLI
+def test_cli_explain_writes_the_same_html_and_json(capsys, tiny_model_dir, tmp_path):
+    from bertviz_app.cli import main
+
+    page, data = tmp_path / "why.html", tmp_path / "why.json"
+    code = main(["explain", "the film was great", "--model", str(tiny_model_dir), "--n-steps", "20",
+                 "--html", str(page), "--out", str(data)])
+    out, err = capsys.readouterr()
+    assert code == 0 and f"saved {page}" in err and f"saved {data}" in err
+    assert "warning:" in out and "bars: 20 marks =" in out  # the tiny model's change is too small to read
+    d = json.loads(data.read_text(encoding="utf-8"))
+    back = core.explanation_from_dict(d)
+    assert d["model"] == str(tiny_model_dir) and d["prediction"]["text"] == "the film was great"
+    assert page.read_text(encoding="utf-8") == core.explanation_html(back.attribution, back.prediction, d["model"])
+
+
+@pytest.mark.parametrize("flag", ["--html", "--out"])
+def test_cli_bad_path_is_one_clear_line(capsys, tiny_model_dir, tmp_path, flag):
+    from bertviz_app.cli import main
+
+    code = main(["explain", "good film", "--model", str(tiny_model_dir), flag, str(tmp_path / "missing" / "x.html")])
+    out, err = capsys.readouterr()
+    assert code == 2 and err.startswith("error: Cannot write") and "does not exist" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
