@@ -388,14 +388,29 @@ def _slug(text: str, limit: int = 40) -> str:
 
 
 def export_files(folder: str | os.PathLike, attr: Attribution, prediction: Prediction | None = None, model: str = "",
-                 merge: bool = True) -> tuple[Path, Path]:
+                 merge: bool = True, keep_s: float | None = None) -> tuple[Path, Path]:
     """Write the HTML and JSON files of one explanation into ``folder`` (created if needed) under
     names made from the target and a hash of the content, so the same explanation exported
-    twice is one pair of files. Returns (html_path, json_path)."""
+    twice is one pair of files. ``keep_s``: first delete this folder's explanation files older
+    than that many seconds (a server's export folder stays small). Returns (html_path, json_path)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
+    if keep_s is not None:
+        _prune(folder, keep_s)
     page = explanation_html(attr, prediction, model, merge)
     data = explanation_json(attr, prediction, model)
     digest = hashlib.sha256((page + data).encode("utf-8")).hexdigest()[:12]
     stem = f"explanation-{_slug(attr.target)}-{digest}"
     return _write(folder / f"{stem}.html", page), _write(folder / f"{stem}.json", data)
+
+
+def _prune(folder: Path, keep_s: float) -> None:
+    import time
+
+    cutoff = time.time() - keep_s
+    for f in folder.glob("explanation-*"):
+        try:
+            if f.stat().st_mtime < cutoff:
+                f.unlink()
+        except OSError:  # another process removed it first
+            pass

@@ -152,3 +152,22 @@ def test_cli_bad_path_is_one_clear_line(capsys, tiny_model_dir, tmp_path, flag):
     out, err = capsys.readouterr()
     assert code == 2 and err.startswith("error: Cannot write") and "does not exist" in err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_ui_download_buttons_get_the_core_files(tiny, tmp_path, monkeypatch):
+    from bertviz_app.ui import attribution_tab, common
+
+    monkeypatch.setattr(attribution_tab, "export_folder", lambda: tmp_path / "exports")
+    off = attribution_tab.export_files(None, True)
+    assert [o["interactive"] for o in off] == [False, False]
+    rec = common.analyze_all(tiny, "the film was great", None, None, "pad", 20)
+    page, data = attribution_tab.export_files(rec, True)
+    assert page["interactive"] and data["interactive"]
+    assert open(page["value"], encoding="utf-8").read() == core.explanation_html(
+        rec.attribution, rec.prediction, rec.model, merge=True)
+    assert json.load(open(data["value"], encoding="utf-8"))["prediction"]["label"] == rec.prediction.label
+    import gradio as gr
+
+    from bertviz_app.ui import build_app
+
+    assert isinstance(build_app(str(tiny.name)), gr.Blocks)  # the buttons are wired into the app
