@@ -94,7 +94,7 @@ class ColourScale:
         what = "probability" if self.output == "prob" else self.output
         if self.too_small:
             return (f"Colour scale: full colour = {self.full:.4g}, the smallest change in the {what} worth reading "
-                    f"(the whole change here is only {self.change:+.4g}, so colours stay pale).")
+                    f"(the whole change here is only {_num(self.change)}, so colours stay pale).")
         return (f"Colour scale: full colour = {self.full:.4g}, the whole change f(x) - f(baseline) in the {what}: "
                 "a token that accounts for all of it. The same scale for every text.")
 
@@ -128,13 +128,18 @@ def colour_scale(attr, min_change: float | None = None, output: str | None = Non
     return ColourScale(full=full, change=change, threshold=threshold, output=output)
 
 
+def _num(x: float) -> str:
+    """+0.0040, or +5.0e-06 where four decimals would print a misleading +0.0000."""
+    return f"{x:+.4f}" if x == 0 or abs(x) >= 1e-4 else f"{x:+.1e}"
+
+
 def change_warning(attr, scale: ColourScale | None = None) -> str | None:
     """Plain words when f(x) - f(baseline) is too small to read anything into; else None."""
     scale = scale or colour_scale(attr)
     if not scale.too_small:
         return None
     what = "probability" if scale.output == "prob" else scale.output
-    return (f"The text changes the {what} of \u201c{attr.target}\u201d by only {scale.change:+.4f} from the baseline "
+    return (f"The text changes the {what} of \u201c{attr.target}\u201d by only {_num(scale.change)} from the baseline "
             f"(less than {scale.threshold:g}): the model reads this text almost like the empty input, so there is "
             "almost nothing to attribute. Do not read much into these scores; the colours are kept pale on purpose.")
 
@@ -263,7 +268,7 @@ body { font-family: system-ui, -apple-system, "Segoe UI", Arial, sans-serif; mar
 h1 { font-size: 1.4em; } h2 { font-size: 1.1em; margin-top: 1.6em; }
 .bv-tokens { line-height: 2.1; font-size: 1.05em; }
 .bv-tok { padding: 2px 4px; border-radius: 4px; margin: 0 1px; white-space: pre-wrap; }
-.bv-legend { margin-top: 6px; font-size: 0.85em; color: #555; }
+.bv-legend { margin-top: 6px; font-size: 0.85em; color: #555; line-height: 1.8; }
 .bv-title { font-weight: 600; margin-bottom: 4px; }
 .bv-warn { border-left: 4px solid #e69f00; background: #fff6e0; padding: 6px 10px; margin: 8px 0; }
 table { border-collapse: collapse; margin: 0.5em 0; }

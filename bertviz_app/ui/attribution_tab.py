@@ -63,9 +63,10 @@ def delta_md(attr) -> str:
     if not np.isfinite(rel):
         return head + ".  \n**Warning:** the text and the baseline give the same output, so the attributions cannot be checked."
     head += f" ({rel:.1%} of the change)."
-    warning = core.change_warning(attr)
-    if warning:
-        head += f"  \n**Warning: the change is too small to read anything into.** {common.esc(warning)}"
+    scale = core.colour_scale(attr)
+    if scale.too_small:  # the tokens below carry the full warning
+        head += (f"  \n**Warning: the change is too small to read anything into** (below {scale.threshold:g}); "
+                 "the colours stay pale on purpose.")
     if rel > common.DELTA_WARN:
         return head + (f"  \n**Warning: take these attributions with caution.** The integral was approximated with too "
                        f"few steps ({rel:.0%} error, above {common.DELTA_WARN:.0%}). Raise n_steps and explain again.")

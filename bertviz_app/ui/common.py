@@ -234,7 +234,7 @@ def tokens_html(labels: list[str], scores: np.ndarray, special: np.ndarray, attr
 CSS = """
 .bv-tokens { line-height: 2.1; font-size: 1.05em; }
 .bv-tok { padding: 2px 4px; border-radius: 4px; margin: 0 1px; white-space: pre-wrap; }
-.bv-legend { margin-top: 6px; font-size: 0.85em; color: var(--body-text-color-subdued); }
+.bv-legend { margin-top: 6px; font-size: 0.85em; color: var(--body-text-color-subdued); line-height: 1.8; }
 .bv-title { font-weight: 600; margin-bottom: 4px; }
 .bv-warn { border-left: 4px solid #e69f00; padding: 4px 10px; margin: 6px 0; line-height: 1.5; }
 """
