@@ -23,6 +23,9 @@ _EXPORTS = {
                  "run_folder", "run_plan", "zip_run"),
     "data": ("read_table", "guess_columns", "review_columns", "safe_csv_cell"),
     "training": ("TrainConfig",),
+    "export": ("ColourScale", "Explanation", "attribution_tokens_html", "change_warning", "check_output_path", "colour_scale",
+               "explanation_dict", "explanation_from_dict", "explanation_html", "explanation_json", "export_files",
+               "per_text_scale", "tokens_html", "write_html", "write_json"),
     "errors": ("BertvizError", "CancelledError", "DataError", "InputError", "ModelLoadError",
                "ModelNotFoundError", "ResourceError", "TrainingError"),
     "inference": ("predict",),
@@ -53,6 +56,23 @@ if TYPE_CHECKING:
         ModelNotFoundError,
         ResourceError,
         TrainingError,
+    )
+    from .export import (
+        ColourScale,
+        Explanation,
+        attribution_tokens_html,
+        change_warning,
+        check_output_path,
+        colour_scale,
+        explanation_dict,
+        explanation_from_dict,
+        explanation_html,
+        explanation_json,
+        export_files,
+        per_text_scale,
+        tokens_html,
+        write_html,
+        write_json,
     )
     from .finetune import (
         DEFAULT_BASE,

@@ -2,6 +2,7 @@
 
     python -m bertviz_app predict "A gorgeous, moving film." --json
     python -m bertviz_app explain "A tedious, joyless slog." --target negative --json
+    python -m bertviz_app explain "A tedious, joyless slog." --html why.html --out why.json
 
 Errors print one line on stderr and exit with status 2; no traceback reaches the user
 (set BERTVIZ_DEBUG=1 to see one).
@@ -64,20 +65,33 @@ def cmd_predict(args) -> int:
 
 
 def cmd_explain(args) -> int:
-    from . import attribute
+    from . import attribute, change_warning, check_output_path, colour_scale, predict, write_html, write_json
 
+    for path in (args.html, args.out):  # a bad path fails now, not after the attribution
+        if path:
+            check_output_path(path)
     lm = _load(args)
     text = _single(args)
     a = attribute(lm, text, target=args.target, baseline=args.baseline, n_steps=args.n_steps, pair=args.pair, output=args.output,
                   tolerance=args.tolerance)
+    if args.html or args.out:  # the same files as the web app's download buttons
+        pred = predict(lm, [text], [args.pair] if args.pair else None)[0]
+        for path, write in ((args.html, write_html), (args.out, write_json)):
+            if path:
+                saved = write(path, a, pred, model=lm.name)
+                print(f"saved {saved}", file=sys.stderr)
     if args.json:
         _out(a.to_dict())
         return 0
+    scale = colour_scale(a)
     print(f"target {a.target}: f(x)={a.f_x:.4f}  f(baseline)={a.f_baseline:.4f}  baseline={a.baseline}  n_steps={a.n_steps}")
     print(f"sum of attributions {float(a.scores.sum()):+.4f}  convergence delta {a.delta:+.2e} ({a.relative_delta:.1%} of f(x)-f(baseline))")
-    top = max(1e-12, float(abs(a.scores).max()))
+    warning = change_warning(a, scale)
+    if warning:
+        print(f"warning: {warning}")
+    print(f"bars: 20 marks = {scale.full:.4g}" + (" (the whole change)" if scale.absolute and not scale.too_small else ""))
     for tok, s in zip(a.tokens, a.scores):
-        bar = ("+" if s >= 0 else "-") * int(round(abs(s) / top * 20))
+        bar = ("+" if s >= 0 else "-") * int(round(scale.alpha(s) * 20))
         print(f"  {tok:<16} {s:+.4f} {bar}")
     return 0
 
@@ -291,6 +305,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tolerance", type=float, default=None,
                    help="guarantee this relative convergence delta (e.g. 0.05) with as few steps as it takes; "
                         "--n-steps is then ignored")
+    p.add_argument("--html", default=None, metavar="PATH",
+                   help="also save the explanation as a standalone HTML page (coloured tokens and every number; opens offline)")
+    p.add_argument("--out", default=None, metavar="PATH",
+                   help="also save the explanation as JSON (the attribution, the prediction and the model)")
     add("attention", cmd_attention, "attention weights of every layer and head", "one")
     add("summary", cmd_summary, "architecture and parameter counts by component")
     add("models", cmd_models, "registered models")

@@ -102,6 +102,16 @@ class Settings:
         default_factory=lambda: int(_env("MAX_N_STEPS", "500")),
         metadata={"help": "Largest Integrated Gradients n_steps accepted."},
     )
+    # 0.05 = five percentage points of the target's probability. A text whose probability sits
+    # closer than that to the baseline's is classified almost like the empty input: IG then splits
+    # next to nothing among the tokens, and which tokens get the crumbs flips with the baseline and
+    # n_steps. It is also the 5% the app already uses as its trust line for the convergence delta.
+    min_change: float = field(
+        default_factory=lambda: float(_env("MIN_CHANGE", "0.05")),
+        metadata={"help": "Smallest change f(x) - f(baseline) in the explained probability worth reading: below "
+                  "it an attribution says plainly that there is almost nothing to explain, and its colours stay "
+                  "pale (logit outputs use 4x this, since a probability moves at most 1/4 as fast as its logit)."},
+    )
     queue_size: int = field(
         default_factory=lambda: int(_env("QUEUE_SIZE", "256")),
         metadata={"help": "Requests that may wait in the web app's queue; beyond it a request is refused at "
@@ -149,6 +159,8 @@ class Settings:
             raise ValueError(f"BERTVIZ_PREDICT_ATTENTION must be auto, eager or sdpa, got {self.predict_attention!r}")
         if self.ig_attention not in ("eager", "sdpa"):
             raise ValueError(f"BERTVIZ_IG_ATTENTION must be sdpa or eager, got {self.ig_attention!r}")
+        if not 0 <= self.min_change < 1:
+            raise ValueError(f"BERTVIZ_MIN_CHANGE must be a probability change from 0 to below 1, got {self.min_change}")
         if not self.max_upload_mb > 0:
             raise ValueError(f"BERTVIZ_MAX_UPLOAD_MB must be a positive number, got {self.max_upload_mb}")
         if self.warn_class_examples < self.min_class_examples:

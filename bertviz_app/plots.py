@@ -195,30 +195,52 @@ def prob_bar(labels: Sequence[str], probs: Sequence[float], title: str = "Class 
     return _layout(fig, title, 120 + 34 * len(p))
 
 
-def attribution_bar(tokens: Sequence[str], scores: Sequence[float], title: str = "Attribution by token") -> go.Figure:
-    """Signed bar per token: green pushes towards the target class, red pushes away."""
+def attribution_bar(tokens: Sequence[str], scores: Sequence[float], title: str = "Attribution by token",
+                    full: float | None = None, note: str = "") -> go.Figure:
+    """Signed bar per token: green pushes towards the target class, red pushes away.
+
+    ``full``: the colour scale's full value (``export.colour_scale``, e.g. |f(x) - f(baseline)|):
+    the y axis then spans at least +-full, so bars of a text that changes the output by almost
+    nothing stay small instead of being stretched to fill the chart. Without it the axis fits the
+    bars (a per-text scale) and the title prints their largest size. ``note`` (e.g. the
+    too-small warning) is written above the bars."""
     s = np.asarray(scores, dtype=np.float64)  # (T,)
+    top = float(np.abs(s).max()) if s.size else 0.0
     fig = go.Figure(go.Bar(
         x=_cats(tokens), y=s, marker_color=[GREEN if v > 0 else RED if v < 0 else GREY for v in s],
         hovertemplate="%{x}: %{y:+.4f}<extra></extra>",
     ))
     fig.update_xaxes(tickangle=-60, **_tick_kw(tokens))
     fig.update_yaxes(title_text="attribution", zeroline=True, zerolinecolor="#555")
-    return _layout(fig, title, 360, showlegend=False)
+    if full is not None and full > 0:
+        bound = max(full, top) * 1.08
+        fig.update_yaxes(range=[-bound, bound])
+        axis = f"axis fixed at ±{full:.3g}"
+    else:
+        axis = f"per-text axis, largest |attribution| {top:.3g}"
+    if note:
+        fig.add_annotation(text=_esc(note, 300), x=0.5, y=0.97, xref="paper", yref="paper", showarrow=False,
+                           font=dict(color="#8a5a00"), bgcolor="#fff6e0")
+    return _layout(fig, f"{title} ({axis})", 360, showlegend=False)
 
 
 def cls_path_heatmap(scores: np.ndarray, layer_names: Sequence[str], tokens: Sequence[str],
-                     title: str = "[CLS] path: attribution by depth") -> go.Figure:
-    """(L + 1, T) signed, on a diverging scale centred at 0 (red against, green for the class)."""
+                     title: str = "[CLS] path: attribution by depth", bound: float | None = None) -> go.Figure:
+    """(L + 1, T) signed, on a diverging scale centred at 0 (red against, green for the class).
+    ``bound``: the colour scale's full value (``export.colour_scale``), the same for every text;
+    values beyond it get the end colour. Without it the scale is this text's largest |value|."""
     z = np.asarray(scores, dtype=np.float32)  # (L + 1, T)
     if z.shape[-1] != len(tokens):
         raise ValueError(f"scores have {z.shape[-1]} columns but there are {len(tokens)} tokens")
-    bound = float(np.abs(z).max()) or 1.0
+    per_text = bound is None or not bound > 0
+    if per_text:  # no f(x) - f(baseline) given: the text's own largest value, printed on the colour bar
+        bound = float(np.abs(z).max()) or 1.0
     fig = go.Figure(go.Heatmap(
         z=np.round(z, 5), x=_cats(tokens), y=[_esc(x) for x in layer_names], colorscale=DIVERGING,
         zmid=0.0, zmin=-bound, zmax=bound,
         hovertemplate="%{y} · %{x}<br>%{z:+.4f}<extra></extra>",
-        colorbar=dict(title=dict(text="attribution"), thickness=12),
+        colorbar=dict(title=dict(text=f"attribution<br>(per text, max {bound:.3g})" if per_text
+                                 else f"attribution<br>(full at ±{bound:.3g})"), thickness=12),
     ))
     fig.update_xaxes(tickangle=-60, **_tick_kw(tokens))
     fig.update_yaxes(autorange="reversed")

@@ -127,6 +127,8 @@ def build_app(model: str | None = None) -> gr.Blocks:
                         outputs=ig_outputs,
                         api_visibility="private", **HEAVY)
 
+        attribution_tab.wire(t, state)  # the download buttons follow the analysis
+
         # ------------------------------------------------------------- model chooser
         @common.guard
         def load_model(model_name, target):

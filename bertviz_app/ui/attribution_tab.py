@@ -3,10 +3,14 @@ convergence delta with a plain-language verdict, the [CLS] path and the [CLS] le
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
 from types import SimpleNamespace
 
 import gradio as gr
 import numpy as np
+
+import bertviz_app as core
 
 from .. import plots
 from . import common
@@ -25,6 +29,12 @@ def build() -> SimpleNamespace:
     explain = gr.Button("Explain again with these settings", elem_id="bv-explain")
     delta = gr.Markdown(elem_id="bv-delta")
     tokens = gr.HTML(label="Tokens coloured by attribution", elem_id="bv-attr-tokens")
+    with gr.Row():
+        html_file = gr.DownloadButton("Download as HTML", interactive=False, size="sm", elem_id="bv-download-html")
+        json_file = gr.DownloadButton("Download as JSON", interactive=False, size="sm", elem_id="bv-download-json")
+    gr.Markdown("The HTML file is one standalone page (coloured words, every number; opens offline). Each chart "
+                "downloads as a PNG from the camera icon at its top right (shown when the pointer is over it).",
+                elem_classes=["bv-note"])
     bar = gr.Plot(label="Attribution by token", elem_id="bv-attr-bar")
     with gr.Row():
         path = gr.Plot(label="[CLS] path", elem_id="bv-cls-path")
@@ -37,7 +47,8 @@ def build() -> SimpleNamespace:
         "through the trained pooler and classifier; the last point is the model's prediction."
     )
     return SimpleNamespace(target=target, baseline=baseline, n_steps=n_steps, auto=auto, merge=merge, explain=explain,
-                           delta=delta, tokens=tokens, bar=bar, path=path, lens=lens)
+                           delta=delta, tokens=tokens, bar=bar, path=path, lens=lens, html_file=html_file,
+                           json_file=json_file)
 
 
 def delta_md(attr) -> str:
@@ -52,6 +63,10 @@ def delta_md(attr) -> str:
     if not np.isfinite(rel):
         return head + ".  \n**Warning:** the text and the baseline give the same output, so the attributions cannot be checked."
     head += f" ({rel:.1%} of the change)."
+    scale = core.colour_scale(attr)
+    if scale.too_small:  # the tokens below carry the full warning
+        head += (f"  \n**Warning: the change is too small to read anything into** (below {scale.threshold:g}); "
+                 "the colours stay pale on purpose.")
     if rel > common.DELTA_WARN:
         return head + (f"  \n**Warning: take these attributions with caution.** The integral was approximated with too "
                        f"few steps ({rel:.0%} error, above {common.DELTA_WARN:.0%}). Raise n_steps and explain again.")
@@ -82,11 +97,42 @@ def render(ui: SimpleNamespace, rec: common.Record, merge: bool, skipped: bool =
     view = common.token_view(attr.info, merge)
     scores = common.view_scores(attr.scores, view)  # (N,)
     path_scores = common.view_scores(rec.path.scores, view)  # (L + 1, N)
+    scale = core.colour_scale(attr)  # one absolute scale for the tokens and the bars...
+    path_scale = core.colour_scale(rec.path)  # ...and its layer-wise twin (each row sums to the same change)
     return {
         ui.delta: delta_md(attr),
-        ui.tokens: common.tokens_html(view.labels, scores, view.special, attr.target),
-        ui.bar: plots.attribution_bar(view.labels, scores, title=f"Attribution to “{attr.target}” by token"),
+        ui.tokens: common.tokens_html(view.labels, scores, view.special, attr),
+        ui.bar: plots.attribution_bar(view.labels, scores, title=f"Attribution to “{attr.target}” by token",
+                                      full=scale.full if scale.absolute else None,
+                                      note="The change is too small to read anything into." if scale.too_small else ""),
         ui.path: plots.cls_path_heatmap(path_scores, rec.path.layer_names, view.labels,
-                                        title=f"[CLS] path: attribution to “{rec.path.target}” by depth"),
+                                        title=f"[CLS] path: attribution to “{rec.path.target}” by depth",
+                                        bound=path_scale.full if path_scale.absolute else None),
         ui.lens: lens,
     }
+
+
+# --------------------------------------------------------------------------- downloads
+EXPORT_KEEP_S = 3600  # exported files older than an hour are deleted at the next export
+
+
+def export_folder() -> Path:
+    return Path(tempfile.gettempdir()) / "bertviz-exports"  # gradio serves files from the temp folder
+
+
+def export_files(rec: common.Record | None, merge: bool):
+    """The two download buttons: the explanation's HTML and JSON files (``core.export_files``),
+    or disabled buttons while there is no attribution."""
+    if rec is None or rec.attribution is None:
+        off = gr.update(value=None, interactive=False)
+        return off, off
+    page, data = core.export_files(export_folder(), rec.attribution, rec.prediction, rec.model, merge=bool(merge),
+                                   keep_s=EXPORT_KEEP_S)
+    return gr.update(value=str(page), interactive=True), gr.update(value=str(data), interactive=True)
+
+
+def wire(ui: SimpleNamespace, state: gr.State) -> None:
+    """Refresh the download buttons whenever the analysis (``state``) or the word/token view changes."""
+    gr.on([state.change, ui.merge.input], common.guard(export_files), inputs=[state, ui.merge],
+          outputs=[ui.html_file, ui.json_file], api_visibility="private", show_progress="hidden",
+          trigger_mode="always_last")

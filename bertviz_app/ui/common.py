@@ -222,37 +222,19 @@ def view_scores(scores: np.ndarray, view: TokenView, keep: np.ndarray | None = N
 
 
 # --------------------------------------------------------------------------- coloured tokens
-def tokens_html(labels: list[str], scores: np.ndarray, special: np.ndarray, target: str, title: str = "") -> str:
-    """Tokens with a red (against) / green (for) background whose strength follows |score|.
-    Every piece of text is escaped; the hover (title attribute) gives the exact value."""
-    s = np.asarray(scores, dtype=np.float64)
-    real = s[~special] if (~special).any() else s
-    scale = float(np.abs(real).max()) or 1.0
-    spans = []
-    for lab, v, sp in zip(labels, s, special):
-        alpha = min(1.0, abs(v) / scale) * 0.85
-        rgb = "44, 160, 44" if v > 0 else "214, 39, 40"
-        style = f"background: rgba({rgb}, {alpha:.2f});"
-        if sp:
-            style += " color: #777; font-size: 0.85em;"
-        spans.append(
-            f'<span class="bv-tok" style="{style}" title="{html.escape(lab, quote=True)}: {v:+.4f}">'
-            f"{html.escape(lab)}</span>"
-        )
-    t = html.escape(target)
-    legend = (
-        '<div class="bv-legend"><span class="bv-tok" style="background: rgba(44,160,44,0.7)">green</span> '
-        f"pushes towards <b>{t}</b> · "
-        '<span class="bv-tok" style="background: rgba(214,39,40,0.7)">red</span> '
-        f"pushes away from <b>{t}</b> · stronger colour = larger attribution (hover a token for its value)</div>"
-    )
-    head = f"<div class='bv-title'>{html.escape(title)}</div>" if title else ""
-    return f'<div class="bv-tokens">{head}<div class="bv-line">{" ".join(spans)}</div>{legend}</div>'
+def tokens_html(labels: list[str], scores: np.ndarray, special: np.ndarray, attr: core.Attribution,
+                title: str = "") -> str:
+    """Tokens coloured by their attribution on the core's absolute scale (``core.colour_scale``:
+    a share of f(x) - f(baseline), the same for every text), with its warning when the change is
+    too small to read. Every piece of text is escaped by the core."""
+    scale = core.colour_scale(attr)
+    return core.tokens_html(labels, scores, special, attr.target, scale, title, core.change_warning(attr, scale))
 
 
 CSS = """
 .bv-tokens { line-height: 2.1; font-size: 1.05em; }
 .bv-tok { padding: 2px 4px; border-radius: 4px; margin: 0 1px; white-space: pre-wrap; }
-.bv-legend { margin-top: 6px; font-size: 0.85em; color: var(--body-text-color-subdued); }
+.bv-legend { margin-top: 6px; font-size: 0.85em; color: var(--body-text-color-subdued); line-height: 1.8; }
 .bv-title { font-weight: 600; margin-bottom: 4px; }
+.bv-warn { border-left: 4px solid #e69f00; padding: 4px 10px; margin: 6px 0; line-height: 1.5; }
 """

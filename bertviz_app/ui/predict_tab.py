@@ -67,5 +67,5 @@ def tokens_html(rec: common.Record) -> str:
         return ""
     view = common.token_view(rec.attribution.info, merge=True)
     return common.tokens_html(view.labels, common.view_scores(rec.attribution.scores, view), view.special,
-                              rec.attribution.target,
+                              rec.attribution,
                               title=f"Words coloured by their attribution to \u201c{rec.attribution.target}\u201d")

@@ -1,0 +1,421 @@
+"""Honest colours for attributions, and explanations saved as files (standalone HTML, JSON).
+
+numpy only (never torch, gradio or plotly): the UI, the CLI and ``plots`` all colour tokens
+with the same ``ColourScale``.
+
+**Colour scale.** Integrated Gradients splits the change ``f(x) - f(baseline)`` among the tokens,
+so a score is drawn as a share of that change: full colour means one token accounts for the
+whole change. The change is floored at ``Settings.min_change`` (logits: 4x it), so when the text
+moves the output by almost nothing the colours stay pale instead of being stretched to look like
+evidence, and ``change_warning`` says so in words. Only where no change is known (bare scores)
+does the scale fall back to the largest score of the text, and then it says so and prints that
+maximum.
+
+**Files.** ``explanation_html`` is one self-contained page: inline CSS, no script, no external
+font or link, and a Content-Security-Policy that forbids fetching anything; every piece of text
+is HTML-escaped. ``explanation_dict`` is ``Attribution.to_dict()`` plus the prediction, the model
+and what is needed to read the file back (``explanation_from_dict``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import math
+import os
+import re
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .errors import InputError
+from .results import Attribution, Prediction, TokenInfo
+
+__all__ = [
+    "ColourScale",
+    "Explanation",
+    "colour_scale",
+    "per_text_scale",
+    "change_warning",
+    "tokens_html",
+    "attribution_tokens_html",
+    "explanation_html",
+    "explanation_json",
+    "explanation_dict",
+    "explanation_from_dict",
+    "write_html",
+    "write_json",
+    "export_files",
+    "check_output_path",
+]
+
+FORMAT = "bertviz_app.explanation"
+VERSION = 1
+# d softmax_i / d logit_i = p_i (1 - p_i) <= 1/4, so a logit change of 4 * m moves the probability
+# by at most about m: the same "too small to read" line in the logit's units.
+LOGIT_FACTOR = 4.0
+MAX_ALPHA = 0.85  # strongest background, so black text stays readable on it
+GREEN_RGB, RED_RGB = "44, 160, 44", "214, 39, 40"
+
+
+# --------------------------------------------------------------------------- colour scale
+@dataclass(frozen=True)
+class ColourScale:
+    """How strongly a score is drawn: ``alpha(score) = min(1, |score| / full)``.
+
+    ``change`` is f(x) - f(baseline) (None for a per-text scale); ``threshold`` the smallest
+    change worth reading, in the output's units."""
+
+    full: float
+    change: float | None
+    threshold: float
+    output: str = "prob"
+
+    @property
+    def absolute(self) -> bool:
+        return self.change is not None
+
+    @property
+    def too_small(self) -> bool:
+        return self.change is not None and abs(self.change) < self.threshold
+
+    def alpha(self, score: float) -> float:
+        return float(min(1.0, abs(float(score)) / self.full)) if self.full > 0 else 0.0
+
+    def describe(self) -> str:
+        """One line saying what full colour means, with its number."""
+        if not self.absolute:
+            return (f"Per-text colour scale: full colour = the largest |attribution| in this text, {self.full:.4g} "
+                    "(no f(x) - f(baseline) to compare with, so colours are not comparable between texts).")
+        what = "probability" if self.output == "prob" else self.output
+        if self.too_small:
+            return (f"Colour scale: full colour = {self.full:.4g}, the smallest change in the {what} worth reading "
+                    f"(the whole change here is only {_num(self.change)}, so colours stay pale).")
+        return (f"Colour scale: full colour = {self.full:.4g}, the whole change f(x) - f(baseline) in the {what}: "
+                "a token that accounts for all of it. The same scale for every text.")
+
+
+def _threshold(output: str, min_change: float | None) -> float:
+    if min_change is None:
+        from .config import get_settings
+
+        min_change = get_settings().min_change
+    return float(min_change) * (LOGIT_FACTOR if output == "logit" else 1.0)
+
+
+def per_text_scale(scores: Sequence[float] | np.ndarray, output: str = "") -> ColourScale:
+    """The fallback where no f(x) - f(baseline) is known: full colour at the largest |score|."""
+    s = np.abs(np.asarray(scores, dtype=np.float64))
+    top = float(s.max()) if s.size else 0.0
+    return ColourScale(full=top if top > 0 and math.isfinite(top) else 1.0, change=None, threshold=0.0, output=output)
+
+
+def colour_scale(attr, min_change: float | None = None, output: str | None = None) -> ColourScale:
+    """The absolute scale of an ``Attribution`` (or ``ClsPath``: anything with f_x and f_baseline):
+    full colour at max(|f(x) - f(baseline)|, the threshold). ``min_change``: default Settings."""
+    output = output or getattr(attr, "output", "prob")
+    threshold = _threshold(output, min_change)
+    change = float(attr.f_x) - float(attr.f_baseline)
+    if not math.isfinite(change):
+        return per_text_scale(attr.scores, output)
+    full = max(abs(change), threshold)
+    if full <= 0:  # min_change = 0 and the text gives exactly the baseline's output
+        return per_text_scale(attr.scores, output)
+    return ColourScale(full=full, change=change, threshold=threshold, output=output)
+
+
+def _num(x: float) -> str:
+    """+0.0040, or +5.0e-06 where four decimals would print a misleading +0.0000."""
+    return f"{x:+.4f}" if x == 0 or abs(x) >= 1e-4 else f"{x:+.1e}"
+
+
+def change_warning(attr, scale: ColourScale | None = None) -> str | None:
+    """Plain words when f(x) - f(baseline) is too small to read anything into; else None."""
+    scale = scale or colour_scale(attr)
+    if not scale.too_small:
+        return None
+    what = "probability" if scale.output == "prob" else scale.output
+    return (f"The text changes the {what} of \u201c{attr.target}\u201d by only {_num(scale.change)} from the baseline "
+            f"(less than {scale.threshold:g}): the model reads this text almost like the empty input, so there is "
+            "almost nothing to attribute. Do not read much into these scores; the colours are kept pale on purpose.")
+
+
+# --------------------------------------------------------------------------- coloured tokens
+def _units(attr: Attribution, merge: bool) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """(labels, scores, special) in tokens, or in words (pieces summed) when ``merge``."""
+    from .words import merge_scores, word_groups
+
+    special_tok = np.array([s is None for s in attr.info.sequence_ids], dtype=bool)
+    scores = np.asarray(attr.scores, dtype=np.float64)  # (T,)
+    if not merge:
+        return list(attr.tokens), scores, special_tok
+    groups = word_groups(attr.info)
+    special = np.array([len(g) == 1 and special_tok[g[0]] for g in groups.groups], dtype=bool)
+    return list(groups.words), merge_scores(scores, groups), special  # (W,)
+
+
+def tokens_html(labels: Sequence[str], scores: Sequence[float] | np.ndarray, special: Sequence[bool] | np.ndarray,
+                target: str, scale: ColourScale, title: str = "", warning: str | None = None) -> str:
+    """Tokens on a green (for the target) / red (against) background whose strength is
+    ``scale.alpha(score)``; the legend prints the scale. Every piece of text is escaped; the
+    hover (title attribute) gives the exact value. Classes: bv-tokens, bv-tok, bv-legend, bv-warn."""
+    s = np.asarray(scores, dtype=np.float64)
+    spans = []
+    for lab, v, sp in zip(labels, s, special):
+        rgb = GREEN_RGB if v > 0 else RED_RGB
+        style = f"background: rgba({rgb}, {scale.alpha(v) * MAX_ALPHA:.2f});"
+        if sp:
+            style += " color: #777; font-size: 0.85em;"
+        spans.append(f'<span class="bv-tok" style="{style}" title="{html.escape(str(lab), quote=True)}: {v:+.4f}">'
+                     f"{html.escape(str(lab))}</span>")
+    t = html.escape(str(target))
+    legend = (
+        f'<div class="bv-legend"><span class="bv-tok" style="background: rgba({GREEN_RGB}, 0.7)">green</span> '
+        f"pushes towards <b>{t}</b> · "
+        f'<span class="bv-tok" style="background: rgba({RED_RGB}, 0.7)">red</span> '
+        f"pushes away from <b>{t}</b> · hover a token for its value.<br>{html.escape(scale.describe())}</div>"
+    )
+    head = f"<div class='bv-title'>{html.escape(title)}</div>" if title else ""
+    warn = f'<div class="bv-warn"><b>Warning:</b> {html.escape(warning)}</div>' if warning else ""
+    return f'<div class="bv-tokens">{head}{warn}<div class="bv-line">{" ".join(spans)}</div>{legend}</div>'
+
+
+def attribution_tokens_html(attr: Attribution, merge: bool = True, title: str = "",
+                            min_change: float | None = None) -> str:
+    """``tokens_html`` for an attribution on its absolute scale, with the too-small warning."""
+    scale = colour_scale(attr, min_change)
+    labels, scores, special = _units(attr, merge)
+    return tokens_html(labels, scores, special, attr.target, scale, title, change_warning(attr, scale))
+
+
+# --------------------------------------------------------------------------- JSON
+@dataclass(frozen=True, eq=False)
+class Explanation:
+    """What an explanation file holds (``explanation_from_dict`` reads one back)."""
+
+    attribution: Attribution
+    prediction: Prediction | None
+    model: str
+
+
+def _finite(x: float) -> float | None:
+    return float(x) if math.isfinite(float(x)) else None
+
+
+def explanation_dict(attr: Attribution, prediction: Prediction | None = None, model: str = "",
+                     min_change: float | None = None) -> dict:
+    """``attr.to_dict()`` (under "attribution") plus the prediction, the model, the input text
+    with its token offsets and the colour scale. JSON-safe: non-finite numbers become null."""
+    scale = colour_scale(attr, min_change)
+    a = attr.to_dict()
+    a["relative_delta"] = _finite(a["relative_delta"])
+    a["target_index"] = attr.target_index
+    pred = None
+    if prediction is not None:
+        pred = prediction.to_dict() | {"n_tokens": prediction.n_tokens, "multi_label": prediction.multi_label}
+    info = attr.info
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "model": model,
+        "method": "integrated_gradients",
+        "attribution": a,
+        "input": {"text": info.text, "pair": info.pair, "offsets": [list(o) for o in info.offsets],
+                  "sequence_ids": list(info.sequence_ids), "truncated": info.truncated},
+        "prediction": pred,
+        "colour_scale": {"full": scale.full, "absolute": scale.absolute, "change": scale.change,
+                         "threshold": scale.threshold, "too_small": scale.too_small},
+        "warning": change_warning(attr, scale),
+    }
+
+
+def explanation_from_dict(d: dict) -> Explanation:
+    """Read back what ``explanation_dict`` wrote (e.g. ``json.load`` of a saved file)."""
+    if not isinstance(d, dict) or d.get("format") != FORMAT:
+        raise InputError(f"Not an explanation file (expected \"format\": \"{FORMAT}\").")
+    a, src = d["attribution"], d["input"]
+    info = TokenInfo(tokens=tuple(a["tokens"]), offsets=tuple(tuple(o) for o in src["offsets"]),
+                     sequence_ids=tuple(src["sequence_ids"]), text=src["text"], pair=src["pair"],
+                     truncated=bool(src["truncated"]))
+    attr = Attribution(info=info, scores=np.asarray(a["attributions"], dtype=np.float32), target=a["target"],
+                       target_index=int(a["target_index"]), output=a["output"], f_x=float(a["f_x"]),
+                       f_baseline=float(a["f_baseline"]), delta=float(a["delta"]), n_steps=int(a["n_steps"]),
+                       baseline=a["baseline"])
+    pred = None
+    if d.get("prediction"):
+        p = d["prediction"]
+        pred = Prediction(text=p["text"], pair=p.get("pair"), labels=tuple(p["scores"]),
+                          probs=tuple(float(v) for v in p["scores"].values()), label=p["label"],
+                          truncated=bool(p["truncated"]), n_tokens=int(p.get("n_tokens", len(info))),
+                          multi_label=bool(p.get("multi_label", False)), windows=int(p.get("windows", 1)))
+    return Explanation(attr, pred, d.get("model", ""))
+
+
+def explanation_json(attr: Attribution, prediction: Prediction | None = None, model: str = "",
+                     min_change: float | None = None) -> str:
+    return json.dumps(explanation_dict(attr, prediction, model, min_change), ensure_ascii=False, indent=1,
+                      allow_nan=False) + "\n"
+
+
+# --------------------------------------------------------------------------- standalone HTML
+_PAGE_CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", Arial, sans-serif; margin: 2em auto; max-width: 60em;
+       padding: 0 1em; color: #222; background: #fff; }
+h1 { font-size: 1.4em; } h2 { font-size: 1.1em; margin-top: 1.6em; }
+.bv-tokens { line-height: 2.1; font-size: 1.05em; }
+.bv-tok { padding: 2px 4px; border-radius: 4px; margin: 0 1px; white-space: pre-wrap; }
+.bv-legend { margin-top: 6px; font-size: 0.85em; color: #555; line-height: 1.8; }
+.bv-title { font-weight: 600; margin-bottom: 4px; }
+.bv-warn { border-left: 4px solid #e69f00; background: #fff6e0; padding: 6px 10px; margin: 8px 0; }
+table { border-collapse: collapse; margin: 0.5em 0; }
+th, td { border-bottom: 1px solid #ddd; padding: 3px 10px; text-align: left; vertical-align: top; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; font-family: ui-monospace, monospace; }
+.text { white-space: pre-wrap; }
+"""
+# Defence in depth: even if some text slipped through unescaped, the page may fetch nothing
+# and run no script.
+_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+
+
+def _e(x: object) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def explanation_html(attr: Attribution, prediction: Prediction | None = None, model: str = "", merge: bool = True,
+                     min_change: float | None = None) -> str:
+    """One standalone page: coloured words (or tokens), method, target, f(x), f(baseline),
+    change, delta and relative delta, the model, the prediction, and a table of every token
+    with its attribution. Opens offline; all text escaped."""
+    scale = colour_scale(attr, min_change)
+    warning = change_warning(attr, scale)
+    labels, scores, special = _units(attr, merge)
+    unit = "word" if merge else "token"
+    coloured = tokens_html(labels, scores, special, attr.target, scale,
+                           title=f"{unit.capitalize()}s coloured by their attribution to \u201c{attr.target}\u201d",
+                           warning=warning)
+    what = "probability" if attr.output == "prob" else attr.output
+    change = attr.f_x - attr.f_baseline
+    rel = attr.relative_delta
+    facts = [
+        ("Model", _e(model or "(not given)")),
+        ("Method", "Integrated Gradients (Captum) on the word embeddings, along the [CLS] path to the classifier"),
+        ("Target class", _e(attr.target)),
+        ("Explained output", _e(what)),
+        ("Baseline", f"{_e(attr.baseline)} (n_steps {attr.n_steps})"),
+        ("f(x)", f"{attr.f_x:.6f}"),
+        ("f(baseline)", f"{attr.f_baseline:.6f}"),
+        ("f(x) \u2212 f(baseline)", f"{change:+.6f} (what the attributions add up to)"),
+        ("Convergence delta", f"{attr.delta:+.3e}"),
+        ("Relative delta", f"{rel:.2%}" if math.isfinite(rel) else "undefined (no change to compare with)"),
+        ("Text", f'<span class="text">{_e(attr.info.text)}</span>'),
+    ]
+    if attr.info.pair is not None:
+        facts.append(("Second text", f'<span class="text">{_e(attr.info.pair)}</span>'))
+    if attr.info.truncated:
+        facts.append(("Truncated", "yes: only the first tokens the model reads were explained"))
+    facts_rows = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in facts)
+    pred_html = ""
+    if prediction is not None:
+        rows = "".join(f"<tr><td>{_e(lab)}</td><td class='num'>{p:.4f}</td></tr>"
+                       for lab, p in zip(prediction.labels, prediction.probs))
+        pred_html = (f"<h2>Prediction: {_e(prediction.label)}</h2><table><tr><th>class</th><th>probability</th></tr>"
+                     f"{rows}</table>")
+    share = (lambda v: f"{v / change:+.1%}") if abs(change) > 1e-12 else (lambda v: "")
+    tok_rows = "".join(
+        f"<tr><td class='num'>{i}</td><td>{_e(tok)}</td><td class='num'>{float(v):+.6f}</td>"
+        f"<td class='num'>{share(float(v))}</td></tr>"
+        for i, (tok, v) in enumerate(zip(attr.tokens, np.asarray(attr.scores, dtype=np.float64))))
+    table = ("<h2>Every token</h2><table><tr><th>#</th><th>token</th><th>attribution</th>"
+             f"<th>share of the change</th></tr>{tok_rows}</table>")
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>Explanation: {_e(attr.target)} \u2014 {_e(model or 'bertviz_app')}</title>"
+        f"<style>{_PAGE_CSS}</style></head><body>"
+        f"<h1>Why the model gives \u201c{_e(attr.target)}\u201d this {_e(what)}</h1>"
+        f"{coloured}<h2>Numbers</h2><table>{facts_rows}</table>{pred_html}{table}"
+        "</body></html>\n"
+    )
+
+
+# --------------------------------------------------------------------------- files
+def check_output_path(path: str | os.PathLike) -> Path:
+    """The path a file will be written to, or InputError saying why it cannot be (call it before
+    a long computation whose result is to be saved there)."""
+    p = Path(path).expanduser()
+    if p.is_dir():
+        raise InputError(f"Cannot write {p}: it is a folder; give a file name inside it.")
+    if not p.parent.is_dir():
+        raise InputError(f"Cannot write {p}: the folder {p.parent} does not exist.")
+    if not os.access(p.parent, os.W_OK):
+        raise InputError(f"Cannot write {p}: permission denied. Choose a file in a folder you can write to.")
+    return p
+
+
+def _write(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` to ``path`` (whole or not at all); a bad path raises InputError saying why."""
+    p = check_output_path(path)
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, p)
+        tmp = None
+    except OSError as exc:
+        why = "permission denied" if isinstance(exc, PermissionError) else (exc.strerror or str(exc))
+        raise InputError(f"Cannot write {p}: {why}. Choose a file in a folder you can write to.") from None
+    finally:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+    return p
+
+
+def write_html(path: str | os.PathLike, attr: Attribution, prediction: Prediction | None = None, model: str = "",
+               merge: bool = True, min_change: float | None = None) -> Path:
+    """Save ``explanation_html`` to ``path``; returns the path."""
+    return _write(path, explanation_html(attr, prediction, model, merge, min_change))
+
+
+def write_json(path: str | os.PathLike, attr: Attribution, prediction: Prediction | None = None, model: str = "",
+               min_change: float | None = None) -> Path:
+    """Save ``explanation_dict`` as JSON to ``path``; returns the path."""
+    return _write(path, explanation_json(attr, prediction, model, min_change))
+
+
+def _slug(text: str, limit: int = 40) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-")[:limit] or "class"
+
+
+def export_files(folder: str | os.PathLike, attr: Attribution, prediction: Prediction | None = None, model: str = "",
+                 merge: bool = True, keep_s: float | None = None) -> tuple[Path, Path]:
+    """Write the HTML and JSON files of one explanation into ``folder`` (created if needed) under
+    names made from the target and a hash of the content, so the same explanation exported
+    twice is one pair of files. ``keep_s``: first delete this folder's explanation files older
+    than that many seconds (a server's export folder stays small). Returns (html_path, json_path)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    if keep_s is not None:
+        _prune(folder, keep_s)
+    page = explanation_html(attr, prediction, model, merge)
+    data = explanation_json(attr, prediction, model)
+    digest = hashlib.sha256((page + data).encode("utf-8")).hexdigest()[:12]
+    stem = f"explanation-{_slug(attr.target)}-{digest}"
+    return _write(folder / f"{stem}.html", page), _write(folder / f"{stem}.json", data)
+
+
+def _prune(folder: Path, keep_s: float) -> None:
+    import time
+
+    cutoff = time.time() - keep_s
+    for f in folder.glob("explanation-*"):
+        try:
+            if f.stat().st_mtime < cutoff:
+                f.unlink()
+        except OSError:  # another process removed it first
+            pass
