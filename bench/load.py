@@ -172,7 +172,8 @@ def overhead(url: str, model: str, corpus: list[str], n_predict: int = 20, n_ana
     common.analyze_all(lm, "warm up the attributions", None, common.PREDICTED, "pad", 50, auto=True)
     client.predict(model, "warm up the attributions", "", common.PREDICTED, 1, "mean of heads", False, False, True, False,
                    api_name="/analyze")
-    client.predict(common.PREDICTED, "pad", 50, True, True, False, api_name="/analyze_ig")
+    client.predict(common.PREDICTED, "pad", 50, True, 1, "mean of heads", False, False, True, False,
+                   api_name="/analyze_ig")
     # what Analyze does with the UI's defaults (IG steps chosen for a 5% delta), raw and over HTTP
     for text in corpus[n_predict : n_predict + n_analyze]:
         t = time.perf_counter()
@@ -181,7 +182,8 @@ def overhead(url: str, model: str, corpus: list[str], n_predict: int = 20, n_ana
         t = time.perf_counter()
         # the page's Analyze: the quick part, then Integrated Gradients as the chained second event
         client.predict(model, text, "", common.PREDICTED, 1, "mean of heads", False, False, True, False, api_name="/analyze")
-        client.predict(common.PREDICTED, "pad", 50, True, True, False, api_name="/analyze_ig")
+        client.predict(common.PREDICTED, "pad", 50, True, 1, "mean of heads", False, False, True, False,
+                   api_name="/analyze_ig")
         a_http.append(time.perf_counter() - t)
     return {"predict_raw_s": statistics_median(raw), "predict_http_s": statistics_median(http),
             "predict_gradio_s": statistics_median(gr_http),

@@ -76,6 +76,26 @@ def test_analyze_shows_probabilities_heatmap_and_coloured_tokens(page, app_url):
     page.wait_for_selector("#bv-cls-lens .js-plotly-plot")
 
 
+def test_chart_tabs_are_drawn_when_opened_and_follow_a_new_analysis(page, app_url):
+    """Analyze draws only the open tab; the Attention and Attributions tabs draw their charts when
+    opened, for the latest analysis (never the previous text's), and opening one again after the
+    same analysis keeps what is there."""
+    analyze(page, app_url, "the film was great , a joy !")
+    page.get_by_role("tab", name="Attention").click()
+    ticks = page.locator("#bv-heatmap .js-plotly-plot .xtick")
+    sync_api.expect(ticks.filter(has_text="joy").first).to_be_visible()
+    page.get_by_role("tab", name="Predict").click()
+    page.locator("#bv-text textarea").fill("a tedious slog")
+    page.locator("#bv-analyze").click()
+    sync_api.expect(page.locator("#bv-predict-tokens .bv-line")).to_contain_text("slog")
+    page.get_by_role("tab", name="Attention").click()
+    sync_api.expect(ticks.filter(has_text="slog").first).to_be_visible()
+    assert ticks.filter(has_text="joy").count() == 0
+    page.get_by_role("tab", name="Attributions").click()
+    sync_api.expect(page.locator("#bv-attr-tokens .bv-line")).to_contain_text("slog")
+    page.wait_for_selector("#bv-cls-path .js-plotly-plot .heatmaplayer")
+
+
 def test_empty_text_shows_a_clear_message(page, app_url):
     page.goto(app_url)
     page.locator("#bv-text textarea").fill("   ")

@@ -184,7 +184,8 @@ def _analyze(client, model, text, skip_ig=False) -> list:
 
     first = client.predict(model, text, "", common.PREDICTED, 1, "mean of heads", False, False, True, skip_ig,
                            api_name="/analyze")
-    last = client.predict(common.PREDICTED, "pad", 20, True, True, skip_ig, api_name="/analyze_ig")
+    last = client.predict(common.PREDICTED, "pad", 20, True, 1, "mean of heads", False, False, True, skip_ig,
+                          api_name="/analyze_ig")
     return [first, last]
 
 
@@ -196,19 +197,14 @@ def test_analyze_shows_prediction_first_then_attributions_and_escapes(client, ti
     assert not any("bv-tokens" in s for s in first_text)  # no attribution yet
     assert any(isinstance(o, dict) and o.get("label") for o in first)  # the class probabilities are there
     html_out = [s for s in last if isinstance(s, str) and "bv-tokens" in s]
-    assert len(html_out) >= 2, "coloured-token HTML missing from the analyze outputs"
+    assert html_out, "coloured-token HTML missing from the analyze outputs"
     for s in html_out:
         assert "<img" not in s and "&lt;" in s
-    # the token heatmap, in the first update: z is T x T where T is the number of tokens
-    figs = [_plot(o) for o in first if isinstance(o, dict) and "plot" in o]
-    heat = [f for f in figs if f and f.get("data") and f["data"][0].get("type") == "heatmap"]
-    assert heat
-    n_tokens = len(client.predict(XSS, api_name="/attention")["tokens"])
-    z = heat[0]["data"][0]["z"]
-    shape = z.get("shape") if isinstance(z, dict) else (len(z), len(z[0]))
-    if isinstance(shape, str):
-        shape = tuple(int(x) for x in shape.split(","))
-    assert tuple(shape) == (n_tokens, n_tokens)
+    # the Predict tab was open, so no attention chart was drawn for the hidden Attention tab (it
+    # is drawn when opened: tests/test_browser.py); the probability bar is the only chart sent
+    figs = [_plot(o) for o in [*first, *last] if isinstance(o, dict) and "plot" in o]
+    kinds = [f["data"][0].get("type") for f in figs if f and f.get("data")]
+    assert kinds == ["bar"], kinds
 
 
 def test_analyze_can_skip_integrated_gradients(client, tiny_model_dir):

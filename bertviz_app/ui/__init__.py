@@ -39,12 +39,17 @@ def build_app(model: str | None = None) -> gr.Blocks:
                     "Integrated Gradients attributions along the [CLS] path. Type a text and press **Analyze**.")
         state = gr.State(None, time_to_live=3600)
         build = build_panel.build(default)  # the default model's background build, while it runs
+        # Which tab is open, and which record each chart tab last drew: a tab's charts are drawn when
+        # it is open (on Analyze) or when it is opened, never for a hidden tab (bench/load_results.md:
+        # drawing every tab on each Analyze cost more than the model's own forward passes).
+        open_tab = gr.State("predict")
+        drawn = gr.State({}, time_to_live=3600)  # {"attention": record id, "attributions": record id}
         with gr.Tabs() as tabs:
             with gr.Tab("Predict", id="predict"):
                 p = predict_tab.build()
-            with gr.Tab("Attention", id="attention"):
+            with gr.Tab("Attention", id="attention") as attention_item:
                 a = attention_tab.build()
-            with gr.Tab("Attributions", id="attributions"):
+            with gr.Tab("Attributions", id="attributions") as attributions_item:
                 t = attribution_tab.build()
             with gr.Tab("Model", id="model"):
                 m = model_tab.build(default)
@@ -56,9 +61,28 @@ def build_app(model: str | None = None) -> gr.Blocks:
                            a.layer, a.head, a.heatmap, a.cls_rows, a.rollout, a.overview, a.overview_notice,
                            t.target, t.delta, t.tokens, t.bar, t.path, t.lens}
 
+        chart_inputs = [open_tab, drawn, a.layer, a.head, a.hide, a.merge, t.merge, p.skip_ig]
+        attention_charts = {a.heatmap, a.cls_rows, a.rollout, a.overview, a.overview_notice}
+        attribution_charts = {t.delta, t.tokens, t.bar, t.path, t.lens}
+
+        def draw_open_tab(rec, tab, shown, layer, head, hide, merge, attr_merge, skip_ig) -> dict:
+            """The charts of ``tab`` for ``rec`` if it is a chart tab not drawn for ``rec`` yet, else {}.
+            A handler's dict without a component leaves that component as it is (but gradio reads an
+            empty dict as one value, so a handler returning this alone sends {drawn: gr.skip()})."""
+            shown = dict(shown or {})
+            if rec is None or tab not in ("attention", "attributions") or shown.get(tab) == id(rec):
+                return {}
+            if tab == "attention":
+                out = attention_tab.render(a, rec, layer, head, hide, merge)
+            else:
+                out = attribution_tab.render(t, rec, attr_merge, skipped=bool(skip_ig))
+            shown[tab] = id(rec)
+            out[drawn] = shown
+            return out
+
         @common.guard
         def analyze(model_name, text, pair, target, layer, head, hide, merge, attr_merge, skip_ig=False,
-                    progress=gr.Progress()):
+                    tab="predict", shown=None, progress=gr.Progress()):
             # The quick part (one forward pass each: prediction, attention, [CLS] lens) is shown at
             # once; Integrated Gradients and the [CLS] path follow as a second event (analyze_ig).
             progress(0.0, desc="Loading model")
@@ -66,26 +90,66 @@ def build_app(model: str | None = None) -> gr.Blocks:
             if target not in lm.labels:
                 target = common.PREDICTED
             rec = common.analyze_fast(lm, text, pair, progress=lambda f, d: progress(f, desc=d))
-            out = {state: rec}
+            out = {state: rec, drawn: {}}  # both chart tabs are stale until drawn for this record
             out.update(predict_tab.render(p, rec, lm))
             out.update(attention_tab.controls(a, rec, layer, head))
-            out.update(attention_tab.render(a, rec, layer, head, hide, merge))
             out.update(attribution_tab.controls(t, rec, target))
-            out.update(attribution_tab.render(t, rec, attr_merge, skipped=bool(skip_ig)))
+            out[t.delta] = attribution_tab.pending_md(bool(skip_ig))
+            out.update(draw_open_tab(rec, tab, {}, layer, head, hide, merge, attr_merge, skip_ig))
+            return out
+
+        def with_ig(rec, target, baseline, n_steps, auto, tab, shown, layer, head, hide, merge, attr_merge,
+                    progress) -> dict:
+            """Integrated Gradients and the [CLS] path added to ``rec``; the open chart tab drawn."""
+            if rec is None:
+                raise core.InputError("Press Analyze first: there is no text to explain yet.")
+            progress(0.0, desc="Loading model")
+            lm = common.load(rec.model, default)
+            info = rec.prediction
+            progress(0.1, desc="Integrated Gradients")
+            attr, path = common.explain_parts(lm, info.text, info.pair, target, baseline, n_steps, auto=bool(auto))
+            new = dataclasses.replace(rec, attribution=attr, path=path)
+            # same analysis, same attention maps: an attention tab drawn for ``rec`` stays drawn
+            kept = {"attention": id(new)} if (shown or {}).get("attention") == id(rec) else {}
+            out = {state: new, drawn: kept, p.tokens: predict_tab.tokens_html(new)}
+            out.update(draw_open_tab(new, tab, kept, layer, head, hide, merge, attr_merge, False))
             return out
 
         @common.guard
-        def analyze_ig(rec, target, baseline, n_steps, auto, merge, skip_ig=False, progress=gr.Progress()):
-            if rec is None or skip_ig:
-                return {c: gr.skip() for c in ig_outputs}  # nothing to change
-            return explain_again(rec, target, baseline, n_steps, auto, merge, progress=progress)
+        def analyze_ig(rec, target, baseline, n_steps, auto, tab="predict", shown=None, layer=1, head=None,
+                       hide=False, merge=False, attr_merge=True, skip_ig=False, progress=gr.Progress()):
+            if skip_ig:  # no IG; a chart tab opened while the quick part ran is drawn now
+                return draw_open_tab(rec, tab, shown, layer, head, hide, merge, attr_merge, True) or {drawn: gr.skip()}
+            return with_ig(rec, target, baseline, n_steps, auto, tab, shown, layer, head, hide, merge, attr_merge,
+                           progress)
 
-        ig_outputs = {state, p.tokens, t.delta, t.tokens, t.bar, t.path, t.lens}
+        ig_outputs = {state, drawn, p.tokens} | attention_charts | attribution_charts
         gr.on([p.analyze.click, p.text.submit], analyze,
-              inputs=[m.model, p.text, p.pair, t.target, a.layer, a.head, a.hide, a.merge, t.merge, p.skip_ig],
-              outputs=analyze_outputs, api_name="analyze", api_visibility="undocumented", **HEAVY,
-              ).success(analyze_ig, inputs=[state, t.target, t.baseline, t.n_steps, t.auto, t.merge, p.skip_ig],
+              inputs=[m.model, p.text, p.pair, t.target, a.layer, a.head, a.hide, a.merge, t.merge, p.skip_ig, open_tab,
+                      drawn],
+              outputs=analyze_outputs | {drawn}, api_name="analyze", api_visibility="undocumented", **HEAVY,
+              ).success(analyze_ig, inputs=[state, t.target, t.baseline, t.n_steps, t.auto, *chart_inputs],
                         outputs=ig_outputs, api_name="analyze_ig", api_visibility="undocumented", **HEAVY)
+
+        # ------------------------------------------------------------- a chart tab is drawn when opened
+        tab_ids = {"Predict": "predict", "Attention": "attention", "Attributions": "attributions"}
+
+        def on_tab(evt: gr.SelectData):
+            return tab_ids.get(evt.value, evt.value if evt.value in tab_ids.values() else "other")
+
+        tabs.select(on_tab, None, open_tab, api_visibility="private", queue=False, show_progress="hidden")
+
+        def opener(tab: str):
+            @common.guard
+            def open_tab_charts(rec, shown, layer, head, hide, merge, attr_merge, skip_ig):
+                return draw_open_tab(rec, tab, shown, layer, head, hide, merge, attr_merge, skip_ig) or {drawn: gr.skip()}
+
+            return open_tab_charts
+
+        for item, name, charts in ((attention_item, "attention", attention_charts),
+                                   (attributions_item, "attributions", attribution_charts)):
+            item.select(opener(name), inputs=[state, *chart_inputs[1:]], outputs=charts | {drawn},
+                        api_visibility="private", show_progress="minimal")
 
         # ------------------------------------------------------------- re-render from state
         gr.on([a.layer.input, a.head.input], common.guard(attention_tab.render_focus),
@@ -109,23 +173,14 @@ def build_app(model: str | None = None) -> gr.Blocks:
 
         # ------------------------------------------------------------- explain again (attribution only)
         @common.guard
-        def explain_again(rec, target, baseline, n_steps, auto, merge, progress=gr.Progress()):
-            if rec is None:
-                raise core.InputError("Press Analyze first: there is no text to explain yet.")
-            progress(0.0, desc="Loading model")
-            lm = common.load(rec.model, default)
-            info = rec.prediction
-            progress(0.1, desc="Integrated Gradients")
-            attr, path = common.explain_parts(lm, info.text, info.pair, target, baseline, n_steps, auto=bool(auto))
-            rec = dataclasses.replace(rec, attribution=attr, path=path)
-            out = {state: rec}
-            out.update(attribution_tab.render(t, rec, merge))
-            out[p.tokens] = predict_tab.tokens_html(rec)
-            return out
+        def explain_again(rec, target, baseline, n_steps, auto, shown, layer, head, hide, merge, attr_merge,
+                          progress=gr.Progress()):
+            # pressed on the Attributions tab, so that tab is drawn at once
+            return with_ig(rec, target, baseline, n_steps, auto, "attributions", shown, layer, head, hide, merge,
+                           attr_merge, progress)
 
-        t.explain.click(explain_again, inputs=[state, t.target, t.baseline, t.n_steps, t.auto, t.merge],
-                        outputs=ig_outputs,
-                        api_visibility="private", **HEAVY)
+        t.explain.click(explain_again, inputs=[state, t.target, t.baseline, t.n_steps, t.auto, *chart_inputs[1:-1]],
+                        outputs=ig_outputs, api_visibility="private", **HEAVY)
 
         attribution_tab.wire(t, state)  # the download buttons follow the analysis
 
