@@ -177,12 +177,12 @@ def test_explain_with_a_tolerance_meets_it(client):
     assert "tolerance must be a relative delta" in error_message(excinfo)
 
 
-def _analyze(client, model, text, skip_ig=False) -> list:
+def _analyze(client, model, text, skip_ig=False, window=False) -> list:
     """What the page's Analyze runs: /analyze (prediction, attention, [CLS] lens at once), then
     /analyze_ig (Integrated Gradients and the [CLS] path) on the same session's state."""
     from bertviz_app.ui import common
 
-    first = client.predict(model, text, "", common.PREDICTED, 1, "mean of heads", False, False, True, skip_ig,
+    first = client.predict(model, text, "", common.PREDICTED, 1, "mean of heads", False, False, True, skip_ig, window,
                            api_name="/analyze")
     last = client.predict(common.PREDICTED, "pad", 20, True, 1, "mean of heads", False, False, True, skip_ig,
                           api_name="/analyze_ig")
@@ -213,6 +213,19 @@ def test_analyze_can_skip_integrated_gradients(client, tiny_model_dir):
     assert any("Integrated Gradients skipped" in s for s in texts)
     assert not any("bv-tokens" in s for s in texts)
     assert not any(isinstance(o, str) and "bv-tokens" in o for o in last)  # the IG step did nothing
+
+
+def test_analyze_classifies_a_long_text_whole_when_asked(client, tiny_model_dir):
+    long = "the film was good . " * 40  # > 64 tokens of the tiny model
+    cut, _ = _analyze(client, str(tiny_model_dir), long, skip_ig=True)
+    assert any(isinstance(o, str) and "the text was truncated" in o and "Classify a long text whole" in o for o in cut)
+    whole, _ = _analyze(client, str(tiny_model_dir), long, skip_ig=True, window=True)
+    notice = [o for o in whole if isinstance(o, str) and "classified whole" in o]
+    assert notice and "overlapping windows of 64 tokens" in notice[0] and "first 64 tokens" in notice[0], whole
+    ref = client.predict(long, window=True, stride=16, api_name="/predict")  # a quarter of 64, as the page uses
+    label = next(o for o in whole if isinstance(o, dict) and o.get("label"))
+    assert label["label"] == ref["label"]
+    assert f"**Long text, classified whole:** the prediction pools {ref['windows']} overlapping" in notice[0]
 
 
 def test_folder_paths_refused_when_local_paths_are_off(client, tiny_model_dir, monkeypatch):

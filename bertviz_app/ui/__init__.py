@@ -82,14 +82,14 @@ def build_app(model: str | None = None) -> gr.Blocks:
 
         @common.guard
         def analyze(model_name, text, pair, target, layer, head, hide, merge, attr_merge, skip_ig=False,
-                    tab="predict", shown=None, progress=gr.Progress()):
+                    window=False, tab="predict", shown=None, progress=gr.Progress()):
             # The quick part (one forward pass each: prediction, attention, [CLS] lens) is shown at
             # once; Integrated Gradients and the [CLS] path follow as a second event (analyze_ig).
             progress(0.0, desc="Loading model")
             lm = common.load(model_name, default)
             if target not in lm.labels:
                 target = common.PREDICTED
-            rec = common.analyze_fast(lm, text, pair, progress=lambda f, d: progress(f, desc=d))
+            rec = common.analyze_fast(lm, text, pair, progress=lambda f, d: progress(f, desc=d), window=bool(window))
             out = {state: rec, drawn: {}}  # both chart tabs are stale until drawn for this record
             out.update(predict_tab.render(p, rec, lm))
             out.update(attention_tab.controls(a, rec, layer, head))
@@ -125,8 +125,8 @@ def build_app(model: str | None = None) -> gr.Blocks:
 
         ig_outputs = {state, drawn, p.tokens} | attention_charts | attribution_charts
         gr.on([p.analyze.click, p.text.submit], analyze,
-              inputs=[m.model, p.text, p.pair, t.target, a.layer, a.head, a.hide, a.merge, t.merge, p.skip_ig, open_tab,
-                      drawn],
+              inputs=[m.model, p.text, p.pair, t.target, a.layer, a.head, a.hide, a.merge, t.merge, p.skip_ig, p.window,
+                      open_tab, drawn],
               outputs=analyze_outputs | {drawn}, api_name="analyze", api_visibility="undocumented", **HEAVY,
               ).success(analyze_ig, inputs=[state, t.target, t.baseline, t.n_steps, t.auto, *chart_inputs],
                         outputs=ig_outputs, api_name="analyze_ig", api_visibility="undocumented", **HEAVY)

@@ -148,13 +148,16 @@ def explain_parts(lm, text, pair, target, baseline, n_steps, auto: bool = False)
 
 
 def analyze_fast(lm: core.LoadedModel, text: str, pair: str | None,
-                 progress: Callable[[float, str], Any] | None = None) -> Record:
+                 progress: Callable[[float, str], Any] | None = None, window: bool = False) -> Record:
     """The quick part of Analyze (one forward pass each): prediction, attention, [CLS] lens.
-    Shown at once; a long text's Integrated Gradients (``analyze_ig``) can take a minute."""
+    Shown at once; a long text's Integrated Gradients (``analyze_ig``) can take a minute.
+    ``window``: a text past the model's length is classified whole (mean of the logits of
+    windows overlapping by a quarter of the length); the charts still read its first window."""
     step = progress or (lambda *_: None)
     pair = pair if pair and pair.strip() else None
     step(0.05, "Predicting")
-    pred = core.predict_one(lm, text, pair)  # batched with concurrent /predict calls
+    # window stride: a quarter of the model's length shared by neighbours (128 tokens for BERT's 512)
+    pred = core.predict_one(lm, text, pair, window=bool(window), stride=lm.max_length // 4)  # batched with /predict
     step(0.1, "Reading attention")
     maps = core.attention(lm, text, pair=pair)
     maps = core.AttentionMaps(info=maps.info, weights=maps.weights.astype(np.float16))  # halves per-user memory

@@ -26,6 +26,8 @@ def build() -> SimpleNamespace:
                 analyze = gr.Button("Analyze", variant="primary", elem_id="bv-analyze")
                 skip_ig = gr.Checkbox(value=False, label="Skip Integrated Gradients", elem_id="bv-skip-ig",
                                       info="prediction and attention only (IG on a long text takes up to a minute)")
+                window = gr.Checkbox(value=False, label="Classify a long text whole", elem_id="bv-window",
+                                     info="past the model's length: overlapping windows, their logits averaged")
             gr.Examples(EXAMPLES, inputs=[text, pair], label="Examples")
         with gr.Column(scale=2):
             model_info = gr.Markdown(elem_id="bv-model-info")
@@ -34,18 +36,24 @@ def build() -> SimpleNamespace:
             label = gr.Label(label="Class probabilities", elem_id="bv-label")
     bar = gr.Plot(label="Probabilities", elem_id="bv-prob-bar")
     tokens = gr.HTML(label="Which tokens drove the prediction (Integrated Gradients)", elem_id="bv-predict-tokens")
-    return SimpleNamespace(text=text, pair=pair, analyze=analyze, skip_ig=skip_ig, model_info=model_info, warnings=warnings,
+    return SimpleNamespace(text=text, pair=pair, analyze=analyze, skip_ig=skip_ig, window=window, model_info=model_info,
+                           warnings=warnings,
                            notice=notice, label=label, bar=bar, tokens=tokens)
 
 
 def truncation_notice(rec: common.Record, max_length: int | None = None) -> str:
     p = rec.prediction
+    charts = rec.maps.info  # attention and attributions read one window: the first max_length tokens
+    if p.windows > 1:
+        return (f"**Long text, classified whole:** the prediction pools {p.windows} overlapping windows of "
+                f"{max_length or len(charts.tokens)} tokens (their logits averaged). The attention and attribution "
+                f"charts show the first {len(charts.tokens)} tokens only.")
     if not p.truncated:
         return f"{p.n_tokens} tokens."
     limit = max_length or p.n_tokens
     return (f"**Warning: the text was truncated.** it is longer than this model reads ({limit} tokens), so only "
-            f"the first {p.n_tokens} tokens were used for the prediction and every chart. (The /predict API reads "
-            f"a long text whole with window=true.)")
+            f"the first {p.n_tokens} tokens were used for the prediction and every chart. Tick **Classify a long "
+            f"text whole** to classify all of it (the /predict API: window=true).")
 
 
 def render(ui: SimpleNamespace, rec: common.Record, lm=None) -> dict:
