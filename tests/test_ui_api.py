@@ -27,6 +27,25 @@ def client(app_url):
     return Client(app_url, verbose=False)
 
 
+def all_at_once(call, n: int) -> dict:
+    """{i: call(i)} for i < n, the n calls released together from n threads (a barrier)."""
+    import threading
+
+    barrier = threading.Barrier(n)
+    results: dict = {}
+
+    def run(i):
+        barrier.wait(60)
+        results[i] = call(i)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    return results
+
+
 def error_message(excinfo) -> str:
     return str(excinfo.value)
 
@@ -54,7 +73,6 @@ def test_predict_pair_and_truncation(client):
 def test_concurrent_mixed_good_and_bad_predicts_each_get_their_own_answer(app_url):
     """Many users at once go through one micro-batch: each gets its own prediction, and a bad text
     fails only its own request with its own message."""
-    import threading
 
     good = ["the film was good", "a tedious slog !", "it is not fun", "the movie is great , moving ."]
     bad = ["   ", "a " * 15_000]
@@ -63,21 +81,13 @@ def test_concurrent_mixed_good_and_bad_predicts_each_get_their_own_answer(app_ur
     reference = {t: Client(app_url, verbose=False).predict(t, api_name="/predict") for t in good}
     # a generous HTTP timeout: on a busy 2-core machine 16 requests at once can take a while
     clients = [Client(app_url, verbose=False, httpx_kwargs={"timeout": 300}) for _ in jobs]
-    barrier = threading.Barrier(len(jobs))
-    results: dict[int, object] = {}
-
     def call(i):
-        barrier.wait(60)
         try:
-            results[i] = clients[i].predict(jobs[i], api_name="/predict")
+            return clients[i].predict(jobs[i], api_name="/predict")
         except Exception as exc:  # noqa: BLE001 - the error is the answer under test
-            results[i] = exc
+            return exc
 
-    threads = [threading.Thread(target=call, args=(i,)) for i in range(len(jobs))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
+    results = all_at_once(call, len(jobs))
     for i, text in enumerate(jobs):
         got = results[i]
         if text in good:
@@ -302,24 +312,12 @@ def test_json_routes_refuse_bad_input_with_a_status_and_a_message(app_url, endpo
 def test_json_routes_batch_concurrent_mixed_good_and_bad_texts(app_url):
     """32 callers at once through the JSON route: each good text gets exactly its own scores
     (as predicted alone), each bad one its own 400."""
-    import threading
 
     good = ["the film was good", "a tedious slog !", "it is not fun", "the movie is great , moving ."]
     jobs = good * 7 + ["   ", "a " * 15_000] * 2
     np.random.default_rng(2).shuffle(jobs)
     reference = {t: post(app_url, "predict", {"text": t})[1] for t in good}
-    barrier = threading.Barrier(len(jobs))
-    results: dict[int, tuple[int, dict]] = {}
-
-    def call(i):
-        barrier.wait(60)
-        results[i] = post(app_url, "predict", {"text": jobs[i]})
-
-    threads = [threading.Thread(target=call, args=(i,)) for i in range(len(jobs))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
+    results = all_at_once(lambda i: post(app_url, "predict", {"text": jobs[i]}), len(jobs))
     for i, text in enumerate(jobs):
         status, got = results[i]
         if text in good:
