@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 MAX_BATCH = 64
 MAX_WAIT_S = 0.004
 EXPLAIN_MAX_BATCH = 8  # attribute_many's own group size: more would not share passes
+IDLE_EXIT_S = 30.0  # a worker with nothing to do for this long ends (a new one starts on demand)
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,7 @@ class MicroBatcher:
     The worker takes the first waiting item, then everything else already queued (up to
     ``max_batch``), waiting at most ``max_wait_s`` for more; items whose key differs from the
     first one's go back to the front for the next round. The worker thread is a daemon that is
-    started on the first submit."""
+    started on the first submit and ends after ``IDLE_EXIT_S`` without work."""
 
     def __init__(self, run_batch: Callable[[Hashable, list], list], max_batch: int = MAX_BATCH,
                  max_wait_s: float = MAX_WAIT_S, name: str = "batcher"):
@@ -75,21 +76,26 @@ class MicroBatcher:
     def submit(self, key: Hashable, payload: Any) -> Any:
         """Queue one item and block until its own result is ready (or raise its own error)."""
         fut: Future = Future()
-        self._ensure_worker()
-        self._queue.put(_Item(key, payload, fut))
-        return fut.result()
-
-    def _ensure_worker(self) -> None:
-        with self._lock:
+        with self._lock:  # with the worker's idle exit (_next_batch): an item never waits without a worker
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
                 self._thread.start()
+            self._queue.put(_Item(key, payload, fut))
+        return fut.result()
 
-    def _next_batch(self) -> list[_Item]:
+    def _next_batch(self) -> list[_Item] | None:
+        """The next batch, or None when nothing came for ``IDLE_EXIT_S`` (the worker then ends, so
+        an unloaded model leaves no thread behind; the next submit starts a new one)."""
         pending = self._held
         self._held = []
-        if not pending:
-            pending.append(self._queue.get())  # blocks while idle
+        while not pending:
+            try:
+                pending.append(self._queue.get(timeout=IDLE_EXIT_S))  # blocks while idle
+            except queue.Empty:
+                with self._lock:
+                    if self._queue.empty():
+                        self._thread = None
+                        return None
         # Wait for company only while requests are arriving together (the last batch had several):
         # a lone user pays no wait at all.
         deadline = time.monotonic() + (self.max_wait_s if self._last_size > 1 else 0.0)
@@ -111,6 +117,8 @@ class MicroBatcher:
     def _loop(self) -> None:
         while True:
             batch = self._next_batch()
+            if batch is None:
+                return
             self.batches += 1
             self.items += len(batch)
             self._last_size = len(batch)

@@ -188,3 +188,27 @@ def test_window_reads_all_of_a_long_text(tiny, pool):
     pooled = logits.mean(0) if pool == "mean" else logits.max(0)
     want = np.exp(pooled - pooled.max())
     np.testing.assert_allclose(win.probs, want / want.sum(), atol=1e-4)
+
+
+def test_an_idle_worker_ends_and_a_new_one_starts_on_demand(monkeypatch):
+    """No thread is left behind by an unloaded model: the worker ends after IDLE_EXIT_S without
+    work, and the next caller starts a new one and still gets its answer."""
+    import bertviz_app.batching as batching
+
+    monkeypatch.setattr(batching, "IDLE_EXIT_S", 0.05)
+    b = MicroBatcher(lambda key, payloads: [p + 1 for p in payloads], max_wait_s=0.001)
+    assert b.submit("k", 1) == 2
+    first = b._thread
+    first.join(5)
+    assert not first.is_alive() and b._thread is None
+    assert b.submit("k", 2) == 3 and b._thread is not first
+    # many callers racing the idle exit: every one is answered
+    out = {}
+    for round_ in range(20):
+        threading.Event().wait(0.04 + 0.001 * round_)  # around the exit deadline
+        ts = [threading.Thread(target=lambda i=i, r=round_: out.__setitem__((r, i), b.submit("k", i))) for i in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(5)
+    assert out == {(r, i): i + 1 for r in range(20) for i in range(4)}
