@@ -22,6 +22,7 @@ from captum.attr import IntegratedGradients
 from .config import get_settings
 from .encoding import check_texts, encode, encode_batch, token_info
 from .errors import InputError, ResourceError
+from .families import family_of
 from .forward import ATTENTIONS, classifier_logits, logits_from_depth
 from .inference import probabilities
 from .registry import LoadedModel
@@ -82,11 +83,11 @@ class _Setup:
 
     def forward_ids(self, input_ids, attention_mask, token_type_ids):
         n = input_ids.shape[0]
-        logits = self.model(
+        logits = self.model(**family_of(self.model).inputs(
             input_ids=input_ids,
             attention_mask=attention_mask.expand(n, -1),
             token_type_ids=token_type_ids.expand(n, -1),
-        ).logits  # (B, C)
+        )).logits  # (B, C)
         return self.head(logits)
 
 
@@ -253,7 +254,7 @@ class _Group:
         self.mask = enc["attention_mask"].to(device)  # (G, T)
         self.types = enc.get("token_type_ids", torch.zeros_like(enc["input_ids"])).to(device)  # (G, T)
         base_ids = torch.cat([_baseline_ids(lm, self.ids[r : r + 1], baseline) for r in range(len(items))])  # (G, T)
-        words = model.bert.embeddings.word_embeddings
+        words = family_of(model).word_embeddings(model)  # the (V, E) lookup IG varies
         with torch.no_grad():
             self.emb = words(self.ids)  # (G, T, D)
             if baseline == "zero":
@@ -421,11 +422,12 @@ def _cls_path(lm: LoadedModel, text, target, baseline: str, n_steps: int, pair, 
     path_baseline = "pad" if baseline == "zero" else baseline
     with lm.run_lock:
         s = _setup(lm, text, pair, target, path_baseline, n_steps, output)
-        bert = s.model.bert
-        n_layers = len(bert.encoder.layer)
+        fam = family_of(s.model)
+        n_layers = len(fam.layers(s.model))
         with torch.no_grad():
-            kw = dict(attention_mask=s.mask.expand(2, -1), token_type_ids=s.types.expand(2, -1), output_hidden_states=True)
-            states = bert(input_ids=torch.cat([s.ids, s.base_ids]), **kw).hidden_states  # L + 1 x (2, T, D)
+            kw = fam.inputs(input_ids=torch.cat([s.ids, s.base_ids]), attention_mask=s.mask.expand(2, -1),
+                            token_type_ids=s.types.expand(2, -1), output_hidden_states=True)
+            states = fam.base(s.model)(**kw).hidden_states  # L + 1 x (2, T, D)
         rows, deltas = [], []
         for depth in range(n_layers + 1):
             x, b = states[depth][:1], states[depth][1:]  # (1, T, D) input and baseline states at this depth
@@ -499,13 +501,14 @@ def _layer_names(n_layers: int) -> tuple[str, ...]:
 
 
 def cls_lens(lm: LoadedModel, text: str, pair: str | None = None) -> ClsLens:
-    """Class probabilities from each depth's [CLS] hidden state through pooler + classifier."""
+    """Class probabilities from each depth's [CLS] hidden state through the model's head (BERT:
+    pooler + classifier; other families: their own head, see ``families.py``)."""
     inputs, _ = encode(lm, text, pair)
     model = lm.model
+    fam = family_of(model)
     with lm.run_lock, torch.inference_mode():
-        out = model.bert(**inputs, output_hidden_states=True)
-        cls = torch.stack([h[0, 0] for h in out.hidden_states])  # (L + 1, D)
-        pooled = model.bert.pooler.activation(model.bert.pooler.dense(cls))  # (L + 1, D): tanh(W h + b)
-        logits = model.classifier(pooled).float()  # (L + 1, C)
+        out = fam.base(model)(**fam.inputs(**inputs), output_hidden_states=True)
+        cls = torch.stack([h[0, :1] for h in out.hidden_states])  # (L + 1, 1, D): position 0 at each depth
+        logits = fam.head(model, cls).float()  # (L + 1, C), e.g. BERT: classifier(tanh(W h + b))
         probs = torch.sigmoid(logits) if lm.multi_label else torch.softmax(logits, dim=-1)
     return ClsLens(layer_names=_layer_names(len(out.hidden_states) - 1), labels=lm.labels, probs=probs.cpu().numpy())

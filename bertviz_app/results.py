@@ -171,8 +171,8 @@ class ModelSummary:
     name: str
     architecture: str  # e.g. "BertForSequenceClassification"
     components: tuple[tuple[str, int], ...]  # (component, parameter count), in model order
-    encoder_params: int  # everything in BertModel (embeddings + layers + pooler)
-    classifier_params: int
+    encoder_params: int  # everything in the encoder (BertModel: embeddings + layers + pooler)
+    classifier_params: int  # the head outside it (BERT: classifier; DeBERTa: pooler + classifier)
     total_params: int
     config: dict
     labels: tuple[str, ...]
