@@ -55,6 +55,7 @@ from .errors import CancelledError, DataError, InputError, TrainingError
 from .training import (
     TrainConfig,
     atomic_save,
+    check_trainable,
     evaluate_predictions,
     metrics_tables,
     train_classifier,
@@ -192,14 +193,17 @@ def valid_run_name(name: str) -> str:
 
 def base_model_path(base: str, allow_paths: bool = True) -> Path:
     """A folder with the base model's safetensors: a registered name, a folder or a Hub id.
-    ``encoder`` is the bare pip-shipped MiniLM-L6 encoder the default model starts from."""
+    ``encoder`` is the bare pip-shipped MiniLM-L6 encoder the default model starts from.
+    Raises InputError for a base of a family that cannot be fine-tuned (``training.check_trainable``)."""
     if base == ENCODER:
         from .default_model import encoder_path
 
         return encoder_path()
     from .registry import model_folder
 
-    return model_folder(base, allow_paths=allow_paths)
+    path = model_folder(base, allow_paths=allow_paths)
+    check_trainable(path)
+    return path
 
 
 def _runs_dir() -> Path:

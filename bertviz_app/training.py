@@ -263,6 +263,7 @@ def train_classifier(
         raise InputError("train_texts and train_labels differ in length.")
     torch.manual_seed(config.seed)
     base_path = Path(base_path)
+    check_trainable(base_path)
     tokenizer = AutoTokenizer.from_pretrained(base_path, use_fast=True, trust_remote_code=False)
     id2label = {i: str(lab) for i, lab in enumerate(labels)}
     verbosity = hf_logging.get_verbosity()
@@ -382,6 +383,24 @@ def train_classifier(
         "config": asdict(config) | {"max_length": max_length, "bf16": bf16, "eval_every": eval_every},
     }
     return model, tokenizer, info
+
+
+TRAINABLE_MODEL_TYPES = ("bert",)
+
+
+def check_trainable(path: Path) -> None:
+    """Raise InputError unless the model in ``path`` can be fine-tuned here. The explorer opens every
+    family in ``families.py``; training (full and probe) builds a ``BertForSequenceClassification``
+    and so starts from BERT models only, rather than loading another family's weights into it."""
+    try:
+        model_type = json.loads((Path(path) / "config.json").read_text(encoding="utf-8")).get("model_type")
+    except (OSError, ValueError):
+        return  # no readable config: loading it reports that with its own message
+    if model_type not in TRAINABLE_MODEL_TYPES:
+        raise InputError(
+            f"Fine-tuning starts from a BERT model (model_type 'bert'); this base is a {model_type!r} model, which "
+            f"the explorer can open and explain but not fine-tune yet. Choose a BERT base (e.g. the default 'encoder')."
+        )
 
 
 def _base_labels(path: Path) -> tuple[str, ...] | None:

@@ -219,3 +219,17 @@ def test_unsupported_model_type_lists_the_supported_ones(tmp_path):
     GPT2ForSequenceClassification(GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=20)).save_pretrained(d)
     with pytest.raises(ModelLoadError, match="'gpt2' model.*bert, distilbert, roberta, xlm-roberta, albert, electra, deberta-v2"):
         bv.load_model(str(d), device="cpu")
+
+
+def test_fine_tuning_other_families_is_refused_with_a_message(fam_lm):
+    """The explorer opens every family; training builds a BertForSequenceClassification, so a base of
+    another family is refused up front instead of loading its weights into the wrong architecture."""
+    from bertviz_app.training import train_classifier
+
+    if fam_lm.model.config.model_type == "bert":
+        assert bv.base_model_path(str(fam_lm.path)) == fam_lm.path
+        return
+    with pytest.raises(bv.InputError, match="Fine-tuning starts from a BERT model.*can open and explain"):
+        bv.base_model_path(str(fam_lm.path))
+    with pytest.raises(bv.InputError, match="Fine-tuning starts from a BERT model"):
+        train_classifier(fam_lm.path, LABELS, ["good", "bad"], [1, 0])
