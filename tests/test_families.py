@@ -165,6 +165,8 @@ def test_integrated_gradients_completeness(fam_lm, baseline):
     assert float(a.scores.sum()) - a.delta == pytest.approx(a.f_x - a.f_baseline, abs=1e-5)
     assert a.target == bv.predict(fam_lm, SENTENCE)[0].label
     assert a.f_x == pytest.approx(max(bv.predict(fam_lm, SENTENCE)[0].probs), abs=1e-5)
+    if baseline == "pad":  # the first/last special tokens are the same in input and baseline: no attribution
+        assert a.scores[0] == pytest.approx(0.0, abs=1e-7) and a.scores[-1] == pytest.approx(0.0, abs=1e-7)
 
 
 def test_adaptive_steps_reach_the_tolerance(fam_lm):
@@ -200,6 +202,15 @@ def test_cls_lens_last_layer_is_the_models_output(fam_lm):
     with torch.no_grad():
         logits = fam_lm.model(**family_of(fam_lm.model).inputs(**enc)).logits[0]  # (C,)
     np.testing.assert_allclose(lens.probs[-1], torch.softmax(logits, -1).numpy(), atol=1e-5)
+
+
+def test_word_merge_maps_every_tokenizers_pieces_back_to_words(fam_lm):
+    from bertviz_app.encoding import encode
+    from bertviz_app.words import word_groups
+
+    _, info = encode(fam_lm, SENTENCE, "it was fun")
+    words = [w for w, g in zip(word_groups(info).words, word_groups(info).groups) if info.sequence_ids[g[0]] is not None]
+    assert words == ["a", "gorgeous,", "moving", "film!", "it", "was", "fun"]
 
 
 def test_summary_rows_add_up_to_the_total(fam_lm):
