@@ -69,6 +69,10 @@ class Family:
         return (getattr(model, self.base_attr, None) is not None and cfg is not None
                 and not getattr(cfg, "is_decoder", False) and not getattr(cfg, "add_cross_attention", False))
 
+    def max_tokens(self, config) -> int:
+        """The longest input the position embeddings allow."""
+        return int(config.max_position_embeddings)
+
     def inputs(self, **kw) -> dict:
         """Keyword arguments for the model's own forward: token_type_ids only where it takes them."""
         if not self.token_types:
@@ -153,6 +157,10 @@ class Roberta(_BertLike):
     model_types = ("roberta",)
     name, base_attr, task_class = "RoBERTa", "roberta", "RobertaForSequenceClassification"
 
+    def max_tokens(self, config) -> int:
+        # positions are numbered from pad_token_id + 1 (514 embeddings -> 512 tokens)
+        return int(config.max_position_embeddings) - int(config.pad_token_id or 0) - 1
+
     def head(self, model, hidden):
         return model.classifier(hidden)  # (B, C): the head reads hidden[:, 0]
 
@@ -171,6 +179,7 @@ class Electra(Roberta):
 
     model_types = ("electra",)
     name, base_attr, task_class = "ELECTRA", "electra", "ElectraForSequenceClassification"
+    max_tokens = Family.max_tokens  # absolute positions from 0, as in BERT
 
     def embed(self, model, input_ids=None, token_type_ids=None, inputs_embeds=None, attention_mask=None):
         base = model.electra

@@ -33,7 +33,7 @@ from transformers import logging as hf_logging
 from .catalog import ENCODER, _is_model_folder, list_models, model_dir
 from .config import get_settings
 from .errors import ModelLoadError, ModelNotFoundError
-from .families import SUPPORTED_MODEL_TYPES, family_for_type
+from .families import SUPPORTED_MODEL_TYPES, family_for_type, family_of
 
 __all__ = ["LoadedModel", "load_model", "list_models", "resolve_device", "clear_cache", "model_dir", "clean_stale_folders"]
 
@@ -88,7 +88,8 @@ class LoadedModel:
     @property
     def max_length(self) -> int:
         tok_max = self.tokenizer.model_max_length
-        pos_max = self.model.config.max_position_embeddings
+        fam = family_of(self.model)
+        pos_max = fam.max_tokens(self.model.config) if fam is not None else self.model.config.max_position_embeddings
         return int(min(tok_max, pos_max)) if tok_max and tok_max < 10**6 else int(pos_max)
 
     @property

@@ -125,6 +125,15 @@ def test_predict_probabilities_sum_to_one(fam_lm):
     assert sum(pair.probs) == pytest.approx(1.0, abs=1e-6)
 
 
+def test_long_text_is_truncated_to_what_the_positions_allow(fam_lm, monkeypatch):
+    """Even with a tokenizer that sets no limit: RoBERTa-style positions start after the pad id, so
+    66 position embeddings hold 64 tokens there."""
+    monkeypatch.setattr(fam_lm.tokenizer, "model_max_length", int(1e30))
+    assert fam_lm.max_length == 64
+    p = bv.predict(fam_lm, " ".join(["good film"] * 100))[0]
+    assert p.truncated and p.n_tokens == 64 and sum(p.probs) == pytest.approx(1.0, abs=1e-6)
+
+
 @pytest.mark.parametrize("pair", [False, True])
 def test_composed_forward_equals_the_models_logits(fam_lm, pair):
     """classifier_logits (both kernels, [CLS]-only last layer or not; from ids and from word vectors)
