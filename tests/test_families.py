@@ -166,7 +166,7 @@ def test_attention_rows_sum_to_one(fam_lm):
     np.testing.assert_allclose(maps.weights.sum(-1), 1.0, atol=1e-5)
 
 
-@pytest.mark.parametrize("baseline", ["pad", "zero"])
+@pytest.mark.parametrize("baseline", ["pad", "mask", "unk", "zero"])
 def test_integrated_gradients_completeness(fam_lm, baseline):
     a = bv.attribute(fam_lm, SENTENCE, baseline=baseline, n_steps=50)
     assert a.scores.shape == (len(a.tokens),)
@@ -176,6 +176,21 @@ def test_integrated_gradients_completeness(fam_lm, baseline):
     assert a.f_x == pytest.approx(max(bv.predict(fam_lm, SENTENCE)[0].probs), abs=1e-5)
     if baseline == "pad":  # the first/last special tokens are the same in input and baseline: no attribution
         assert a.scores[0] == pytest.approx(0.0, abs=1e-7) and a.scores[-1] == pytest.approx(0.0, abs=1e-7)
+
+
+def test_speed_options_keep_the_attributions(fam_lm):
+    """The IG kernel and the [CLS]-only last layer change attributions by float rounding at most."""
+    ref = bv.attribute(fam_lm, SENTENCE, n_steps=10, attention="eager", cls_only_last_layer=False)
+    got = bv.attribute(fam_lm, SENTENCE, n_steps=10, attention="sdpa", cls_only_last_layer=True)
+    np.testing.assert_allclose(got.scores, ref.scores, atol=1e-6)
+
+
+def test_batched_attributions_are_complete_and_match_single_ones(fam_lm):
+    texts = [SENTENCE, "it is not good, it is bad"]  # different lengths: the batch is padded
+    many = bv.attribute_many(fam_lm, texts, n_steps=20)
+    for text, a in zip(texts, many):
+        assert float(a.scores.sum()) - a.delta == pytest.approx(a.f_x - a.f_baseline, abs=1e-5)
+        np.testing.assert_allclose(a.scores, bv.attribute(fam_lm, text, n_steps=20).scores, atol=1e-5)
 
 
 def test_adaptive_steps_reach_the_tolerance(fam_lm):
