@@ -279,6 +279,10 @@ class Albert(Family):
         pooled = model.albert.pooler_activation(model.albert.pooler(hidden[:, 0]))  # (B, D): tanh(W h + b)
         return model.classifier(model.dropout(pooled))  # (B, C)
 
+    def components(self, model):
+        uses = len(self.layers(model)) // max(1, len(self.unique_layers(model)))  # calls of each shared layer
+        return [(f"{n} (used {uses}x)" if n.startswith("shared") and uses > 1 else n, k) for n, k in super().components(model)]
+
     def layer_rows(self, i, layer):
         n = f"shared layer {i}"
         return [(f"{n} attention", _n(layer.attention)),
