@@ -5,8 +5,10 @@
   starting from all-zero word vectors).
 - ``cls_path``: the same attribution taken at the output of the embeddings and of every encoder
   layer (layers x tokens): how the evidence moves into the [CLS] position with depth.
-- ``cls_lens``: class probabilities read from each layer's [CLS] state through the pooler and
-  classifier.
+- ``cls_lens``: class probabilities read from each layer's [CLS] state through the model's head
+  (BERT: pooler and classifier).
+Every family in ``families.py`` works the same way: its adapter names the word embeddings, the
+layers and the head (the first position, [CLS] or <s>, is what every head reads).
 Attributions always run in float32 (``LoadedModel.fp32_model``).
 """
 
@@ -402,7 +404,7 @@ def cls_path(
     """Layer Integrated Gradients at the embedding output and every encoder layer's output.
 
     Row l, column t: how much the hidden state of token t after depth l contributes to the
-    target class. At the last layer only [CLS] can contribute (the pooler reads [CLS] alone),
+    target class. At the last layer only [CLS] can contribute (the head reads [CLS] alone),
     so the rows show evidence flowing from the word positions into [CLS]. Each row is its own
     attribution from the same baseline, so each row sums to f(x) - f(baseline) - deltas[l].
     The "zero" baseline is taken as "pad" here (a zero vector has no defined deeper states).

@@ -158,8 +158,9 @@ class ClsPath:
 
 @dataclass(frozen=True, eq=False)
 class ClsLens:
-    """Class probabilities read from each depth's [CLS] hidden state through the trained
-    pooler (tanh(W h + b)) and classifier. The last row equals the model's prediction."""
+    """Class probabilities read from each depth's [CLS] hidden state through the trained head
+    (BERT: pooler tanh(W h + b) and classifier; other families: their own, see ``families.py``).
+    The last row equals the model's prediction."""
 
     layer_names: tuple[str, ...]
     labels: tuple[str, ...]
