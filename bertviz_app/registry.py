@@ -330,7 +330,7 @@ def _download_from_hub(repo_id: str) -> Path:
             "loading them can run arbitrary code. Convert it to safetensors first."
         )
     path = snapshot_download(
-        repo_id, allow_patterns=["*.json", "*.safetensors", "vocab.txt", "tokenizer*", "*.model"]
+        repo_id, allow_patterns=["*.json", "*.safetensors", "vocab.txt", "merges.txt", "tokenizer*", "*.model"]
     )
     return Path(path)
 
