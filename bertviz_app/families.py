@@ -50,7 +50,7 @@ class Family:
     task_class = ""  # the ForSequenceClassification class this family loads as
     token_types = True  # does the model's forward take token_type_ids
     kernels = True  # layers take a per-call attention kernel and a [CLS]-only last layer
-    head_names: tuple[str, ...] = ()  # summary rows for the head, in order
+    head_prefixes: tuple[str, ...] = ("classifier.",)  # parameter names of the task head (training's head lr)
 
     # -- where things are -------------------------------------------------------------------
     def base(self, model) -> nn.Module:
@@ -92,6 +92,14 @@ class Family:
     def head(self, model, hidden: torch.Tensor) -> torch.Tensor:
         """Logits (B, C) from the last hidden states (B, T or 1, D); reads position 0 only."""
         raise NotImplementedError
+
+    def features(self, model, hidden: torch.Tensor) -> torch.Tensor:
+        """What the head's last linear layer reads (B, D), from the last hidden states (B, T, D):
+        ``head(h) == final_linear(dropout(features(h)))``; the probe fits that layer on these."""
+        raise NotImplementedError
+
+    def final_linear(self, model) -> nn.Linear:
+        return model.classifier
 
     def head_rows(self, model) -> list[tuple[str, int]]:
         raise NotImplementedError
@@ -142,9 +150,14 @@ class Bert(_BertLike):
     def composable(self, model) -> bool:
         return super().composable(model) and getattr(model.bert, "pooler", None) is not None
 
+    head_prefixes = ("bert.pooler.", "classifier.")
+
     def head(self, model, hidden):
         pooled = model.bert.pooler(hidden)  # (B, D): tanh(W h_CLS + b)
         return model.classifier(model.dropout(pooled))  # (B, C)
+
+    def features(self, model, hidden):
+        return model.bert.pooler(hidden)  # (B, D)
 
     def head_rows(self, model):
         rows = [("pooler", _n(model.bert.pooler))] if model.bert.pooler is not None else []
@@ -163,6 +176,14 @@ class Roberta(_BertLike):
 
     def head(self, model, hidden):
         return model.classifier(hidden)  # (B, C): the head reads hidden[:, 0]
+
+    def features(self, model, hidden):
+        c = model.classifier
+        act = getattr(c, "activation", torch.tanh)  # ELECTRA: gelu; RoBERTa/XLM-R: tanh
+        return act(c.dense(hidden[:, 0]))  # (B, D)
+
+    def final_linear(self, model):
+        return model.classifier.out_proj
 
     def head_rows(self, model):
         c = model.classifier
@@ -218,9 +239,14 @@ class DistilBert(Family):
         out = layer.sa_layer_norm(sa.out_lin(out.reshape(b, q_len, -1).contiguous()) + x)  # (B, Q, D)
         return layer.output_layer_norm(layer.ffn(out) + out)  # (B, Q, D)
 
+    head_prefixes = ("pre_classifier.", "classifier.")
+
     def head(self, model, hidden):
         x = torch.relu(model.pre_classifier(hidden[:, 0]))  # (B, D)
         return model.classifier(model.dropout(x))  # (B, C)
+
+    def features(self, model, hidden):
+        return torch.relu(model.pre_classifier(hidden[:, 0]))  # (B, D)
 
     def layer_rows(self, i, layer):
         return [(f"layer {i} attention", _n(layer.attention) + _n(layer.sa_layer_norm)),
@@ -275,9 +301,13 @@ class Albert(Family):
         ffn = apply_chunking_to_forward(layer.ff_chunk, layer.chunk_size_feed_forward, layer.seq_len_dim, out)
         return layer.full_layer_layer_norm(ffn + out)  # (B, Q, D)
 
+    head_prefixes = ("albert.pooler.", "classifier.")
+
     def head(self, model, hidden):
-        pooled = model.albert.pooler_activation(model.albert.pooler(hidden[:, 0]))  # (B, D): tanh(W h + b)
-        return model.classifier(model.dropout(pooled))  # (B, C)
+        return model.classifier(model.dropout(self.features(model, hidden)))  # (B, C)
+
+    def features(self, model, hidden):
+        return model.albert.pooler_activation(model.albert.pooler(hidden[:, 0]))  # (B, D): tanh(W h + b)
 
     def components(self, model):
         uses = len(self.layers(model)) // max(1, len(self.unique_layers(model)))  # calls of each shared layer
@@ -326,8 +356,13 @@ class DebertaV2(Family):
             hidden = out
         return hidden
 
+    head_prefixes = ("pooler.", "classifier.")
+
     def head(self, model, hidden):
         return model.classifier(model.dropout(model.pooler(hidden)))  # (B, C): the pooler reads hidden[:, 0]
+
+    def features(self, model, hidden):
+        return model.pooler(hidden)  # (B, D)
 
     def embedding_params(self, model):
         return _n(model.deberta.embeddings)

@@ -256,15 +256,37 @@ def test_unsupported_model_type_lists_the_supported_ones(tmp_path):
         bv.load_model(str(d), device="cpu")
 
 
-def test_fine_tuning_other_families_is_refused_with_a_message(fam_lm):
-    """The explorer opens every family; training builds a BertForSequenceClassification, so a base of
-    another family is refused up front instead of loading its weights into the wrong architecture."""
-    from bertviz_app.training import train_classifier
+@pytest.mark.parametrize("mode", ["probe", "full"])
+def test_fine_tuning_starts_from_every_family(fam_lm, mode, models_dir, tmp_path):
+    """A run from a base of each family is saved, reopens as that family, and (probe) the saved
+    head reproduces the logistic regression's validation accuracy exactly: the weights sit in the
+    head's last linear layer on the features the model itself computes."""
+    import json
+    from dataclasses import replace
 
-    if fam_lm.model.config.model_type == "bert":
-        assert bv.base_model_path(str(fam_lm.path)) == fam_lm.path
-        return
-    with pytest.raises(bv.InputError, match="Fine-tuning starts from a BERT model.*can open and explain"):
-        bv.base_model_path(str(fam_lm.path))
-    with pytest.raises(bv.InputError, match="Fine-tuning starts from a BERT model"):
-        train_classifier(fam_lm.path, LABELS, ["good", "bad"], [1, 0])
+    if mode == "full" and fam_lm.model.config.model_type == "bert":
+        pytest.skip("BERT's full fine-tuning is covered in depth by test_finetune.py")
+
+    from test_finetune import FAST, write_csv
+
+    from bertviz_app.data import build_dataset, read_table
+    from bertviz_app.finetune import run_finetune
+
+    dataset = build_dataset(read_table(write_csv(tmp_path / "reviews.csv", n=24)), "review", "sentiment")
+    config = replace(FAST, epochs=1, batch_size=16, eval_every=100) if mode == "full" else None  # 2 steps
+    result = run_finetune(dataset, base=str(fam_lm.path), mode=mode, name=f"{mode}-run", config=config)
+    info = json.loads((result.path / "run.json").read_text())
+    lm = bv.load_model(f"runs/{mode}-run", device="cpu")
+    assert lm.model.config.model_type == fam_lm.model.config.model_type and lm.labels == tuple(LABELS)
+    assert result.metrics["accuracy"] == pytest.approx(1 - len({r["row"] for r in result.misclassified}) / info["val_rows"])
+    lens = bv.cls_lens(lm, SENTENCE)
+    np.testing.assert_allclose(lens.probs[-1], bv.predict(lm, SENTENCE)[0].probs, atol=1e-5)
+
+
+def test_fine_tuning_refuses_an_unsupported_base(tmp_path):
+    from transformers import GPT2Config, GPT2ForSequenceClassification
+
+    d = tmp_path / "gpt2"
+    GPT2ForSequenceClassification(GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=20)).save_pretrained(d)
+    with pytest.raises(bv.InputError, match="Fine-tuning starts from an encoder of the BERT family.*'gpt2'"):
+        bv.base_model_path(str(d))
