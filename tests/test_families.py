@@ -290,3 +290,20 @@ def test_fine_tuning_refuses_an_unsupported_base(tmp_path):
     GPT2ForSequenceClassification(GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=20)).save_pretrained(d)
     with pytest.raises(bv.InputError, match="Fine-tuning starts from an encoder of the BERT family.*'gpt2'"):
         bv.base_model_path(str(d))
+
+
+@pytest.mark.parametrize("family, config, total, head", [
+    ("distilbert", dict(), 66_955_010, 592_130),  # distilbert-base-uncased
+    ("roberta", dict(vocab_size=50265, max_position_embeddings=514, type_vocab_size=1), 124_647_170, 592_130),  # roberta-base
+    ("xlm-roberta", dict(vocab_size=250002, max_position_embeddings=514, type_vocab_size=1), 278_045_186, 592_130),
+])
+def test_summary_reproduces_published_base_counts(family, config, total, head):
+    """Counted on the meta device (nothing allocated): the published sizes of the base models with a
+    2-class head."""
+    from transformers import AutoConfig, AutoModelForSequenceClassification
+
+    with torch.device("meta"):
+        model = AutoModelForSequenceClassification.from_config(AutoConfig.for_model(family, **config))
+    s = bv.summary(model, name=family)
+    assert s.total_params == total == sum(n for _, n in s.components)
+    assert s.classifier_params == head and s.encoder_params == total - head
