@@ -5,8 +5,10 @@
   starting from all-zero word vectors).
 - ``cls_path``: the same attribution taken at the output of the embeddings and of every encoder
   layer (layers x tokens): how the evidence moves into the [CLS] position with depth.
-- ``cls_lens``: class probabilities read from each layer's [CLS] state through the pooler and
-  classifier.
+- ``cls_lens``: class probabilities read from each layer's [CLS] state through the model's head
+  (BERT: pooler and classifier).
+Every family in ``families.py`` works the same way: its adapter names the word embeddings, the
+layers and the head (the first position, [CLS] or <s>, is what every head reads).
 Attributions always run in float32 (``LoadedModel.fp32_model``).
 """
 
@@ -22,6 +24,7 @@ from captum.attr import IntegratedGradients
 from .config import get_settings
 from .encoding import check_texts, encode, encode_batch, token_info
 from .errors import InputError, ResourceError
+from .families import family_of
 from .forward import ATTENTIONS, classifier_logits, logits_from_depth
 from .inference import probabilities
 from .registry import LoadedModel
@@ -82,11 +85,11 @@ class _Setup:
 
     def forward_ids(self, input_ids, attention_mask, token_type_ids):
         n = input_ids.shape[0]
-        logits = self.model(
+        logits = self.model(**family_of(self.model).inputs(
             input_ids=input_ids,
             attention_mask=attention_mask.expand(n, -1),
             token_type_ids=token_type_ids.expand(n, -1),
-        ).logits  # (B, C)
+        )).logits  # (B, C)
         return self.head(logits)
 
 
@@ -253,7 +256,7 @@ class _Group:
         self.mask = enc["attention_mask"].to(device)  # (G, T)
         self.types = enc.get("token_type_ids", torch.zeros_like(enc["input_ids"])).to(device)  # (G, T)
         base_ids = torch.cat([_baseline_ids(lm, self.ids[r : r + 1], baseline) for r in range(len(items))])  # (G, T)
-        words = model.bert.embeddings.word_embeddings
+        words = family_of(model).word_embeddings(model)  # the (V, E) lookup IG varies
         with torch.no_grad():
             self.emb = words(self.ids)  # (G, T, D)
             if baseline == "zero":
@@ -401,7 +404,7 @@ def cls_path(
     """Layer Integrated Gradients at the embedding output and every encoder layer's output.
 
     Row l, column t: how much the hidden state of token t after depth l contributes to the
-    target class. At the last layer only [CLS] can contribute (the pooler reads [CLS] alone),
+    target class. At the last layer only [CLS] can contribute (the head reads [CLS] alone),
     so the rows show evidence flowing from the word positions into [CLS]. Each row is its own
     attribution from the same baseline, so each row sums to f(x) - f(baseline) - deltas[l].
     The "zero" baseline is taken as "pad" here (a zero vector has no defined deeper states).
@@ -421,11 +424,12 @@ def _cls_path(lm: LoadedModel, text, target, baseline: str, n_steps: int, pair, 
     path_baseline = "pad" if baseline == "zero" else baseline
     with lm.run_lock:
         s = _setup(lm, text, pair, target, path_baseline, n_steps, output)
-        bert = s.model.bert
-        n_layers = len(bert.encoder.layer)
+        fam = family_of(s.model)
+        n_layers = len(fam.layers(s.model))
         with torch.no_grad():
-            kw = dict(attention_mask=s.mask.expand(2, -1), token_type_ids=s.types.expand(2, -1), output_hidden_states=True)
-            states = bert(input_ids=torch.cat([s.ids, s.base_ids]), **kw).hidden_states  # L + 1 x (2, T, D)
+            kw = fam.inputs(input_ids=torch.cat([s.ids, s.base_ids]), attention_mask=s.mask.expand(2, -1),
+                            token_type_ids=s.types.expand(2, -1), output_hidden_states=True)
+            states = fam.base(s.model)(**kw).hidden_states  # L + 1 x (2, T, D)
         rows, deltas = [], []
         for depth in range(n_layers + 1):
             x, b = states[depth][:1], states[depth][1:]  # (1, T, D) input and baseline states at this depth
@@ -499,13 +503,14 @@ def _layer_names(n_layers: int) -> tuple[str, ...]:
 
 
 def cls_lens(lm: LoadedModel, text: str, pair: str | None = None) -> ClsLens:
-    """Class probabilities from each depth's [CLS] hidden state through pooler + classifier."""
+    """Class probabilities from each depth's [CLS] hidden state through the model's head (BERT:
+    pooler + classifier; other families: their own head, see ``families.py``)."""
     inputs, _ = encode(lm, text, pair)
     model = lm.model
+    fam = family_of(model)
     with lm.run_lock, torch.inference_mode():
-        out = model.bert(**inputs, output_hidden_states=True)
-        cls = torch.stack([h[0, 0] for h in out.hidden_states])  # (L + 1, D)
-        pooled = model.bert.pooler.activation(model.bert.pooler.dense(cls))  # (L + 1, D): tanh(W h + b)
-        logits = model.classifier(pooled).float()  # (L + 1, C)
+        out = fam.base(model)(**fam.inputs(**inputs), output_hidden_states=True)
+        cls = torch.stack([h[0, :1] for h in out.hidden_states])  # (L + 1, 1, D): position 0 at each depth
+        logits = fam.head(model, cls).float()  # (L + 1, C), e.g. BERT: classifier(tanh(W h + b))
         probs = torch.sigmoid(logits) if lm.multi_label else torch.softmax(logits, dim=-1)
     return ClsLens(layer_names=_layer_names(len(out.hidden_states) - 1), labels=lm.labels, probs=probs.cpu().numpy())

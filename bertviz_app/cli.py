@@ -123,10 +123,12 @@ def cmd_summary(args) -> int:
     print(f"{s.name}: {s.architecture}, {s.num_layers} layers, {s.num_heads} heads, hidden {s.hidden_size}, "
           f"max length {s.max_length}, on {s.device} ({s.dtype})")
     print(f"labels: {', '.join(s.labels)}")
+    width = max(24, *(len(name) for name, _ in s.components))
     for name, n in s.components:
-        print(f"  {name:<24} {n:>12,}")
-    print(f"  {'encoder (BertModel)':<24} {s.encoder_params:>12,}")
-    print(f"  {'total':<24} {s.total_params:>12,}")
+        print(f"  {name:<{width}} {n:>12,}")
+    print(f"  {'encoder':<{width}} {s.encoder_params:>12,}")
+    print(f"  {'classification head':<{width}} {s.classifier_params:>12,}")
+    print(f"  {'total':<{width}} {s.total_params:>12,}")
     return 0
 
 

@@ -7,6 +7,7 @@ from transformers import BatchEncoding
 
 from .config import get_settings
 from .errors import InputError
+from .families import family_of
 from .registry import LoadedModel
 from .results import TokenInfo
 
@@ -100,5 +101,7 @@ def encode(lm: LoadedModel, text: str, pair: str | None = None, device: torch.de
         pair = check_text(pair, "Second text")
     enc = encode_batch(lm, [text], [pair] if pair is not None else None)
     info = token_info(enc, 0, text, pair)
-    inputs = {k: v.to(device or lm.device) for k, v in enc.items() if k != "offset_mapping"}
+    fam = family_of(lm.model)
+    drop = {"offset_mapping"} | (set() if fam is None or fam.token_types else {"token_type_ids"})  # DistilBERT takes none
+    inputs = {k: v.to(device or lm.device) for k, v in enc.items() if k not in drop}
     return inputs, info

@@ -8,11 +8,11 @@ The web app's Fine-tune tab and the ``finetune`` command both run exactly this c
     push_run(results[-1].name, "me/model", token)          # optional: upload to the Hugging Face Hub
 
 Two modes share the data, the split and the metrics, so they can be compared side by side:
-- ``full``: every parameter trained as ``BertForSequenceClassification`` trains (HF Trainer,
+- ``full``: every parameter trained as the family's ``*ForSequenceClassification`` trains (HF Trainer,
   see training.py);
 - ``probe``: the encoder frozen, a scikit-learn logistic regression fitted on the pooled [CLS]
   features tanh(W h_CLS + b). Its weights *are* a classification head, so a probe run is saved
-  as an ordinary ``BertForSequenceClassification`` folder that the explorer opens like any other.
+  as an ordinary ``*ForSequenceClassification`` folder that the explorer opens like any other.
 ``both`` runs the probe, then full fine-tuning, on the same split.
 
 Settings left blank (epochs, learning rate, batch size, warm-up, early stopping) are chosen from
@@ -52,9 +52,11 @@ from .data import (
 )
 from .data import build_dataset as _build_dataset
 from .errors import CancelledError, DataError, InputError, TrainingError
+from .families import family_of
 from .training import (
     TrainConfig,
     atomic_save,
+    check_trainable,
     evaluate_predictions,
     metrics_tables,
     train_classifier,
@@ -192,14 +194,17 @@ def valid_run_name(name: str) -> str:
 
 def base_model_path(base: str, allow_paths: bool = True) -> Path:
     """A folder with the base model's safetensors: a registered name, a folder or a Hub id.
-    ``encoder`` is the bare pip-shipped MiniLM-L6 encoder the default model starts from."""
+    ``encoder`` is the bare pip-shipped MiniLM-L6 encoder the default model starts from.
+    Raises InputError for a base of a family that cannot be fine-tuned (``training.check_trainable``)."""
     if base == ENCODER:
         from .default_model import encoder_path
 
         return encoder_path()
     from .registry import model_folder
 
-    return model_folder(base, allow_paths=allow_paths)
+    path = model_folder(base, allow_paths=allow_paths)
+    check_trainable(path)
+    return path
 
 
 def _runs_dir() -> Path:
@@ -373,7 +378,9 @@ def run_finetune(
 
 
 def _pooled_features(model, tokenizer, texts, pairs, max_length: int, cancel=None, batch_size: int = 64) -> np.ndarray:
-    """tanh(W h_CLS + b) for every text: (N, D) float32, length-sorted batches."""
+    """What the head's last linear layer reads, for every text (BERT: tanh(W h_CLS + b)): (N, D)
+    float32, length-sorted batches."""
+    fam = family_of(model)
     order = np.argsort([len(t) for t in texts])
     out = np.empty((len(texts), model.config.hidden_size), dtype=np.float32)
     with torch.inference_mode():
@@ -383,16 +390,17 @@ def _pooled_features(model, tokenizer, texts, pairs, max_length: int, cancel=Non
             idx = order[start : start + batch_size]
             enc = tokenizer([texts[i] for i in idx], [pairs[i] for i in idx] if pairs else None,
                             truncation=True, max_length=max_length, padding=True, return_tensors="pt").to(model.device)
-            out[idx] = model.bert(**enc).pooler_output.float().cpu().numpy()  # (B, D)
+            hidden = fam.base(model)(**fam.inputs(**enc)).last_hidden_state  # (B, T, D)
+            out[idx] = fam.features(model, hidden).float().cpu().numpy()  # (B, D)
     return out
 
 
 def _train_probe(base_path: Path, train: Dataset, config: TrainConfig, progress, cancel):
-    """Frozen encoder + logistic regression on the pooled [CLS] features, written into the
-    classifier of a BertForSequenceClassification (exactly the same function)."""
+    """Frozen encoder + logistic regression on the pooled [CLS] features (what the head's last
+    linear layer reads), written into that layer (exactly the same function)."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.multiclass import OneVsRestClassifier
-    from transformers import AutoTokenizer, BertForSequenceClassification
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
     from transformers import logging as hf_logging
 
     from .training import choose_max_length
@@ -402,7 +410,7 @@ def _train_probe(base_path: Path, train: Dataset, config: TrainConfig, progress,
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
     tokenizer = AutoTokenizer.from_pretrained(base_path, use_fast=True, trust_remote_code=False)
-    model = BertForSequenceClassification.from_pretrained(
+    model = AutoModelForSequenceClassification.from_pretrained(
         base_path, num_labels=len(names), id2label=dict(enumerate(names)), label2id={n: i for i, n in enumerate(names)},
         problem_type="multi_label_classification" if train.multi_label else "single_label_classification",
         ignore_mismatched_sizes=True, use_safetensors=True, trust_remote_code=False,
@@ -431,8 +439,9 @@ def _train_probe(base_path: Path, train: Dataset, config: TrainConfig, progress,
         else:
             w, b = clf.coef_, clf.intercept_  # (C, D), (C,)
     with torch.no_grad():
-        model.classifier.weight.copy_(torch.as_tensor(w, dtype=model.classifier.weight.dtype))
-        model.classifier.bias.copy_(torch.as_tensor(b, dtype=model.classifier.bias.dtype))
+        last = family_of(model).final_linear(model)  # BERT: classifier; RoBERTa: classifier.out_proj
+        last.weight.copy_(torch.as_tensor(w, dtype=last.weight.dtype))
+        last.bias.copy_(torch.as_tensor(b, dtype=last.bias.dtype))
     seconds = time.time() - started
     if progress:
         progress({"step": 2, "max_steps": 2, "elapsed": seconds, "eta": 0.0, "logs": {"stage": "done"}})

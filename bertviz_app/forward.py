@@ -1,13 +1,16 @@
 """The classifier's forward pass as a function of the shared model, with per-call options.
 
-``BertForSequenceClassification`` reads its attention kernel from the shared config at every
+A ``*ForSequenceClassification`` model reads its attention kernel from the shared config at every
 forward, and computing the last layer for [CLS] alone needs a different last layer. Switching
 either on the shared model per request would leak into whatever else runs on it at the same time
 (an attention map needs eager attention and every layer's full output). Here the same modules are
 composed by hand instead:
 
     embeddings -> encoder layers but the last (attention kernel of the call)
-               -> last layer ([CLS] query only, or in full) -> pooler -> dropout -> classifier
+               -> last layer ([CLS] query only, or in full) -> head (BERT: pooler -> dropout -> classifier)
+
+Where the modules are and what the head is differs by family: ``families.py`` has one adapter
+each (BERT, DistilBERT, RoBERTa, XLM-RoBERTa, ALBERT, ELECTRA, DeBERTa-v2).
 
 Nothing of the shared model (modules, config) is changed, so calls with different options can run
 at the same time on one model, and the logits equal ``model(**inputs).logits`` (tests check it to
@@ -21,7 +24,8 @@ import torch
 from transformers.masking_utils import create_bidirectional_mask
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.bert.modeling_bert import eager_attention_forward
-from transformers.pytorch_utils import apply_chunking_to_forward
+
+from .families import family_of
 
 __all__ = ["ATTENTIONS", "classifier_logits", "logits_from_depth"]
 
@@ -41,31 +45,11 @@ class _AttentionView:
         return getattr(self._config, name)
 
 
-def _supported(model) -> bool:
-    """Encoder-only BERT classifiers; anything else (a decoder config, cross-attention) runs as is."""
-    bert = getattr(model, "bert", None)
-    cfg = getattr(model, "config", None)
-    return (bert is not None and hasattr(bert, "encoder") and getattr(bert, "pooler", None) is not None
-            and cfg is not None and not cfg.is_decoder and not getattr(cfg, "add_cross_attention", False))
-
-
-def _layer(layer, hidden: torch.Tensor, mask, attend, cls_only: bool = False) -> torch.Tensor:
-    """One ``BertLayer`` with the attention function ``attend``: hidden (B, T, D) -> (B, T, D),
-    or (B, 1, D) for the [CLS] position alone when ``cls_only`` (keys and values still come from
-    every token; the query, attention output and feed-forward block run for [CLS] only)."""
-    sa = layer.attention.self
-    b, t, _ = hidden.shape
-    head = sa.attention_head_size
-    x = hidden[:, :1] if cls_only else hidden  # (B, Q, D), Q = 1 or T
-    q_len = x.shape[1]
-    q = sa.query(x).view(b, q_len, -1, head).transpose(1, 2)  # (B, H, Q, d)
-    k = sa.key(hidden).view(b, t, -1, head).transpose(1, 2)  # (B, H, T, d)
-    v = sa.value(hidden).view(b, t, -1, head).transpose(1, 2)  # (B, H, T, d)
-    if cls_only and mask is not None and mask.dim() == 4 and mask.shape[2] > 1:
-        mask = mask[:, :, :1]  # (B, 1, 1, T): the [CLS] query's row
-    out, _ = attend(sa, q, k, v, mask, dropout=sa.dropout.p if sa.training else 0.0, scaling=sa.scaling)  # (B, Q, H, d)
-    out = layer.attention.output(out.reshape(b, q_len, -1).contiguous(), x)  # (B, Q, D)
-    return apply_chunking_to_forward(layer.feed_forward_chunk, layer.chunk_size_feed_forward, layer.seq_len_dim, out)
+def _family(model):
+    """The model's family adapter where its [CLS] path can be composed; None: run the model as is
+    (an unknown model type, a decoder config, cross-attention)."""
+    fam = family_of(model)
+    return fam if fam is not None and fam.composable(model) else None
 
 
 def _check(attention: str) -> None:
@@ -79,36 +63,40 @@ def _mask(model, hidden: torch.Tensor, attention_mask, attention: str):
                                      attention_mask=attention_mask)
 
 
-def _head(model, hidden: torch.Tensor) -> torch.Tensor:
-    pooled = model.bert.pooler(hidden)  # (B, D): tanh(W h_CLS + b)
-    return model.classifier(model.dropout(pooled))  # (B, C)
-
-
 def logits_from_depth(model, hidden: torch.Tensor, depth: int, attention_mask=None, *, attention: str = "eager",
                       cls_only: bool = True) -> torch.Tensor:
     """Logits (B, C) from the hidden states (B, T, D) after ``depth`` layers (0: the embeddings'
-    output): the encoder layers above ``depth``, pooler, dropout and classifier."""
+    output, ``hidden_states[0]``): the encoder layers above ``depth`` and the family's head."""
     _check(attention)
-    layers = model.bert.encoder.layer
+    fam = family_of(model)
+    layers = fam.layers(model)
     if depth >= len(layers):
-        return _head(model, hidden)
+        return fam.head(model, hidden)
+    if not fam.kernels:  # its own attention (DeBERTa): every layer in full, the loaded kernel
+        return fam.head(model, fam.run(model, hidden, depth, attention_mask))
     mask = _mask(model, hidden, attention_mask, attention)
     attend = ALL_ATTENTION_FUNCTIONS.get_interface(attention, eager_attention_forward)
     for layer in layers[depth:-1]:
-        hidden = _layer(layer, hidden, mask, attend)  # (B, T, D)
-    hidden = _layer(layers[-1], hidden, mask, attend, cls_only=cls_only)  # (B, 1 or T, D)
-    return _head(model, hidden)
+        hidden = fam.layer(layer, hidden, mask, attend)  # (B, T, D)
+    if cls_only and mask is not None and mask.dim() == 4 and mask.shape[2] > 1:
+        mask = mask[:, :, :1]  # (B, 1, 1, T): the [CLS] query's row
+    hidden = fam.layer(layers[-1], hidden, mask, attend, cls_only=cls_only)  # (B, 1 or T, D)
+    return fam.head(model, hidden)  # (B, C)
 
 
 def classifier_logits(model, input_ids=None, attention_mask=None, token_type_ids=None, inputs_embeds=None, *,
                       attention: str = "eager", cls_only: bool = True) -> torch.Tensor:
     """``model(...).logits`` (B, C) computed with the attention kernel ``attention`` and, with
     ``cls_only``, the last layer for [CLS] alone (about 14% fewer FLOPs on a 6-layer model; the
-    logits and their gradients are the same). The shared model is read, never changed."""
+    logits and their gradients are the same). The shared model is read, never changed.
+    ``token_type_ids`` are dropped for families that take none (DistilBERT)."""
     _check(attention)
-    if not _supported(model):
-        return model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
-                     inputs_embeds=inputs_embeds).logits  # (B, C)
-    hidden = model.bert.embeddings(input_ids=input_ids, token_type_ids=token_type_ids,
-                                   inputs_embeds=inputs_embeds)  # (B, T, D)
+    fam = _family(model)
+    if fam is None:
+        kw = dict(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
+                  inputs_embeds=inputs_embeds)
+        known = family_of(model)
+        return model(**(known.inputs(**kw) if known is not None else kw)).logits  # (B, C)
+    hidden = fam.embed(model, input_ids=input_ids, token_type_ids=token_type_ids if fam.token_types else None,
+                       inputs_embeds=inputs_embeds, attention_mask=attention_mask)  # (B, T, D)
     return logits_from_depth(model, hidden, 0, attention_mask, attention=attention, cls_only=cls_only)

@@ -21,18 +21,24 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from transformers import AutoConfig, AutoTokenizer, BertForSequenceClassification, PreTrainedTokenizerBase
+from transformers import (
+    AutoConfig,
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
 from transformers import logging as hf_logging
 
 from .catalog import ENCODER, _is_model_folder, list_models, model_dir
 from .config import get_settings
 from .errors import ModelLoadError, ModelNotFoundError
+from .families import SUPPORTED_MODEL_TYPES, family_for_type, family_of
 
 __all__ = ["LoadedModel", "load_model", "list_models", "resolve_device", "clear_cache", "model_dir", "clean_stale_folders"]
 
 log = logging.getLogger(__name__)
 
-SUPPORTED_MODEL_TYPES = ("bert",)
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _HUB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 FRESH_HEAD_WARNING = (
@@ -48,7 +54,7 @@ class LoadedModel:
     name: str
     source: str  # "registered", "folder" or "hub"
     path: Path
-    model: BertForSequenceClassification  # eval mode, on ``device``, in ``dtype``
+    model: PreTrainedModel  # eval mode, on ``device``, in ``dtype``
     tokenizer: PreTrainedTokenizerBase
     device: torch.device
     dtype: torch.dtype
@@ -56,7 +62,7 @@ class LoadedModel:
     # Attributions kept by ``memo`` (LRU; 0: no cache). ``load_model`` sets it from the settings'
     # ``memo_size`` when the model is loaded.
     memo_size: int = 256
-    _fp32: BertForSequenceClassification | None = field(default=None, repr=False)
+    _fp32: PreTrainedModel | None = field(default=None, repr=False)
     _int8: torch.nn.Module | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     # Held around every analysis's forward passes. Nothing in the core changes the shared model
@@ -82,7 +88,8 @@ class LoadedModel:
     @property
     def max_length(self) -> int:
         tok_max = self.tokenizer.model_max_length
-        pos_max = self.model.config.max_position_embeddings
+        fam = family_of(self.model)
+        pos_max = fam.max_tokens(self.model.config) if fam is not None else self.model.config.max_position_embeddings
         return int(min(tok_max, pos_max)) if tok_max and tok_max < 10**6 else int(pos_max)
 
     @property
@@ -98,7 +105,7 @@ class LoadedModel:
             return "cpu, int8 predictions" if get_settings().cpu_int8 else "cpu"
         return f"{self.device.type}, {_DTYPE_NAMES.get(self.dtype, str(self.dtype))}"
 
-    def fp32_model(self) -> BertForSequenceClassification:
+    def fp32_model(self) -> PreTrainedModel:
         """The model in float32 on the same device: attributions always run in fp32, even when
         inference runs in bf16/fp16 on a GPU. Made once, on first use."""
         if self.dtype == torch.float32:
@@ -110,7 +117,7 @@ class LoadedModel:
                 self._fp32 = copy.deepcopy(self.model).float().eval()
             return self._fp32
 
-    def predict_model(self) -> BertForSequenceClassification:
+    def predict_model(self) -> PreTrainedModel:
         """The model predictions run on: ``model``, or with ``BERTVIZ_CPU_INT8=1`` on a CPU a copy whose
         Linear layers are int8 dynamically quantised (made once, on first use)."""
         from .config import get_settings
@@ -323,7 +330,7 @@ def _download_from_hub(repo_id: str) -> Path:
             "loading them can run arbitrary code. Convert it to safetensors first."
         )
     path = snapshot_download(
-        repo_id, allow_patterns=["*.json", "*.safetensors", "vocab.txt", "tokenizer*", "*.model"]
+        repo_id, allow_patterns=["*.json", "*.safetensors", "vocab.txt", "merges.txt", "tokenizer*", "*.model"]
     )
     return Path(path)
 
@@ -388,10 +395,12 @@ def _load_from_folder(name: str, kind: str, path: Path, dev: torch.device, dtype
         config = AutoConfig.from_pretrained(path, trust_remote_code=False)
     except (OSError, ValueError) as exc:
         raise ModelLoadError(f"Cannot read the config of {name!r}: {exc}") from exc
-    if config.model_type not in SUPPORTED_MODEL_TYPES:
+    family = family_for_type(config.model_type)
+    if family is None:
         raise ModelLoadError(
-            f"{name!r} is a {config.model_type!r} model; this tool explains BERT models "
-            f"(model_type 'bert'), e.g. bert-base-uncased or a BertForSequenceClassification fine-tune."
+            f"{name!r} is a {config.model_type!r} model; this tool explains BERT models and their encoder "
+            f"relatives: model_type one of {', '.join(SUPPORTED_MODEL_TYPES)} (e.g. bert-base-uncased, "
+            f"distilbert-base-uncased, roberta-base or a ...ForSequenceClassification fine-tune of one)."
         )
     archs = config.architectures or []
     has_head = any(a.endswith("ForSequenceClassification") for a in archs)
@@ -404,7 +413,7 @@ def _load_from_folder(name: str, kind: str, path: Path, dev: torch.device, dtype
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            model = BertForSequenceClassification.from_pretrained(
+            model = AutoModelForSequenceClassification.from_pretrained(
                 path,
                 config=config,
                 dtype=dtype,

@@ -158,8 +158,9 @@ class ClsPath:
 
 @dataclass(frozen=True, eq=False)
 class ClsLens:
-    """Class probabilities read from each depth's [CLS] hidden state through the trained
-    pooler (tanh(W h + b)) and classifier. The last row equals the model's prediction."""
+    """Class probabilities read from each depth's [CLS] hidden state through the trained head
+    (BERT: pooler tanh(W h + b) and classifier; other families: their own, see ``families.py``).
+    The last row equals the model's prediction."""
 
     layer_names: tuple[str, ...]
     labels: tuple[str, ...]
@@ -171,8 +172,8 @@ class ModelSummary:
     name: str
     architecture: str  # e.g. "BertForSequenceClassification"
     components: tuple[tuple[str, int], ...]  # (component, parameter count), in model order
-    encoder_params: int  # everything in BertModel (embeddings + layers + pooler)
-    classifier_params: int
+    encoder_params: int  # everything in the encoder (BertModel: embeddings + layers + pooler)
+    classifier_params: int  # the head outside it (BERT: classifier; DeBERTa: pooler + classifier)
     total_params: int
     config: dict
     labels: tuple[str, ...]

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import torch
-from transformers import BertForSequenceClassification
 
+from .errors import InputError
+from .families import family_of
 from .registry import LoadedModel
 from .results import ModelSummary
 
@@ -15,23 +16,20 @@ def _n(module: torch.nn.Module) -> int:
     return sum(p.numel() for p in module.parameters())
 
 
-def count_components(model: BertForSequenceClassification) -> list[tuple[str, int]]:
+def count_components(model) -> list[tuple[str, int]]:
     """(component, parameters) in model order: embeddings, each layer's attention and
-    feed-forward (LayerNorms included with the sub-block they close), pooler, classifier."""
-    bert = model.bert
-    rows = [("embeddings", _n(bert.embeddings))]
-    for i, layer in enumerate(bert.encoder.layer, start=1):
-        rows.append((f"layer {i} attention", _n(layer.attention)))
-        rows.append((f"layer {i} feed-forward", _n(layer.intermediate) + _n(layer.output)))
-    if bert.pooler is not None:
-        rows.append(("pooler", _n(bert.pooler)))
-    rows.append(("classifier", _n(model.classifier)))
-    return rows
+    feed-forward (LayerNorms included with the sub-block they close), then the head (BERT: pooler,
+    classifier; other families name their own parts, see ``families.py``). The rows add up to the
+    model's total (shared parameters, as in ALBERT, are counted once)."""
+    fam = family_of(model)
+    if fam is None:
+        raise InputError(f"No parameter summary for model_type {model.config.model_type!r}.")
+    return fam.components(model)
 
 
-def summary(lm: LoadedModel | BertForSequenceClassification, name: str | None = None) -> ModelSummary:
-    """Works on a loaded model, or on a bare ``BertForSequenceClassification`` (e.g. built from a
-    config on the meta device, to count bert-base without allocating it)."""
+def summary(lm: LoadedModel | torch.nn.Module, name: str | None = None) -> ModelSummary:
+    """Works on a loaded model, or on a bare ``*ForSequenceClassification`` of a supported family
+    (e.g. built from a config on the meta device, to count bert-base without allocating it)."""
     if isinstance(lm, LoadedModel):
         model, device, dtype, max_len = lm.model, lm.device_label, str(lm.dtype).replace("torch.", ""), lm.max_length
         name = name or lm.name
@@ -54,8 +52,8 @@ def summary(lm: LoadedModel | BertForSequenceClassification, name: str | None = 
         name=name,
         architecture=type(model).__name__,
         components=tuple(count_components(model)),
-        encoder_params=_n(model.bert),
-        classifier_params=_n(model.classifier),
+        encoder_params=_n(family_of(model).base(model)),
+        classifier_params=_n(model) - _n(family_of(model).base(model)),  # the head outside the encoder
         total_params=_n(model),
         config=config,
         labels=labels,

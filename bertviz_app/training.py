@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 import torch
 from transformers import (
+    AutoModelForSequenceClassification,
     AutoTokenizer,
-    BertForSequenceClassification,
     DataCollatorWithPadding,
     PrinterCallback,
     Trainer,
@@ -33,6 +33,7 @@ from transformers import (
 from transformers import logging as hf_logging
 
 from .errors import InputError, TrainingError
+from .families import SUPPORTED_MODEL_TYPES, family_of
 
 __all__ = ["TrainConfig", "TrainResult", "train_classifier", "atomic_save", "evaluate_predictions"]
 
@@ -166,11 +167,14 @@ class _Trainer(Trainer):
     """The Hugging Face Trainer, with the pooler and classifier optionally on a larger learning rate
     (their own optimizer groups; the schedule scales every group alike)."""
 
-    HEAD_PREFIXES = ("bert.pooler.", "classifier.")
+    HEAD_PREFIXES = ("bert.pooler.", "classifier.")  # BERT's; other families' from their adapter
 
     def __init__(self, *args, head_lr_scale: float = 1.0, **kwargs):
         super().__init__(*args, **kwargs)
         self.head_lr_scale = head_lr_scale
+        fam = family_of(self.model)
+        if fam is not None:
+            self.HEAD_PREFIXES = fam.head_prefixes
 
     def create_optimizer(self, model=None):
         fresh = self.optimizer is None
@@ -246,7 +250,7 @@ def train_classifier(
     cancel: threading.Event | None = None,
 ):
     """Fine-tune every parameter of a BERT encoder (folder with safetensors) as a
-    ``BertForSequenceClassification`` with these labels.
+    ``*ForSequenceClassification`` of its family (``families.py``) with these labels.
 
     Labels are class indices, or multi-hot rows when ``multi_label``. With validation data the
     model is evaluated during training (about five times per run unless ``eval_every`` says),
@@ -263,13 +267,14 @@ def train_classifier(
         raise InputError("train_texts and train_labels differ in length.")
     torch.manual_seed(config.seed)
     base_path = Path(base_path)
+    check_trainable(base_path)
     tokenizer = AutoTokenizer.from_pretrained(base_path, use_fast=True, trust_remote_code=False)
     id2label = {i: str(lab) for i, lab in enumerate(labels)}
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
     try:
-        model = BertForSequenceClassification.from_pretrained(
+        model = AutoModelForSequenceClassification.from_pretrained(
             base_path,
             num_labels=len(labels),
             id2label=id2label,
@@ -278,15 +283,16 @@ def train_classifier(
             ignore_mismatched_sizes=True,
             use_safetensors=True,
             trust_remote_code=False,
-            attn_implementation="sdpa",  # fastest for training; the explorer reloads it as eager
+            # SDPA is fastest for training (the explorer reloads it as eager); DeBERTa has its own attention
+            attn_implementation="sdpa" if _family_type(base_path) != "deberta-v2" else "eager",
         )
     finally:
         hf_logging.set_verbosity(verbosity)
     if config.freeze_word_embeddings:
-        model.bert.embeddings.word_embeddings.weight.requires_grad_(False)  # (V, D) stays as pre-trained
+        family_of(model).word_embeddings(model).weight.requires_grad_(False)  # (V, E) stays as pre-trained
     base_labels = _base_labels(base_path)
     if base_labels is not None and base_labels != tuple(id2label.values()):
-        model._init_weights(model.classifier)  # a head trained for other classes would mislead
+        model._init_weights(family_of(model).final_linear(model))  # a head trained for other classes would mislead
     model_max = int(min(tokenizer.model_max_length if tokenizer.model_max_length < 10**6 else 512,
                         model.config.max_position_embeddings))
     max_length = config.max_length or choose_max_length(tokenizer, train_texts, train_pairs, model_max)
@@ -382,6 +388,24 @@ def train_classifier(
         "config": asdict(config) | {"max_length": max_length, "bf16": bf16, "eval_every": eval_every},
     }
     return model, tokenizer, info
+
+
+def _family_type(path: Path) -> str | None:
+    try:
+        return json.loads((Path(path) / "config.json").read_text(encoding="utf-8")).get("model_type")
+    except (OSError, ValueError):
+        return None
+
+
+def check_trainable(path: Path) -> None:
+    """Raise InputError unless the model in ``path`` is of a family this tool handles
+    (``families.py``), before anything loads it as a classifier."""
+    model_type = _family_type(path)
+    if model_type is not None and model_type not in SUPPORTED_MODEL_TYPES:
+        raise InputError(
+            f"Fine-tuning starts from an encoder of the BERT family (model_type one of "
+            f"{', '.join(SUPPORTED_MODEL_TYPES)}); this base is a {model_type!r} model."
+        )
 
 
 def _base_labels(path: Path) -> tuple[str, ...] | None:

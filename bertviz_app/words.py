@@ -38,13 +38,16 @@ def word_groups(info: TokenInfo) -> WordGroups:
     words: list[str] = []
     groups: list[list[int]] = []
     current: tuple[int, int] | None = None  # (sequence id, word index) of the open group
-    for i, (tok, (start, _end), seq) in enumerate(zip(info.tokens, info.offsets, info.sequence_ids)):
+    for i, (tok, (start, end), seq) in enumerate(zip(info.tokens, info.offsets, info.sequence_ids)):
         if seq is None:  # special token: its own word
             words.append(tok)
             groups.append([i])
             current = None
             continue
-        word_idx = next((k for k, (a, b) in enumerate(spans[seq]) if a <= start < b), None)
+        # The word the token overlaps: SentencePiece tokenizers (DeBERTa-v2) start a "▁word" piece's
+        # offsets on the space before the word, so a start-inside-the-word test would miss it.
+        stop = max(end, start + 1)
+        word_idx = next((k for k, (a, b) in enumerate(spans[seq]) if a < stop and start < b), None)
         if word_idx is None:  # should not happen; keep the token on its own
             words.append(tok)
             groups.append([i])

@@ -32,8 +32,8 @@ def summary_md(s: core.ModelSummary, lm: core.LoadedModel) -> str:
         f"**Architecture:** {common.esc(s.architecture)} · {s.num_layers} layers · {s.num_heads} heads · "
         f"hidden size {s.hidden_size} · reads at most {s.max_length} tokens",
         f"**Device:** {common.esc(lm.device_label)} · **dtype:** {common.esc(s.dtype)}",
-        f"**Parameters:** {s.total_params:,} in all = {s.encoder_params:,} encoder (embeddings, layers, pooler) "
-        f"+ {s.classifier_params:,} classifier",
+        f"**Parameters:** {s.total_params:,} in all = {s.encoder_params:,} encoder "
+        f"+ {s.classifier_params:,} classification head outside it (the table splits both by component)",
         f"**Labels:** {', '.join(common.esc(x) for x in s.labels)}",
     ]
     if lm.warnings:

@@ -1,0 +1,309 @@
+"""Every supported encoder family, each as a tiny random classifier built from its config in a
+fixture (no downloads; a tiny tokenizer of the family's own class), saved with
+save_pretrained(safe_serialization=True) and opened through the app's real ``load_model``.
+The same invariants for each: probabilities and attention rows sum to 1, the composed forward
+equals the model's own logits, Integrated Gradients completeness, the [CLS] path rows, the lens's
+last layer equals the model's output, and the summary's rows add up to the total."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import bertviz_app as bv
+from bertviz_app import ModelLoadError
+
+SENTENCE = "a gorgeous, moving film!"
+TEXTS = ["the film was awful", SENTENCE, "it is not good, it is bad, it is awful, awful, awful", "fun"]
+WORDS = ["a", "the", "film", "movie", "good", "bad", "great", "awful", "is", "was", "not", "gorgeous", "moving",
+         "tedious", "slog", "joy", "less", "fun", "it", ",", ".", "!"]
+LABELS = ["negative", "positive"]
+SMALL = dict(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)
+
+
+def _wordpiece(cls, path):
+    from conftest import VOCAB
+
+    (path / "vocab.txt").write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
+    return cls(vocab=str(path / "vocab.txt"), do_lower_case=True, model_max_length=64)
+
+
+def _bpe(path):
+    """A byte-level BPE (RoBERTa): every word of WORDS is one merged "Ġword" token."""
+    from transformers import RobertaTokenizer
+
+    vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, "<mask>": 4}
+    for c in sorted({c for w in WORDS for c in w} | {"Ġ"}):
+        vocab.setdefault(c, len(vocab))
+    merges = []
+    for w in WORDS:
+        cur = "Ġ"
+        for ch in w:
+            merges.append((cur, ch))
+            cur += ch
+            vocab.setdefault(cur, len(vocab))
+    return RobertaTokenizer(vocab=vocab, merges=merges, model_max_length=64)
+
+
+def _unigram(cls, specials):
+    """A Unigram (SentencePiece-style) vocabulary: "▁word" pieces, single characters as fallback."""
+    pieces = [(s, 0.0) for s in specials] + [("▁" + w, -1.0) for w in WORDS] + [("▁", -3.0)]
+    pieces += [(c, -5.0) for c in sorted({c for w in WORDS for c in w})]
+    return cls(vocab=pieces, model_max_length=64)
+
+
+def _build(family: str, path):
+    import transformers as tf
+
+    path.mkdir(parents=True, exist_ok=True)
+    labels = dict(num_labels=2, id2label=dict(enumerate(LABELS)), label2id={lab: i for i, lab in enumerate(LABELS)})
+    if family == "bert":
+        tok = _wordpiece(tf.BertTokenizer, path)
+        cfg = tf.BertConfig(vocab_size=len(tok), **SMALL, **labels)
+    elif family == "distilbert":
+        tok = _wordpiece(tf.DistilBertTokenizer, path)
+        cfg = tf.DistilBertConfig(vocab_size=len(tok), dim=16, n_layers=2, n_heads=2, hidden_dim=32,
+                                  max_position_embeddings=64, **labels)
+    elif family == "electra":
+        tok = _wordpiece(tf.ElectraTokenizer, path)
+        cfg = tf.ElectraConfig(vocab_size=len(tok), embedding_size=8, **SMALL, **labels)  # projected 8 -> 16
+    elif family == "roberta":
+        tok = _bpe(path)
+        cfg = tf.RobertaConfig(vocab_size=len(tok), pad_token_id=1, bos_token_id=0, eos_token_id=2, type_vocab_size=1,
+                               **{**SMALL, "max_position_embeddings": 66}, **labels)  # positions start after pad
+    elif family == "xlm-roberta":
+        tok = _unigram(tf.XLMRobertaTokenizer, ["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
+        cfg = tf.XLMRobertaConfig(vocab_size=len(tok), pad_token_id=1, bos_token_id=0, eos_token_id=2,
+                                  type_vocab_size=1, **{**SMALL, "max_position_embeddings": 66}, **labels)
+    elif family == "albert":
+        tok = _unigram(tf.AlbertTokenizer, ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"])
+        cfg = tf.AlbertConfig(vocab_size=len(tok), embedding_size=8, pad_token_id=0, **SMALL, **labels)
+    elif family == "deberta-v2":
+        tok = _unigram(tf.DebertaV2Tokenizer, ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+        cfg = tf.DebertaV2Config(vocab_size=len(tok), pad_token_id=0, relative_attention=True, position_buckets=8,
+                                 max_relative_positions=64, pos_att_type=["p2c", "c2p"], position_biased_input=False,
+                                 conv_kernel_size=3, norm_rel_ebd="layer_norm", type_vocab_size=0, **SMALL, **labels)
+    else:
+        raise ValueError(family)
+    torch.manual_seed(0)
+    model = tf.AutoModelForSequenceClassification.from_config(cfg)
+    model.save_pretrained(path, safe_serialization=True)
+    tok.save_pretrained(path)
+    return path
+
+
+FAMILIES = ["bert", "distilbert", "roberta", "xlm-roberta", "albert", "electra", "deberta-v2"]
+
+
+@pytest.fixture(scope="module", params=FAMILIES)
+def fam_lm(request, tmp_path_factory):
+    path = _build(request.param, tmp_path_factory.mktemp("families") / request.param)
+    return bv.load_model(str(path), device="cpu")
+
+
+def test_every_family_is_supported():
+    from bertviz_app.registry import SUPPORTED_MODEL_TYPES
+
+    assert set(FAMILIES) <= set(SUPPORTED_MODEL_TYPES)
+
+
+def test_loads_as_its_own_classifier(fam_lm):
+    from bertviz_app.families import family_of
+
+    fam = family_of(fam_lm.model)
+    assert type(fam_lm.model).__name__ == fam.task_class
+    assert fam_lm.warnings == () and fam_lm.labels == tuple(LABELS)
+
+
+def test_predict_probabilities_sum_to_one(fam_lm):
+    preds = bv.predict(fam_lm, TEXTS, batch_size=3)
+    assert [p.text for p in preds] == TEXTS
+    for p in preds:
+        assert sum(p.probs) == pytest.approx(1.0, abs=1e-6)
+    pair = bv.predict(fam_lm, ["the film"], pairs=["was good"])[0]
+    assert sum(pair.probs) == pytest.approx(1.0, abs=1e-6)
+
+
+def test_long_text_is_truncated_to_what_the_positions_allow(fam_lm, monkeypatch):
+    """Even with a tokenizer that sets no limit: RoBERTa-style positions start after the pad id, so
+    66 position embeddings hold 64 tokens there."""
+    monkeypatch.setattr(fam_lm.tokenizer, "model_max_length", int(1e30))
+    assert fam_lm.max_length == 64
+    p = bv.predict(fam_lm, " ".join(["good film"] * 100))[0]
+    assert p.truncated and p.n_tokens == 64 and sum(p.probs) == pytest.approx(1.0, abs=1e-6)
+
+
+@pytest.mark.parametrize("pair", [False, True])
+def test_composed_forward_equals_the_models_logits(fam_lm, pair):
+    """classifier_logits (both kernels, [CLS]-only last layer or not; from ids and from word vectors)
+    equals the model's own forward on a padded batch, and leaves the shared config as it was."""
+    from bertviz_app.families import family_of
+    from bertviz_app.forward import classifier_logits
+
+    model, fam = fam_lm.model, family_of(fam_lm.model)
+    before = model.config.to_dict()
+    enc = fam_lm.tokenizer(TEXTS, ["it was fun"] * len(TEXTS) if pair else None, padding=True, return_tensors="pt")
+    assert (enc["attention_mask"] == 0).any()  # padding is exercised
+    kw = fam.inputs(**enc)
+    with torch.no_grad():
+        ref = model(**kw).logits  # (B, C)
+        embeds = fam.word_embeddings(model)(enc["input_ids"])  # (B, T, E)
+        for attention in ("eager", "sdpa"):
+            for cls_only in (True, False):
+                got = classifier_logits(model, **enc, attention=attention, cls_only=cls_only)
+                torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-5)
+                got = classifier_logits(model, inputs_embeds=embeds, attention_mask=enc["attention_mask"],
+                                        token_type_ids=enc.get("token_type_ids"), attention=attention, cls_only=cls_only)
+                torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-5)
+    assert model.config.to_dict() == before and model.config._attn_implementation == "eager"
+
+
+def test_attention_rows_sum_to_one(fam_lm):
+    maps = bv.attention(fam_lm, SENTENCE)
+    t = len(maps.tokens)
+    assert maps.weights.shape == (2, 2, t, t)
+    np.testing.assert_allclose(maps.weights.sum(-1), 1.0, atol=1e-5)
+
+
+@pytest.mark.parametrize("baseline", ["pad", "mask", "unk", "zero"])
+def test_integrated_gradients_completeness(fam_lm, baseline):
+    a = bv.attribute(fam_lm, SENTENCE, baseline=baseline, n_steps=50)
+    assert a.scores.shape == (len(a.tokens),)
+    # Captum: delta = sum(attributions) - (f(x) - f(baseline)), and the tool reports that delta
+    assert float(a.scores.sum()) - a.delta == pytest.approx(a.f_x - a.f_baseline, abs=1e-5)
+    assert a.target == bv.predict(fam_lm, SENTENCE)[0].label
+    assert a.f_x == pytest.approx(max(bv.predict(fam_lm, SENTENCE)[0].probs), abs=1e-5)
+    if baseline == "pad":  # the first/last special tokens are the same in input and baseline: no attribution
+        assert a.scores[0] == pytest.approx(0.0, abs=1e-7) and a.scores[-1] == pytest.approx(0.0, abs=1e-7)
+
+
+def test_speed_options_keep_the_attributions(fam_lm):
+    """The IG kernel and the [CLS]-only last layer change attributions by float rounding at most."""
+    ref = bv.attribute(fam_lm, SENTENCE, n_steps=10, attention="eager", cls_only_last_layer=False)
+    got = bv.attribute(fam_lm, SENTENCE, n_steps=10, attention="sdpa", cls_only_last_layer=True)
+    np.testing.assert_allclose(got.scores, ref.scores, atol=1e-6)
+
+
+def test_batched_attributions_are_complete_and_match_single_ones(fam_lm):
+    texts = [SENTENCE, "it is not good, it is bad"]  # different lengths: the batch is padded
+    many = bv.attribute_many(fam_lm, texts, n_steps=20)
+    for text, a in zip(texts, many):
+        assert float(a.scores.sum()) - a.delta == pytest.approx(a.f_x - a.f_baseline, abs=1e-5)
+        np.testing.assert_allclose(a.scores, bv.attribute(fam_lm, text, n_steps=20).scores, atol=1e-5)
+
+
+def test_adaptive_steps_reach_the_tolerance(fam_lm):
+    a = bv.attribute(fam_lm, SENTENCE, tolerance=0.05)
+    assert float(a.scores.sum()) - a.delta == pytest.approx(a.f_x - a.f_baseline, abs=1e-5)
+    assert a.relative_delta <= 0.05 or abs(a.f_x - a.f_baseline) < 1e-4
+
+
+def test_cls_path_rows_are_complete_and_end_in_cls(fam_lm):
+    path = bv.cls_path(fam_lm, SENTENCE, n_steps=20)
+    t = len(path.tokens)
+    assert path.layer_names == ("embeddings", "layer 1", "layer 2")
+    assert path.scores.shape == (3, t)
+    for row, delta in zip(path.scores, path.deltas):
+        assert float(row.sum()) - float(delta) == pytest.approx(path.f_x - path.f_baseline, abs=1e-5)
+    # After the last layer only the first position reaches the head: every other one has exactly 0.
+    np.testing.assert_allclose(path.scores[-1, 1:], 0.0, atol=1e-7)
+
+
+def test_cls_path_fast_last_layer_changes_nothing(fam_lm):
+    full = bv.cls_path(fam_lm, SENTENCE, n_steps=6, cls_only_last_layer=False)
+    fast = bv.cls_path(fam_lm, SENTENCE, n_steps=6, cls_only_last_layer=True)
+    np.testing.assert_allclose(fast.scores, full.scores, atol=1e-6)
+
+
+def test_cls_lens_last_layer_is_the_models_output(fam_lm):
+    from bertviz_app.families import family_of
+
+    lens = bv.cls_lens(fam_lm, SENTENCE)
+    assert lens.probs.shape == (3, 2) and lens.layer_names[0] == "embeddings"
+    np.testing.assert_allclose(lens.probs.sum(-1), 1.0, atol=1e-6)
+    enc = fam_lm.tokenizer(SENTENCE, return_tensors="pt")
+    with torch.no_grad():
+        logits = fam_lm.model(**family_of(fam_lm.model).inputs(**enc)).logits[0]  # (C,)
+    np.testing.assert_allclose(lens.probs[-1], torch.softmax(logits, -1).numpy(), atol=1e-5)
+
+
+def test_word_merge_maps_every_tokenizers_pieces_back_to_words(fam_lm):
+    from bertviz_app.encoding import encode
+    from bertviz_app.words import word_groups
+
+    _, info = encode(fam_lm, SENTENCE, "it was fun")
+    words = [w for w, g in zip(word_groups(info).words, word_groups(info).groups) if info.sequence_ids[g[0]] is not None]
+    assert words == ["a", "gorgeous,", "moving", "film!", "it", "was", "fun"]
+
+
+def test_summary_rows_add_up_to_the_total(fam_lm):
+    s = bv.summary(fam_lm)
+    total = sum(p.numel() for p in fam_lm.model.parameters())
+    assert s.total_params == total == sum(n for _, n in s.components)
+    assert "other" not in dict(s.components)  # every parameter is named by its family's adapter
+    assert s.encoder_params + s.classifier_params == total
+    assert s.components[0][0] == "embeddings" and s.num_layers == 2
+    assert s.architecture == type(fam_lm.model).__name__
+
+
+def test_unsupported_model_type_lists_the_supported_ones(tmp_path):
+    from transformers import GPT2Config, GPT2ForSequenceClassification
+
+    d = tmp_path / "gpt2"
+    GPT2ForSequenceClassification(GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=20)).save_pretrained(d)
+    with pytest.raises(ModelLoadError, match="'gpt2' model.*bert, distilbert, roberta, xlm-roberta, albert, electra, deberta-v2"):
+        bv.load_model(str(d), device="cpu")
+
+
+@pytest.mark.parametrize("mode", ["probe", "full"])
+def test_fine_tuning_starts_from_every_family(fam_lm, mode, models_dir, tmp_path):
+    """A run from a base of each family is saved, reopens as that family, and (probe) the saved
+    head reproduces the logistic regression's validation accuracy exactly: the weights sit in the
+    head's last linear layer on the features the model itself computes."""
+    import json
+    from dataclasses import replace
+
+    if mode == "full" and fam_lm.model.config.model_type == "bert":
+        pytest.skip("BERT's full fine-tuning is covered in depth by test_finetune.py")
+
+    from test_finetune import FAST, write_csv
+
+    from bertviz_app.data import build_dataset, read_table
+    from bertviz_app.finetune import run_finetune
+
+    dataset = build_dataset(read_table(write_csv(tmp_path / "reviews.csv", n=24)), "review", "sentiment")
+    config = replace(FAST, epochs=1, batch_size=16, eval_every=100) if mode == "full" else None  # 2 steps
+    result = run_finetune(dataset, base=str(fam_lm.path), mode=mode, name=f"{mode}-run", config=config)
+    info = json.loads((result.path / "run.json").read_text())
+    lm = bv.load_model(f"runs/{mode}-run", device="cpu")
+    assert lm.model.config.model_type == fam_lm.model.config.model_type and lm.labels == tuple(LABELS)
+    assert result.metrics["accuracy"] == pytest.approx(1 - len({r["row"] for r in result.misclassified}) / info["val_rows"])
+    lens = bv.cls_lens(lm, SENTENCE)
+    np.testing.assert_allclose(lens.probs[-1], bv.predict(lm, SENTENCE)[0].probs, atol=1e-5)
+
+
+def test_fine_tuning_refuses_an_unsupported_base(tmp_path):
+    from transformers import GPT2Config, GPT2ForSequenceClassification
+
+    d = tmp_path / "gpt2"
+    GPT2ForSequenceClassification(GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=20)).save_pretrained(d)
+    with pytest.raises(bv.InputError, match="Fine-tuning starts from an encoder of the BERT family.*'gpt2'"):
+        bv.base_model_path(str(d))
+
+
+@pytest.mark.parametrize("family, config, total, head", [
+    ("distilbert", dict(), 66_955_010, 592_130),  # distilbert-base-uncased
+    ("roberta", dict(vocab_size=50265, max_position_embeddings=514, type_vocab_size=1), 124_647_170, 592_130),  # roberta-base
+    ("xlm-roberta", dict(vocab_size=250002, max_position_embeddings=514, type_vocab_size=1), 278_045_186, 592_130),
+])
+def test_summary_reproduces_published_base_counts(family, config, total, head):
+    """Counted on the meta device (nothing allocated): the published sizes of the base models with a
+    2-class head."""
+    from transformers import AutoConfig, AutoModelForSequenceClassification
+
+    with torch.device("meta"):
+        model = AutoModelForSequenceClassification.from_config(AutoConfig.for_model(family, **config))
+    s = bv.summary(model, name=family)
+    assert s.total_params == total == sum(n for _, n in s.components)
+    assert s.classifier_params == head and s.encoder_params == total - head
