@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 _EXPORTS = {
     "attention": ("attention", "cls_rows", "mean_heads", "rollout"),
     "batching": ("predict_one", "explain_one"),
+    "batch_explain": ("BatchExplanation", "explain_csv"),
     "attribution": ("BASELINES", "OUTPUTS", "attribute", "attribute_many", "cls_lens", "cls_path"),
     "build_job": ("BuildStatus",),
     "config": ("Settings", "get_settings"),
@@ -42,6 +43,7 @@ _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 if TYPE_CHECKING:
     from .attention import attention, cls_rows, mean_heads, rollout
     from .attribution import BASELINES, OUTPUTS, attribute, attribute_many, cls_lens, cls_path
+    from .batch_explain import BatchExplanation, explain_csv
     from .batching import explain_one, predict_one
     from .build_job import BuildStatus
     from .catalog import ENCODER, list_models

@@ -247,6 +247,39 @@ def cmd_finetune(args) -> int:
     return 0
 
 
+def cmd_explain_csv(args) -> int:
+    from . import explain_csv, load_model
+    from .batch_explain import process_device
+
+    # under accelerate launch each process takes its own GPU (or the CPU)
+    lm = load_model(args.model, device=args.device or process_device())
+
+    def progress(done: int, total: int) -> None:
+        sys.stderr.write(f"\rexplained {done}/{total} rows")
+        sys.stderr.flush()
+
+    res = explain_csv(lm, args.data, args.out, text_column=args.text_column, pair_column=args.pair_column,
+                      target=args.target, baseline=args.baseline, tolerance=args.tolerance or None,
+                      n_steps=args.n_steps, progress=progress)
+    sys.stderr.write("\n")
+    if res.path is None:  # a non-main process under accelerate launch: the main one reports
+        return 0
+    if args.json:
+        _out(res.to_dict())
+        return 0
+    print(f"wrote {res.path}: {res.explained} rows explained in {res.seconds:.1f} s ({res.texts_per_s:.2f} texts/s, "
+          f"{res.processes} process{'es' if res.processes > 1 else ''})"
+          + (f", mean relative delta {res.mean_relative_delta:.3f}" if res.mean_relative_delta is not None else ""))
+    for row, why in res.skipped[:10]:
+        print(f"  row {row} skipped: {why}")
+    if len(res.skipped) > 10:
+        print(f"  ... and {len(res.skipped) - 10} more skipped rows (listed in the output file)")
+    for cls, words in res.top_words.items():
+        shown = ", ".join(f"{w} {m:+.3f} ({n})" for w, m, n in words) or "(no word occurs twice)"
+        print(f"towards {cls}: {shown}")
+    return 0
+
+
 def cmd_serve(args) -> int:
     from . import start_default_build
     from .startup_page import StartupPage
@@ -311,6 +344,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also save the explanation as a standalone HTML page (coloured tokens and every number; opens offline)")
     p.add_argument("--out", default=None, metavar="PATH",
                    help="also save the explanation as JSON (the attribution, the prediction and the model)")
+    p = add("explain-csv", cmd_explain_csv,
+            "predict and explain every row of a CSV/TSV file (several processes with accelerate launch)")
+    p.add_argument("data", help="file with a header row (.csv, .tsv, .txt)")
+    p.add_argument("--out", required=True, metavar="PATH", help="results: .csv (one row per input row) or .jsonl (every token)")
+    p.add_argument("--text-column", default=None, help="column with the text (default: guessed)")
+    p.add_argument("--pair-column", default=None, help="column with a second text, for sentence pairs")
+    p.add_argument("--target", default=None, help="class to explain in every row (default: each row's predicted class)")
+    p.add_argument("--baseline", default="pad", choices=["pad", "mask", "unk", "zero"])
+    p.add_argument("--tolerance", type=float, default=0.05,
+                   help="steps chosen per text for a relative delta at most this; 0: exactly --n-steps (default: %(default)s)")
+    p.add_argument("--n-steps", type=int, default=50, help="integration steps when --tolerance is 0 (default: %(default)s)")
     add("attention", cmd_attention, "attention weights of every layer and head", "one")
     add("summary", cmd_summary, "architecture and parameter counts by component")
     add("models", cmd_models, "registered models")

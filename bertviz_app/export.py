@@ -49,6 +49,7 @@ __all__ = [
     "explanation_from_dict",
     "write_html",
     "write_json",
+    "write_text",
     "export_files",
     "check_output_path",
 ]
@@ -357,7 +358,7 @@ def check_output_path(path: str | os.PathLike) -> Path:
     return p
 
 
-def _write(path: str | os.PathLike, text: str) -> Path:
+def write_text(path: str | os.PathLike, text: str) -> Path:
     """Write ``text`` to ``path`` (whole or not at all); a bad path raises InputError saying why."""
     p = check_output_path(path)
     tmp = None
@@ -379,13 +380,13 @@ def _write(path: str | os.PathLike, text: str) -> Path:
 def write_html(path: str | os.PathLike, attr: Attribution, prediction: Prediction | None = None, model: str = "",
                merge: bool = True, min_change: float | None = None) -> Path:
     """Save ``explanation_html`` to ``path``; returns the path."""
-    return _write(path, explanation_html(attr, prediction, model, merge, min_change))
+    return write_text(path, explanation_html(attr, prediction, model, merge, min_change))
 
 
 def write_json(path: str | os.PathLike, attr: Attribution, prediction: Prediction | None = None, model: str = "",
                min_change: float | None = None) -> Path:
     """Save ``explanation_dict`` as JSON to ``path``; returns the path."""
-    return _write(path, explanation_json(attr, prediction, model, min_change))
+    return write_text(path, explanation_json(attr, prediction, model, min_change))
 
 
 def _slug(text: str, limit: int = 40) -> str:
@@ -406,7 +407,7 @@ def export_files(folder: str | os.PathLike, attr: Attribution, prediction: Predi
     data = explanation_json(attr, prediction, model)
     digest = hashlib.sha256((page + data).encode("utf-8")).hexdigest()[:12]
     stem = f"explanation-{_slug(attr.target)}-{digest}"
-    return _write(folder / f"{stem}.html", page), _write(folder / f"{stem}.json", data)
+    return write_text(folder / f"{stem}.html", page), write_text(folder / f"{stem}.json", data)
 
 
 def _prune(folder: Path, keep_s: float) -> None:
