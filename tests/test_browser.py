@@ -6,6 +6,7 @@ with the real default model when it is built (else the tiny one)."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -94,6 +95,31 @@ def test_chart_tabs_are_drawn_when_opened_and_follow_a_new_analysis(page, app_ur
     page.get_by_role("tab", name="Attributions").click()
     sync_api.expect(page.locator("#bv-attr-tokens .bv-line")).to_contain_text("slog")
     page.wait_for_selector("#bv-cls-path .js-plotly-plot .heatmaplayer")
+
+
+def test_explain_a_file_tab_explains_every_row_and_offers_the_results(page, app_url, tmp_path):
+    table = tmp_path / "reviews.csv"
+    rows = ["the film was good", "a tedious slog !", "", "it is not fun", "the movie is great , moving .",
+            "the film was bad", XSS]
+    table.write_text("id,review\n" + "".join(f'{i},"{t}"\n' for i, t in enumerate(rows)), encoding="utf-8")
+    page.goto(app_url)
+    page.get_by_role("tab", name="Explain a file").click()
+    page.locator("#bv-bx-upload input[type=file]").set_input_files(str(table))
+    sync_api.expect(page.locator("#bv-bx-status")).to_contain_text("7 rows, 2 columns")
+    sync_api.expect(page.locator("#bv-bx-text-col input")).to_have_value("review")  # guessed, not the id column
+    page.locator("#bv-bx-start").click()
+    status = page.locator("#bv-bx-status")
+    sync_api.expect(status).to_contain_text("6 of 7 rows explained")
+    sync_api.expect(status).to_contain_text("Skipped 1 rows")
+    link = page.locator("#bv-bx-file a").first
+    sync_api.expect(link).to_have_attribute("href", re.compile(r"explained-reviews\.csv$"))
+    import urllib.request
+
+    with urllib.request.urlopen(link.get_attribute("href"), timeout=30) as r:  # the download itself
+        got = r.read().decode("utf-8").splitlines()
+    assert got[0].startswith("row,text,label,p_negative,p_positive,target") and len(got) == 1 + len(rows)
+    sync_api.expect(page.locator("#bv-bx-words")).to_contain_text("film")  # 'film' occurs in 3 rows
+    assert page.dialogs == [] and page.locator("img[src='x']").count() == 0
 
 
 def test_empty_text_shows_a_clear_message(page, app_url):

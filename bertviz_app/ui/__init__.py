@@ -20,7 +20,7 @@ import gradio as gr
 
 import bertviz_app as core
 
-from . import api, attention_tab, attribution_tab, build_panel, common, finetune_tab, model_tab, predict_tab
+from . import api, attention_tab, attribution_tab, batch_tab, build_panel, common, finetune_tab, model_tab, predict_tab
 
 __all__ = ["build_app", "launch", "CSS"]
 
@@ -55,6 +55,8 @@ def build_app(model: str | None = None) -> gr.Blocks:
                 m = model_tab.build(default)
             with gr.Tab("Fine-tune", id="finetune"):
                 f = finetune_tab.build(default)
+            with gr.Tab("Explain a file", id="batch"):
+                b = batch_tab.build()
 
         # ------------------------------------------------------------- Analyze: everything once
         analyze_outputs = {state, p.model_info, p.warnings, p.notice, p.label, p.bar, p.tokens,
@@ -215,6 +217,9 @@ def build_app(model: str | None = None) -> gr.Blocks:
                   **HEAVY)
         build_panel.wire(build, demo=demo, default=default, model_dd=m.model,
                          on_built=(load_model, [m.model, t.target], model_outputs))
+
+        # ------------------------------------------------------------- explain a file
+        batch_tab.wire(b, model_dd=m.model, default=default)
 
         # ------------------------------------------------------------- fine-tune tab
         finetune_tab.wire(f, demo=demo, default=default, model_dd=m.model, predict_text=p.text, predict_pair=p.pair, tabs=tabs,

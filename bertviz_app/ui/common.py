@@ -12,6 +12,7 @@ import functools
 import html
 import logging
 import math
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -112,6 +113,23 @@ def esc(text: object) -> str:
 
 def finite(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
+
+
+class CancelFlag:
+    """Per-session cancel handle kept in ``gr.State(CancelFlag())``. Gradio deep-copies a State's
+    initial value once per session, so each session gets its own fresh flag (a threading.Event
+    cannot be deep-copied; a callable initial value would add an API endpoint)."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+
+    def __deepcopy__(self, memo):
+        return CancelFlag()
+
+    def arm(self) -> threading.Event:
+        """A fresh event for the next run (an earlier run keeps its own, already set if cancelled)."""
+        self.event = threading.Event()
+        return self.event
 
 
 # --------------------------------------------------------------------------- the analysis

@@ -17,7 +17,6 @@ import csv
 import math
 import os
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from types import SimpleNamespace
@@ -29,7 +28,7 @@ import bertviz_app as core
 
 from .. import plots
 from . import common
-from .common import esc
+from .common import CancelFlag, esc
 
 NONE = ""  # the "no second text" choice of the pair dropdown
 MODE_CHOICES = [("full: train every weight", "full"), ("probe: frozen encoder + logistic regression", "probe"),
@@ -38,23 +37,6 @@ UPDATE_EVERY = 0.5  # seconds between streamed redraws (at most ~2 a second)
 PREVIEW_ROWS = 10
 COMPARE_STEPS = 32  # Integrated Gradients steps for the base-vs-fine-tuned comparison
 AUTO = "blank = automatic (from the data size)"
-
-
-class CancelFlag:
-    """Per-session cancel handle kept in ``gr.State(CancelFlag())``. Gradio deep-copies a State's
-    initial value once per session, so each session gets its own fresh flag (a threading.Event
-    cannot be deep-copied; a callable initial value would add an API endpoint)."""
-
-    def __init__(self) -> None:
-        self.event = threading.Event()
-
-    def __deepcopy__(self, memo):
-        return CancelFlag()
-
-    def arm(self) -> threading.Event:
-        """A fresh event for the next run (an earlier run keeps its own, already set if cancelled)."""
-        self.event = threading.Event()
-        return self.event
 
 
 # --------------------------------------------------------------------------- layout

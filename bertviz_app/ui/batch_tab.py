@@ -1,0 +1,153 @@
+"""Explain-a-file tab: upload a table, pick its text column, explain every row (``core.explain_csv``
+in a worker thread, progress streamed, cancel), download the results and read the per-class table
+of the words with the largest mean attribution. Event wiring and rendering only."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import gradio as gr
+import pandas as pd
+
+import bertviz_app as core
+
+from . import attribution_tab, common
+from .common import CancelFlag, esc
+
+UPDATE_EVERY = 0.5  # seconds between progress updates
+NONE = "(none)"
+
+
+def build() -> SimpleNamespace:
+    gr.Markdown("Explain every row of a table: the prediction, the Integrated Gradients of each word (steps chosen for "
+                "a relative delta of at most 5%) and, per class, the words with the largest mean attribution. "
+                "Rows whose text cannot be analysed are kept in the results with the reason. The same as "
+                "`python -m bertviz_app explain-csv FILE --out results.csv`.")
+    with gr.Row():
+        upload = gr.File(label="Table (.csv, .tsv, .txt) with a header row", file_types=[".csv", ".tsv", ".txt"],
+                         type="filepath", elem_id="bv-bx-upload", scale=2)
+        with gr.Column(scale=2):
+            text_col = gr.Dropdown(choices=[], label="Text column", elem_id="bv-bx-text-col")
+            pair_col = gr.Dropdown(choices=[NONE], value=NONE, label="Second text column (sentence pairs)")
+            fmt = gr.Radio(["csv", "jsonl"], value="csv", label="Results file",
+                           info="csv: one row per input row; jsonl: every word's score")
+    with gr.Row():
+        start = gr.Button("Explain every row", variant="primary", elem_id="bv-bx-start")
+        cancel = gr.Button("Cancel", variant="stop", elem_id="bv-bx-cancel")
+    status = gr.Markdown(elem_id="bv-bx-status")
+    result = gr.File(label="Results", interactive=False, elem_id="bv-bx-file", height=90)
+    words = gr.Dataframe(label="Words with the largest mean attribution towards each class (at least 2 occurrences)",
+                         interactive=False, elem_id="bv-bx-words")
+    return SimpleNamespace(upload=upload, text_col=text_col, pair_col=pair_col, fmt=fmt, start=start, cancel=cancel,
+                           status=status, result=result, words=words, flag=gr.State(CancelFlag()))
+
+
+def on_upload(path: str | None):
+    """Column choices from the uploaded table, the text column guessed; a bad file says why."""
+    if not path:
+        return gr.update(choices=[], value=None), gr.update(choices=[NONE], value=NONE), ""
+    try:
+        table = core.read_table(path)
+    except core.BertvizError as exc:
+        return gr.update(choices=[], value=None), gr.update(choices=[NONE], value=NONE), f"**Error:** {esc(exc)}"
+    guess = core.guess_columns(table)
+    cols = list(table.columns)
+    msg = f"**{esc(table.name)}**: {table.n_rows:,} rows, {len(cols)} columns. Check the text column, then start."
+    return (gr.update(choices=cols, value=guess.text), gr.update(choices=[NONE, *cols], value=guess.pair or NONE), msg)
+
+
+def words_frame(res: core.BatchExplanation) -> pd.DataFrame:
+    rows = [{"class": c, "word": w, "mean attribution": round(m, 4), "rows": n}
+            for c, ws in res.top_words.items() for w, m, n in ws]
+    return pd.DataFrame(rows, columns=["class", "word", "mean attribution", "rows"])
+
+
+def summary_md(res: core.BatchExplanation) -> str:
+    lines = [f"**Done:** {res.explained:,} of {res.rows:,} rows explained in {res.seconds:.1f} s "
+             f"({res.texts_per_s:.2f} texts/s)."]
+    if res.mean_relative_delta is not None:
+        lines.append(f"Mean relative delta {res.mean_relative_delta:.3f} (the attributions account for the change "
+                     "within that share).")
+    if res.skipped:
+        shown = "; ".join(f"row {r}: {esc(why)}" for r, why in res.skipped[:5])
+        more = f" (and {len(res.skipped) - 5} more)" if len(res.skipped) > 5 else ""
+        lines.append(f"**Skipped {len(res.skipped)} rows**, listed in the file: {shown}{more}.")
+    return "  \n".join(lines)
+
+
+def _run_folder() -> Path:
+    """A fresh folder under the export folder gradio serves from; run folders older than an hour go."""
+    root = attribution_tab.export_folder()
+    root.mkdir(parents=True, exist_ok=True)
+    cutoff = time.time() - attribution_tab.EXPORT_KEEP_S
+    for old in root.glob("batch-*"):
+        try:
+            if old.stat().st_mtime < cutoff:
+                shutil.rmtree(old, ignore_errors=True)
+        except OSError:
+            pass
+    return Path(tempfile.mkdtemp(prefix="batch-", dir=root))
+
+
+def wire(ui: SimpleNamespace, model_dd, default: str) -> None:
+    ui.upload.change(common.guard(on_upload), inputs=[ui.upload], outputs=[ui.text_col, ui.pair_col, ui.status],
+                     api_visibility="private", concurrency_limit=2)
+
+    def arm(flag: CancelFlag):
+        flag.arm()
+
+    def run(flag: CancelFlag, model_name, path, text_col, pair_col, fmt):
+        cancel = flag.event
+        if not path:
+            raise core.InputError("Upload a table first (.csv, .tsv or .txt with a header row).")
+        lm = common.load(model_name, default)
+        out = _run_folder() / f"explained-{Path(path).stem[:60] or 'table'}.{fmt if fmt in ('csv', 'jsonl') else 'csv'}"
+        done = {"n": 0, "total": 0}
+        box: dict = {}
+
+        def work():
+            try:
+                box["result"] = core.explain_csv(
+                    lm, path, out, text_column=text_col or None, pair_column=None if pair_col in (None, NONE) else pair_col,
+                    progress=lambda d, n: done.update(n=d, total=n), cancel=cancel)
+            except BaseException as exc:  # noqa: BLE001 - handed to the event below
+                box["error"] = exc
+
+        worker = threading.Thread(target=work, name="explain-csv", daemon=True)
+        worker.start()
+        yield {ui.status: "**Starting…**", ui.result: None, ui.words: pd.DataFrame()}
+        try:
+            while worker.is_alive():
+                worker.join(UPDATE_EVERY)
+                if done["total"]:
+                    note = " · cancelling after this chunk…" if cancel.is_set() else ""
+                    yield {ui.status: f"**Explaining:** {done['n']:,} of {done['total']:,} rows{note}"}
+        finally:
+            if worker.is_alive():  # the page went away: stop the orphan run
+                cancel.set()
+            if flag.event is cancel:
+                flag.arm()
+        if "error" in box:
+            if isinstance(box["error"], core.CancelledError):
+                yield {ui.status: f"**Cancelled:** {esc(box['error'])}"}
+                return
+            raise common.user_error(box["error"])
+        res = box["result"]
+        yield {ui.status: summary_md(res), ui.result: str(res.path), ui.words: words_frame(res)}
+
+    outputs = [ui.status, ui.result, ui.words]
+    ui.start.click(arm, inputs=[ui.flag], outputs=None, queue=False, api_visibility="private").then(
+        common.guard_stream(run), inputs=[ui.flag, model_dd, ui.upload, ui.text_col, ui.pair_col, ui.fmt],
+        outputs=outputs, api_visibility="private", concurrency_limit=1, concurrency_id="explain-file",
+        show_progress_on=[ui.status])
+
+    def on_cancel(flag: CancelFlag):
+        flag.event.set()
+        return "**Cancelling…** the run stops after the rows being explained now; no file is written."
+
+    ui.cancel.click(on_cancel, inputs=[ui.flag], outputs=[ui.status], api_visibility="private", queue=False)
