@@ -123,7 +123,7 @@ def explain_csv(lm, source, out: str | os.PathLike, text_column: str | None = No
     path = check_output(out)
     _check_args(baseline, n_steps, "prob", tolerance)
     lm.label_index(target)  # an unknown class fails now, not after the first chunk
-    table = read_table(source)
+    table = read_table(source, min_columns=1)  # a table of texts alone is enough to explain
     guess = guess_columns(table)
     text_col = text_column or guess.text
     cols = ", ".join(repr(c) for c in table.columns)

@@ -301,7 +301,7 @@ def _display_name(name: str | None) -> str:
 # ----------------------------------------------------------------------------------------------
 
 
-def read_table(source: str | os.PathLike | bytes, name: str | None = None) -> Table:
+def read_table(source: str | os.PathLike | bytes, name: str | None = None, min_columns: int = 2) -> Table:
     """Parse an uploaded .csv/.tsv/.txt table with a header row.
 
     ``source`` is a path or the file's bytes; ``name`` is the original file name (used for the
@@ -309,7 +309,8 @@ def read_table(source: str | os.PathLike | bytes, name: str | None = None) -> Ta
     semicolon, pipe) is sniffed; UTF-8 with or without BOM and UTF-16 with BOM are read as such,
     anything else as Windows-1252/Latin-1 with a notice. Refuses, with a DataError that says what
     to do: a missing/empty/oversized file, archives and other binary formats (by magic bytes,
-    never decompressed), more rows than allowed, a header without rows, a single column.
+    never decompressed), more rows than allowed, a header without rows, fewer than ``min_columns``
+    columns (2 for training: text and label; 1 for explaining a table of texts).
     """
     settings = get_settings()
     limit = int(settings.max_upload_mb * 1e6)
@@ -354,7 +355,7 @@ def read_table(source: str | os.PathLike | bytes, name: str | None = None) -> Ta
     raw = _parse(text, delimiter, settings.max_rows, shown)  # (1 + n_rows, n_columns), header in row 0
     df = raw.iloc[1:].copy()
     df.columns = _clean_columns(raw.iloc[0].tolist(), notices)
-    if df.shape[1] < 2:
+    if df.shape[1] < min_columns:
         raise DataError(
             f"{shown} has a single column (header {text[:min(header_len, 80)]!r}); it needs a text column and a "
             "label column, separated by commas, tabs, semicolons or | (e.g. text,label)."

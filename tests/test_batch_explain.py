@@ -128,3 +128,12 @@ def test_two_processes_through_accelerate_launch_give_the_same_file(tiny_model_d
         assert a.get("label") == b.get("label") and a.get("words") == b.get("words")
         assert a.get("attributions") == pytest.approx(b.get("attributions"), abs=1e-5) if "words" in a else a == b
     assert not list(tmp_path.glob(".two.jsonl.shard*"))  # the shards are merged and removed
+
+
+def test_a_table_of_texts_alone_is_enough(tiny, tmp_path):
+    one = tmp_path / "texts.csv"
+    one.write_text("review\nthe film was good\na tedious slog !\n", encoding="utf-8")
+    res = bv.explain_csv(tiny, one, tmp_path / "out.csv")
+    assert res.explained == 2 and not res.skipped
+    with pytest.raises(bv.DataError, match="single column"):  # training still needs a label column
+        bv.read_table(one)

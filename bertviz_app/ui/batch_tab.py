@@ -52,7 +52,7 @@ def on_upload(path: str | None):
     if not path:
         return gr.update(choices=[], value=None), gr.update(choices=[NONE], value=NONE), ""
     try:
-        table = core.read_table(path)
+        table = core.read_table(path, min_columns=1)
     except core.BertvizError as exc:
         return gr.update(choices=[], value=None), gr.update(choices=[NONE], value=NONE), f"**Error:** {esc(exc)}"
     guess = core.guess_columns(table)
