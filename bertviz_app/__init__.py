@@ -23,12 +23,15 @@ _EXPORTS = {
                  "run_folder", "run_plan", "zip_run"),
     "data": ("read_table", "guess_columns", "review_columns", "safe_csv_cell"),
     "training": ("TrainConfig",),
+    "faithfulness": ("faithfulness",),
+    "methods": ("METHODS", "compare_methods", "explain"),
     "errors": ("BertvizError", "CancelledError", "DataError", "InputError", "ModelLoadError",
                "ModelNotFoundError", "ResourceError", "TrainingError"),
     "inference": ("predict",),
     "catalog": ("ENCODER", "list_models"),
     "registry": ("LoadedModel", "clear_cache", "load_model", "resolve_device"),
-    "results": ("AttentionMaps", "Attribution", "ClsLens", "ClsPath", "ModelSummary", "Prediction", "TokenInfo"),
+    "results": ("AttentionMaps", "Attribution", "ClsLens", "ClsPath", "Faithfulness", "MethodComparison",
+                "ModelSummary", "Prediction", "TokenInfo"),
     "summary": ("summary",),
     "words": ("WordGroups", "merge_attention", "merge_rows", "merge_scores", "word_groups"),
 }
@@ -54,6 +57,7 @@ if TYPE_CHECKING:
         ResourceError,
         TrainingError,
     )
+    from .faithfulness import faithfulness
     from .finetune import (
         DEFAULT_BASE,
         MODES,
@@ -72,8 +76,19 @@ if TYPE_CHECKING:
         zip_run,
     )
     from .inference import predict
+    from .methods import METHODS, compare_methods, explain
     from .registry import LoadedModel, clear_cache, load_model, resolve_device
-    from .results import AttentionMaps, Attribution, ClsLens, ClsPath, ModelSummary, Prediction, TokenInfo
+    from .results import (
+        AttentionMaps,
+        Attribution,
+        ClsLens,
+        ClsPath,
+        Faithfulness,
+        MethodComparison,
+        ModelSummary,
+        Prediction,
+        TokenInfo,
+    )
     from .summary import summary
     from .training import TrainConfig
     from .words import WordGroups, merge_attention, merge_rows, merge_scores, word_groups

@@ -98,6 +98,12 @@ class Settings:
         default_factory=lambda: int(_env("MAX_N_STEPS", "500")),
         metadata={"help": "Largest Integrated Gradients n_steps accepted."},
     )
+    max_method_seconds: float = field(
+        default_factory=lambda: float(_env("MAX_METHOD_SECONDS", "60")),
+        metadata={"help": "Longest estimated run, in seconds, of an attribution method whose cost grows with the "
+                  "number of words (occlusion, KernelSHAP); longer is refused up front with the estimate and a "
+                  "cheaper method to use."},
+    )
     queue_size: int = field(
         default_factory=lambda: int(_env("QUEUE_SIZE", "256")),
         metadata={"help": "Requests that may wait in the web app's queue; beyond it a request is refused at "
@@ -138,6 +144,8 @@ class Settings:
             raise ValueError(f"BERTVIZ_PREDICT_ATTENTION must be auto, eager or sdpa, got {self.predict_attention!r}")
         if self.ig_attention not in ("eager", "sdpa"):
             raise ValueError(f"BERTVIZ_IG_ATTENTION must be sdpa or eager, got {self.ig_attention!r}")
+        if not self.max_method_seconds > 0:
+            raise ValueError(f"BERTVIZ_MAX_METHOD_SECONDS must be a positive number, got {self.max_method_seconds}")
         if not self.max_upload_mb > 0:
             raise ValueError(f"BERTVIZ_MAX_UPLOAD_MB must be a positive number, got {self.max_upload_mb}")
         if self.warn_class_examples < self.min_class_examples:

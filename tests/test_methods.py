@@ -1,0 +1,191 @@
+"""Attribution methods besides Integrated Gradients (methods.py), their comparison, and ERASER
+faithfulness (faithfulness.py), on the tiny BERT and a tiny RoBERTa."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import bertviz_app as bv
+from bertviz_app import InputError
+from bertviz_app.faithfulness import faithfulness
+from bertviz_app.methods import METHODS, compare_methods, explain, spearman, top_k_overlap
+from bertviz_app.words import merge_scores, word_groups
+
+SENTENCE = "a gorgeous, moving film!"
+SIMPLE = "the film was not good"  # one token per word
+FAST = dict(n_steps=8, n_samples=32)
+ZERO_ON_SPECIALS = ("integrated_gradients", "occlusion", "kernel_shap")
+
+
+def _special(a) -> np.ndarray:
+    return np.array([s is None for s in a.info.sequence_ids])
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_each_method_scores_every_token(tiny, method):
+    a = explain(tiny, SENTENCE, method, **FAST)
+    assert a.method == method and a.scores.shape == (len(a.tokens),) and np.isfinite(a.scores).all()
+    assert a.target in tiny.labels and 0 <= a.f_x <= 1
+    assert a.n_forward >= 1 and a.seconds > 0
+    if method in ZERO_ON_SPECIALS:
+        assert np.all(a.scores[_special(a)] == 0)
+    if method == "saliency":
+        assert np.all(a.scores >= 0)
+    d = a.to_dict()
+    assert d["method"] == method and len(d["attributions"]) == len(a.tokens)
+    json.dumps(d)
+
+
+def test_integrated_gradients_through_methods_is_attribute(tiny):
+    a = explain(tiny, SENTENCE, "integrated_gradients", n_steps=8)
+    b = bv.attribute(tiny, SENTENCE, n_steps=8)
+    np.testing.assert_allclose(a.scores, b.scores, atol=1e-7)
+    assert a.method == b.method == "integrated_gradients" and a.n_backward == 8
+
+
+def _hf_gradient(lm, text: str, target: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gradient of the target's probability w.r.t. the word vectors, through the model's own forward."""
+    enc = lm.tokenizer(text, return_tensors="pt")
+    model = lm.fp32_model()
+    emb = model.bert.embeddings.word_embeddings(enc["input_ids"]).detach().requires_grad_(True)  # (1, T, D)
+    logits = model(inputs_embeds=emb, attention_mask=enc["attention_mask"],
+                   token_type_ids=enc["token_type_ids"]).logits  # (1, C)
+    (grad,) = torch.autograd.grad(torch.softmax(logits, -1)[0, target], emb)
+    return grad[0], emb[0].detach()  # (T, D) each
+
+
+def test_gradient_x_input_and_saliency_match_the_models_own_gradient(tiny):
+    gxi = explain(tiny, SENTENCE, "gradient_x_input")
+    sal = explain(tiny, SENTENCE, "saliency")
+    grad, emb = _hf_gradient(tiny, SENTENCE, gxi.target_index)
+    np.testing.assert_allclose(gxi.scores, (grad * emb).sum(-1).numpy(), rtol=1e-4, atol=1e-8)
+    np.testing.assert_allclose(sal.scores, grad.norm(dim=-1).numpy(), rtol=1e-4, atol=1e-8)
+    assert gxi.n_backward == sal.n_backward == 1
+
+
+def test_occlusion_of_a_word_is_the_measured_probability_drop(tiny):
+    a = explain(tiny, SENTENCE, "occlusion")
+    groups = word_groups(a.info)
+    per_word = merge_scores(a.scores, groups)
+    enc = tiny.tokenizer(SENTENCE, return_tensors="pt")
+    model = tiny.fp32_model()
+    for w, grp in enumerate(groups.groups):
+        if a.info.sequence_ids[grp[0]] is None:
+            continue
+        ids = enc["input_ids"].clone()
+        ids[0, list(grp)] = tiny.tokenizer.pad_token_id
+        with torch.no_grad():
+            p = torch.softmax(model(input_ids=ids, attention_mask=enc["attention_mask"]).logits, -1)[0, a.target_index]
+        assert per_word[w] == pytest.approx(a.f_x - float(p), abs=1e-6)
+    assert a.n_steps == len([g for g in groups.groups if a.info.sequence_ids[g[0]] is not None])
+
+
+def test_kernel_shap_is_reproducible_with_its_seed(tiny):
+    a = explain(tiny, SENTENCE, "kernel_shap", n_samples=32, seed=3)
+    b = explain(tiny, SENTENCE, "kernel_shap", n_samples=32, seed=3)
+    np.testing.assert_array_equal(a.scores, b.scores)
+    assert a.n_steps == 32
+    # each word's pieces share its score
+    pieces = [g for g in word_groups(a.info).groups if len(g) > 1]
+    for g in pieces:
+        assert len(set(a.scores[list(g)].tolist())) == 1
+
+
+def test_faithfulness_bounds_and_the_100_percent_cases(tiny):
+    a = explain(tiny, SENTENCE, "occlusion")
+    f = faithfulness(tiny, a)
+    assert f.ks == (10, 20, 30, 40, 50) and len(f.comprehensiveness_k) == len(f.sufficiency_k) == 5
+    assert -1 <= f.comprehensiveness <= 1 and -1 <= f.sufficiency <= 1
+    assert f.comprehensiveness == pytest.approx(np.mean(f.comprehensiveness_k))
+    assert "removing the 20% top-ranked tokens" in f.reading and a.target in f.reading
+    whole = faithfulness(tiny, a, ks=(100,))
+    assert whole.sufficiency_k[0] == pytest.approx(0.0, abs=1e-6)  # keeping every token changes nothing
+    base = bv.attribute(tiny, SENTENCE, n_steps=4, target=a.target_index)
+    assert whole.comprehensiveness_k[0] == pytest.approx(a.f_x - base.f_baseline, abs=1e-5)  # all -> baseline
+    json.dumps(f.to_dict())
+
+
+def test_occlusion_ranking_is_at_least_as_comprehensive_as_any_other_at_one_token(tiny):
+    """With one token per word, removing occlusion's top token removes the largest measured drop:
+    no other ranking (reversed, random) can beat it at that k."""
+    occ = explain(tiny, SIMPLE, "occlusion")
+    n = int((~_special(occ)).sum())
+    k = (100 // n,)  # one token
+    best = faithfulness(tiny, occ, ks=k)
+    assert best.n_tokens == (1,)
+    assert best.comprehensiveness_k[0] == pytest.approx(float(occ.scores.max()), abs=1e-6)
+    rng = np.random.default_rng(0)
+    for scores in [-occ.scores, rng.normal(size=occ.scores.shape)]:
+        other = faithfulness(tiny, bv.Attribution(**{**occ.__dict__, "scores": scores.astype(np.float32)}), ks=k)
+        assert other.comprehensiveness_k[0] <= best.comprehensiveness_k[0] + 1e-6
+
+
+def test_compare_methods_side_by_side(tiny):
+    c = compare_methods(tiny, SENTENCE, **FAST)
+    m = len(METHODS)
+    assert c.methods == METHODS and len(c.attributions) == len(c.faithfulness) == m
+    assert c.spearman.shape == c.top_k_overlap.shape == (m, m)
+    np.testing.assert_allclose(np.diag(c.spearman), 1.0)
+    np.testing.assert_allclose(c.spearman, c.spearman.T)
+    assert np.all((c.top_k_overlap >= 0) & (c.top_k_overlap <= 1))
+    assert c.rollout.shape == (len(c.tokens),) and c.rollout_spearman.shape == (m,)
+    assert len({a.target_index for a in c.attributions}) == 1
+    assert c.most_faithful in METHODS
+    json.dumps(c.to_dict())
+
+
+def test_rank_helpers():
+    x = np.array([0.3, 0.1, 0.2, 0.5])
+    assert spearman(x, x) == pytest.approx(1.0)
+    assert spearman(x, -x) == pytest.approx(-1.0)
+    assert np.isnan(spearman(x, np.ones(4)))
+    assert top_k_overlap(x, x, 2) == 1.0 and top_k_overlap(x, -x, 2) == 0.0
+
+
+def test_unknown_method_lists_the_methods(tiny):
+    with pytest.raises(InputError) as err:
+        explain(tiny, SENTENCE, "shapley_magic")
+    assert all(m in str(err.value) for m in METHODS)
+    with pytest.raises(InputError, match="kernel_shap"):
+        compare_methods(tiny, SENTENCE, methods=["saliency", "lime!"])
+    with pytest.raises(InputError, match="twice"):
+        compare_methods(tiny, SENTENCE, methods=["saliency", "saliency"])
+    with pytest.raises(InputError, match="n_samples"):
+        explain(tiny, SENTENCE, "kernel_shap", n_samples=1)
+
+
+@pytest.mark.parametrize("method", ["occlusion", "kernel_shap"])
+def test_per_word_methods_refuse_a_text_that_would_take_too_long(tiny, monkeypatch, method):
+    monkeypatch.setenv("BERTVIZ_MAX_METHOD_SECONDS", "1e-9")
+    with pytest.raises(InputError) as err:
+        explain(tiny, SENTENCE, method)
+    msg = str(err.value)
+    assert method in msg and "4 words" in msg and "BERTVIZ_MAX_METHOD_SECONDS" in msg and "gradient_x_input" in msg
+    explain(tiny, SENTENCE, "gradient_x_input")  # the cheap one still runs
+
+
+def test_settings_refuse_a_nonpositive_method_limit(monkeypatch):
+    monkeypatch.setenv("BERTVIZ_MAX_METHOD_SECONDS", "0")
+    with pytest.raises(ValueError, match="BERTVIZ_MAX_METHOD_SECONDS"):
+        bv.get_settings()
+
+
+@pytest.fixture(scope="module")
+def roberta(tmp_path_factory):
+    from test_families import _build
+
+    return bv.load_model(str(_build("roberta", tmp_path_factory.mktemp("meth") / "roberta")), device="cpu")
+
+
+def test_another_family(roberta):
+    c = compare_methods(roberta, SENTENCE, **FAST)
+    for a in c.attributions:
+        assert a.scores.shape == (len(a.tokens),) and a.tokens[0] == "<s>"
+        if a.method in ZERO_ON_SPECIALS:
+            assert np.all(a.scores[_special(a)] == 0)
+    assert all(-1 <= f.comprehensiveness <= 1 and -1 <= f.sufficiency <= 1 for f in c.faithfulness)
+    assert faithfulness(roberta, c.attributions[0], ks=(100,)).sufficiency_k[0] == pytest.approx(0.0, abs=1e-6)
