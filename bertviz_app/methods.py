@@ -269,6 +269,13 @@ def compare_methods(
         raise InputError("A method is listed twice: name each once.")
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise InputError(f"top_k must be a positive whole number, got {top_k!r}.")
+    if any(m in _PER_WORD for m in methods):  # refuse before anything runs, not after the cheap methods
+        with lm.run_lock:
+            g, per_row = _group(lm, text, pair, target, baseline, "prob")
+            n_words = len(_Words(g))
+        for m in methods:
+            if m in _PER_WORD:
+                _refuse_if_slow(m, n_words, per_row, n_samples)
     results: list[Attribution] = []
     for m in methods:
         a = explain(lm, text, m, target=target, baseline=baseline, pair=pair, n_steps=n_steps, n_samples=n_samples,

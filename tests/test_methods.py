@@ -166,6 +166,8 @@ def test_per_word_methods_refuse_a_text_that_would_take_too_long(tiny, monkeypat
     msg = str(err.value)
     assert method in msg and "4 words" in msg and "BERTVIZ_MAX_METHOD_SECONDS" in msg and "gradient_x_input" in msg
     explain(tiny, SENTENCE, "gradient_x_input")  # the cheap one still runs
+    with pytest.raises(InputError, match=method):  # refused before the cheap methods run
+        compare_methods(tiny, SENTENCE, methods=["gradient_x_input", method])
 
 
 def test_settings_refuse_a_nonpositive_method_limit(monkeypatch):
@@ -189,3 +191,28 @@ def test_another_family(roberta):
             assert np.all(a.scores[_special(a)] == 0)
     assert all(-1 <= f.comprehensiveness <= 1 and -1 <= f.sufficiency <= 1 for f in c.faithfulness)
     assert faithfulness(roberta, c.attributions[0], ks=(100,)).sufficiency_k[0] == pytest.approx(0.0, abs=1e-6)
+
+
+def _cli(capsys, *argv):
+    from bertviz_app.cli import main
+
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_method_and_compare(capsys, tiny_model_dir):
+    model = ("--model", str(tiny_model_dir))
+    code, out, _ = _cli(capsys, "explain", SENTENCE, *model, "--method", "occlusion", "--json")
+    r = json.loads(out)
+    assert code == 0 and r["method"] == "occlusion" and len(r["attributions"]) == len(r["tokens"])
+    code, out, _ = _cli(capsys, "explain", SENTENCE, *model, "--method", "saliency")
+    assert code == 0 and out.startswith("saliency, target") and "backward" in out
+    code, out, _ = _cli(capsys, "explain", SENTENCE, *model, "--compare", "--n-steps", "8", "--n-samples", "32", "--json")
+    r = json.loads(out)
+    assert code == 0 and set(r["methods"]) == set(METHODS) and r["most_faithful"] in METHODS
+    assert all("comprehensiveness" in m["faithfulness"] for m in r["methods"].values())
+    code, out, _ = _cli(capsys, "explain", SENTENCE, *model, "--compare", "--methods", "saliency,occlusion")
+    assert code == 0 and "most faithful here" in out and "comprehensiveness" in out
+    code, _, err = _cli(capsys, "explain", SENTENCE, *model, "--method", "magic")
+    assert code == 2 and "kernel_shap" in err and err.count("\n") == 1
