@@ -124,6 +124,58 @@ def test_occlusion_ranking_is_at_least_as_comprehensive_as_any_other_at_one_toke
         assert other.comprehensiveness_k[0] <= best.comprehensiveness_k[0] + 1e-6
 
 
+@pytest.fixture(scope="module")
+def sentiment(tmp_path_factory):
+    """The tiny BERT trained for half a second to read one sentiment word per sentence (good, great,
+    fun: positive; bad, awful, tedious: negative): a model whose evidence is known."""
+    import random
+
+    from transformers import BertForSequenceClassification, BertTokenizerFast
+
+    from conftest import make_tiny_model
+
+    path = make_tiny_model(tmp_path_factory.mktemp("meth") / "sentiment")
+    tok = BertTokenizerFast.from_pretrained(path)
+    model = BertForSequenceClassification.from_pretrained(path)
+    rng = random.Random(0)
+    pos, neg, filler = ["good", "great", "fun"], ["bad", "awful", "tedious"], ["the", "film", "movie", "was", "is", "a", "it"]
+    texts, labels = [], []
+    for _ in range(128):
+        y = rng.random() < 0.5
+        words = rng.choices(filler, k=rng.randint(2, 5))
+        words.insert(rng.randint(0, len(words)), rng.choice(pos if y else neg))
+        texts.append(" ".join(words))
+        labels.append(int(y))
+    enc = tok(texts, padding=True, return_tensors="pt")
+    torch.manual_seed(0)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    model.train()
+    for _ in range(25):
+        loss = model(**enc, labels=torch.tensor(labels)).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.eval()
+    model.save_pretrained(path, safe_serialization=True)
+    return bv.load_model(str(path), device="cpu")
+
+
+@pytest.mark.parametrize("method", ["integrated_gradients", "occlusion", "kernel_shap"])
+def test_a_faithful_ranking_beats_random_rankings(sentiment, method):
+    """On a model that reads one sentiment word, removing the top-ranked tokens of a faithful method
+    costs the prediction far more than removing random ones, and keeping them keeps it."""
+    a = explain(sentiment, "the film was awful", method, n_steps=16, n_samples=64)
+    assert a.target == "negative" and a.f_x > 0.9
+    assert a.tokens[int(np.argmax(a.scores))] == "awful"
+    f = faithfulness(sentiment, a)
+    rng = np.random.default_rng(0)
+    rand = [faithfulness(sentiment, bv.Attribution(**{**a.__dict__, "scores": rng.normal(size=len(a.tokens))}))
+            for _ in range(5)]
+    assert f.comprehensiveness > np.mean([r.comprehensiveness for r in rand]) + 0.3
+    assert f.sufficiency < np.mean([r.sufficiency for r in rand]) - 0.3
+    assert f.comprehensiveness > 0.5 and "the explanation points at what the model uses" in f.reading
+
+
 def test_compare_methods_side_by_side(tiny):
     c = compare_methods(tiny, SENTENCE, **FAST)
     m = len(METHODS)
