@@ -7,6 +7,8 @@ the core (torch, transformers, captum) never imports gradio or plotly.
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import TYPE_CHECKING
 
 # Names resolve lazily (PEP 562): ``import bertviz_app`` costs nothing until an analysis is
@@ -105,6 +107,23 @@ def __getattr__(name: str):
 
 def __dir__():
     return sorted(set(globals()) | set(_WHERE))
+
+
+class _Facade(types.ModuleType):
+    """This package, keeping its public functions named like their module (``attention``,
+    ``summary``, ``faithfulness``): importing a submodule makes the import system set
+    ``bertviz_app.<submodule>``, which would replace the function with the module (``bv.rollout``
+    then ``bv.attention(...)`` failed). The submodule stays in ``sys.modules``: reach it with
+    ``from bertviz_app.attention import ...`` or ``importlib.import_module`` (``import
+    bertviz_app.attention as m`` gives the function)."""
+
+    def __setattr__(self, name, value):
+        if isinstance(value, types.ModuleType) and _WHERE.get(name) == name:
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Facade
 
 
 __version__ = "0.1.0"
