@@ -81,8 +81,7 @@ def _compare(args, lm, text) -> int:
     for m, a, f, r in zip(c.methods, c.attributions, c.faithfulness, c.rollout_spearman):
         print(f"{m:<{width}}  {a.seconds:7.3f}  {a.n_forward:7d}  {a.n_backward:8d}  {f.comprehensiveness:+17.4f}  "
               f"{f.sufficiency:+11.4f}  {r:+11.2f}")
-    best = c.methods.index(c.most_faithful)
-    print(f"most faithful here: {c.most_faithful} ({c.faithfulness[best].reading})")
+    print(c.reading)
     tw = max(len(t) for t in c.tokens)
     print(f"{'token':<{tw}}  " + "  ".join(f"{m[:10]:>10}" for m in c.methods))
     for i, tok in enumerate(c.tokens):

@@ -271,6 +271,20 @@ class MethodComparison:
         """The method whose top tokens, removed, lower the target's probability most (AOPC)."""
         return max(zip(self.methods, self.faithfulness), key=lambda mf: mf[1].comprehensiveness)[0]
 
+    @property
+    def reading(self) -> str:
+        """One sentence: which method's top tokens the model depends on most, here."""
+        best = self.methods.index(self.most_faithful)
+        f = self.faithfulness[best]
+        if f.comprehensiveness < 0.05:
+            return (f"no method's top-ranked tokens matter much to the model here (best AOPC comprehensiveness "
+                    f"{f.comprehensiveness:+.2f}, {self.most_faithful}): the prediction does not rest on a few tokens")
+        others = ", ".join(f"{m} {g.comprehensiveness:+.2f}" for m, g in zip(self.methods, self.faithfulness)
+                           if m != self.most_faithful)
+        return (f"{self.most_faithful} is the most faithful here: removing its top-ranked tokens lowers the "
+                f"probability of {f.target} by {f.comprehensiveness:.2f} on average over k = "
+                f"{', '.join(str(k) for k in f.ks)}%" + (f" (others: {others})" if others else ""))
+
     def to_dict(self) -> dict:
         return {
             "tokens": list(self.tokens),
@@ -281,4 +295,5 @@ class MethodComparison:
             "top_k_overlap": np.round(self.top_k_overlap, 6).tolist(),
             "rollout": [float(v) for v in self.rollout],
             "most_faithful": self.most_faithful,
+            "reading": self.reading,
         }
