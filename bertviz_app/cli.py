@@ -328,12 +328,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pool", default="mean", choices=["mean", "max"], help="with --window: how window logits are combined")
     p = add("explain", cmd_explain, "attribution of each token (Integrated Gradients or --method)", "one")
     p.add_argument("--method", default="integrated_gradients",
-                   help="integrated_gradients (default), gradient_x_input, saliency, occlusion or kernel_shap")
+                   help="integrated_gradients (default), gradient_x_input, saliency, occlusion, kernel_shap or lime")
     p.add_argument("--compare", action="store_true",
                    help="run several methods side by side: scores, cost, agreement and ERASER faithfulness")
     p.add_argument("--methods", default=None, help="with --compare: comma-separated methods (default: all)")
-    p.add_argument("--n-samples", type=int, default=None, help="kernel_shap: perturbed inputs (default: 8 per word, 64-400)")
-    p.add_argument("--seed", type=int, default=0, help="kernel_shap: random seed (default: %(default)s)")
+    p.add_argument("--n-samples", type=int, default=None, help="kernel_shap, lime: perturbed inputs (default: 8 per word, 64-400)")
+    p.add_argument("--seed", type=int, default=0, help="kernel_shap, lime: random seed (default: %(default)s)")
     p.add_argument("--target", default=None, help="class to explain (default: the predicted one)")
     p.add_argument("--baseline", default="pad", choices=["pad", "mask", "unk", "zero"])
     p.add_argument("--n-steps", type=int, default=50, help="integration steps (default: %(default)s)")

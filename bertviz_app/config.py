@@ -101,7 +101,7 @@ class Settings:
     max_method_seconds: float = field(
         default_factory=lambda: float(_env("MAX_METHOD_SECONDS", "60")),
         metadata={"help": "Longest estimated run, in seconds, of an attribution method whose cost grows with the "
-                  "number of words (occlusion, KernelSHAP); longer is refused up front with the estimate and a "
+                  "number of words (occlusion, KernelSHAP, LIME); longer is refused up front with the estimate and a "
                   "cheaper method to use."},
     )
     queue_size: int = field(

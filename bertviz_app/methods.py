@@ -15,6 +15,8 @@ word embeddings, layers and head) and returns the same ``Attribution`` record, w
 - ``kernel_shap``: Captum KernelShap over words (one binary feature per word: kept, or replaced by
   the baseline token; special tokens always kept and scored 0), ``n_samples`` perturbed inputs,
   seeded, batched; shared by a word's pieces like occlusion.
+- ``lime``: Captum Lime over the same word features (Captum's default sampling and exponential
+  cosine kernel; a ridge regression with alpha 1, as the original LIME for text), seeded, batched.
 
 "Replaced by the baseline token" is the same replacement Integrated Gradients starts from: the
 word vectors of [PAD]/[MASK]/[UNK], or zero vectors for the "zero" baseline.
@@ -44,8 +46,8 @@ from .words import word_groups
 
 __all__ = ["METHODS", "explain", "compare_methods", "estimate_seconds"]
 
-METHODS = ("integrated_gradients", "gradient_x_input", "saliency", "occlusion", "kernel_shap")
-_PER_WORD = ("occlusion", "kernel_shap")  # cost grows with the number of words
+METHODS = ("integrated_gradients", "gradient_x_input", "saliency", "occlusion", "kernel_shap", "lime")
+_PER_WORD = ("occlusion", "kernel_shap", "lime")  # cost grows with the number of words
 MAX_SAMPLES = 2000
 
 
@@ -56,14 +58,14 @@ def _check_method(method: str) -> str:
 
 
 def default_samples(n_words: int) -> int:
-    """KernelSHAP's default sample count: 8 per word, at least 64, at most 400."""
+    """KernelSHAP's and LIME's default sample count: 8 per word, at least 64, at most 400."""
     return int(min(400, max(64, 8 * n_words)))
 
 
 def _rows_needed(method: str, n_words: int, n_samples: int | None) -> int:
     if method == "occlusion":
         return n_words
-    if method == "kernel_shap":
+    if method in ("kernel_shap", "lime"):
         return default_samples(n_words) if n_samples is None else int(n_samples)
     return 1
 
@@ -178,8 +180,8 @@ def explain(
 ) -> Attribution:
     """One score per token of ``text`` for class ``target`` (default: the predicted class) by
     ``method`` (one of ``METHODS``, see the module docstring). ``n_steps``: Integrated Gradients'
-    steps; ``n_samples`` (None: ``default_samples``) and ``seed``: KernelSHAP's perturbed inputs and
-    their random draw (the same seed gives the same scores)."""
+    steps; ``n_samples`` (None: ``default_samples``) and ``seed``: KernelSHAP's and LIME's perturbed
+    inputs and their random draw (the same seed gives the same scores)."""
     _check_method(method)
     if method == "integrated_gradients":
         start = time.perf_counter()
@@ -213,15 +215,17 @@ def explain(
                 f = torch.cat([forward(z[s : s + per_call]) for s in range(0, len(words), per_call)])  # (W, C)
             drops = g.f_x[0] - f[:, target_idx].float().cpu().numpy()  # (W,)
             return _record(g, words.spread(drops), method, len(words), 2 + len(words), 0, time.perf_counter() - start)
-        # kernel_shap
-        from captum.attr import KernelShap
+        # kernel_shap, lime: a linear model fitted to f over random subsets of the words
+        from captum._utils.models.linear_model import SkLearnRidge
+        from captum.attr import KernelShap, Lime
 
+        explainer = KernelShap(forward) if method == "kernel_shap" else Lime(forward, SkLearnRidge(alpha=1.0))
         n = default_samples(len(words)) if n_samples is None else int(n_samples)
         ones = torch.ones(1, len(words), device=g.ids.device)  # (1, W)
         with torch.no_grad(), torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            attrs = KernelShap(forward).attribute(ones, baselines=torch.zeros_like(ones), target=target_idx,
-                                                  n_samples=n, perturbations_per_eval=min(n, per_call))  # (1, W)
+            attrs = explainer.attribute(ones, baselines=torch.zeros_like(ones), target=target_idx,
+                                        n_samples=n, perturbations_per_eval=min(n, per_call))  # (1, W)
         per_word = attrs[0].float().cpu().numpy()
         return _record(g, words.spread(per_word), method, n, 2 + n, 0, time.perf_counter() - start)
 

@@ -18,7 +18,7 @@ from bertviz_app.words import merge_scores, word_groups
 SENTENCE = "a gorgeous, moving film!"
 SIMPLE = "the film was not good"  # one token per word
 FAST = dict(n_steps=8, n_samples=32)
-ZERO_ON_SPECIALS = ("integrated_gradients", "occlusion", "kernel_shap")
+ZERO_ON_SPECIALS = ("integrated_gradients", "occlusion", "kernel_shap", "lime")
 
 
 def _special(a) -> np.ndarray:
@@ -84,9 +84,10 @@ def test_occlusion_of_a_word_is_the_measured_probability_drop(tiny):
     assert a.n_steps == len([g for g in groups.groups if a.info.sequence_ids[g[0]] is not None])
 
 
-def test_kernel_shap_is_reproducible_with_its_seed(tiny):
-    a = explain(tiny, SENTENCE, "kernel_shap", n_samples=32, seed=3)
-    b = explain(tiny, SENTENCE, "kernel_shap", n_samples=32, seed=3)
+@pytest.mark.parametrize("method", ["kernel_shap", "lime"])
+def test_sampling_methods_are_reproducible_with_their_seed(tiny, method):
+    a = explain(tiny, SENTENCE, method, n_samples=32, seed=3)
+    b = explain(tiny, SENTENCE, method, n_samples=32, seed=3)
     np.testing.assert_array_equal(a.scores, b.scores)
     assert a.n_steps == 32
     # each word's pieces share its score
@@ -160,7 +161,7 @@ def sentiment(tmp_path_factory):
     return bv.load_model(str(path), device="cpu")
 
 
-@pytest.mark.parametrize("method", ["integrated_gradients", "occlusion", "kernel_shap"])
+@pytest.mark.parametrize("method", ["integrated_gradients", "occlusion", "kernel_shap", "lime"])
 def test_a_faithful_ranking_beats_random_rankings(sentiment, method):
     """On a model that reads one sentiment word, removing the top-ranked tokens of a faithful method
     costs the prediction far more than removing random ones, and keeping them keeps it."""
@@ -216,7 +217,7 @@ def test_unknown_method_lists_the_methods(tiny):
         explain(tiny, SENTENCE, "kernel_shap", n_samples=1)
 
 
-@pytest.mark.parametrize("method", ["occlusion", "kernel_shap"])
+@pytest.mark.parametrize("method", ["occlusion", "kernel_shap", "lime"])
 def test_per_word_methods_refuse_a_text_that_would_take_too_long(tiny, monkeypatch, method):
     monkeypatch.setenv("BERTVIZ_MAX_METHOD_SECONDS", "1e-9")
     with pytest.raises(InputError) as err:
