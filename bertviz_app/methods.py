@@ -190,6 +190,17 @@ def explain(
     if n_samples is not None and (isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer))
                                   or not 2 <= n_samples <= MAX_SAMPLES):
         raise InputError(f"n_samples must be a whole number from 2 to {MAX_SAMPLES}, got {n_samples!r}.")
+    attn, cls_only = _options(None, None)
+    sampled = method in ("kernel_shap", "lime")
+    key = ("explain", method, text, pair, target, baseline, output, n_samples if sampled else None,
+           seed if sampled else None, attn, cls_only)
+    # Asked again (another view of the same text), the result comes from the model's LRU; its
+    # seconds are those of the computation that made it.
+    return lm.memo(key, lambda: _explain(lm, text, method, target, baseline, pair, output, n_samples, seed))
+
+
+def _explain(lm: LoadedModel, text: str, method: str, target, baseline: str, pair, output: str,
+             n_samples: int | None, seed: int) -> Attribution:
     with lm.run_lock:
         start = time.perf_counter()
         g = _group(lm, text, pair, target, baseline, output)

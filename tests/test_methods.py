@@ -197,6 +197,15 @@ def test_compare_methods_side_by_side(tiny):
     json.dumps(c.to_dict())
 
 
+def test_a_repeated_explanation_comes_from_the_models_cache(tiny, monkeypatch):
+    monkeypatch.setattr(tiny, "memo_size", 8)
+    a = explain(tiny, SENTENCE, "occlusion")
+    assert explain(tiny, SENTENCE, "occlusion") is a
+    assert explain(tiny, SENTENCE, "occlusion", baseline="mask") is not a
+    assert explain(tiny, SENTENCE, "kernel_shap", n_samples=16, seed=1) is not explain(
+        tiny, SENTENCE, "kernel_shap", n_samples=16, seed=2)
+
+
 def test_rank_helpers():
     x = np.array([0.3, 0.1, 0.2, 0.5])
     assert spearman(x, x) == pytest.approx(1.0)
