@@ -215,17 +215,19 @@ def _explain(lm: LoadedModel, text: str, method: str, target, baseline: str, pai
                 scores = grad.norm(dim=-1)[0]  # (T,) L2 over the embedding dimension
             return _record(g, scores.detach().float().cpu().numpy(), method, 1, 2, 1, time.perf_counter() - start)
         words = _Words(g)
-        _refuse_if_slow(method, len(words), _seconds_per_row(g, words), n_samples)
-        forward = _word_forward(g, words)
-        per_call = max(1, TOKEN_BUDGET // g.ids.shape[1])
         if len(words) == 0:
             return _record(g, np.zeros(len(g.infos[0])), method, 0, 2, 0, time.perf_counter() - start)
+        _refuse_if_slow(method, len(words), _seconds_per_row(g, words), n_samples)
+        setup = 2 + 2 * PROBE_ROWS  # f(x), f(baseline) and the timed probe batch
+        forward = _word_forward(g, words)
+        per_call = max(1, TOKEN_BUDGET // g.ids.shape[1])
         if method == "occlusion":
             z = 1.0 - torch.eye(len(words), device=g.ids.device)  # (W, W): row w drops word w
             with torch.no_grad():
                 f = torch.cat([forward(z[s : s + per_call]) for s in range(0, len(words), per_call)])  # (W, C)
             drops = g.f_x[0] - f[:, target_idx].float().cpu().numpy()  # (W,)
-            return _record(g, words.spread(drops), method, len(words), 2 + len(words), 0, time.perf_counter() - start)
+            return _record(g, words.spread(drops), method, len(words), setup + len(words), 0,
+                           time.perf_counter() - start)
         # kernel_shap, lime: a linear model fitted to f over random subsets of the words
         from captum._utils.models.linear_model import SkLearnRidge
         from captum.attr import KernelShap, Lime
@@ -233,12 +235,13 @@ def _explain(lm: LoadedModel, text: str, method: str, target, baseline: str, pai
         explainer = KernelShap(forward) if method == "kernel_shap" else Lime(forward, SkLearnRidge(alpha=1.0))
         n = default_samples(len(words)) if n_samples is None else int(n_samples)
         ones = torch.ones(1, len(words), device=g.ids.device)  # (1, W)
-        with torch.no_grad(), torch.random.fork_rng(devices=[]):
+        cuda = [g.ids.device.index or 0] if g.ids.device.type == "cuda" else []
+        with torch.no_grad(), torch.random.fork_rng(devices=cuda):  # seeded here, the global RNG untouched
             torch.manual_seed(seed)
             attrs = explainer.attribute(ones, baselines=torch.zeros_like(ones), target=target_idx,
                                         n_samples=n, perturbations_per_eval=min(n, per_call))  # (1, W)
         per_word = attrs[0].float().cpu().numpy()
-        return _record(g, words.spread(per_word), method, n, 2 + n, 0, time.perf_counter() - start)
+        return _record(g, words.spread(per_word), method, n, setup + n, 0, time.perf_counter() - start)
 
 
 def _ranks(x: np.ndarray) -> np.ndarray:
