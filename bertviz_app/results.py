@@ -128,6 +128,8 @@ class Attribution:
         return float(abs(self.delta) / gap) if gap > 1e-12 else float("inf") if abs(self.delta) > 1e-12 else 0.0
 
     def to_dict(self) -> dict:
+        """The record as JSON types; the cost fields only where they were measured (``methods.explain``)."""
+        cost = {"n_forward": self.n_forward, "n_backward": self.n_backward, "seconds": self.seconds} if self.seconds else {}
         return {
             "tokens": list(self.tokens),
             "attributions": [float(s) for s in self.scores],
@@ -140,9 +142,7 @@ class Attribution:
             "f_baseline": self.f_baseline,
             "relative_delta": self.relative_delta,
             "method": self.method,
-            "n_forward": self.n_forward,
-            "n_backward": self.n_backward,
-            "seconds": self.seconds,
+            **cost,
         }
 
 

@@ -45,6 +45,8 @@ def test_integrated_gradients_through_methods_is_attribute(tiny):
     b = bv.attribute(tiny, SENTENCE, n_steps=8)
     np.testing.assert_allclose(a.scores, b.scores, atol=1e-7)
     assert a.method == b.method == "integrated_gradients" and a.n_backward == 8
+    assert "seconds" in a.to_dict() and "seconds" not in b.to_dict()  # attribute() measures no cost
+    assert b.to_dict()["method"] == "integrated_gradients"
 
 
 def _hf_gradient(lm, text: str, target: int) -> tuple[torch.Tensor, torch.Tensor]:
