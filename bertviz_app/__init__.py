@@ -7,6 +7,8 @@ the core (torch, transformers, captum) never imports gradio or plotly.
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import TYPE_CHECKING
 
 # Names resolve lazily (PEP 562): ``import bertviz_app`` costs nothing until an analysis is
@@ -27,12 +29,15 @@ _EXPORTS = {
     "export": ("ColourScale", "Explanation", "attribution_tokens_html", "change_warning", "check_output_path", "colour_scale",
                "explanation_dict", "explanation_from_dict", "explanation_html", "explanation_json", "export_files",
                "per_text_scale", "tokens_html", "write_html", "write_json"),
+    "faithfulness": ("faithfulness",),
+    "methods": ("METHODS", "compare_methods", "explain"),
     "errors": ("BertvizError", "CancelledError", "DataError", "InputError", "ModelLoadError",
                "ModelNotFoundError", "ResourceError", "TrainingError"),
     "inference": ("predict",),
     "catalog": ("ENCODER", "list_models"),
     "registry": ("LoadedModel", "clear_cache", "load_model", "resolve_device"),
-    "results": ("AttentionMaps", "Attribution", "ClsLens", "ClsPath", "ModelSummary", "Prediction", "TokenInfo"),
+    "results": ("AttentionMaps", "Attribution", "ClsLens", "ClsPath", "Faithfulness", "MethodComparison",
+                "ModelSummary", "Prediction", "TokenInfo"),
     "summary": ("summary",),
     "words": ("WordGroups", "merge_attention", "merge_rows", "merge_scores", "word_groups"),
 }
@@ -76,6 +81,7 @@ if TYPE_CHECKING:
         write_html,
         write_json,
     )
+    from .faithfulness import faithfulness
     from .finetune import (
         DEFAULT_BASE,
         MODES,
@@ -94,8 +100,19 @@ if TYPE_CHECKING:
         zip_run,
     )
     from .inference import predict
+    from .methods import METHODS, compare_methods, explain
     from .registry import LoadedModel, clear_cache, load_model, resolve_device
-    from .results import AttentionMaps, Attribution, ClsLens, ClsPath, ModelSummary, Prediction, TokenInfo
+    from .results import (
+        AttentionMaps,
+        Attribution,
+        ClsLens,
+        ClsPath,
+        Faithfulness,
+        MethodComparison,
+        ModelSummary,
+        Prediction,
+        TokenInfo,
+    )
     from .summary import summary
     from .training import TrainConfig
     from .words import WordGroups, merge_attention, merge_rows, merge_scores, word_groups
@@ -112,6 +129,23 @@ def __getattr__(name: str):
 
 def __dir__():
     return sorted(set(globals()) | set(_WHERE))
+
+
+class _Facade(types.ModuleType):
+    """This package, keeping its public functions named like their module (``attention``,
+    ``summary``, ``faithfulness``): importing a submodule makes the import system set
+    ``bertviz_app.<submodule>``, which would replace the function with the module (``bv.rollout``
+    then ``bv.attention(...)`` failed). The submodule stays in ``sys.modules``: reach it with
+    ``from bertviz_app.attention import ...`` or ``importlib.import_module`` (``import
+    bertviz_app.attention as m`` gives the function)."""
+
+    def __setattr__(self, name, value):
+        if isinstance(value, types.ModuleType) and _WHERE.get(name) == name:
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Facade
 
 
 __version__ = "0.1.0"

@@ -3,6 +3,8 @@
     python -m bertviz_app predict "A gorgeous, moving film." --json
     python -m bertviz_app explain "A tedious, joyless slog." --target negative --json
     python -m bertviz_app explain "A tedious, joyless slog." --html why.html --out why.json
+    python -m bertviz_app explain "A tedious, joyless slog." --method occlusion
+    python -m bertviz_app explain "A tedious, joyless slog." --compare
 
 Errors print one line on stderr and exit with status 2; no traceback reaches the user
 (set BERTVIZ_DEBUG=1 to see one).
@@ -64,16 +66,51 @@ def cmd_predict(args) -> int:
     return 0
 
 
+def _compare(args, lm, text) -> int:
+    from . import compare_methods
+
+    methods = tuple(m.strip() for m in args.methods.split(",") if m.strip()) if args.methods else None
+    kw = {} if methods is None else {"methods": methods}
+    c = compare_methods(lm, text, target=args.target, baseline=args.baseline, pair=args.pair, n_steps=args.n_steps,
+                        n_samples=args.n_samples, seed=args.seed, **kw)
+    if args.json:
+        _out(c.to_dict())
+        return 0
+    width = max(len(m) for m in c.methods)
+    print(f"target {c.attributions[0].target}: p={c.faithfulness[0].p_x:.4f}  baseline={args.baseline}")
+    print(f"{'method':<{width}}  seconds  forward  backward  comprehensiveness  sufficiency  rollout rho")
+    for m, a, f, r in zip(c.methods, c.attributions, c.faithfulness, c.rollout_spearman):
+        print(f"{m:<{width}}  {a.seconds:7.3f}  {a.n_forward:7d}  {a.n_backward:8d}  {f.comprehensiveness:+17.4f}  "
+              f"{f.sufficiency:+11.4f}  {r:+11.2f}")
+    print(c.reading)
+    tw = max(len(t) for t in c.tokens)
+    print(f"{'token':<{tw}}  " + "  ".join(f"{m[:10]:>10}" for m in c.methods))
+    for i, tok in enumerate(c.tokens):
+        print(f"{tok:<{tw}}  " + "  ".join(f"{a.scores[i]:+10.4f}" for a in c.attributions))
+    print("Spearman between methods (|scores|, non-special tokens):")
+    for m, row in zip(c.methods, c.spearman):
+        print(f"  {m:<{width}}  " + "  ".join(f"{v:+5.2f}" for v in row))
+    return 0
+
+
 def cmd_explain(args) -> int:
-    from . import attribute, change_warning, check_output_path, colour_scale, predict, write_html, write_json
+    from . import attribute, change_warning, check_output_path, colour_scale, explain, predict, write_html, write_json
 
     for path in (args.html, args.out):  # a bad path fails now, not after the attribution
         if path:
             check_output_path(path)
     lm = _load(args)
     text = _single(args)
-    a = attribute(lm, text, target=args.target, baseline=args.baseline, n_steps=args.n_steps, pair=args.pair, output=args.output,
-                  tolerance=args.tolerance)
+    if args.compare:
+        return _compare(args, lm, text)
+    if args.method != "integrated_gradients":
+        if args.tolerance is not None:
+            raise SystemExit(_fail("--tolerance is for integrated_gradients only"))
+        a = explain(lm, text, args.method, target=args.target, baseline=args.baseline, pair=args.pair,
+                    output=args.output, n_steps=args.n_steps, n_samples=args.n_samples, seed=args.seed)
+    else:
+        a = attribute(lm, text, target=args.target, baseline=args.baseline, n_steps=args.n_steps, pair=args.pair,
+                      output=args.output, tolerance=args.tolerance)
     if args.html or args.out:  # the same files as the web app's download buttons
         pred = predict(lm, [text], [args.pair] if args.pair else None)[0]
         for path, write in ((args.html, write_html), (args.out, write_json)):
@@ -84,8 +121,12 @@ def cmd_explain(args) -> int:
         _out(a.to_dict())
         return 0
     scale = colour_scale(a)
-    print(f"target {a.target}: f(x)={a.f_x:.4f}  f(baseline)={a.f_baseline:.4f}  baseline={a.baseline}  n_steps={a.n_steps}")
-    print(f"sum of attributions {float(a.scores.sum()):+.4f}  convergence delta {a.delta:+.2e} ({a.relative_delta:.1%} of f(x)-f(baseline))")
+    if a.method != "integrated_gradients":
+        print(f"{a.method}, target {a.target}: f(x)={a.f_x:.4f}  f(baseline)={a.f_baseline:.4f}  baseline={a.baseline}  "
+              f"cost: {a.n_forward} forward, {a.n_backward} backward rows, {a.seconds:.3f} s")
+    else:
+        print(f"target {a.target}: f(x)={a.f_x:.4f}  f(baseline)={a.f_baseline:.4f}  baseline={a.baseline}  n_steps={a.n_steps}")
+        print(f"sum of attributions {float(a.scores.sum()):+.4f}  convergence delta {a.delta:+.2e} ({a.relative_delta:.1%} of f(x)-f(baseline))")
     warning = change_warning(a, scale)
     if warning:
         print(f"warning: {warning}")
@@ -332,7 +373,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="read a text longer than the model's limit whole, in overlapping windows whose logits are pooled")
     p.add_argument("--stride", type=int, default=128, help="with --window: tokens shared by neighbouring windows (default: %(default)s)")
     p.add_argument("--pool", default="mean", choices=["mean", "max"], help="with --window: how window logits are combined")
-    p = add("explain", cmd_explain, "Integrated Gradients attribution of each token", "one")
+    p = add("explain", cmd_explain, "attribution of each token (Integrated Gradients or --method)", "one")
+    p.add_argument("--method", default="integrated_gradients",
+                   help="integrated_gradients (default), gradient_x_input, saliency, occlusion, kernel_shap or lime")
+    p.add_argument("--compare", action="store_true",
+                   help="run several methods side by side: scores, cost, agreement and ERASER faithfulness")
+    p.add_argument("--methods", default=None, help="with --compare: comma-separated methods (default: all)")
+    p.add_argument("--n-samples", type=int, default=None, help="kernel_shap, lime: perturbed inputs (default: 8 per word, 64-400)")
+    p.add_argument("--seed", type=int, default=0, help="kernel_shap, lime: random seed (default: %(default)s)")
     p.add_argument("--target", default=None, help="class to explain (default: the predicted one)")
     p.add_argument("--baseline", default="pad", choices=["pad", "mask", "unk", "zero"])
     p.add_argument("--n-steps", type=int, default=50, help="integration steps (default: %(default)s)")

@@ -112,6 +112,12 @@ class Settings:
                   "it an attribution says plainly that there is almost nothing to explain, and its colours stay "
                   "pale (logit outputs use 4x this, since a probability moves at most 1/4 as fast as its logit)."},
     )
+    max_method_seconds: float = field(
+        default_factory=lambda: float(_env("MAX_METHOD_SECONDS", "60")),
+        metadata={"help": "Longest estimated run, in seconds, of an attribution method whose cost grows with the "
+                  "number of words (occlusion, KernelSHAP, LIME); longer is refused up front with the estimate and a "
+                  "cheaper method to use."},
+    )
     queue_size: int = field(
         default_factory=lambda: int(_env("QUEUE_SIZE", "256")),
         metadata={"help": "Requests that may wait in the web app's queue; beyond it a request is refused at "
@@ -161,6 +167,8 @@ class Settings:
             raise ValueError(f"BERTVIZ_IG_ATTENTION must be sdpa or eager, got {self.ig_attention!r}")
         if not 0 <= self.min_change < 1:
             raise ValueError(f"BERTVIZ_MIN_CHANGE must be a probability change from 0 to below 1, got {self.min_change}")
+        if not self.max_method_seconds > 0:
+            raise ValueError(f"BERTVIZ_MAX_METHOD_SECONDS must be a positive number, got {self.max_method_seconds}")
         if not self.max_upload_mb > 0:
             raise ValueError(f"BERTVIZ_MAX_UPLOAD_MB must be a positive number, got {self.max_upload_mb}")
         if self.warn_class_examples < self.min_class_examples:

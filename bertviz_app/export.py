@@ -59,6 +59,9 @@ VERSION = 1
 # d softmax_i / d logit_i = p_i (1 - p_i) <= 1/4, so a logit change of 4 * m moves the probability
 # by at most about m: the same "too small to read" line in the logit's units.
 LOGIT_FACTOR = 4.0
+# methods whose scores add up to f(x) - f(baseline) (completeness / SHAP's efficiency), so they can
+# be drawn as shares of it; the others (gradients, occlusion drops, LIME weights) get a per-text scale
+SHARES_OF_THE_CHANGE = ("integrated_gradients", "kernel_shap")
 MAX_ALPHA = 0.85  # strongest background, so black text stays readable on it
 GREEN_RGB, RED_RGB = "44, 160, 44", "214, 39, 40"
 
@@ -119,6 +122,8 @@ def colour_scale(attr, min_change: float | None = None, output: str | None = Non
     """The absolute scale of an ``Attribution`` (or ``ClsPath``: anything with f_x and f_baseline):
     full colour at max(|f(x) - f(baseline)|, the threshold). ``min_change``: default Settings."""
     output = output or getattr(attr, "output", "prob")
+    if getattr(attr, "method", "integrated_gradients") not in SHARES_OF_THE_CHANGE:
+        return per_text_scale(attr.scores, output)  # saliency, occlusion...: not shares of f(x) - f(baseline)
     threshold = _threshold(output, min_change)
     change = float(attr.f_x) - float(attr.f_baseline)
     if not math.isfinite(change):

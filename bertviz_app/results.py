@@ -15,6 +15,8 @@ __all__ = [
     "ClsPath",
     "ClsLens",
     "ModelSummary",
+    "Faithfulness",
+    "MethodComparison",
 ]
 
 
@@ -107,6 +109,14 @@ class Attribution:
     delta: float
     n_steps: int
     baseline: str
+    # Which method made the scores (``methods.METHODS``) and what it cost. For methods other than
+    # Integrated Gradients ``delta`` is the completeness gap ``f_x - f_baseline - scores.sum()``
+    # (not a convergence error: gradient x input, saliency and occlusion do not promise completeness)
+    # and ``n_steps`` is the number of perturbed inputs (occlusion, KernelSHAP) or 1.
+    method: str = "integrated_gradients"
+    n_forward: int = 0  # model passes without gradients, batch rows counted one each (0: not counted)
+    n_backward: int = 0  # rows that also went through a backward pass
+    seconds: float = 0.0  # wall time of the computation (0: not measured)
 
     @property
     def tokens(self) -> tuple[str, ...]:
@@ -118,6 +128,8 @@ class Attribution:
         return float(abs(self.delta) / gap) if gap > 1e-12 else float("inf") if abs(self.delta) > 1e-12 else 0.0
 
     def to_dict(self) -> dict:
+        """The record as JSON types; the cost fields only where they were measured (``methods.explain``)."""
+        cost = {"n_forward": self.n_forward, "n_backward": self.n_backward, "seconds": self.seconds} if self.seconds else {}
         return {
             "tokens": list(self.tokens),
             "attributions": [float(s) for s in self.scores],
@@ -129,6 +141,8 @@ class Attribution:
             "f_x": self.f_x,
             "f_baseline": self.f_baseline,
             "relative_delta": self.relative_delta,
+            "method": self.method,
+            **cost,
         }
 
 
@@ -200,4 +214,86 @@ class ModelSummary:
             "hidden_size": self.hidden_size,
             "max_length": self.max_length,
             "config": self.config,
+        }
+
+
+@dataclass(frozen=True, eq=False)
+class Faithfulness:
+    """ERASER (DeYoung et al. 2020) faithfulness of one attribution, as probabilities of its target.
+
+    ``comprehensiveness[k] = p(x) - p(x without its top k% tokens)``: high when the top-ranked tokens
+    are what the model uses. ``sufficiency[k] = p(x) - p(only its top k% tokens)``: low (near 0 or
+    negative) when they suffice. Removed tokens are replaced by the baseline token; special tokens
+    are always kept. The AOPC values are the means over ``ks``."""
+
+    method: str
+    target: str
+    ks: tuple[int, ...]  # percentages of the ranked (non-special) tokens
+    n_tokens: tuple[int, ...]  # parallel to ks: how many tokens each k removes/keeps
+    comprehensiveness_k: tuple[float, ...]  # parallel to ks
+    sufficiency_k: tuple[float, ...]  # parallel to ks
+    comprehensiveness: float  # AOPC: mean over ks
+    sufficiency: float  # AOPC: mean over ks
+    p_x: float  # probability of the target on the whole input
+    reading: str  # one plain sentence
+
+    def to_dict(self) -> dict:
+        return {
+            "method": self.method, "target": self.target, "ks": list(self.ks), "n_tokens": list(self.n_tokens),
+            "comprehensiveness_k": list(self.comprehensiveness_k), "sufficiency_k": list(self.sufficiency_k),
+            "comprehensiveness": self.comprehensiveness, "sufficiency": self.sufficiency, "p_x": self.p_x,
+            "reading": self.reading,
+        }
+
+
+@dataclass(frozen=True, eq=False)
+class MethodComparison:
+    """Several attribution methods on one input, side by side. ``spearman[i, j]`` and
+    ``top_k_overlap[i, j]`` compare methods ``methods[i]`` and ``methods[j]`` over the non-special
+    tokens, on score magnitudes (which tokens matter, whatever the sign); ``rollout_spearman[i]``
+    compares method i with attention rollout's [CLS] row at the last layer."""
+
+    methods: tuple[str, ...]
+    attributions: tuple[Attribution, ...]  # parallel to methods
+    faithfulness: tuple[Faithfulness, ...]  # parallel to methods
+    spearman: np.ndarray  # (M, M)
+    top_k: int
+    top_k_overlap: np.ndarray  # (M, M): shared tokens among each pair's top_k, divided by top_k
+    rollout: np.ndarray  # (T,) last layer's rollout, [CLS] row
+    rollout_spearman: np.ndarray  # (M,)
+
+    @property
+    def tokens(self) -> tuple[str, ...]:
+        return self.attributions[0].tokens
+
+    @property
+    def most_faithful(self) -> str:
+        """The method whose top tokens, removed, lower the target's probability most (AOPC)."""
+        return max(zip(self.methods, self.faithfulness), key=lambda mf: mf[1].comprehensiveness)[0]
+
+    @property
+    def reading(self) -> str:
+        """One sentence: which method's top tokens the model depends on most, here."""
+        best = self.methods.index(self.most_faithful)
+        f = self.faithfulness[best]
+        if f.comprehensiveness < 0.05:
+            return (f"no method's top-ranked tokens matter much to the model here (best AOPC comprehensiveness "
+                    f"{f.comprehensiveness:+.2f}, {self.most_faithful}): the prediction does not rest on a few tokens")
+        others = ", ".join(f"{m} {g.comprehensiveness:+.2f}" for m, g in zip(self.methods, self.faithfulness)
+                           if m != self.most_faithful)
+        return (f"{self.most_faithful} is the most faithful here: removing its top-ranked tokens lowers the "
+                f"probability of {f.target} by {f.comprehensiveness:.2f} on average over k = "
+                f"{', '.join(str(k) for k in f.ks)}%" + (f" (others: {others})" if others else ""))
+
+    def to_dict(self) -> dict:
+        return {
+            "tokens": list(self.tokens),
+            "methods": {m: {**a.to_dict(), "faithfulness": f.to_dict(), "rollout_spearman": float(r)}
+                        for m, a, f, r in zip(self.methods, self.attributions, self.faithfulness, self.rollout_spearman)},
+            "spearman": np.round(self.spearman, 6).tolist(),
+            "top_k": self.top_k,
+            "top_k_overlap": np.round(self.top_k_overlap, 6).tolist(),
+            "rollout": [float(v) for v in self.rollout],
+            "most_faithful": self.most_faithful,
+            "reading": self.reading,
         }

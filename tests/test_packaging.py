@@ -32,6 +32,23 @@ def test_type_checking_imports_match_the_exports():
     assert static == {module: tuple(sorted(names)) for module, names in bertviz_app._EXPORTS.items()}
 
 
+def test_functions_named_like_their_module_stay_functions():
+    """``attention``, ``summary`` and ``faithfulness`` are both a module and its function: importing the
+    module (another name from it, or a module that imports it) must not replace the function."""
+    import subprocess
+    import sys
+
+    code = ("import bertviz_app as bv, types; bv.rollout; bv.cls_rows; import bertviz_app.methods; "
+            "import bertviz_app.faithfulness, bertviz_app.summary; from bertviz_app import attention; "
+            "import bertviz_app.attention as m; "
+            "names = [n for n, mod in bv._WHERE.items() if n == mod]; assert names, names; "
+            "assert all(callable(getattr(bv, n)) and not isinstance(getattr(bv, n), types.ModuleType) for n in names), "
+            "[getattr(bv, n) for n in names]; assert callable(attention); print(sorted(names))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "faithfulness" in out.stdout and "attention" in out.stdout
+
+
 def _requirements(path: Path) -> list[str]:
     lines = (line.split("#")[0].strip() for line in path.read_text(encoding="utf-8").splitlines())
     return [line for line in lines if line and not line.startswith("-")]

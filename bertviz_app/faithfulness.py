@@ -1,0 +1,98 @@
+"""ERASER faithfulness (DeYoung et al. 2020) of a token attribution: does removing the tokens it
+ranks highest lower the model's probability of the explained class (comprehensiveness), and do
+those tokens alone keep it (sufficiency)?
+
+For each k in ``KS`` (percent of the non-special tokens, ranked by signed score, highest first):
+
+    comprehensiveness_k = p(x) - p(x with its top k% tokens replaced by the baseline token)
+    sufficiency_k       = p(x) - p(x with every other token replaced by the baseline token)
+
+and the AOPC values are their means over k. Special tokens ([CLS], [SEP], <s>...) are always
+kept. p is the target's probability (softmax, or sigmoid for multi-label models) whatever
+``output`` the attribution explained. All perturbed inputs go through the model in one batch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from .attribution import TOKEN_BUDGET, _baseline_ids, _options
+from .encoding import encode
+from .errors import InputError
+from .forward import classifier_logits
+from .inference import probabilities
+from .registry import LoadedModel
+from .results import Attribution, Faithfulness
+
+__all__ = ["KS", "faithfulness"]
+
+KS = (10, 20, 30, 40, 50)
+
+
+def _reading(target: str, k: int, n: int, total: int, drop: float) -> str:
+    head = f"removing the {k}% top-ranked tokens ({n} of {total})"
+    if drop >= 0.1:
+        return f"{head} drops the probability of {target} by {drop:.2f}: the explanation points at what the model uses"
+    if drop > -0.05:
+        return (f"{head} changes the probability of {target} by only {drop:+.2f}: the model does not depend on "
+                "them much, so this explanation may not show what it uses")
+    return (f"{head} raises the probability of {target} by {-drop:.2f}: the top-ranked tokens work against "
+            f"{target} in this model, so the ranking is not faithful")
+
+
+def faithfulness(lm: LoadedModel, attribution: Attribution, ks: Sequence[int] = KS,
+                 baseline: str | None = None) -> Faithfulness:
+    """Comprehensiveness and sufficiency (per k and as AOPC) of ``attribution``'s ranking.
+    ``baseline`` ("pad", "mask" or "unk"; None: the attribution's own, "zero" read as "pad") is the
+    token that replaces removed tokens."""
+    ks = tuple(ks)
+    if not ks or any(isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 < k <= 100 for k in ks):
+        raise InputError(f"ks must be percentages from 1 to 100, got {ks!r}.")
+    name = baseline or attribution.baseline
+    name = "pad" if name == "zero" else name
+    if name not in ("pad", "mask", "unk"):
+        raise InputError(f"Unknown baseline {name!r}: choose pad, mask or unk.")
+    info = attribution.info
+    model = lm.fp32_model()
+    device = next(model.parameters()).device
+    inputs, info2 = encode(lm, info.text, info.pair, device=device)
+    if info2.tokens != info.tokens:
+        raise InputError("This attribution was made with another model's tokenizer: explain the text with this model.")
+    ids = inputs["input_ids"]  # (1, T)
+    base = _baseline_ids(lm, ids, name)[0]  # (T,)
+    real = [i for i, s in enumerate(info.sequence_ids) if s is not None]
+    scores = np.asarray(attribution.scores, dtype=np.float64)
+    order = sorted(real, key=lambda i: (-scores[i], i))  # highest first; ties by position
+    total = len(order)
+    counts = tuple(min(total, math.ceil(k * total / 100 - 1e-9)) for k in ks)
+    rows = [ids[0]]
+    for n in counts:
+        top = torch.tensor(order[:n], dtype=torch.long, device=device)
+        rest = torch.tensor(order[n:], dtype=torch.long, device=device)
+        removed, kept = ids[0].clone(), ids[0].clone()  # (T,)
+        removed[top] = base[top]
+        kept[rest] = base[rest]
+        rows += [removed, kept]
+    batch = torch.stack(rows)  # (1 + 2K, T)
+    b = batch.shape[0]
+    attn, cls_only = _options(None, None)
+    mask = inputs["attention_mask"].expand(b, -1)  # (R, T)
+    types = inputs.get("token_type_ids", torch.zeros_like(ids)).expand(b, -1)  # (R, T)
+    step = max(1, TOKEN_BUDGET // ids.shape[1])
+    with lm.run_lock, torch.no_grad():
+        logits = torch.cat([classifier_logits(model, input_ids=batch[s : s + step], attention_mask=mask[s : s + step],
+                                              token_type_ids=types[s : s + step], attention=attn, cls_only=cls_only)
+                            for s in range(0, b, step)])  # (R, C)
+        p = probabilities(lm, logits)[:, attribution.target_index].cpu().numpy().astype(np.float64)  # (R,)
+    comp = tuple(float(p[0] - p[1 + 2 * i]) for i in range(len(ks)))
+    suff = tuple(float(p[0] - p[2 + 2 * i]) for i in range(len(ks)))
+    at = ks.index(20) if 20 in ks else len(ks) // 2
+    reading = _reading(attribution.target, ks[at], counts[at], total, comp[at]) if total else (
+        "the text has no tokens to remove besides the special ones, so faithfulness cannot be measured")
+    return Faithfulness(method=attribution.method, target=attribution.target, ks=ks, n_tokens=counts,
+                        comprehensiveness_k=comp, sufficiency_k=suff, comprehensiveness=float(np.mean(comp)),
+                        sufficiency=float(np.mean(suff)), p_x=float(p[0]), reading=reading)

@@ -1,0 +1,288 @@
+"""Attribution methods besides Integrated Gradients (methods.py), their comparison, and ERASER
+faithfulness (faithfulness.py), on the tiny BERT and a tiny RoBERTa."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import bertviz_app as bv
+from bertviz_app import InputError
+from bertviz_app.faithfulness import faithfulness
+from bertviz_app.methods import METHODS, compare_methods, explain, spearman, top_k_overlap
+from bertviz_app.words import merge_scores, word_groups
+
+SENTENCE = "a gorgeous, moving film!"
+SIMPLE = "the film was not good"  # one token per word
+FAST = dict(n_steps=8, n_samples=32)
+ZERO_ON_SPECIALS = ("integrated_gradients", "occlusion", "kernel_shap", "lime")
+
+
+def _special(a) -> np.ndarray:
+    return np.array([s is None for s in a.info.sequence_ids])
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_each_method_scores_every_token(tiny, method):
+    a = explain(tiny, SENTENCE, method, **FAST)
+    assert a.method == method and a.scores.shape == (len(a.tokens),) and np.isfinite(a.scores).all()
+    assert a.target in tiny.labels and 0 <= a.f_x <= 1
+    assert a.n_forward >= 1 and a.seconds > 0
+    if method in ZERO_ON_SPECIALS:
+        assert np.all(a.scores[_special(a)] == 0)
+    if method == "saliency":
+        assert np.all(a.scores >= 0)
+    d = a.to_dict()
+    assert d["method"] == method and len(d["attributions"]) == len(a.tokens)
+    json.dumps(d)
+
+
+def test_integrated_gradients_through_methods_is_attribute(tiny):
+    a = explain(tiny, SENTENCE, "integrated_gradients", n_steps=8)
+    b = bv.attribute(tiny, SENTENCE, n_steps=8)
+    np.testing.assert_allclose(a.scores, b.scores, atol=1e-7)
+    assert a.method == b.method == "integrated_gradients" and a.n_backward == 8
+    assert "seconds" in a.to_dict() and "seconds" not in b.to_dict()  # attribute() measures no cost
+    assert b.to_dict()["method"] == "integrated_gradients"
+
+
+def _hf_gradient(lm, text: str, target: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gradient of the target's probability w.r.t. the word vectors, through the model's own forward."""
+    enc = lm.tokenizer(text, return_tensors="pt")
+    model = lm.fp32_model()
+    emb = model.bert.embeddings.word_embeddings(enc["input_ids"]).detach().requires_grad_(True)  # (1, T, D)
+    logits = model(inputs_embeds=emb, attention_mask=enc["attention_mask"],
+                   token_type_ids=enc["token_type_ids"]).logits  # (1, C)
+    (grad,) = torch.autograd.grad(torch.softmax(logits, -1)[0, target], emb)
+    return grad[0], emb[0].detach()  # (T, D) each
+
+
+def test_gradient_x_input_and_saliency_match_the_models_own_gradient(tiny):
+    gxi = explain(tiny, SENTENCE, "gradient_x_input")
+    sal = explain(tiny, SENTENCE, "saliency")
+    grad, emb = _hf_gradient(tiny, SENTENCE, gxi.target_index)
+    np.testing.assert_allclose(gxi.scores, (grad * emb).sum(-1).numpy(), rtol=1e-4, atol=1e-8)
+    np.testing.assert_allclose(sal.scores, grad.norm(dim=-1).numpy(), rtol=1e-4, atol=1e-8)
+    assert gxi.n_backward == sal.n_backward == 1
+
+
+def test_occlusion_of_a_word_is_the_measured_probability_drop(tiny):
+    a = explain(tiny, SENTENCE, "occlusion")
+    groups = word_groups(a.info)
+    per_word = merge_scores(a.scores, groups)
+    enc = tiny.tokenizer(SENTENCE, return_tensors="pt")
+    model = tiny.fp32_model()
+    for w, grp in enumerate(groups.groups):
+        if a.info.sequence_ids[grp[0]] is None:
+            continue
+        ids = enc["input_ids"].clone()
+        ids[0, list(grp)] = tiny.tokenizer.pad_token_id
+        with torch.no_grad():
+            p = torch.softmax(model(input_ids=ids, attention_mask=enc["attention_mask"]).logits, -1)[0, a.target_index]
+        assert per_word[w] == pytest.approx(a.f_x - float(p), abs=1e-6)
+    assert a.n_steps == len([g for g in groups.groups if a.info.sequence_ids[g[0]] is not None])
+
+
+@pytest.mark.parametrize("method", ["kernel_shap", "lime"])
+def test_sampling_methods_are_reproducible_with_their_seed(tiny, method):
+    a = explain(tiny, SENTENCE, method, n_samples=32, seed=3)
+    b = explain(tiny, SENTENCE, method, n_samples=32, seed=3)
+    np.testing.assert_array_equal(a.scores, b.scores)
+    assert a.n_steps == 32
+    # each word's pieces share its score
+    pieces = [g for g in word_groups(a.info).groups if len(g) > 1]
+    for g in pieces:
+        assert len(set(a.scores[list(g)].tolist())) == 1
+
+
+def test_faithfulness_bounds_and_the_100_percent_cases(tiny):
+    a = explain(tiny, SENTENCE, "occlusion")
+    f = faithfulness(tiny, a)
+    assert f.ks == (10, 20, 30, 40, 50) and len(f.comprehensiveness_k) == len(f.sufficiency_k) == 5
+    assert -1 <= f.comprehensiveness <= 1 and -1 <= f.sufficiency <= 1
+    assert f.comprehensiveness == pytest.approx(np.mean(f.comprehensiveness_k))
+    assert "removing the 20% top-ranked tokens" in f.reading and a.target in f.reading
+    whole = faithfulness(tiny, a, ks=(100,))
+    assert whole.sufficiency_k[0] == pytest.approx(0.0, abs=1e-6)  # keeping every token changes nothing
+    base = bv.attribute(tiny, SENTENCE, n_steps=4, target=a.target_index)
+    assert whole.comprehensiveness_k[0] == pytest.approx(a.f_x - base.f_baseline, abs=1e-5)  # all -> baseline
+    json.dumps(f.to_dict())
+
+
+def test_occlusion_ranking_is_at_least_as_comprehensive_as_any_other_at_one_token(tiny):
+    """With one token per word, removing occlusion's top token removes the largest measured drop:
+    no other ranking (reversed, random) can beat it at that k."""
+    occ = explain(tiny, SIMPLE, "occlusion")
+    n = int((~_special(occ)).sum())
+    k = (100 // n,)  # one token
+    best = faithfulness(tiny, occ, ks=k)
+    assert best.n_tokens == (1,)
+    assert best.comprehensiveness_k[0] == pytest.approx(float(occ.scores.max()), abs=1e-6)
+    rng = np.random.default_rng(0)
+    for scores in [-occ.scores, rng.normal(size=occ.scores.shape)]:
+        other = faithfulness(tiny, bv.Attribution(**{**occ.__dict__, "scores": scores.astype(np.float32)}), ks=k)
+        assert other.comprehensiveness_k[0] <= best.comprehensiveness_k[0] + 1e-6
+
+
+@pytest.fixture(scope="module")
+def sentiment(tmp_path_factory):
+    """The tiny BERT trained for half a second to read one sentiment word per sentence (good, great,
+    fun: positive; bad, awful, tedious: negative): a model whose evidence is known."""
+    import random
+
+    from transformers import BertForSequenceClassification, BertTokenizerFast
+
+    from conftest import make_tiny_model
+
+    path = make_tiny_model(tmp_path_factory.mktemp("meth") / "sentiment")
+    tok = BertTokenizerFast.from_pretrained(path)
+    model = BertForSequenceClassification.from_pretrained(path)
+    rng = random.Random(0)
+    pos, neg, filler = ["good", "great", "fun"], ["bad", "awful", "tedious"], ["the", "film", "movie", "was", "is", "a", "it"]
+    texts, labels = [], []
+    for _ in range(128):
+        y = rng.random() < 0.5
+        words = rng.choices(filler, k=rng.randint(2, 5))
+        words.insert(rng.randint(0, len(words)), rng.choice(pos if y else neg))
+        texts.append(" ".join(words))
+        labels.append(int(y))
+    enc = tok(texts, padding=True, return_tensors="pt")
+    torch.manual_seed(0)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    model.train()
+    for _ in range(25):
+        loss = model(**enc, labels=torch.tensor(labels)).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.eval()
+    model.save_pretrained(path, safe_serialization=True)
+    return bv.load_model(str(path), device="cpu")
+
+
+@pytest.mark.parametrize("method", ["integrated_gradients", "occlusion", "kernel_shap", "lime"])
+def test_a_faithful_ranking_beats_random_rankings(sentiment, method):
+    """On a model that reads one sentiment word, removing the top-ranked tokens of a faithful method
+    costs the prediction far more than removing random ones, and keeping them keeps it."""
+    a = explain(sentiment, "the film was awful", method, n_steps=16, n_samples=64)
+    assert a.target == "negative" and a.f_x > 0.9
+    assert a.tokens[int(np.argmax(a.scores))] == "awful"
+    f = faithfulness(sentiment, a)
+    rng = np.random.default_rng(0)
+    rand = [faithfulness(sentiment, bv.Attribution(**{**a.__dict__, "scores": rng.normal(size=len(a.tokens))}))
+            for _ in range(5)]
+    assert f.comprehensiveness > np.mean([r.comprehensiveness for r in rand]) + 0.3
+    assert f.sufficiency < np.mean([r.sufficiency for r in rand]) - 0.3
+    assert f.comprehensiveness > 0.5 and "the explanation points at what the model uses" in f.reading
+
+
+def test_compare_names_the_most_faithful_method(sentiment):
+    c = compare_methods(sentiment, "the film was awful", methods=["saliency", "occlusion"], n_samples=32)
+    assert c.most_faithful == "occlusion" or c.faithfulness[0].comprehensiveness == c.faithfulness[1].comprehensiveness
+    assert c.reading.startswith(f"{c.most_faithful} is the most faithful here") and "negative" in c.reading
+
+
+def test_compare_methods_side_by_side(tiny):
+    c = compare_methods(tiny, SENTENCE, **FAST)
+    m = len(METHODS)
+    assert c.methods == METHODS and len(c.attributions) == len(c.faithfulness) == m
+    assert c.spearman.shape == c.top_k_overlap.shape == (m, m)
+    np.testing.assert_allclose(np.diag(c.spearman), 1.0)
+    np.testing.assert_allclose(c.spearman, c.spearman.T)
+    assert np.all((c.top_k_overlap >= 0) & (c.top_k_overlap <= 1))
+    assert c.rollout.shape == (len(c.tokens),) and c.rollout_spearman.shape == (m,)
+    assert len({a.target_index for a in c.attributions}) == 1
+    assert c.most_faithful in METHODS
+    json.dumps(c.to_dict())
+
+
+def test_a_repeated_explanation_comes_from_the_models_cache(tiny, monkeypatch):
+    monkeypatch.setattr(tiny, "memo_size", 8)
+    a = explain(tiny, SENTENCE, "occlusion")
+    assert explain(tiny, SENTENCE, "occlusion") is a
+    assert explain(tiny, SENTENCE, "occlusion", baseline="mask") is not a
+    assert explain(tiny, SENTENCE, "kernel_shap", n_samples=16, seed=1) is not explain(
+        tiny, SENTENCE, "kernel_shap", n_samples=16, seed=2)
+
+
+def test_rank_helpers():
+    x = np.array([0.3, 0.1, 0.2, 0.5])
+    assert spearman(x, x) == pytest.approx(1.0)
+    assert spearman(x, -x) == pytest.approx(-1.0)
+    assert np.isnan(spearman(x, np.ones(4)))
+    assert top_k_overlap(x, x, 2) == 1.0 and top_k_overlap(x, -x, 2) == 0.0
+
+
+def test_unknown_method_lists_the_methods(tiny):
+    with pytest.raises(InputError) as err:
+        explain(tiny, SENTENCE, "shapley_magic")
+    assert all(m in str(err.value) for m in METHODS)
+    with pytest.raises(InputError, match="kernel_shap"):
+        compare_methods(tiny, SENTENCE, methods=["saliency", "lime!"])
+    with pytest.raises(InputError, match="twice"):
+        compare_methods(tiny, SENTENCE, methods=["saliency", "saliency"])
+    with pytest.raises(InputError, match="n_samples"):
+        explain(tiny, SENTENCE, "kernel_shap", n_samples=1)
+
+
+@pytest.mark.parametrize("method", ["occlusion", "kernel_shap", "lime"])
+def test_per_word_methods_refuse_a_text_that_would_take_too_long(tiny, monkeypatch, method):
+    monkeypatch.setenv("BERTVIZ_MAX_METHOD_SECONDS", "1e-9")
+    with pytest.raises(InputError) as err:
+        explain(tiny, SENTENCE, method)
+    msg = str(err.value)
+    assert method in msg and "4 words" in msg and "BERTVIZ_MAX_METHOD_SECONDS" in msg and "gradient_x_input" in msg
+    explain(tiny, SENTENCE, "gradient_x_input")  # the cheap one still runs
+    with pytest.raises(InputError, match=method):  # refused before the cheap methods run
+        compare_methods(tiny, SENTENCE, methods=["gradient_x_input", method])
+
+
+def test_settings_refuse_a_nonpositive_method_limit(monkeypatch):
+    monkeypatch.setenv("BERTVIZ_MAX_METHOD_SECONDS", "0")
+    with pytest.raises(ValueError, match="BERTVIZ_MAX_METHOD_SECONDS"):
+        bv.get_settings()
+
+
+@pytest.fixture(scope="module")
+def roberta(tmp_path_factory):
+    from test_families import _build
+
+    return bv.load_model(str(_build("roberta", tmp_path_factory.mktemp("meth") / "roberta")), device="cpu")
+
+
+def test_another_family(roberta):
+    c = compare_methods(roberta, SENTENCE, **FAST)
+    for a in c.attributions:
+        assert a.scores.shape == (len(a.tokens),) and a.tokens[0] == "<s>"
+        if a.method in ZERO_ON_SPECIALS:
+            assert np.all(a.scores[_special(a)] == 0)
+    assert all(-1 <= f.comprehensiveness <= 1 and -1 <= f.sufficiency <= 1 for f in c.faithfulness)
+    assert faithfulness(roberta, c.attributions[0], ks=(100,)).sufficiency_k[0] == pytest.approx(0.0, abs=1e-6)
+
+
+def _cli(capsys, *argv):
+    from bertviz_app.cli import main
+
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_method_and_compare(capsys, tiny_model_dir):
+    model = ("--model", str(tiny_model_dir))
+    code, out, _ = _cli(capsys, "explain", SENTENCE, *model, "--method", "occlusion", "--json")
+    r = json.loads(out)
+    assert code == 0 and r["method"] == "occlusion" and len(r["attributions"]) == len(r["tokens"])
+    code, out, _ = _cli(capsys, "explain", SENTENCE, *model, "--method", "saliency")
+    assert code == 0 and out.startswith("saliency, target") and "backward" in out
+    code, out, _ = _cli(capsys, "explain", SENTENCE, *model, "--compare", "--n-steps", "8", "--n-samples", "32", "--json")
+    r = json.loads(out)
+    assert code == 0 and set(r["methods"]) == set(METHODS) and r["most_faithful"] in METHODS
+    assert all("comprehensiveness" in m["faithfulness"] for m in r["methods"].values())
+    code, out, _ = _cli(capsys, "explain", SENTENCE, *model, "--compare", "--methods", "saliency,occlusion")
+    assert code == 0 and "comprehensiveness" in out and ("most faithful here" in out or "no method" in out)
+    code, _, err = _cli(capsys, "explain", SENTENCE, *model, "--method", "magic")
+    assert code == 2 and "kernel_shap" in err and err.count("\n") == 1
