@@ -162,7 +162,7 @@ def test_allocator_tuning_follows_its_setting(monkeypatch):
 
     from bertviz_app.allocator import tune_allocator
 
-    assert bv.get_settings().mmap_threshold_kb == 128
+    assert bv.get_settings().mmap_threshold_kb == 1024
     assert tune_allocator(0) is False
     if sys.platform.startswith("linux"):
         import platform
