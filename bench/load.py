@@ -329,7 +329,7 @@ def main(argv=None) -> int:
         f"| one /predict over HTTP, gradio_client (median of {o['n_predict']}) | {o['predict_gradio_s'] * 1000:.0f} ms | raw "
         f"`predict` call: {o['predict_raw_s'] * 1000:.0f} ms | {o['predict_gradio_s'] / o['predict_raw_s']:.2f}x |",
         f"| one Analyze over HTTP (median of {o['n_analyze']}) | {o['analyze_http_s']:.2f} s | raw calls (predict, attention, "
-        f"attribute, cls_path, cls_lens): {o['analyze_raw_s']:.2f} s | **{o['analyze_http_s'] / o['analyze_raw_s']:.2f}x** "
+        f"attribute, cls_path, cls_lens): {o['analyze_raw_s']:.2f} s | **{o['analyze_http_s'] / o['analyze_raw_s']:.3f}x** "
         "(target <= 1.3x) |",
         "", "## Latency under load", "",
         "| endpoint | requests | answered | failed | p50 | p95 |", "|---|---|---|---|---|---|",
