@@ -41,6 +41,20 @@ def _heads(x: torch.Tensor, b: int, n: int, head: int) -> torch.Tensor:
     return x.view(b, n, -1, head).transpose(1, 2)  # (B, H, n, d)
 
 
+def _self_attention(sa, qkv, hidden, mask, attend, cls_only: bool, dropout: float):
+    """Multi-head self-attention with the family's own q/k/v projections ``qkv``: queries from
+    [CLS] alone when ``cls_only``. Returns (the query rows x, the heads' context (B, Q, D))."""
+    b, t, _ = hidden.shape
+    head = sa.attention_head_size
+    x = hidden[:, :1] if cls_only else hidden  # (B, Q, D)
+    q_len = x.shape[1]
+    q = _heads(qkv[0](x), b, q_len, head)  # (B, H, Q, d)
+    k = _heads(qkv[1](hidden), b, t, head)  # (B, H, T, d)
+    v = _heads(qkv[2](hidden), b, t, head)  # (B, H, T, d)
+    out, _ = attend(sa, q, k, v, mask, dropout=dropout, scaling=sa.scaling)  # (B, Q, H, d)
+    return x, out.reshape(b, q_len, -1).contiguous()
+
+
 class Family:
     """Adapter for one family. Subclasses override what differs from BERT."""
 
@@ -228,15 +242,9 @@ class DistilBert(Family):
 
     def layer(self, layer, hidden, mask, attend, cls_only=False):
         sa = layer.attention
-        b, t, _ = hidden.shape
-        head = sa.attention_head_size
-        x = hidden[:, :1] if cls_only else hidden  # (B, Q, D)
-        q_len = x.shape[1]
-        q = _heads(sa.q_lin(x), b, q_len, head)  # (B, H, Q, d)
-        k = _heads(sa.k_lin(hidden), b, t, head)  # (B, H, T, d)
-        v = _heads(sa.v_lin(hidden), b, t, head)  # (B, H, T, d)
-        out, _ = attend(sa, q, k, v, mask, dropout=sa.dropout.p if sa.training else 0.0, scaling=sa.scaling)  # (B, Q, H, d)
-        out = layer.sa_layer_norm(sa.out_lin(out.reshape(b, q_len, -1).contiguous()) + x)  # (B, Q, D)
+        x, ctx = _self_attention(sa, (sa.q_lin, sa.k_lin, sa.v_lin), hidden, mask, attend, cls_only,
+                                 sa.dropout.p if sa.training else 0.0)
+        out = layer.sa_layer_norm(sa.out_lin(ctx) + x)  # (B, Q, D)
         return layer.output_layer_norm(layer.ffn(out) + out)  # (B, Q, D)
 
     head_prefixes = ("pre_classifier.", "classifier.")
@@ -287,16 +295,9 @@ class Albert(Family):
 
     def layer(self, layer, hidden, mask, attend, cls_only=False):
         sa = layer.attention
-        b, t, _ = hidden.shape
-        head = sa.attention_head_size
-        x = hidden[:, :1] if cls_only else hidden  # (B, Q, D)
-        q_len = x.shape[1]
-        q = _heads(sa.query(x), b, q_len, head)  # (B, H, Q, d)
-        k = _heads(sa.key(hidden), b, t, head)  # (B, H, T, d)
-        v = _heads(sa.value(hidden), b, t, head)  # (B, H, T, d)
-        drop = sa.attention_dropout.p if sa.training else 0.0
-        out, _ = attend(sa, q, k, v, mask, dropout=drop, scaling=sa.scaling)  # (B, Q, H, d)
-        out = sa.output_dropout(sa.dense(out.reshape(b, q_len, -1).contiguous()))  # (B, Q, D)
+        x, ctx = _self_attention(sa, (sa.query, sa.key, sa.value), hidden, mask, attend, cls_only,
+                                 sa.attention_dropout.p if sa.training else 0.0)
+        out = sa.output_dropout(sa.dense(ctx))  # (B, Q, D)
         out = sa.LayerNorm(x + out)  # (B, Q, D)
         ffn = apply_chunking_to_forward(layer.ff_chunk, layer.chunk_size_feed_forward, layer.seq_len_dim, out)
         return layer.full_layer_layer_norm(ffn + out)  # (B, Q, D)

@@ -149,17 +149,6 @@ def test_attribution_bad_arguments(tiny, kwargs, message):
         bv.attribute(tiny, SENTENCE, **kwargs)
 
 
-def test_cls_path_rows_are_complete_and_end_in_cls(tiny):
-    path = bv.cls_path(tiny, SENTENCE, n_steps=30)
-    t = len(path.tokens)
-    assert path.layer_names == ("embeddings", "layer 1", "layer 2")
-    assert path.scores.shape == (3, t)
-    for row, delta in zip(path.scores, path.deltas):
-        assert float(row.sum()) - float(delta) == pytest.approx(path.f_x - path.f_baseline, abs=1e-5)
-    # After the last layer only [CLS] reaches the pooler: every other position has exactly 0.
-    np.testing.assert_allclose(path.scores[-1, 1:], 0.0, atol=1e-7)
-
-
 def test_cls_lens_last_layer_matches_prediction(tiny):
     lens = bv.cls_lens(tiny, SENTENCE)
     assert lens.probs.shape == (3, 2) and lens.layer_names[0] == "embeddings"
