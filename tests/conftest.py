@@ -61,15 +61,22 @@ def _no_result_cache(monkeypatch):
     import bertviz_app.registry as reg
 
     monkeypatch.setenv("BERTVIZ_MEMO_SIZE", "0")
-    for lm in list(reg._CACHE.values()):
+    # the registry's cache, and the session's own models (a test that clears the registry's cache
+    # would otherwise leave `tiny`, loaded before this switch, caching for every later test)
+    for lm in {id(m): m for m in [*reg._CACHE.values(), *_SESSION_MODELS]}.values():
         monkeypatch.setattr(lm, "memo_size", 0)
+
+
+_SESSION_MODELS: list = []  # session-scoped LoadedModels, whose result cache every test turns off
 
 
 @pytest.fixture(scope="session")
 def tiny(tiny_model_dir):
     from bertviz_app import load_model
 
-    return load_model(str(tiny_model_dir), device="cpu")
+    lm = load_model(str(tiny_model_dir), device="cpu")
+    _SESSION_MODELS.append(lm)
+    return lm
 
 
 @pytest.fixture()
