@@ -116,8 +116,8 @@ def explain_csv(lm, source, out: str | os.PathLike, text_column: str | None = No
     relative delta at most this (None: exactly ``n_steps``). ``progress(done, total)`` after each
     chunk; ``cancel`` set: stop after the current chunk, raise CancelledError, write nothing."""
     from .attribution import _check_args, attribute_many
+    from .export import attribution_units
     from .inference import predict
-    from .words import merge_scores, word_groups
 
     started = time.perf_counter()
     path = check_output(out)
@@ -165,10 +165,7 @@ def explain_csv(lm, source, out: str | os.PathLike, text_column: str | None = No
         attrs = attribute_many(lm, texts, target=target, baseline=baseline, n_steps=n_steps, pairs=pairs,
                                tolerance=tolerance)
         for (row, text, pair), pred, attr in zip(chunk, preds, attrs):
-            groups = word_groups(attr.info)
-            words = list(groups.words)
-            scores = merge_scores(np.asarray(attr.scores, dtype=np.float64), groups)  # (W,)
-            special = [len(g) == 1 and attr.info.sequence_ids[g[0]] is None for g in groups.groups]
+            words, scores, special = attribution_units(attr, merge=True)  # (W,): pieces summed into words
             kept = [(w, float(s)) for w, s, sp in zip(words, scores, special) if not sp]
             records.append({
                 "row": row, "text": text, **({"pair": pair} if pair is not None else {}),

@@ -43,6 +43,7 @@ __all__ = [
     "change_warning",
     "tokens_html",
     "attribution_tokens_html",
+    "attribution_units",
     "explanation_html",
     "explanation_json",
     "explanation_dict",
@@ -151,7 +152,7 @@ def change_warning(attr, scale: ColourScale | None = None) -> str | None:
 
 
 # --------------------------------------------------------------------------- coloured tokens
-def _units(attr: Attribution, merge: bool) -> tuple[list[str], np.ndarray, np.ndarray]:
+def attribution_units(attr: Attribution, merge: bool) -> tuple[list[str], np.ndarray, np.ndarray]:
     """(labels, scores, special) in tokens, or in words (pieces summed) when ``merge``."""
     from .words import merge_scores, word_groups
 
@@ -194,7 +195,7 @@ def attribution_tokens_html(attr: Attribution, merge: bool = True, title: str = 
                             min_change: float | None = None) -> str:
     """``tokens_html`` for an attribution on its absolute scale, with the too-small warning."""
     scale = colour_scale(attr, min_change)
-    labels, scores, special = _units(attr, merge)
+    labels, scores, special = attribution_units(attr, merge)
     return tokens_html(labels, scores, special, attr.target, scale, title, change_warning(attr, scale))
 
 
@@ -298,7 +299,7 @@ def explanation_html(attr: Attribution, prediction: Prediction | None = None, mo
     with its attribution. Opens offline; all text escaped."""
     scale = colour_scale(attr, min_change)
     warning = change_warning(attr, scale)
-    labels, scores, special = _units(attr, merge)
+    labels, scores, special = attribution_units(attr, merge)
     unit = "word" if merge else "token"
     coloured = tokens_html(labels, scores, special, attr.target, scale,
                            title=f"{unit.capitalize()}s coloured by their attribution to \u201c{attr.target}\u201d",
