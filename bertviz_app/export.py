@@ -408,7 +408,7 @@ def export_files(folder: str | os.PathLike, attr: Attribution, prediction: Predi
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     if keep_s is not None:
-        _prune(folder, keep_s)
+        prune(folder, keep_s)
     page = explanation_html(attr, prediction, model, merge)
     data = explanation_json(attr, prediction, model)
     digest = hashlib.sha256((page + data).encode("utf-8")).hexdigest()[:12]
@@ -416,13 +416,20 @@ def export_files(folder: str | os.PathLike, attr: Attribution, prediction: Predi
     return write_text(folder / f"{stem}.html", page), write_text(folder / f"{stem}.json", data)
 
 
-def _prune(folder: Path, keep_s: float) -> None:
+def prune(folder: Path, keep_s: float, pattern: str = "explanation-*") -> None:
+    """Delete the files (or folders) in ``folder`` matching ``pattern`` older than ``keep_s``
+    seconds, so a server's export folder stays small."""
+    import shutil
     import time
 
     cutoff = time.time() - keep_s
-    for f in folder.glob("explanation-*"):
+    for f in folder.glob(pattern):
         try:
-            if f.stat().st_mtime < cutoff:
+            if f.stat().st_mtime >= cutoff:
+                continue
+            if f.is_dir():
+                shutil.rmtree(f, ignore_errors=True)
+            else:
                 f.unlink()
         except OSError:  # another process removed it first
             pass

@@ -4,10 +4,8 @@ of the words with the largest mean attribution. Event wiring and rendering only.
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 import threading
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -82,15 +80,11 @@ def summary_md(res: core.BatchExplanation) -> str:
 
 def _run_folder() -> Path:
     """A fresh folder under the export folder gradio serves from; run folders older than an hour go."""
+    from bertviz_app.export import prune
+
     root = attribution_tab.export_folder()
     root.mkdir(parents=True, exist_ok=True)
-    cutoff = time.time() - attribution_tab.EXPORT_KEEP_S
-    for old in root.glob("batch-*"):
-        try:
-            if old.stat().st_mtime < cutoff:
-                shutil.rmtree(old, ignore_errors=True)
-        except OSError:
-            pass
+    prune(root, attribution_tab.EXPORT_KEEP_S, "batch-*")
     return Path(tempfile.mkdtemp(prefix="batch-", dir=root))
 
 
