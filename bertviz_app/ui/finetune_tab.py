@@ -372,9 +372,8 @@ def load_base(base: str, default: str) -> core.LoadedModel:
 def compare_side(lm: core.LoadedModel, text: str, pair: str | None, who: str):
     pred = core.predict(lm, text, pairs=pair)[0]
     attr = core.attribute(lm, text, target=None, n_steps=COMPARE_STEPS, pair=pair)
-    view = common.token_view(attr.info, merge=True)
-    html_ = common.tokens_html(view.labels, common.view_scores(attr.scores, view), view.special, attr,
-                               title=f"{who}: words coloured by their attribution to “{attr.target}”")
+    html_ = core.attribution_tokens_html(attr, merge=True,
+                                         title=f"{who}: words coloured by their attribution to “{attr.target}”")
     bar = plots.prob_bar(pred.labels, pred.probs, title=f"{who}: {lm.name}")
     return pred, attr, bar, html_
 

@@ -6,6 +6,8 @@ from types import SimpleNamespace
 
 import gradio as gr
 
+import bertviz_app as core
+
 from .. import plots
 from . import common
 
@@ -73,7 +75,6 @@ def tokens_html(rec: common.Record) -> str:
     """The words coloured by their attribution, or "" while Integrated Gradients are pending/skipped."""
     if rec.attribution is None:
         return ""
-    view = common.token_view(rec.attribution.info, merge=True)
-    return common.tokens_html(view.labels, common.view_scores(rec.attribution.scores, view), view.special,
-                              rec.attribution,
-                              title=f"Words coloured by their attribution to \u201c{rec.attribution.target}\u201d")
+    return core.attribution_tokens_html(
+        rec.attribution, merge=True,
+        title=f"Words coloured by their attribution to \u201c{rec.attribution.target}\u201d")
