@@ -177,15 +177,18 @@ def explain(
     n_steps: int = 50,
     n_samples: int | None = None,
     seed: int = 0,
+    tolerance: float | None = None,
 ) -> Attribution:
     """One score per token of ``text`` for class ``target`` (default: the predicted class) by
     ``method`` (one of ``METHODS``, see the module docstring). ``n_steps``: Integrated Gradients'
-    steps; ``n_samples`` (None: ``default_samples``) and ``seed``: KernelSHAP's and LIME's perturbed
+    steps (``tolerance``: as many as it takes for that relative delta, see ``attribute``);
+    ``n_samples`` (None: ``default_samples``) and ``seed``: KernelSHAP's and LIME's perturbed
     inputs and their random draw (the same seed gives the same scores)."""
     _check_method(method)
     if method == "integrated_gradients":
         start = time.perf_counter()
-        a = attribute(lm, text, target=target, baseline=baseline, n_steps=n_steps, pair=pair, output=output)
+        a = attribute(lm, text, target=target, baseline=baseline, n_steps=n_steps, pair=pair, output=output,
+                      tolerance=tolerance)
         return dataclasses.replace(a, n_forward=2, n_backward=a.n_steps, seconds=time.perf_counter() - start)
     if n_samples is not None and (isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer))
                                   or not 2 <= n_samples <= MAX_SAMPLES):
@@ -288,6 +291,7 @@ def compare_methods(
     n_steps: int = 50,
     n_samples: int | None = None,
     seed: int = 0,
+    tolerance: float | None = None,
 ) -> MethodComparison:
     """Every method in ``methods`` on one text, with its cost, its ERASER faithfulness, the rank
     agreement of every pair (Spearman and top-k overlap over the non-special tokens, on score
@@ -315,7 +319,7 @@ def compare_methods(
     results: list[Attribution] = []
     for m in methods:
         a = explain(lm, text, m, target=target, baseline=baseline, pair=pair, n_steps=n_steps, n_samples=n_samples,
-                    seed=seed)
+                    seed=seed, tolerance=tolerance)
         target = a.target_index  # every method explains the class the first one explained
         results.append(a)
     faith = tuple(faithfulness(lm, a) for a in results)

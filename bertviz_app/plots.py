@@ -29,6 +29,8 @@ __all__ = [
     "attribution_bar",
     "cls_path_heatmap",
     "cls_lens_chart",
+    "methods_heatmap",
+    "agreement_heatmap",
     "training_curves",
     "confusion_matrices",
     "empty_figure",
@@ -276,6 +278,41 @@ def cls_path_heatmap(scores: np.ndarray, layer_names: Sequence[str], tokens: Seq
     fig.update_xaxes(tickangle=-60, **_tick_kw(tokens))
     fig.update_yaxes(autorange="reversed")
     return _layout(fig, title, 160 + 28 * z.shape[0])
+
+
+def methods_heatmap(scores: np.ndarray, methods: Sequence[str], tokens: Sequence[str],
+                    title: str = "Methods side by side") -> go.Figure:
+    """(M, T) signed scores, one row per method, each row divided by its own largest |score| (the
+    methods' units differ: probability shares, gradient norms, fitted weights), so the rows compare
+    which tokens each method ranks high, not sizes. The hover gives the raw score."""
+    raw = np.asarray(scores, dtype=np.float64)  # (M, T)
+    if raw.shape != (len(methods), len(tokens)):
+        raise ValueError(f"scores are {raw.shape} but there are {len(methods)} methods and {len(tokens)} tokens")
+    top = np.abs(raw).max(axis=1, keepdims=True)  # (M, 1)
+    z = np.divide(raw, top, out=np.zeros_like(raw), where=top > 0)  # (M, T) in [-1, 1]
+    fig = _figure(go.Heatmap(
+        z=np.round(z, 4), x=_cats(tokens), y=[_esc(m) for m in methods], customdata=np.round(raw, 6),
+        colorscale=DIVERGING, zmid=0.0, zmin=-1.0, zmax=1.0,
+        hovertemplate="%{y} · %{x}<br>score %{customdata:+.4g} (%{z:+.0%} of this method's largest)<extra></extra>",
+        colorbar=dict(title=dict(text="share of the<br>method's largest"), thickness=12, tickformat=".0%"),
+    ))
+    fig.update_xaxes(tickangle=-60, **_tick_kw(tokens))
+    fig.update_yaxes(autorange="reversed", type="category")
+    return _layout(fig, title, 170 + 30 * len(methods))
+
+
+def agreement_heatmap(matrix: np.ndarray, names: Sequence[str], title: str = "Rank agreement (Spearman)") -> go.Figure:
+    """(N, N) symmetric agreement in [-1, 1] between ``names``, with the value written in each cell."""
+    z = np.asarray(matrix, dtype=np.float64)  # (N, N)
+    labels = [_esc(n) for n in names]
+    fig = _figure(go.Heatmap(
+        z=np.round(z, 3), x=labels, y=labels, colorscale=DIVERGING, zmid=0.0, zmin=-1.0, zmax=1.0,
+        text=[[("" if not np.isfinite(v) else f"{v:+.2f}") for v in r] for r in z], texttemplate="%{text}",
+        hovertemplate="%{y} vs %{x}: %{z:+.2f}<extra></extra>", colorbar=dict(thickness=12),
+    ))
+    fig.update_xaxes(type="category", tickangle=-30)
+    fig.update_yaxes(type="category", autorange="reversed")
+    return _layout(fig, title, 140 + 40 * len(names))
 
 
 def cls_lens_chart(layer_names: Sequence[str], labels: Sequence[str], probs: np.ndarray,

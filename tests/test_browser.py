@@ -97,6 +97,39 @@ def test_chart_tabs_are_drawn_when_opened_and_follow_a_new_analysis(page, app_ur
     page.wait_for_selector("#bv-cls-path .js-plotly-plot .heatmaplayer")
 
 
+def test_attributions_tab_compares_methods_side_by_side_with_faithfulness(page, app_url):
+    analyze(page, app_url, "the film was great , a joy !")
+    page.get_by_role("tab", name="Attributions").click()
+    delta = page.locator("#bv-delta")
+    sync_api.expect(delta).to_contain_text("Faithfulness")  # the shown IG's own comprehensiveness/sufficiency
+    sync_api.expect(delta).to_contain_text("comprehensiveness")
+    page.locator("#bv-compare").click()
+    reading = page.locator("#bv-compare-reading")
+    sync_api.expect(reading).to_contain_text("Reading:", timeout=TIMEOUT_MS)
+    rows = page.locator("#bv-compare-table [role=row]")  # gradio's table: a header row and one per method
+    sync_api.expect(rows).to_have_count(7, timeout=TIMEOUT_MS)
+    sync_api.expect(page.locator("#bv-compare-table")).to_contain_text("KernelSHAP")
+    sync_api.expect(page.locator("#bv-compare-table")).to_contain_text("★")  # the most faithful one
+    sync_api.expect(page.locator("#bv-compare-tokens .bv-line")).to_have_count(6)
+    page.wait_for_selector("#bv-compare-heatmap .js-plotly-plot .heatmaplayer")
+    page.wait_for_selector("#bv-compare-agreement .js-plotly-plot .heatmaplayer")
+    # no method ticked: a clear message, and the comparison shown stays
+    for name in ("Integrated Gradients", "gradient × input", "saliency (gradient norm)", "occlusion (per word)",
+                 "KernelSHAP (per word)", "LIME (per word)"):
+        page.locator("#bv-compare-methods").get_by_label(name).uncheck()
+    page.locator("#bv-compare").click()
+    sync_api.expect(page.get_by_text("Tick at least one method").first).to_be_visible()
+    sync_api.expect(rows).to_have_count(7)
+    # a new text hides the old comparison
+    page.get_by_role("tab", name="Predict").click()
+    page.locator("#bv-text textarea").fill("a tedious slog")
+    page.locator("#bv-analyze").click()
+    sync_api.expect(page.locator("#bv-predict-tokens .bv-line")).to_contain_text("slog")
+    page.get_by_role("tab", name="Attributions").click()
+    sync_api.expect(page.locator("#bv-compare-reading")).to_be_hidden()
+    assert "Traceback" not in page.content()
+
+
 def test_explain_a_file_tab_explains_every_row_and_offers_the_results(page, app_url, tmp_path):
     table = tmp_path / "reviews.csv"
     rows = ["the film was good", "a tedious slog !", "", "it is not fun", "the movie is great , moving .",

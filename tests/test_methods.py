@@ -60,6 +60,16 @@ def _hf_gradient(lm, text: str, target: int) -> tuple[torch.Tensor, torch.Tensor
     return grad[0], emb[0].detach()  # (T, D) each
 
 
+def test_a_tolerance_reaches_integrated_gradients_in_methods_and_compare(tiny):
+    a = explain(tiny, SENTENCE, "integrated_gradients", tolerance=0.01)
+    b = bv.attribute(tiny, SENTENCE, tolerance=0.01)
+    np.testing.assert_allclose(a.scores, b.scores, atol=1e-7)
+    # the adaptive rule's stop: relative delta <= tolerance, or |delta| <= 1e-6 on a change this small
+    assert abs(a.delta) <= max(0.01 * abs(a.f_x - a.f_baseline), 1e-6) and a.n_backward == b.n_steps
+    c = compare_methods(tiny, SENTENCE, methods=["integrated_gradients", "saliency"], tolerance=0.01)
+    np.testing.assert_allclose(c.attributions[0].scores, b.scores, atol=1e-7)
+
+
 def test_gradient_x_input_and_saliency_match_the_models_own_gradient(tiny):
     gxi = explain(tiny, SENTENCE, "gradient_x_input")
     sal = explain(tiny, SENTENCE, "saliency")
@@ -289,3 +299,48 @@ def test_cli_method_and_compare(capsys, tiny_model_dir):
     assert code == 0 and "comprehensiveness" in out and ("most faithful here" in out or "no method" in out)
     code, _, err = _cli(capsys, "explain", SENTENCE, *model, "--method", "magic")
     assert code == 2 and "kernel_shap" in err and err.count("\n") == 1
+
+
+def test_attributions_tab_shows_faithfulness_and_the_methods_side_by_side(sentiment, monkeypatch):
+    from types import SimpleNamespace
+
+    from bertviz_app.ui import attribution_tab, common
+
+    from collections import OrderedDict
+
+    monkeypatch.setattr(sentiment, "memo_size", 8)  # as served: the IG shown is reused by the comparison
+    monkeypatch.setattr(sentiment, "_memo", OrderedDict())  # its own cache, dropped after the test
+
+    rec = common.analyze_all(sentiment, "the film was awful", None, None, "pad", 20, auto=True)
+    assert rec.faith is not None and rec.faith.method == "integrated_gradients"
+    cmp = SimpleNamespace(shown="shown", reading="reading", table="table", tokens="tokens", heat="heat", agree="agree")
+    ui = SimpleNamespace(delta="delta", tokens="tokens", bar="bar", path="path", lens="lens", cmp=cmp)
+    out = attribution_tab.render(ui, rec, merge=True)
+    assert f"comprehensiveness **{rec.faith.comprehensiveness:+.3f}**" in out["delta"]
+    assert f"sufficiency **{rec.faith.sufficiency:+.3f}**" in out["delta"]
+
+    methods = ["integrated_gradients", "saliency", "occlusion"]
+    c = attribution_tab.compare(rec, methods, common.PREDICTED, "pad", 20, True, 2)
+    assert c.methods == tuple(methods) and c.attributions[0].target == rec.attribution.target
+    np.testing.assert_allclose(c.attributions[0].scores, rec.attribution.scores, atol=1e-7)  # the IG shown above
+    table = attribution_tab.compare_table(c)
+    assert len(table) == 3 and table.iloc[0]["seconds"] == "cached"  # IG came from the model's cache
+    starred = [m for m in table["method"] if m.endswith("★")]
+    assert starred == [attribution_tab.label(c.most_faithful) + " ★"]
+    assert list(table["comprehensiveness ↑"]) == [round(f.comprehensiveness, 4) for f in c.faithfulness]
+    assert list(table["Spearman vs rollout"]) == [round(float(r), 3) for r in c.rollout_spearman]
+
+    shown = attribution_tab.render_compare(ui, c, merge=True)
+    assert shown["shown"]["visible"] is True and "Reading:" in shown["reading"]
+    assert shown["tokens"].count('class="bv-line"') == 3
+    z = np.asarray(shown["heat"].data[0].z)  # each method's row scaled to its own largest |score|
+    assert z.shape[0] == 3 and np.allclose(np.abs(z).max(axis=1), 1.0)
+    agree = np.asarray(shown["agree"].data[0].z)
+    assert agree.shape == (4, 4) and list(shown["agree"].data[0].x)[-1] == "attention rollout"
+    np.testing.assert_allclose(agree[-1, :3], np.round(c.rollout_spearman, 3))
+    assert attribution_tab.render_compare(ui, None, merge=True) == {"shown": {"visible": False,
+                                                                              "__type__": "update"}}
+    with pytest.raises(InputError, match="Press Analyze first"):
+        attribution_tab.compare(None, methods, common.PREDICTED, "pad", 20, True, 2)
+    with pytest.raises(InputError, match="Tick at least one method"):
+        attribution_tab.compare(rec, [], common.PREDICTED, "pad", 20, True, 2)

@@ -50,9 +50,9 @@ def error_message(excinfo) -> str:
     return str(excinfo.value)
 
 
-def test_public_endpoints_are_the_stable_four(client):
+def test_public_endpoints_are_the_stable_five(client):
     named = client.view_api(return_format="dict", print_info=False)["named_endpoints"]
-    assert set(named) == {"/predict", "/attention", "/explain", "/summary"}
+    assert set(named) == {"/predict", "/attention", "/explain", "/compare", "/summary"}
 
 
 def test_predict_with_text_alone(client):
@@ -302,11 +302,40 @@ def test_json_routes_answer_like_the_gradio_endpoints(app_url, client):
     ("explain", {"text": "good", "target": "neutral"}, None, 400, "neutral"),
     ("explain", {"text": "good", "n_steps": 2.5}, None, 400, "n_steps must be a whole number"),
     ("attention", {"text": "good", "layer": 9}, None, 400, "layer must be 0 (all) or 1 to 2"),
+    ("compare", {"text": "good", "methods": "ig,lime"}, None, 400, "Unknown attribution method 'ig'"),
+    ("compare", {"text": "good", "methods": [1, 2]}, None, 400, "methods must be comma-separated names or a list"),
+    ("compare", {"text": "good", "methods": "lime, lime"}, None, 400, "listed twice"),
+    ("compare", {"text": "   "}, None, 400, "empty"),
 ])
 def test_json_routes_refuse_bad_input_with_a_status_and_a_message(app_url, endpoint, body, raw, status, says):
     got_status, out = post(app_url, endpoint, body, raw)
     assert got_status == status, out
     assert set(out) == {"error"} and says in out["error"] and "Traceback" not in out["error"], out
+
+
+def test_compare_sets_methods_side_by_side_on_one_class(app_url, client):
+    body = {"text": "the film was not good", "methods": ["integrated_gradients", "occlusion", "saliency"],
+            "target": "negative", "tolerance": 0.05}
+    status, out = post(app_url, "compare", body)
+    assert status == 200, out
+    assert list(out["methods"]) == body["methods"] and out["most_faithful"] in body["methods"]
+    n = len(out["tokens"])
+    for m in out["methods"].values():
+        assert m["target"] == "negative" and len(m["attributions"]) == n and m["seconds"] > 0
+        f = m["faithfulness"]
+        assert f["ks"] == [10, 20, 30, 40, 50] and -1 <= f["comprehensiveness"] <= 1 and -1 <= f["sufficiency"] <= 1
+        assert f["comprehensiveness"] == pytest.approx(np.mean(f["comprehensiveness_k"]))
+        assert -1 <= m["rollout_spearman"] <= 1
+    ig = out["methods"]["integrated_gradients"]
+    assert ig["relative_delta"] <= 0.05  # the tolerance reached Integrated Gradients
+    rho = np.asarray(out["spearman"])
+    assert rho.shape == (3, 3) and np.allclose(np.diag(rho), 1) and np.allclose(rho, rho.T)
+    assert out["methods"]["occlusion"]["n_forward"] >= 4  # one pass per word, at least
+    # the gradio endpoint answers the same (comma-separated names)
+    ref = client.predict("the film was not good", "integrated_gradients, occlusion, saliency", "negative", "pad", 50,
+                         "", "", 0.05, api_name="/compare")
+    assert ref["most_faithful"] == out["most_faithful"]
+    np.testing.assert_allclose(ref["spearman"], out["spearman"], atol=1e-6)
 
 
 def test_json_routes_batch_concurrent_mixed_good_and_bad_texts(app_url):

@@ -61,7 +61,7 @@ def build_app(model: str | None = None) -> gr.Blocks:
         # ------------------------------------------------------------- Analyze: everything once
         analyze_outputs = {state, p.model_info, p.warnings, p.notice, p.label, p.bar, p.tokens,
                            a.layer, a.head, a.heatmap, a.cls_rows, a.rollout, a.overview, a.overview_notice,
-                           t.target, t.delta, t.tokens, t.bar, t.path, t.lens}
+                           t.target, t.delta, t.tokens, t.bar, t.path, t.lens, t.cmp.shown, t.cmp.state}
 
         chart_inputs = [open_tab, drawn, a.layer, a.head, a.hide, a.merge, t.merge, p.skip_ig]
         attention_charts = {a.heatmap, a.cls_rows, a.rollout, a.overview, a.overview_notice}
@@ -97,6 +97,7 @@ def build_app(model: str | None = None) -> gr.Blocks:
             out.update(attention_tab.controls(a, rec, layer, head))
             out.update(attribution_tab.controls(t, rec, target))
             out[t.delta] = attribution_tab.pending_md(bool(skip_ig))
+            out.update({t.cmp.shown: gr.update(visible=False), t.cmp.state: None})  # a comparison of the last text
             out.update(draw_open_tab(rec, tab, {}, layer, head, hide, merge, attr_merge, skip_ig))
             return out
 
@@ -108,9 +109,9 @@ def build_app(model: str | None = None) -> gr.Blocks:
             progress(0.0, desc="Loading model")
             lm = common.load(rec.model, default)
             info = rec.prediction
-            progress(0.1, desc="Integrated Gradients")
-            attr, path = common.explain_parts(lm, info.text, info.pair, target, baseline, n_steps, auto=bool(auto))
-            new = dataclasses.replace(rec, attribution=attr, path=path)
+            attr, path, faith = common.explain_parts(lm, info.text, info.pair, target, baseline, n_steps,
+                                                     auto=bool(auto), progress=lambda f, d: progress(f, desc=d))
+            new = dataclasses.replace(rec, attribution=attr, path=path, faith=faith)
             # same analysis, same attention maps: an attention tab drawn for ``rec`` stays drawn
             kept = {"attention": id(new)} if (shown or {}).get("attention") == id(rec) else {}
             out = {state: new, drawn: kept, p.tokens: predict_tab.tokens_html(new)}
@@ -184,7 +185,7 @@ def build_app(model: str | None = None) -> gr.Blocks:
         t.explain.click(explain_again, inputs=[state, t.target, t.baseline, t.n_steps, t.auto, *chart_inputs[1:-1]],
                         outputs=ig_outputs, api_visibility="private", **HEAVY)
 
-        attribution_tab.wire(t, state)  # the download buttons follow the analysis
+        attribution_tab.wire(t, state, HEAVY)  # the download buttons follow the analysis; methods compared
 
         # ------------------------------------------------------------- model chooser
         @common.guard

@@ -1,13 +1,13 @@
-"""The public HTTP API: four functions, served two ways from one definition.
+"""The public HTTP API: five functions, served two ways from one definition.
 
 - ``register(default)`` makes them gradio endpoints (``/predict``, ``/attention``, ``/explain``,
-  ``/summary``) for ``gradio_client`` / ``@gradio/client``: queued, with server-sent events.
+  ``/compare``, ``/summary``) for ``gradio_client`` / ``@gradio/client``: queued, with server-sent events.
 - ``routes(default)`` makes the same functions plain JSON routes (``POST /v1/predict`` etc., body
   = the parameters by name, answer = the result, errors = ``{"error": message}`` with a 4xx/5xx
   status). They skip gradio's queue and event stream, which cost ~130 ms of a 25 ms prediction
   and most of the served throughput (bench/load_results.md). Concurrency is bounded the same way
-  the queue bounds it: /predict and /explain wait in the core's micro-batchers, /attention runs
-  one at a time.
+  the queue bounds it: /predict and /explain wait in the core's micro-batchers, /attention and
+  /compare run one at a time.
 """
 
 from __future__ import annotations
@@ -90,11 +90,39 @@ def functions(default: str) -> dict[str, Callable]:
         out["truncated"] = attr.info.truncated
         return out
 
+    def compare(text: str, methods: str = "", target: str = "", baseline: str = "pad", n_steps: int = 50,
+                pair: str = "", model: str = default, tolerance: float = 0.0, top_k: int = 3, seed: int = 0) -> dict:
+        """Attribution methods side by side on one text: {"tokens", "methods": {name: attribution with its
+        "seconds", "n_forward", "n_backward", "faithfulness" (ERASER comprehensiveness/sufficiency AOPC) and
+        "rollout_spearman"}, "spearman", "top_k_overlap" (method x method, in the order asked), "top_k",
+        "rollout", "most_faithful", "reading"}. methods: comma-separated names (or a JSON list); "" = all of
+        integrated_gradients, gradient_x_input, saliency, occlusion, kernel_shap, lime. Every method explains
+        the same class (target "" = the predicted one). tolerance > 0: Integrated Gradients takes as many steps
+        as it takes for that relative delta. A per-word method that would take too long is refused up front."""
+        lm = common.load(model, default)
+        names = _names(methods) or core.METHODS
+        tol = _float(tolerance or 0, "tolerance")
+        c = core.compare_methods(lm, text, methods=names, target=target or None, baseline=baseline,
+                                 pair=pair if pair and pair.strip() else None, n_steps=_int(n_steps, "n_steps"),
+                                 top_k=_int(top_k, "top_k"), seed=_int(seed, "seed"), tolerance=tol if tol else None)
+        return c.to_dict()
+
     def summary(model: str = default) -> dict:
         """Architecture, parameter counts by component, config, labels, device and dtype."""
         return core.summary(common.load(model, default)).to_dict()
 
-    return {"predict": predict, "attention": attention, "explain": explain, "summary": summary}
+    return {"predict": predict, "attention": attention, "explain": explain, "compare": compare, "summary": summary}
+
+
+def _names(value) -> tuple[str, ...]:
+    """Method names from "a, b" or ["a", "b"]."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = value.split(",")
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise core.InputError(f"methods must be comma-separated names or a list of names, got {value!r}.")
+    return tuple(v.strip() for v in value if v.strip())
 
 
 def _int(value, name: str) -> int:
@@ -130,6 +158,7 @@ def register(default: str, heavy: dict) -> None:
     gr.api(common.guard(fns["attention"]), api_name="attention", **heavy)
     gr.api(common.guard(fns["explain"]), api_name="explain", concurrency_limit=EXPLAIN_CONCURRENCY,
            concurrency_id="explain")
+    gr.api(common.guard(fns["compare"]), api_name="compare", **heavy)
     gr.api(common.guard(fns["summary"]), api_name="summary", concurrency_limit=2)
 
 
@@ -209,5 +238,6 @@ def _route(name: str, fn: Callable, limiter: anyio.CapacityLimiter) -> APIRoute:
 def routes(default: str) -> list[APIRoute]:
     """``POST /v1/<name>`` for each function, for ``launch(app_kwargs={"routes": ...})``: routes
     given to the app at creation come before gradio's own, so nothing of gradio's shadows them."""
-    limits = {"predict": BATCHED_CONCURRENCY * 2, "explain": EXPLAIN_CONCURRENCY, "attention": 1, "summary": 2}
+    limits = {"predict": BATCHED_CONCURRENCY * 2, "explain": EXPLAIN_CONCURRENCY, "attention": 1, "compare": 1,
+              "summary": 2}
     return [_route(name, fn, anyio.CapacityLimiter(limits[name])) for name, fn in functions(default).items()]

@@ -1,5 +1,7 @@
 """Attributions tab: Integrated Gradients per token (coloured text + bar chart), the
-convergence delta with a plain-language verdict, the [CLS] path and the [CLS] lens."""
+convergence delta with a plain-language verdict, the explanation's faithfulness (ERASER), the
+[CLS] path and the [CLS] lens; and, on request, every attribution method side by side on the same
+text (``core.compare_methods``): cost, faithfulness, rank agreement and agreement with rollout."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from types import SimpleNamespace
 
 import gradio as gr
 import numpy as np
+import pandas as pd
 
 import bertviz_app as core
 
@@ -46,9 +49,140 @@ def build() -> SimpleNamespace:
         "**[CLS] lens:** the class probabilities you would get by sending each layer's [CLS] state "
         "through the trained pooler and classifier; the last point is the model's prediction."
     )
+    cmp = build_compare()
     return SimpleNamespace(target=target, baseline=baseline, n_steps=n_steps, auto=auto, merge=merge, explain=explain,
                            delta=delta, tokens=tokens, bar=bar, path=path, lens=lens, html_file=html_file,
-                           json_file=json_file)
+                           json_file=json_file, cmp=cmp)
+
+
+# --------------------------------------------------------------------------- methods side by side
+METHOD_LABELS = {
+    "integrated_gradients": "Integrated Gradients",
+    "gradient_x_input": "gradient × input",
+    "saliency": "saliency (gradient norm)",
+    "occlusion": "occlusion (per word)",
+    "kernel_shap": "KernelSHAP (per word)",
+    "lime": "LIME (per word)",
+}
+
+
+def build_compare() -> SimpleNamespace:
+    with gr.Accordion("Compare attribution methods on this text", open=True, elem_id="bv-compare-panel"):
+        gr.Markdown(
+            "Every method explains the same class with the same baseline (the settings above). **Cost**: wall time "
+            "and model passes. **Faithfulness** (ERASER, DeYoung et al. 2020), averaged over removing or keeping "
+            "its top 10–50% of tokens: *comprehensiveness* = how much the probability drops when the top tokens "
+            "are removed (higher = more faithful); *sufficiency* = how much it drops when only they are kept "
+            "(lower = more faithful). **Agreement**: Spearman rank correlation and top-k overlap of the token "
+            "rankings (by magnitude), and Spearman with attention rollout's [CLS] row at the last layer. Per-word "
+            "methods cost one forward pass per word (occlusion) or per sample (KernelSHAP, LIME).",
+            elem_classes=["bv-note"])
+        with gr.Row():
+            methods = gr.CheckboxGroup(choices=[(v, k) for k, v in METHOD_LABELS.items()], value=list(METHOD_LABELS),
+                                       label="Methods", elem_id="bv-compare-methods", scale=4)
+            top_k = gr.Slider(1, 10, value=3, step=1, label="k for the top-k overlap", scale=1)
+        run = gr.Button("Compare methods", elem_id="bv-compare")
+        with gr.Column(visible=False) as shown:
+            reading = gr.Markdown(elem_id="bv-compare-reading")
+            table = gr.Dataframe(label="Cost, faithfulness and agreement", interactive=False, wrap=True,
+                                 elem_id="bv-compare-table")
+            tokens = gr.HTML(label="Each method's tokens", elem_id="bv-compare-tokens")
+            with gr.Row():
+                heat = gr.Plot(label="Methods side by side", elem_id="bv-compare-heatmap")
+                agree = gr.Plot(label="Rank agreement", elem_id="bv-compare-agreement")
+    return SimpleNamespace(methods=methods, top_k=top_k, run=run, shown=shown, reading=reading, table=table,
+                           tokens=tokens, heat=heat, agree=agree, state=gr.State(None, time_to_live=3600))
+
+
+def label(method: str) -> str:
+    return METHOD_LABELS.get(method, method)
+
+
+def compare_table(c: core.MethodComparison) -> pd.DataFrame:
+    """One row per method: cost, AOPC comprehensiveness/sufficiency, agreement with the first
+    method and with attention rollout."""
+    first = label(c.methods[0])
+    rows = []
+    for i, (m, a, f) in enumerate(zip(c.methods, c.attributions, c.faithfulness)):
+        rows.append({
+            "method": label(m) + (" ★" if m == c.most_faithful else ""),
+            # a result the model's cache already held (e.g. the Integrated Gradients shown above) cost nothing now
+            "seconds": f"{a.seconds:.3f}" if a.seconds >= 5e-4 else "cached",
+            "forward passes": a.n_forward,
+            "backward passes": a.n_backward,
+            "comprehensiveness ↑": round(f.comprehensiveness, 4),
+            "sufficiency ↓": round(f.sufficiency, 4),
+            f"Spearman vs {first}": round(float(c.spearman[0, i]), 3),
+            f"top-{c.top_k} overlap vs {first}": round(float(c.top_k_overlap[0, i]), 3),
+            "Spearman vs rollout": round(float(c.rollout_spearman[i]), 3),
+        })
+    return pd.DataFrame(rows)
+
+
+def compare_md(c: core.MethodComparison) -> str:
+    a = c.attributions[0]
+    text = a.info.text if len(a.info.text) <= 120 else a.info.text[:119] + "…"
+    return (f"**Explaining “{common.esc(a.target)}”** (p = {c.faithfulness[0].p_x:.4f}) for “{common.esc(text)}”, "
+            f"baseline {common.esc(a.baseline)}.  \n**Reading:** {common.esc(c.reading)} (★ in the table).  \n"
+            f"Agreement is over the {int(sum(s is not None for s in a.info.sequence_ids))} non-special tokens.")
+
+
+def render_compare(ui: SimpleNamespace, c: core.MethodComparison | None, merge: bool) -> dict:
+    cmp = ui.cmp
+    if c is None:
+        return {cmp.shown: gr.update(visible=False)}
+    units = [core.attribution_units(a, bool(merge)) for a in c.attributions]
+    labels_, _, special = units[0]
+    keep = ~np.asarray(special, dtype=bool)
+    if not keep.any():
+        keep[:] = True
+    words = [w for w, k in zip(labels_, keep) if k]
+    scores = np.stack([np.asarray(u[1], dtype=np.float64)[keep] for u in units])  # (M, N)
+    names = [label(m) for m in c.methods]
+    agree = np.ones((len(names) + 1, len(names) + 1))  # the methods and attention rollout
+    agree[:-1, :-1] = c.spearman
+    agree[-1, :-1] = agree[:-1, -1] = c.rollout_spearman
+    lines = []
+    for m, a, f in zip(c.methods, c.attributions, c.faithfulness):
+        title = f"{label(m)}: comprehensiveness {f.comprehensiveness:+.3f}, sufficiency {f.sufficiency:+.3f}"
+        lines.append(core.attribution_tokens_html(a, bool(merge), title=title))
+    return {
+        cmp.shown: gr.update(visible=True),
+        cmp.reading: compare_md(c),
+        cmp.table: compare_table(c),
+        cmp.tokens: "".join(lines),
+        cmp.heat: plots.methods_heatmap(scores, names, words, title=f"Attribution to “{c.attributions[0].target}”, "
+                                        "each method scaled to its own largest |score|"),
+        cmp.agree: plots.agreement_heatmap(agree, [*names, "attention rollout"],
+                                           title="Rank agreement between methods (Spearman, |scores|)"),
+    }
+
+
+def compare(rec: common.Record | None, methods, target: str, baseline: str, n_steps: int, auto: bool, top_k: int,
+            progress=None) -> core.MethodComparison:
+    """``core.compare_methods`` on the analysed text with the tab's settings (the same target,
+    baseline and step rule as the Integrated Gradients above)."""
+    if rec is None:
+        raise core.InputError("Press Analyze first: there is no text to explain yet.")
+    methods = [m for m in (methods or []) if m]
+    if not methods:
+        raise core.InputError("Tick at least one method to compare.")
+    lm = common.load(rec.model, rec.model)
+    info = rec.prediction
+    return core.compare_methods(lm, info.text, methods=methods, target=common.target_arg(target), baseline=baseline,
+                                pair=info.pair, top_k=int(top_k), n_steps=int(n_steps),
+                                tolerance=common.tolerance_arg(bool(auto)))
+
+
+def faith_md(f: core.Faithfulness | None) -> str:
+    """The shown explanation's ERASER faithfulness, with its plain reading."""
+    if f is None:
+        return ""
+    ks = ", ".join(str(k) for k in f.ks)
+    return (f"  \n**Faithfulness** (ERASER AOPC over the top {ks}% of tokens): comprehensiveness "
+            f"**{f.comprehensiveness:+.3f}** (probability lost when they are removed; higher is more faithful), "
+            f"sufficiency **{f.sufficiency:+.3f}** (lost when only they are kept; lower is more faithful). "
+            f"{common.esc(f.reading[:1].upper() + f.reading[1:])}.")
 
 
 def delta_md(attr) -> str:
@@ -100,7 +234,7 @@ def render(ui: SimpleNamespace, rec: common.Record, merge: bool, skipped: bool =
     scale = core.colour_scale(attr)  # one absolute scale for the tokens and the bars...
     path_scale = core.colour_scale(rec.path)  # ...and its layer-wise twin (each row sums to the same change)
     return {
-        ui.delta: delta_md(attr),
+        ui.delta: delta_md(attr) + faith_md(rec.faith),
         ui.tokens: common.tokens_html(view.labels, scores, view.special, attr),
         ui.bar: plots.attribution_bar(view.labels, scores, title=f"Attribution to “{attr.target}” by token",
                                       full=scale.full if scale.absolute else None,
@@ -131,8 +265,22 @@ def export_files(rec: common.Record | None, merge: bool):
     return gr.update(value=str(page), interactive=True), gr.update(value=str(data), interactive=True)
 
 
-def wire(ui: SimpleNamespace, state: gr.State) -> None:
-    """Refresh the download buttons whenever the analysis (``state``) or the word/token view changes."""
+def wire(ui: SimpleNamespace, state: gr.State, heavy: dict) -> None:
+    """Refresh the download buttons whenever the analysis (``state``) or the word/token view changes;
+    compare the methods on request (``heavy``: the app's one-at-a-time model group)."""
     gr.on([state.change, ui.merge.input], common.guard(export_files), inputs=[state, ui.merge],
           outputs=[ui.html_file, ui.json_file], api_visibility="private", show_progress="hidden",
           trigger_mode="always_last")
+    cmp = ui.cmp
+    views = {cmp.shown, cmp.reading, cmp.table, cmp.tokens, cmp.heat, cmp.agree}
+
+    @common.guard
+    def run_compare(rec, methods, target, baseline, n_steps, auto, top_k, merge, progress=gr.Progress()):
+        progress(0.0, desc="Comparing methods")
+        c = compare(rec, methods, target, baseline, n_steps, auto, top_k)
+        return {cmp.state: c, **render_compare(ui, c, merge)}
+
+    cmp.run.click(run_compare, inputs=[state, cmp.methods, ui.target, ui.baseline, ui.n_steps, ui.auto, cmp.top_k,
+                                       ui.merge], outputs=views | {cmp.state}, api_visibility="private", **heavy)
+    ui.merge.input(common.guard(lambda c, merge: render_compare(ui, c, merge)), inputs=[cmp.state, ui.merge],
+                   outputs=views, api_visibility="private", show_progress="hidden", trigger_mode="always_last")
