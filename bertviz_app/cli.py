@@ -94,7 +94,17 @@ def _compare(args, lm, text) -> int:
 
 
 def cmd_explain(args) -> int:
-    from . import attribute, change_warning, check_output_path, colour_scale, explain, predict, write_html, write_json
+    from . import (
+        attribute,
+        change_warning,
+        check_output_path,
+        colour_scale,
+        explain,
+        faithfulness,
+        predict,
+        write_html,
+        write_json,
+    )
 
     for path in (args.html, args.out):  # a bad path fails now, not after the attribution
         if path:
@@ -111,14 +121,15 @@ def cmd_explain(args) -> int:
     else:
         a = attribute(lm, text, target=args.target, baseline=args.baseline, n_steps=args.n_steps, pair=args.pair,
                       output=args.output, tolerance=args.tolerance)
+    faith = faithfulness(lm, a)  # ERASER, one batched forward pass: shown with every explanation
     if args.html or args.out:  # the same files as the web app's download buttons
         pred = predict(lm, [text], [args.pair] if args.pair else None)[0]
         for path, write in ((args.html, write_html), (args.out, write_json)):
             if path:
-                saved = write(path, a, pred, model=lm.name)
+                saved = write(path, a, pred, model=lm.name, faith=faith)
                 print(f"saved {saved}", file=sys.stderr)
     if args.json:
-        _out(a.to_dict())
+        _out(a.to_dict() | {"faithfulness": faith.to_dict()})
         return 0
     scale = colour_scale(a)
     if a.method != "integrated_gradients":
@@ -127,6 +138,9 @@ def cmd_explain(args) -> int:
     else:
         print(f"target {a.target}: f(x)={a.f_x:.4f}  f(baseline)={a.f_baseline:.4f}  baseline={a.baseline}  n_steps={a.n_steps}")
         print(f"sum of attributions {float(a.scores.sum()):+.4f}  convergence delta {a.delta:+.2e} ({a.relative_delta:.1%} of f(x)-f(baseline))")
+    print(f"faithfulness (ERASER AOPC, top {', '.join(str(k) for k in faith.ks)}%): comprehensiveness "
+          f"{faith.comprehensiveness:+.4f} (higher = more faithful), sufficiency {faith.sufficiency:+.4f} (lower = more "
+          f"faithful): {faith.reading}")
     warning = change_warning(a, scale)
     if warning:
         print(f"warning: {warning}")

@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import InputError
-from .results import Attribution, Prediction, TokenInfo
+from .results import Attribution, Faithfulness, Prediction, TokenInfo
 
 __all__ = [
     "ColourScale",
@@ -207,6 +207,7 @@ class Explanation:
     attribution: Attribution
     prediction: Prediction | None
     model: str
+    faithfulness: Faithfulness | None = None
 
 
 def _finite(x: float) -> float | None:
@@ -214,9 +215,10 @@ def _finite(x: float) -> float | None:
 
 
 def explanation_dict(attr: Attribution, prediction: Prediction | None = None, model: str = "",
-                     min_change: float | None = None) -> dict:
+                     min_change: float | None = None, faith: Faithfulness | None = None) -> dict:
     """``attr.to_dict()`` (under "attribution") plus the prediction, the model, the input text
-    with its token offsets and the colour scale. JSON-safe: non-finite numbers become null."""
+    with its token offsets, the colour scale and (``faith``) its ERASER faithfulness. JSON-safe:
+    non-finite numbers become null."""
     scale = colour_scale(attr, min_change)
     a = attr.to_dict()
     a["relative_delta"] = _finite(a["relative_delta"])
@@ -229,7 +231,7 @@ def explanation_dict(attr: Attribution, prediction: Prediction | None = None, mo
         "format": FORMAT,
         "version": VERSION,
         "model": model,
-        "method": "integrated_gradients",
+        "method": attr.method,
         "attribution": a,
         "input": {"text": info.text, "pair": info.pair, "offsets": [list(o) for o in info.offsets],
                   "sequence_ids": list(info.sequence_ids), "truncated": info.truncated},
@@ -237,6 +239,7 @@ def explanation_dict(attr: Attribution, prediction: Prediction | None = None, mo
         "colour_scale": {"full": scale.full, "absolute": scale.absolute, "change": scale.change,
                          "threshold": scale.threshold, "too_small": scale.too_small},
         "warning": change_warning(attr, scale),
+        "faithfulness": None if faith is None else faith.to_dict(),
     }
 
 
@@ -251,7 +254,9 @@ def explanation_from_dict(d: dict) -> Explanation:
     attr = Attribution(info=info, scores=np.asarray(a["attributions"], dtype=np.float32), target=a["target"],
                        target_index=int(a["target_index"]), output=a["output"], f_x=float(a["f_x"]),
                        f_baseline=float(a["f_baseline"]), delta=float(a["delta"]), n_steps=int(a["n_steps"]),
-                       baseline=a["baseline"])
+                       baseline=a["baseline"], method=a.get("method", "integrated_gradients"),
+                       n_forward=int(a.get("n_forward", 0)), n_backward=int(a.get("n_backward", 0)),
+                       seconds=float(a.get("seconds", 0.0)))
     pred = None
     if d.get("prediction"):
         p = d["prediction"]
@@ -259,12 +264,18 @@ def explanation_from_dict(d: dict) -> Explanation:
                           probs=tuple(float(v) for v in p["scores"].values()), label=p["label"],
                           truncated=bool(p["truncated"]), n_tokens=int(p.get("n_tokens", len(info))),
                           multi_label=bool(p.get("multi_label", False)), windows=int(p.get("windows", 1)))
-    return Explanation(attr, pred, d.get("model", ""))
+    f = d.get("faithfulness")
+    faith = None if not f else Faithfulness(
+        method=f["method"], target=f["target"], ks=tuple(f["ks"]), n_tokens=tuple(f["n_tokens"]),
+        comprehensiveness_k=tuple(f["comprehensiveness_k"]), sufficiency_k=tuple(f["sufficiency_k"]),
+        comprehensiveness=float(f["comprehensiveness"]), sufficiency=float(f["sufficiency"]), p_x=float(f["p_x"]),
+        reading=f["reading"])
+    return Explanation(attr, pred, d.get("model", ""), faith)
 
 
 def explanation_json(attr: Attribution, prediction: Prediction | None = None, model: str = "",
-                     min_change: float | None = None) -> str:
-    return json.dumps(explanation_dict(attr, prediction, model, min_change), ensure_ascii=False, indent=1,
+                     min_change: float | None = None, faith: Faithfulness | None = None) -> str:
+    return json.dumps(explanation_dict(attr, prediction, model, min_change, faith), ensure_ascii=False, indent=1,
                       allow_nan=False) + "\n"
 
 
@@ -292,11 +303,22 @@ def _e(x: object) -> str:
     return html.escape(str(x), quote=True)
 
 
+METHOD_TEXT = {
+    "integrated_gradients": "Integrated Gradients (Captum) on the word embeddings, along the [CLS] path to the classifier",
+    "gradient_x_input": "gradient \u00d7 input on the word embeddings (one backward pass)",
+    "saliency": "saliency: the L2 norm of the gradient on each word embedding (one backward pass; no sign)",
+    "occlusion": "occlusion: the output's drop when each word is replaced by the baseline token",
+    "kernel_shap": "KernelSHAP (Captum) over words, each kept or replaced by the baseline token",
+    "lime": "LIME (Captum) over words, each kept or replaced by the baseline token",
+}
+
+
 def explanation_html(attr: Attribution, prediction: Prediction | None = None, model: str = "", merge: bool = True,
-                     min_change: float | None = None) -> str:
+                     min_change: float | None = None, faith: Faithfulness | None = None) -> str:
     """One standalone page: coloured words (or tokens), method, target, f(x), f(baseline),
-    change, delta and relative delta, the model, the prediction, and a table of every token
-    with its attribution. Opens offline; all text escaped."""
+    change, delta and relative delta, (``faith``) the ERASER faithfulness with its reading, the
+    model, the prediction, and a table of every token with its attribution. Opens offline; all
+    text escaped."""
     scale = colour_scale(attr, min_change)
     warning = change_warning(attr, scale)
     labels, scores, special = attribution_units(attr, merge)
@@ -309,7 +331,7 @@ def explanation_html(attr: Attribution, prediction: Prediction | None = None, mo
     rel = attr.relative_delta
     facts = [
         ("Model", _e(model or "(not given)")),
-        ("Method", "Integrated Gradients (Captum) on the word embeddings, along the [CLS] path to the classifier"),
+        ("Method", _e(METHOD_TEXT.get(attr.method, attr.method))),
         ("Target class", _e(attr.target)),
         ("Explained output", _e(what)),
         ("Baseline", f"{_e(attr.baseline)} (n_steps {attr.n_steps})"),
@@ -320,6 +342,15 @@ def explanation_html(attr: Attribution, prediction: Prediction | None = None, mo
         ("Relative delta", f"{rel:.2%}" if math.isfinite(rel) else "undefined (no change to compare with)"),
         ("Text", f'<span class="text">{_e(attr.info.text)}</span>'),
     ]
+    if faith is not None:
+        ks = ", ".join(str(k) for k in faith.ks)
+        facts += [
+            ("Comprehensiveness (ERASER AOPC)", f"{faith.comprehensiveness:+.4f}: the probability lost when the top "
+                                                f"{ks}% of tokens are removed (higher = more faithful)"),
+            ("Sufficiency (ERASER AOPC)", f"{faith.sufficiency:+.4f}: the probability lost when only they are kept "
+                                          "(lower = more faithful)"),
+            ("Faithfulness, read plainly", _e(faith.reading)),
+        ]
     if attr.info.pair is not None:
         facts.append(("Second text", f'<span class="text">{_e(attr.info.pair)}</span>'))
     if attr.info.truncated:
@@ -384,15 +415,15 @@ def write_text(path: str | os.PathLike, text: str) -> Path:
 
 
 def write_html(path: str | os.PathLike, attr: Attribution, prediction: Prediction | None = None, model: str = "",
-               merge: bool = True, min_change: float | None = None) -> Path:
+               merge: bool = True, min_change: float | None = None, faith: Faithfulness | None = None) -> Path:
     """Save ``explanation_html`` to ``path``; returns the path."""
-    return write_text(path, explanation_html(attr, prediction, model, merge, min_change))
+    return write_text(path, explanation_html(attr, prediction, model, merge, min_change, faith))
 
 
 def write_json(path: str | os.PathLike, attr: Attribution, prediction: Prediction | None = None, model: str = "",
-               min_change: float | None = None) -> Path:
+               min_change: float | None = None, faith: Faithfulness | None = None) -> Path:
     """Save ``explanation_dict`` as JSON to ``path``; returns the path."""
-    return write_text(path, explanation_json(attr, prediction, model, min_change))
+    return write_text(path, explanation_json(attr, prediction, model, min_change, faith))
 
 
 def _slug(text: str, limit: int = 40) -> str:
@@ -400,7 +431,8 @@ def _slug(text: str, limit: int = 40) -> str:
 
 
 def export_files(folder: str | os.PathLike, attr: Attribution, prediction: Prediction | None = None, model: str = "",
-                 merge: bool = True, keep_s: float | None = None) -> tuple[Path, Path]:
+                 merge: bool = True, keep_s: float | None = None,
+                 faith: Faithfulness | None = None) -> tuple[Path, Path]:
     """Write the HTML and JSON files of one explanation into ``folder`` (created if needed) under
     names made from the target and a hash of the content, so the same explanation exported
     twice is one pair of files. ``keep_s``: first delete this folder's explanation files older
@@ -409,8 +441,8 @@ def export_files(folder: str | os.PathLike, attr: Attribution, prediction: Predi
     folder.mkdir(parents=True, exist_ok=True)
     if keep_s is not None:
         prune(folder, keep_s)
-    page = explanation_html(attr, prediction, model, merge)
-    data = explanation_json(attr, prediction, model)
+    page = explanation_html(attr, prediction, model, merge, faith=faith)
+    data = explanation_json(attr, prediction, model, faith=faith)
     digest = hashlib.sha256((page + data).encode("utf-8")).hexdigest()[:12]
     stem = f"explanation-{_slug(attr.target)}-{digest}"
     return write_text(folder / f"{stem}.html", page), write_text(folder / f"{stem}.json", data)

@@ -100,6 +100,23 @@ def test_json_round_trip(explained, tmp_path):
         core.explanation_from_dict({"tokens": []})
 
 
+def test_any_method_exports_with_its_name_and_faithfulness(tiny, tmp_path):
+    text = "the film was great"
+    a = core.explain(tiny, text, "occlusion")
+    f = core.faithfulness(tiny, a)
+    page = core.explanation_html(a, model="tiny", faith=f)
+    assert "occlusion: the output" in page and "Integrated Gradients" not in page
+    assert f"{f.comprehensiveness:+.4f}" in page and f"{f.sufficiency:+.4f}" in page and "Sufficiency (ERASER AOPC)" in page
+    d = json.loads(core.write_json(tmp_path / "o.json", a, model="tiny", faith=f).read_text(encoding="utf-8"))
+    assert d["method"] == d["attribution"]["method"] == "occlusion"
+    assert d["faithfulness"]["comprehensiveness_k"] == pytest.approx(list(f.comprehensiveness_k))
+    back = core.explanation_from_dict(d)
+    assert back.attribution.method == "occlusion" and back.attribution.n_forward == a.n_forward
+    assert back.faithfulness.to_dict() == f.to_dict()
+    assert core.explanation_html(back.attribution, model="tiny", faith=back.faithfulness) == page
+    assert core.explanation_dict(core.attribute(tiny, text, n_steps=8))["faithfulness"] is None  # not asked for
+
+
 def test_bad_paths_say_why(explained, tmp_path):
     attr, _ = explained
     with pytest.raises(core.InputError, match="does not exist"):
@@ -138,10 +155,13 @@ def test_cli_explain_writes_the_same_html_and_json(capsys, tiny_model_dir, tmp_p
     out, err = capsys.readouterr()
     assert code == 0 and f"saved {page}" in err and f"saved {data}" in err
     assert "warning:" in out and "bars: 20 marks =" in out  # the tiny model's change is too small to read
+    assert "faithfulness (ERASER AOPC, top 10, 20, 30, 40, 50%): comprehensiveness" in out
     d = json.loads(data.read_text(encoding="utf-8"))
     back = core.explanation_from_dict(d)
     assert d["model"] == str(tiny_model_dir) and d["prediction"]["text"] == "the film was great"
-    assert page.read_text(encoding="utf-8") == core.explanation_html(back.attribution, back.prediction, d["model"])
+    assert back.faithfulness is not None and f"{back.faithfulness.comprehensiveness:+.4f}" in out
+    assert page.read_text(encoding="utf-8") == core.explanation_html(back.attribution, back.prediction, d["model"],
+                                                                     faith=back.faithfulness)
 
 
 @pytest.mark.parametrize("flag", ["--html", "--out"])
@@ -164,8 +184,10 @@ def test_ui_download_buttons_get_the_core_files(tiny, tmp_path, monkeypatch):
     page, data = attribution_tab.export_files(rec, True)
     assert page["interactive"] and data["interactive"]
     assert open(page["value"], encoding="utf-8").read() == core.explanation_html(
-        rec.attribution, rec.prediction, rec.model, merge=True)
-    assert json.load(open(data["value"], encoding="utf-8"))["prediction"]["label"] == rec.prediction.label
+        rec.attribution, rec.prediction, rec.model, merge=True, faith=rec.faith)
+    saved = json.load(open(data["value"], encoding="utf-8"))
+    assert saved["prediction"]["label"] == rec.prediction.label
+    assert saved["faithfulness"]["comprehensiveness"] == pytest.approx(rec.faith.comprehensiveness)
     import gradio as gr
 
     from bertviz_app.ui import build_app

@@ -302,11 +302,10 @@ def test_cli_method_and_compare(capsys, tiny_model_dir):
 
 
 def test_attributions_tab_shows_faithfulness_and_the_methods_side_by_side(sentiment, monkeypatch):
+    from collections import OrderedDict
     from types import SimpleNamespace
 
     from bertviz_app.ui import attribution_tab, common
-
-    from collections import OrderedDict
 
     monkeypatch.setattr(sentiment, "memo_size", 8)  # as served: the IG shown is reused by the comparison
     monkeypatch.setattr(sentiment, "_memo", OrderedDict())  # its own cache, dropped after the test

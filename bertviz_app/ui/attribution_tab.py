@@ -261,7 +261,7 @@ def export_files(rec: common.Record | None, merge: bool):
         off = gr.update(value=None, interactive=False)
         return off, off
     page, data = core.export_files(export_folder(), rec.attribution, rec.prediction, rec.model, merge=bool(merge),
-                                   keep_s=EXPORT_KEEP_S)
+                                   keep_s=EXPORT_KEEP_S, faith=rec.faith)
     return gr.update(value=str(page), interactive=True), gr.update(value=str(data), interactive=True)
 
 
