@@ -67,24 +67,25 @@ class TrainConfig:
     label_smoothing: float = field(default=0.0, metadata={"help": "Label smoothing of the cross-entropy loss, 0 to <0.5."})
 
     def __post_init__(self) -> None:
-        checks = {
-            "epochs": 0 < self.epochs <= 100,
-            "learning_rate": 0 < self.learning_rate < 1,
-            "batch_size": 1 <= self.batch_size <= 4096,
-            "warmup_ratio": 0 <= self.warmup_ratio < 1,
-            "weight_decay": 0 <= self.weight_decay < 1,
-            "logging_steps": self.logging_steps >= 1,
-            "eval_every": self.eval_every >= 0,
-            "early_stopping_patience": self.early_stopping_patience >= 0,
-            "metric": self.metric in ("macro_f1", "accuracy"),
-            "max_length": self.max_length is None or 8 <= self.max_length <= 4096,
-            "head_lr_scale": 0 < self.head_lr_scale <= 1000,
-            "label_smoothing": 0 <= self.label_smoothing < 0.5,
+        checks = {  # name: (ok, what is allowed)
+            "epochs": (0 < self.epochs <= 100, "more than 0, at most 100"),
+            "learning_rate": (0 < self.learning_rate < 1, "between 0 and 1, e.g. 5e-5"),
+            "batch_size": (1 <= self.batch_size <= 4096, "a whole number from 1 to 4096"),
+            "warmup_ratio": (0 <= self.warmup_ratio < 1, "from 0 to below 1, e.g. 0.1"),
+            "weight_decay": (0 <= self.weight_decay < 1, "from 0 to below 1"),
+            "logging_steps": (self.logging_steps >= 1, "at least 1"),
+            "eval_every": (self.eval_every >= 0, "0 or more"),
+            "early_stopping_patience": (self.early_stopping_patience >= 0, "0 (never stop early) or more"),
+            "metric": (self.metric in ("macro_f1", "accuracy"), "macro_f1 or accuracy"),
+            "max_length": (self.max_length is None or 8 <= self.max_length <= 4096, "from 8 to 4096 tokens, or automatic"),
+            "head_lr_scale": (0 < self.head_lr_scale <= 1000, "more than 0, at most 1000"),
+            "label_smoothing": (0 <= self.label_smoothing < 0.5, "from 0 to below 0.5"),
         }
-        bad = [name for name, ok in checks.items() if not ok]
+        bad = [name for name, (ok, _) in checks.items() if not ok]
         if bad:
             helps = {f: TrainConfig.__dataclass_fields__[f].metadata["help"] for f in bad}
-            raise InputError("Invalid training settings: " + "; ".join(f"{k}={getattr(self, k)!r} ({h})" for k, h in helps.items()))
+            raise InputError("Invalid training settings: " + "; ".join(
+                f"{k}={getattr(self, k)!r} must be {checks[k][1]} ({h})" for k, h in helps.items()))
 
 
 @dataclass

@@ -49,9 +49,9 @@ def test_upload_train_and_see_curves_and_confusion_matrix(browser, app_url, tiny
     base.press("Enter")
     page.locator("#bv-ft-name textarea, #bv-ft-name input").first.fill("browser-run")
     page.get_by_text("Advanced").click()
-    page.locator("#bv-ft-epochs input").fill("3")
-    page.locator("#bv-ft-batch input").fill("8")
-    page.locator("#bv-ft-lr input").fill("0.0005")
+    page.locator("#bv-ft-epochs textarea, #bv-ft-epochs input").first.fill("3")
+    page.locator("#bv-ft-batch textarea, #bv-ft-batch input").first.fill("8")
+    page.locator("#bv-ft-lr textarea, #bv-ft-lr input").first.fill("0.0005")
     page.locator("#bv-ft-start").click()
 
     sync_api.expect(page.locator("#bv-ft-status")).to_contain_text("Done", timeout=TIMEOUT_MS)

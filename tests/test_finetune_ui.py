@@ -120,7 +120,10 @@ def test_bad_files_give_clear_messages_and_no_traceback(app_url, data, tiny_mode
     assert "is not allowed" in str(excinfo.value)
     with pytest.raises(Exception) as excinfo:
         client.predict(*start_args(str(tiny_model_dir), epochs=0), api_name="/finetune_start")
-    assert "less than minimum value" in str(excinfo.value)  # the Number's bounds, checked by gradio
+    assert "epochs=0.0 must be more than 0, at most 100" in str(excinfo.value)  # the core's bounds, said plainly
+    with pytest.raises(Exception) as excinfo:
+        client.predict(*start_args(str(tiny_model_dir), epochs="three"), api_name="/finetune_start")
+    assert "Epochs: 'three' is not a number; type one such as 3, or leave the box blank" in str(excinfo.value)
 
 
 def test_folder_base_refused_when_local_paths_are_off(app_url, data, tiny_model_dir, monkeypatch):

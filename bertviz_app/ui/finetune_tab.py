@@ -80,20 +80,22 @@ def build(default: str) -> SimpleNamespace:
         gr.Markdown("Leave epochs, learning rate, batch size, warm-up and patience blank to have them chosen from "
                     "the data size (small data gets more epochs, with early stopping on the validation macro-F1).")
         with gr.Row():
-            epochs = gr.Number(value=None, minimum=0.1, maximum=100, label="Epochs", info=f"{help_['epochs']} {AUTO}",
-                               elem_id="bv-ft-epochs")
-            lr = gr.Number(value=None, minimum=1e-7, maximum=0.9, label="Learning rate",
-                           info=f"{help_['learning_rate']} {AUTO}", elem_id="bv-ft-lr")
-            batch = gr.Number(value=None, minimum=1, maximum=4096, precision=0, label="Batch size",
-                              info=f"{help_['batch_size']} {AUTO}", elem_id="bv-ft-batch")
-            warmup = gr.Number(value=None, minimum=0, maximum=0.5, label="Warm-up fraction",
-                               info=f"{help_['warmup_ratio']} {AUTO}", elem_id="bv-ft-warmup")
+            # Text boxes, not gr.Number: gradio's Number shows a blank value as 0 and sends 0, which
+            # would turn "automatic" into a bad value (0 epochs) or a different one (no warm-up).
+            epochs = gr.Textbox(placeholder="auto", label="Epochs", info=f"{help_['epochs']} {AUTO}",
+                                elem_id="bv-ft-epochs")
+            lr = gr.Textbox(placeholder="auto", label="Learning rate", info=f"{help_['learning_rate']} {AUTO}",
+                            elem_id="bv-ft-lr")
+            batch = gr.Textbox(placeholder="auto", label="Batch size", info=f"{help_['batch_size']} {AUTO}",
+                               elem_id="bv-ft-batch")
+            warmup = gr.Textbox(placeholder="auto", label="Warm-up fraction", info=f"{help_['warmup_ratio']} {AUTO}",
+                                elem_id="bv-ft-warmup")
         with gr.Row():
-            max_len = gr.Number(value=None, minimum=0, maximum=4096, precision=0, label="Max length (blank or 0 = auto)",
-                                info=help_["max_length"], elem_id="bv-ft-maxlen")
+            max_len = gr.Textbox(placeholder="auto", label="Max length", info=f"{help_['max_length']} {AUTO}",
+                                 elem_id="bv-ft-maxlen")
             seed = gr.Number(value=42, precision=0, label="Seed", info=help_["seed"], elem_id="bv-ft-seed")
-            patience = gr.Number(value=None, minimum=0, precision=0, label="Early-stopping patience",
-                                 info=f"{help_['early_stopping_patience']} {AUTO}", elem_id="bv-ft-patience")
+            patience = gr.Textbox(placeholder="auto", label="Early-stopping patience",
+                                  info=f"{help_['early_stopping_patience']} {AUTO}", elem_id="bv-ft-patience")
             val_fraction = gr.Slider(0.05, 0.5, value=0.2, step=0.05, label="Validation fraction",
                                      info="held out when no validation file is given", elem_id="bv-ft-valfrac")
     with gr.Row():
@@ -195,6 +197,30 @@ def _blank(v):
     return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
 
 
+def _number(v, name: str, whole: bool = False, example: str = "2"):
+    """A setting typed in a text box (or given as a number by an API caller): None when blank or
+    "auto"; else the number, or InputError saying what to type. Ranges are the core's to check."""
+    v = _blank(v)
+    if isinstance(v, str):
+        t = v.strip()
+        if not t or t.lower() == "auto":
+            return None
+        try:
+            v = float(t)
+        except ValueError:
+            raise core.InputError(f"{name}: {t!r} is not a number; type one such as {example}, or leave the box "
+                                  "blank to have it chosen from the data size.") from None
+    if v is None or isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        if v is None:
+            return None
+        raise core.InputError(f"{name}: {v!r} is not a number; type one such as {example}, or leave it blank.")
+    if whole:
+        if not float(v).is_integer():
+            raise core.InputError(f"{name} must be a whole number, got {v:g}.")
+        return int(v)
+    return float(v)
+
+
 def plan_from_fields(table, val_table, text_col, label_col, pair_col, multi_label, base, mode, name, epochs, lr, batch,
                      max_len, seed, patience, val_fraction, warmup=None):
     """The tab's fields -> ``core.plan_finetune`` (blank numbers = automatic). Raises the core's
@@ -203,14 +229,17 @@ def plan_from_fields(table, val_table, text_col, label_col, pair_col, multi_labe
         raise core.DataError("Upload a training file first (.csv, .tsv or .txt with a header row).")
     if not text_col or not label_col:
         raise core.DataError("Choose two different columns for the text and the label.")
-    seed = _blank(seed)
-    batch, patience, max_len = _blank(batch), _blank(patience), _blank(max_len)
+    seed = _number(seed, "Seed", whole=True, example="42")
+    max_len = _number(max_len, "Max length", whole=True, example="128")
     return core.plan_finetune(
         table, text_column=text_col, label_column=label_col, pair_column=pair_col or None, multi_label=bool(multi_label),
-        val_table=val_table, base=base, mode=mode or "full", name=name, epochs=_blank(epochs),
-        learning_rate=_blank(lr), batch_size=None if batch is None else int(batch), warmup_ratio=_blank(warmup),
-        max_length=int(max_len) if max_len else None, seed=42 if seed is None else int(seed),
-        patience=None if patience is None else int(patience), val_fraction=float(val_fraction or 0.2),
+        val_table=val_table, base=base, mode=mode or "full", name=name, epochs=_number(epochs, "Epochs", example="3"),
+        learning_rate=_number(lr, "Learning rate", example="5e-5"),
+        batch_size=_number(batch, "Batch size", whole=True, example="16"),
+        warmup_ratio=_number(warmup, "Warm-up fraction", example="0.1"),
+        max_length=max_len or None, seed=42 if seed is None else seed,
+        patience=_number(patience, "Early-stopping patience", whole=True, example="3"),
+        val_fraction=float(val_fraction or 0.2),
     )
 
 
