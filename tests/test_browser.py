@@ -155,6 +155,33 @@ def test_explain_a_file_tab_explains_every_row_and_offers_the_results(page, app_
     assert page.dialogs == [] and page.locator("img[src='x']").count() == 0
 
 
+def test_explain_a_file_tab_says_what_is_wrong_with_a_bad_upload(page, app_url, tmp_path):
+    import io
+    import zipfile
+
+    zipped = tmp_path / "reviews.csv"  # a spreadsheet export zipped by mistake, with a .csv name
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("reviews.csv", "review\nthe film was good\n")
+    zipped.write_bytes(buf.getvalue())
+    header_only = tmp_path / "empty.csv"
+    header_only.write_text("review,label\n", encoding="utf-8")
+    page.goto(app_url)
+    page.get_by_role("tab", name="Explain a file").click()
+    status = page.locator("#bv-bx-status")
+    upload = page.locator("#bv-bx-upload input[type=file]")
+    upload.set_input_files(str(zipped))
+    sync_api.expect(status).to_contain_text("Error:")
+    sync_api.expect(status).to_contain_text("not a text table")
+    page.locator("#bv-bx-upload button[aria-label=Clear]").click()  # the bad file stays shown until cleared
+    upload.set_input_files(str(header_only))
+    sync_api.expect(status).to_contain_text("no data rows")
+    page.locator("#bv-bx-start").click()  # starting anyway: the same plain message, no file offered
+    sync_api.expect(page.get_by_text("no data rows").first).to_be_visible()
+    assert page.locator("#bv-bx-file a").count() == 0
+    assert "Traceback" not in page.content()
+
+
 def test_empty_text_shows_a_clear_message(page, app_url):
     page.goto(app_url)
     page.locator("#bv-text textarea").fill("   ")
