@@ -158,8 +158,8 @@ def render_compare(ui: SimpleNamespace, c: core.MethodComparison | None, merge: 
     }
 
 
-def compare(rec: common.Record | None, methods, target: str, baseline: str, n_steps: int, auto: bool, top_k: int,
-            progress=None) -> core.MethodComparison:
+def compare(rec: common.Record | None, methods, target: str, baseline: str, n_steps: int, auto: bool,
+            top_k: int) -> core.MethodComparison:
     """``core.compare_methods`` on the analysed text with the tab's settings (the same target,
     baseline and step rule as the Integrated Gradients above)."""
     if rec is None:
@@ -167,7 +167,7 @@ def compare(rec: common.Record | None, methods, target: str, baseline: str, n_st
     methods = [m for m in (methods or []) if m]
     if not methods:
         raise core.InputError("Tick at least one method to compare.")
-    lm = common.load(rec.model, rec.model)
+    lm = common.load(rec.model, rec.model)  # the record's model (server-side state) was allowed when it was analysed
     info = rec.prediction
     return core.compare_methods(lm, info.text, methods=methods, target=common.target_arg(target), baseline=baseline,
                                 pair=info.pair, top_k=int(top_k), n_steps=int(n_steps),
