@@ -184,7 +184,7 @@ TEXTS = ["good", "the film is not good, it was a tedious slog", "a fine, warm an
 
 @pytest.mark.parametrize("tolerance", [None, 0.05])
 def test_attribute_many_equals_one_call_per_text(tiny, tolerance):
-    """Texts explained together (padded to one length, one Captum call per round) give what one
+    """Texts explained together (padded to one length, one batched pass per round) give what one
     call per text gives, in input order, including a sentence pair among single texts."""
     pairs = [None, None, "it was fun", None]
     many = bv.attribute_many(tiny, TEXTS, pairs=pairs, n_steps=12, tolerance=tolerance)
