@@ -314,15 +314,16 @@ def bench_explain(lm, texts, rounds, tolerance):
     PROFILE.append("")
     PROFILE.append(f"From runs at fixed 2 and 50 steps: one gradient evaluation (forward and backward of one "
                    f"interpolated input, batched) costs {per_eval * 1000:.1f} ms; the rest of a call (tokenizing, "
-                   f"f(x) and f(baseline), Captum's set-up) {fixed * 1000:.0f} ms. At tolerance {tolerance} a text "
+                   f"f(x) and f(baseline), the fixed cost of a pass) {fixed * 1000:.0f} ms. At tolerance {tolerance} a text "
                    f"takes {t['ours'] / n * 1000:.0f} ms = {fixed * 1000:.0f} ms + {mean_steps:.1f} evaluations x "
-                   f"{per_eval * 1000:.1f} ms + {rounds_cost * 1000:.0f} ms for the segment-end forwards and extra "
-                   f"rounds. The peer takes {t['peer'] / n * 1000:.0f} ms for its 50 steps, so 3x the peer is "
+                   f"{per_eval * 1000:.1f} ms + {rounds_cost * 1000:.0f} ms for the extra "
+                   f"rounds (the adaptive mode has no separate forwards: f at the segment ends comes from its "
+                   f"gradient passes). The peer takes {t['peer'] / n * 1000:.0f} ms for its 50 steps, so 3x the peer is "
                    f"{t['peer'] / n / 3 * 1000:.0f} ms per text: about "
                    f"{max(0.0, (t['peer'] / n / 3 - fixed) / per_eval):.0f} evaluations with no extra rounds. Fewer "
                    "evaluations is where more speed would have to come from: an oracle that knew each text's best "
-                   "single Gauss-Legendre rule averaged 13.7 evaluations on 50 reviews in development, the "
-                   "segmented rule 15.4.")
+                   "single Gauss-Legendre rule averaged 13.7 evaluations on 50 reviews in development; "
+                   "bench/explain_families.py compares the adaptive rule with the peer per family.")
     PROFILE.append("")
     mm = float(np.mean(rel["many"]))
     speed_many = t["peer"] / t["many"]

@@ -119,7 +119,7 @@ def _group(lm: LoadedModel, text: str, pair, target, baseline: str, output: str)
     texts, pairs = check_texts([text], None if pair is None else [pair], optional_pairs=True)
     attn, cls_only = _options(None, None)
     return _Group(lm, [(texts[0], pairs[0] if pairs else None)], baseline, output, lm.label_index(target),
-                  with_mid=False, attention=attn, cls_only=cls_only)
+                  adaptive=False, attention=attn, cls_only=cls_only)
 
 
 PROBE_ROWS = 8

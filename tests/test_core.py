@@ -231,18 +231,18 @@ def test_cls_path_equals_captum_layer_integrated_gradients(tiny):
 def test_attribution_retries_smaller_batches_on_out_of_memory(tiny, monkeypatch):
     """An OOM in Integrated Gradients halves the internal batch and retries; only at a batch of
     one does the request fail, with a ResourceError that says what to do."""
-    from captum.attr import IntegratedGradients
+    from bertviz_app.attribution import _Group
 
-    real = IntegratedGradients.attribute
+    real = _Group._gradients_in
     seen = []
 
-    def limited(self, inputs, *args, internal_batch_size=None, **kwargs):
-        seen.append(internal_batch_size)
-        if internal_batch_size > 3:
+    def limited(self, points, batch):
+        seen.append(batch)
+        if batch > 3:
             raise RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory")
-        return real(self, inputs, *args, internal_batch_size=internal_batch_size, **kwargs)
+        return real(self, points, batch)
 
-    monkeypatch.setattr(IntegratedGradients, "attribute", limited)
+    monkeypatch.setattr(_Group, "_gradients_in", limited)
     a = bv.attribute(tiny, SENTENCE, n_steps=24)
     assert seen[:3] == [24, 12, 6] and seen[3] == 3
     assert float(a.scores.sum()) - a.delta == pytest.approx(a.f_x - a.f_baseline, abs=1e-5)
@@ -250,6 +250,6 @@ def test_attribution_retries_smaller_batches_on_out_of_memory(tiny, monkeypatch)
     def always(self, *args, **kwargs):
         raise torch.OutOfMemoryError("CUDA out of memory")
 
-    monkeypatch.setattr(IntegratedGradients, "attribute", always)
+    monkeypatch.setattr(_Group, "_gradients_in", always)
     with pytest.raises(bv.ResourceError, match="Out of memory.*shorten the text"):
         bv.attribute(tiny, SENTENCE, n_steps=8)

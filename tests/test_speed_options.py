@@ -23,9 +23,9 @@ def test_adaptive_steps_meet_the_tolerance(tiny, tolerance, baseline):
 def test_adaptive_steps_start_small_and_grow(tiny):
     loose = bv.attribute(tiny, SENTENCE, tolerance=0.5)
     tight = bv.attribute(tiny, SENTENCE, tolerance=1e-4)
-    from bertviz_app.attribution import SEGMENT_STEPS
+    from bertviz_app.attribution import FIRST_STEPS
 
-    assert loose.n_steps <= 2 * SEGMENT_STEPS
+    assert loose.n_steps <= FIRST_STEPS
     assert tight.n_steps >= loose.n_steps
     assert tight.relative_delta <= 1e-4 or abs(tight.delta) <= 1e-6
 
@@ -184,7 +184,7 @@ TEXTS = ["good", "the film is not good, it was a tedious slog", "a fine, warm an
 
 @pytest.mark.parametrize("tolerance", [None, 0.05])
 def test_attribute_many_equals_one_call_per_text(tiny, tolerance):
-    """Texts explained together (padded to one length, one Captum call per round) give what one
+    """Texts explained together (padded to one length, one batched pass per round) give what one
     call per text gives, in input order, including a sentence pair among single texts."""
     pairs = [None, None, "it was fun", None]
     many = bv.attribute_many(tiny, TEXTS, pairs=pairs, n_steps=12, tolerance=tolerance)
