@@ -18,7 +18,8 @@ _EXPORTS = {
     "attention": ("attention", "cls_rows", "mean_heads", "rollout"),
     "batching": ("predict_one", "explain_one"),
     "batch_explain": ("BatchExplanation", "explain_csv"),
-    "attribution": ("BASELINES", "OUTPUTS", "attribute", "attribute_many", "cls_lens", "cls_path"),
+    "attribution": ("BASELINES", "OUTPUTS", "attribute", "attribute_many", "baseline_jumps", "cls_lens", "cls_path",
+                    "recommended_baseline"),
     "build_job": ("BuildStatus",),
     "config": ("Settings", "get_settings"),
     "finetune": ("DEFAULT_BASE", "MODES", "FinetuneJob", "FinetunePlan", "RunResult", "Verdict",
@@ -47,7 +48,16 @@ _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 # _EXPORTS, and tests/test_packaging.py checks the two agree name for name.
 if TYPE_CHECKING:
     from .attention import attention, cls_rows, mean_heads, rollout
-    from .attribution import BASELINES, OUTPUTS, attribute, attribute_many, cls_lens, cls_path
+    from .attribution import (
+        BASELINES,
+        OUTPUTS,
+        attribute,
+        attribute_many,
+        baseline_jumps,
+        cls_lens,
+        cls_path,
+        recommended_baseline,
+    )
     from .batch_explain import BatchExplanation, explain_csv
     from .batching import explain_one, predict_one
     from .build_job import BuildStatus

@@ -99,6 +99,33 @@ def _head(lm: LoadedModel, output: str, logits: torch.Tensor) -> torch.Tensor:
     return logits if output == "logit" else probabilities(lm, logits)
 
 
+def baseline_jumps(lm: LoadedModel, baseline: str) -> bool:
+    """Does the straight path from ``baseline`` start with a jump? True where the model's depth-0
+    embedding is LayerNorm(word vector) alone (DeBERTa-v3) and the baseline's word vector is zero
+    (the "zero" baseline, or a [PAD] row kept at zero by ``padding_idx``): every point of the path
+    but the first then gives the same embeddings, so Integrated Gradients from it need many more
+    steps and measure that jump rather than the words. ``recommended_baseline`` avoids it."""
+    model = lm.fp32_model()
+    fam = family_of(model)
+    if fam is None or not fam.scale_free_embeddings(model):
+        return False
+    if baseline == "zero":
+        return True
+    token_id = getattr(lm.tokenizer, f"{baseline}_token_id", None)
+    if token_id is None:
+        return False
+    return not bool(fam.word_embeddings(model).weight[token_id].detach().abs().sum())
+
+
+def recommended_baseline(lm: LoadedModel) -> str:
+    """"pad", or the first of "mask" and "unk" whose path does not start with a jump
+    (``baseline_jumps``) on models where [PAD]'s does."""
+    for name in ("pad", "mask", "unk"):
+        if getattr(lm.tokenizer, f"{name}_token_id", None) is not None and not baseline_jumps(lm, name):
+            return name
+    return "pad"
+
+
 def _baseline_ids(lm: LoadedModel, input_ids: torch.Tensor, baseline: str) -> torch.Tensor:
     """Every token replaced by [PAD]/[MASK]/[UNK], keeping [CLS] and [SEP] where they are."""
     tok = lm.tokenizer

@@ -96,12 +96,14 @@ def _compare(args, lm, text) -> int:
 def cmd_explain(args) -> int:
     from . import (
         attribute,
+        baseline_jumps,
         change_warning,
         check_output_path,
         colour_scale,
         explain,
         faithfulness,
         predict,
+        recommended_baseline,
         write_html,
         write_json,
     )
@@ -122,6 +124,10 @@ def cmd_explain(args) -> int:
         a = attribute(lm, text, target=args.target, baseline=args.baseline, n_steps=args.n_steps, pair=args.pair,
                       output=args.output, tolerance=args.tolerance)
     faith = faithfulness(lm, a)  # ERASER, one batched forward pass: shown with every explanation
+    if a.method == "integrated_gradients" and baseline_jumps(lm, a.baseline):
+        print(f"note: this model's first layer sees LayerNorm(word vector) alone and the {a.baseline} baseline's word "
+              "vectors are zero, so the path from it jumps at its first point; --baseline "
+              f"{recommended_baseline(lm)} gives a smooth path.", file=sys.stderr)
     if args.html or args.out:  # the same files as the web app's download buttons
         pred = predict(lm, [text], [args.pair] if args.pair else None)[0]
         for path, write in ((args.html, write_html), (args.out, write_json)):

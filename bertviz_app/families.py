@@ -93,6 +93,13 @@ class Family:
             kw.pop("token_type_ids", None)
         return kw
 
+    def scale_free_embeddings(self, model) -> bool:
+        """Is depth 0 LayerNorm(word vector) alone, with no position or token-type vector added?
+        LayerNorm(a v) is the same for every a > 0, so the straight path from a zero word vector
+        jumps at its first point: Integrated Gradients from such a baseline spend their steps on
+        that jump (``attribution.baseline_jumps``)."""
+        return False
+
     # -- the path -----------------------------------------------------------------------------
     def embed(self, model, input_ids=None, token_type_ids=None, inputs_embeds=None, attention_mask=None) -> torch.Tensor:
         """Depth 0 (B, T, D): ``hidden_states[0]`` of the model's own forward."""
@@ -332,6 +339,11 @@ class DebertaV2(Family):
 
     def composable(self, model):
         return getattr(model, "deberta", None) is not None and getattr(model.deberta, "z_steps", 0) <= 1
+
+    def scale_free_embeddings(self, model):
+        # DeBERTa-v3's configuration: relative positions only, and no token types
+        cfg = model.config
+        return not getattr(cfg, "position_biased_input", True) and not getattr(cfg, "type_vocab_size", 0)
 
     def embed(self, model, input_ids=None, token_type_ids=None, inputs_embeds=None, attention_mask=None):
         ref = input_ids if input_ids is not None else inputs_embeds

@@ -247,6 +247,27 @@ def test_summary_rows_add_up_to_the_total(fam_lm):
     assert s.architecture == type(fam_lm.model).__name__
 
 
+def test_a_baseline_whose_path_starts_with_a_jump_is_named_and_avoided(fam_lm):
+    """DeBERTa-v3's depth 0 is LayerNorm(word vector) alone and its [PAD] row stays zero: the path
+    from [PAD] (or zero vectors) jumps at its first point. Every other family adds position vectors."""
+    deberta = fam_lm.model.config.model_type == "deberta-v2"
+    assert bv.baseline_jumps(fam_lm, "pad") is deberta and bv.baseline_jumps(fam_lm, "zero") is deberta
+    assert not bv.baseline_jumps(fam_lm, "mask")
+    assert bv.recommended_baseline(fam_lm) == ("mask" if deberta else "pad")
+    if deberta:  # the jump costs steps: the smooth path reaches the tolerance with far fewer
+        jumpy = bv.attribute(fam_lm, SENTENCE, baseline="pad", tolerance=0.05)
+        smooth = bv.attribute(fam_lm, SENTENCE, baseline="mask", tolerance=0.05)
+        assert smooth.n_steps * 2 < jumpy.n_steps
+        from bertviz_app.ui import attribution_tab, common
+
+        rec = common.analyze_all(fam_lm, SENTENCE, None, None, "pad", 20, auto=True)
+        assert rec.baseline_jumps
+        from types import SimpleNamespace
+
+        ui = SimpleNamespace(delta="delta", tokens="tokens", bar="bar", path="path", lens="lens")
+        assert "Note on the baseline" in attribution_tab.render(ui, rec, merge=True)["delta"]
+
+
 def test_unsupported_model_type_lists_the_supported_ones(tmp_path):
     from transformers import GPT2Config, GPT2ForSequenceClassification
 

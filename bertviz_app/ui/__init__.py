@@ -111,7 +111,8 @@ def build_app(model: str | None = None) -> gr.Blocks:
             info = rec.prediction
             attr, path, faith = common.explain_parts(lm, info.text, info.pair, target, baseline, n_steps,
                                                      auto=bool(auto), progress=lambda f, d: progress(f, desc=d))
-            new = dataclasses.replace(rec, attribution=attr, path=path, faith=faith)
+            new = dataclasses.replace(rec, attribution=attr, path=path, faith=faith,
+                                      baseline_jumps=core.baseline_jumps(lm, baseline))
             # same analysis, same attention maps: an attention tab drawn for ``rec`` stays drawn
             kept = {"attention": id(new)} if (shown or {}).get("attention") == id(rec) else {}
             out = {state: new, drawn: kept, p.tokens: predict_tab.tokens_html(new)}
@@ -189,24 +190,27 @@ def build_app(model: str | None = None) -> gr.Blocks:
 
         # ------------------------------------------------------------- model chooser
         @common.guard
-        def load_model(model_name, target):
+        def load_model(model_name, target, baseline=None):
             lm = common.load(model_name, default)
             out = model_tab.render(m, lm)
             choices = [common.PREDICTED, *lm.labels]
             out[t.target] = gr.update(choices=choices, value=target if target in choices else common.PREDICTED)
+            if core.baseline_jumps(lm, baseline or "pad"):  # e.g. DeBERTa-v3 from [PAD]: start from [MASK]
+                out[t.baseline] = gr.update(value=core.recommended_baseline(lm))
             out[p.model_info] = common.model_line(lm)
             out[p.warnings] = common.warnings_md(lm)
             return out
 
-        model_outputs = {m.info, m.table, m.config, t.target, p.model_info, p.warnings}
-        m.load.click(load_model, inputs=[m.model, t.target], outputs=model_outputs, api_visibility="private", **HEAVY)
+        model_outputs = {m.info, m.table, m.config, t.target, t.baseline, p.model_info, p.warnings}
+        m.load.click(load_model, inputs=[m.model, t.target, t.baseline], outputs=model_outputs, api_visibility="private",
+                     **HEAVY)
 
-        def on_start(model_name, target):
+        def on_start(model_name, target, baseline):
             """First page load: show the model, or say plainly why it cannot be loaded (no error toast).
             While the default model builds, the page opens the bare encoder."""
             opened = build_panel.start_model(model_name, default)
             try:
-                out = load_model(opened, target)
+                out = load_model(opened, target, baseline)
             except gr.Error as exc:
                 msg = f"**Warning:** {common.esc(exc.message)}"
                 out = {m.info: msg, p.model_info: msg}
@@ -214,7 +218,7 @@ def build_app(model: str | None = None) -> gr.Blocks:
                 out[m.model] = gr.update(value=opened)
             return out
 
-        demo.load(on_start, inputs=[m.model, t.target], outputs=model_outputs | {m.model}, api_visibility="private",
+        demo.load(on_start, inputs=[m.model, t.target, t.baseline], outputs=model_outputs | {m.model}, api_visibility="private",
                   **HEAVY)
         build_panel.wire(build, demo=demo, default=default, model_dd=m.model,
                          on_built=(load_model, [m.model, t.target], model_outputs))

@@ -174,6 +174,13 @@ def compare(rec: common.Record | None, methods, target: str, baseline: str, n_st
                                 tolerance=common.tolerance_arg(bool(auto)))
 
 
+def jump_md(attr: core.Attribution) -> str:
+    return (f"  \n**Note on the baseline:** this model's first layer sees LayerNorm(word vector) alone and the "
+            f"{common.esc(attr.baseline)} baseline's word vectors are zero, so the straight path from it jumps at its "
+            "first point (LayerNorm ignores scale): the steps go into that jump rather than the words. Choose the "
+            "[MASK] tokens baseline for a smooth path.")
+
+
 def faith_md(f: core.Faithfulness | None) -> str:
     """The shown explanation's ERASER faithfulness, with its plain reading."""
     if f is None:
@@ -234,7 +241,7 @@ def render(ui: SimpleNamespace, rec: common.Record, merge: bool, skipped: bool =
     scale = core.colour_scale(attr)  # one absolute scale for the tokens and the bars...
     path_scale = core.colour_scale(rec.path)  # ...and its layer-wise twin (each row sums to the same change)
     return {
-        ui.delta: delta_md(attr) + faith_md(rec.faith),
+        ui.delta: delta_md(attr) + faith_md(rec.faith) + (jump_md(attr) if rec.baseline_jumps else ""),
         ui.tokens: common.tokens_html(view.labels, scores, view.special, attr),
         ui.bar: plots.attribution_bar(view.labels, scores, title=f"Attribution to “{attr.target}” by token",
                                       full=scale.full if scale.absolute else None,

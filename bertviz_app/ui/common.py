@@ -147,6 +147,7 @@ class Record:
     attribution: core.Attribution | None = None
     path: core.ClsPath | None = None
     faith: core.Faithfulness | None = None  # ERASER faithfulness of ``attribution``
+    baseline_jumps: bool = False  # the path from the attribution's baseline starts with a jump (core.baseline_jumps)
 
 
 def target_arg(target: str | None) -> str | None:
@@ -195,7 +196,7 @@ def analyze_ig(lm: core.LoadedModel, rec: Record, target: str | None, baseline: 
     """The slow part: Integrated Gradients, their faithfulness and the [CLS] path, added to ``rec``."""
     attr, path, faith = explain_parts(lm, rec.prediction.text, rec.prediction.pair, target, baseline, n_steps,
                                       auto=auto, progress=progress)
-    return dataclasses.replace(rec, attribution=attr, path=path, faith=faith)
+    return dataclasses.replace(rec, attribution=attr, path=path, faith=faith, baseline_jumps=core.baseline_jumps(lm, baseline))
 
 
 def analyze_all(lm: core.LoadedModel, text: str, pair: str | None, target: str | None, baseline: str,
