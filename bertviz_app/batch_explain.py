@@ -153,7 +153,8 @@ def explain_csv(lm, source, out: str | os.PathLike, text_column: str | None = No
     faithfulness (ERASER comprehensiveness and sufficiency, removed tokens replaced by the
     ``baseline`` token; "zero" reads as "pad") and seconds. ``tolerance``: IG steps chosen per
     text for a relative delta at most this (None: exactly ``n_steps``). ``progress(done, total)``
-    after each chunk; ``cancel`` set: stop after the current row, raise CancelledError, write nothing."""
+    after each chunk; ``cancel`` set: stop after the current row (IG: the current chunk), raise
+    CancelledError, write nothing."""
     from .attribution import _check_args
 
     started = time.perf_counter()

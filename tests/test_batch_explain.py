@@ -248,3 +248,21 @@ def test_methods_are_checked_before_any_work(tiny, table, tmp_path):
     assert bv.explain_csv(tiny, table, tmp_path / "o.csv", methods=["integrated_gradients"]).methods == ("ig",)
     assert main(["explain-csv", str(table), "--out", str(tmp_path / "o.csv"), "--model", str(tiny.path),
                  "--methods", "ig,nope"]) == 2
+
+
+def test_cancel_stops_a_slow_method_between_rows_and_writes_nothing(tiny, table, tmp_path, monkeypatch):
+    import bertviz_app.methods as methods
+
+    cancel, calls = threading.Event(), []
+    real = methods.explain
+
+    def explain(*a, **kw):
+        calls.append(1)
+        if len(calls) == 2:
+            cancel.set()  # the user presses Cancel while the second row is explained
+        return real(*a, **kw)
+
+    monkeypatch.setattr(methods, "explain", explain)
+    with pytest.raises(bv.CancelledError, match="no file was written"):
+        bv.explain_csv(tiny, table, tmp_path / "out.csv", methods=("occlusion",), cancel=cancel)
+    assert len(calls) == 2 and not (tmp_path / "out.csv").exists()
