@@ -42,6 +42,61 @@ if str(ROOT) not in sys.path:  # ``python bench/ferret_compare.py``
 METHODS = ("integrated_gradients", "gradient_x_input", "saliency", "occlusion", "kernel_shap", "lime")
 
 
+DIFFERENCES = """### Where the two definitions differ
+
+Both compute, per threshold, p(target | x) - p(target | x perturbed) with softmax probabilities,
+keep [CLS]/[SEP] (ferret's `remove_first_last=True`) and average over the thresholds (AOPC).
+Comprehensiveness perturbs the top-ranked tokens, sufficiency everything else. The differences:
+
+1. **Removal.** ferret's default `remove_tokens=True` deletes the tokens (the sequence gets shorter
+   and the later tokens move to other positions); ours replaces them with the baseline token
+   ([PAD] by default, as attended to as any token; `baseline="mask"`/`"unk"` on request).
+   Aligned: ferret `remove_tokens=False` (replaces with [MASK]) vs ours `baseline="mask"`.
+2. **Thresholds.** ferret's default `based_on="perc"`, 10%, 20%, ..., 100% of the tokens, each
+   count rounded *down* (`int(p * n)`; a count of 0 is skipped); ours k = 10..50%, rounded *up*
+   (`ceil(k * n / 100)`), so 100% (every token removed / none kept) never enters ours. Aligned:
+   ferret `based_on="k"` with our per-text token counts as its `thresholds`.
+3. **Which tokens are ranked.** ferret's default `only_pos=True` ranks only tokens with a score
+   above 0 (a text with few positive tokens gets a smaller rationale than k asks for); ours ranks
+   every token by signed score. ferret's `only_pos=False` crashes on numpy 2 (`if id_top_k == []`
+   on an array raises "operands could not be broadcast"), so the aligned run shifts every score
+   by the same constant to make them all positive, which ranks exactly as `only_pos=False`.
+4. **Repeated token sets.** ferret skips a threshold whose token set equals the previous one and
+   averages over the rest; ours averages over every k, so a short text whose 10% and 20% both
+   round up to 1 token counts that value twice (the same-k table averages ours the ferret way).
+5. **Ids vs text.** ferret decodes each perturbed id sequence to a string and tokenizes it again;
+   a masked or deleted word piece glued to its neighbours then becomes other pieces (`st ##yl
+   ##ish` with `##yl` masked decodes to `st [MASK]ish` and re-tokenizes as `st [MASK] is ##h`):
+   {changed} of the {pieces} single-piece maskings of these {n} reviews change the token sequence. Ours
+   perturbs the ids the explanation ranked. This is what remains in the same-k table.
+6. **Ties.** ferret picks the top k with numpy's default (unstable) argsort; ours breaks ties by
+   position. Occlusion, KernelSHAP and LIME give a multi-piece word's pieces equal shares, so
+   their ties are real; which tied piece goes first can differ.
+7. **No rationale.** When no threshold yields a token (e.g. every score <= 0 under
+   `only_pos=True`), ferret returns comprehensiveness 0 and sufficiency 1; ours always has >= 1
+   token per k when the text has any.
+8. **Forward pass.** ferret runs the Hugging Face model's own forward in batches of 8 texts, one
+   call for comprehensiveness and one for sufficiency, each also re-running the full text; ours
+   runs the 1 + 2K inputs of one explanation (or many: `faithfulness_many`) in one padded batch
+   through `classifier_logits` (the last layer for [CLS] only): the same logits up to float
+   rounding.
+"""
+
+
+def roundtrip_changes(tok, texts) -> tuple[int, int]:
+    """(maskings whose decode + re-tokenize differs from the masked ids, maskings): one piece of
+    each text masked at a time, as ferret's text round trip sees it."""
+    changed = pieces = 0
+    for text in texts:
+        ids = tok(text, truncation=True)["input_ids"][1:-1]
+        for i in range(len(ids)):
+            s = list(ids)
+            s[i] = tok.mask_token_id
+            changed += tok(tok.decode(s), truncation=True)["input_ids"][1:-1] != s
+            pieces += 1
+    return changed, pieces
+
+
 def load_ferret():
     """ferret's evaluators without ferret's __init__ (see the module docstring); (comp, suff, Explanation,
     version) or raises ImportError with the reason."""
@@ -188,6 +243,8 @@ def main(argv=None) -> int:
     for m in methods:
         lines.append(f"| {m} | {explain_s[m] / n:.3f} | {1000 * t_ours[m] / n:.1f} | {1000 * t_many[m] / n:.1f} | "
                      f"{1000 * t_ferret[m] / n:.1f} | {t_ferret[m] / t_ours[m]:.2f}x |")
+    changed, pieces = roundtrip_changes(tok, texts)
+    lines += ["", DIFFERENCES.format(changed=changed, pieces=pieces, n=n)]
     lines += ["", f"{repeats} of the {n} texts are short enough that two of our k = 10..50% give the same token "
               "count (the same-k table accounts for it).", ""]
     text = "\n".join(lines)
