@@ -19,6 +19,8 @@ Three pairings per explanation (see ferret_results.md for the exact differences)
            token counts given as its thresholds (based_on="k") and every token ranked
   same-k   as aligned, with ours averaged over the distinct token counts only (ferret skips a k
            whose token set equals the previous one; short texts repeat counts)
+  ids      same-k, with ferret's evaluators handed the id sequences they build instead of their
+           decoded text (``IdsTokenizer``), which isolates the round trip's share of the difference
 """
 
 from __future__ import annotations
@@ -97,6 +99,35 @@ def roundtrip_changes(tok, texts) -> tuple[int, int]:
     return changed, pieces
 
 
+class IdsTokenizer:
+    """The tokenizer with ferret's text round trip taken out: ``decode`` hands back a key for the
+    ids and calling it on keys gives those ids back ([CLS] ids [SEP], padded), so ferret's own
+    evaluator code scores exactly the id sequences it built. Everything else is the tokenizer's."""
+
+    def __init__(self, tok):
+        self._tok, self._ids = tok, {}
+
+    def __getattr__(self, name):
+        return getattr(self._tok, name)
+
+    def decode(self, ids, **kw):
+        key = f"<<ids {len(self._ids)}>>"
+        self._ids[key] = [int(i) for i in ids]
+        return key
+
+    def __call__(self, text, **kw):
+        import torch
+
+        texts = [text] if isinstance(text, str) else list(text)
+        if not all(t in self._ids for t in texts):
+            return self._tok(text, **kw)
+        rows = [[self._tok.cls_token_id, *self._ids[t], self._tok.sep_token_id] for t in texts]
+        width = max(len(r) for r in rows)
+        ids = torch.tensor([r + [self._tok.pad_token_id] * (width - len(r)) for r in rows])  # (B, T)
+        mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows])  # (B, T)
+        return {"input_ids": ids, "attention_mask": mask, "token_type_ids": torch.zeros_like(ids)}
+
+
 def load_ferret():
     """ferret's evaluators without ferret's __init__ (see the module docstring); (comp, suff, Explanation,
     version) or raises ImportError with the reason."""
@@ -142,6 +173,8 @@ def main(argv=None) -> int:
     ap.add_argument("--model", default="default")
     ap.add_argument("--methods", default=",".join(METHODS))
     ap.add_argument("--out", default=str(ROOT / "bench" / "ferret_results.md"))
+    ap.add_argument("--no-ids-check", dest="ids_check", action="store_false",
+                    help="skip the run of ferret's evaluators without their decode/re-tokenize round trip")
     args = ap.parse_args(argv)
     os.environ["BERTVIZ_MEMO_SIZE"] = "0"
     methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
@@ -167,13 +200,15 @@ def main(argv=None) -> int:
     lm = bv.load_model(args.model, device="cpu")
     model, tok = lm.fp32_model(), lm.tokenizer
     comp_eval, suff_eval = Comp(model, tok), Suff(model, tok)
+    ids_tok = IdsTokenizer(tok)
+    comp_ids, suff_ids = Comp(model, ids_tok), Suff(model, ids_tok)
     load_before = os.getloadavg()[0]
 
-    def ferret(a, **kw):
+    def ferret(a, comp=comp_eval, suff=suff_eval, **kw):
         e = Explanation(text=a.info.text, tokens=list(a.tokens), scores=np.asarray(a.scores, dtype=np.float64),
                         explainer=a.method, target=a.target_index)
-        c = comp_eval.compute_evaluation(e, target=a.target_index, **kw).score
-        s = suff_eval.compute_evaluation(e, target=a.target_index, **kw).score
+        c = comp.compute_evaluation(e, target=a.target_index, **kw).score
+        s = suff.compute_evaluation(e, target=a.target_index, **kw).score
         return float(c), float(s)
 
     rows = {m: [] for m in methods}
@@ -197,12 +232,14 @@ def main(argv=None) -> int:
             # every token ranked: ferret's only_pos=False crashes on numpy 2 (``if id_top_k == []`` on an
             # array), so the scores are shifted to be all positive, which ranks exactly as only_pos=False
             shifted = a.__class__(**{**a.__dict__, "scores": a.scores - a.scores.min() + 1.0})
-            f_aligned = ferret(shifted, removal_args={"remove_tokens": False, "based_on": "k",
-                                                      "thresholds": list(mask.n_tokens)})
+            aligned = {"remove_tokens": False, "based_on": "k", "thresholds": list(mask.n_tokens)}
+            f_aligned = ferret(shifted, removal_args=aligned)
+            f_ids = ferret(shifted, comp_ids, suff_ids, removal_args=aligned) if args.ids_check else (np.nan, np.nan)
             rows[m].append(dict(pad=(pad.comprehensiveness, pad.sufficiency), mask=(mask.comprehensiveness,
                                 mask.sufficiency), same_k=(distinct_mean(mask.comprehensiveness_k, mask.n_tokens),
                                                            distinct_mean(mask.sufficiency_k, mask.n_tokens)),
-                                ferret_default=f_default, ferret_aligned=f_aligned, n=len(mask.n_tokens),
+                                ferret_default=f_default, ferret_aligned=f_aligned, ferret_ids=f_ids,
+                                n=len(mask.n_tokens),
                                 repeats=len(set(mask.n_tokens)) < len(mask.n_tokens)))
         t = time.perf_counter()
         faithfulness_many(lm, attrs)
@@ -237,6 +274,9 @@ def main(argv=None) -> int:
                    "ferret_aligned")
     lines += block("Same-k: as aligned, ours averaged over distinct token counts only (ferret skips a k whose "
                    "token set repeats the previous one)", "same_k", "ferret_aligned")
+    if args.ids_check:
+        lines += block("Same-k without ferret's text round trip: its evaluators given the id sequences they build "
+                       "(`IdsTokenizer`; what is left is tie order and float rounding)", "same_k", "ferret_ids")
     lines += block("Shipped settings: ours as the app computes it vs ferret's defaults", "pad", "ferret_default")
     lines += ["### Time", "", "| method | explain (s/text) | ours, one call (ms/expl.) | ours, `faithfulness_many` "
               "over all texts (ms/expl.) | ferret comp + suff (ms/expl.) | ferret / ours |", "|---|---|---|---|---|---|"]
