@@ -36,6 +36,10 @@ def main(argv=None) -> int:
     ap.add_argument("--n-other", type=int, default=100, help="reviews each other method explains (default: %(default)s)")
     ap.add_argument("--methods", default="ig", help="comma-separated (explain_csv's names; default: %(default)s)")
     ap.add_argument("--sample", type=int, default=30, help="reviews explained one attribute call at a time as IG's peer")
+    ap.add_argument("--together", type=int, default=0,
+                    help="also explain the first N reviews with every method in one explain_csv call (the methods "
+                         "alternate chunk by chunk, so machine load hits them alike); 0: skip (default)")
+    ap.add_argument("--only-together", action="store_true", help="skip the one-run-per-method part")
     ap.add_argument("--model", default="default")
     ap.add_argument("--out", default=str(ROOT / "bench" / "explain_csv_results.md"))
     args = ap.parse_args(argv)
@@ -63,7 +67,7 @@ def main(argv=None) -> int:
 
     rows, loads = [], []
     peer = None
-    for key in keys:
+    for key in () if args.only_together else keys:
         n = args.n if key == "ig" else args.n_other
         before = os.getloadavg()[0]
         out = tmp / f"{key}.jsonl"
@@ -80,6 +84,11 @@ def main(argv=None) -> int:
             for text in sample:
                 bv.attribute(lm, text, tolerance=0.05)
             peer = (len(sample), time.perf_counter() - t)
+    together = None
+    if args.together:
+        before = os.getloadavg()[0]
+        res = bv.explain_csv(lm, table(args.together), tmp / "together.csv", tolerance=0.05, methods=keys)
+        together = (res, before, os.getloadavg()[0])
     total = time.perf_counter() - started
 
     ig = next((r for r in rows if r[0] == "ig"), None)
@@ -105,6 +114,20 @@ def main(argv=None) -> int:
             f"{num(st['mean_comprehensiveness'], '+.3f')} | {num(st['mean_sufficiency'], '+.3f')} | {st['refused']} | "
             f"{lb:.1f} / {la:.1f} |")
     lines.append("")
+    if together is not None:
+        res, lb, la = together
+        lines += [f"All methods in one `explain_csv` call on the first {res.explained} reviews ({res.seconds:.1f} s, "
+                  f"{res.texts_per_s:.3f} texts/s for all of them, load {lb:.1f} before / {la:.1f} after); the "
+                  "methods take turns chunk by chunk (16 rows), so these seconds compare methods under the same "
+                  "load:", "", "| method | s/text: attribution | s/text: faithfulness | texts/s (both) | "
+                  "mean comprehensiveness | mean sufficiency | refused |", "|---|---|---|---|---|---|---|"]
+        for key, st in res.method_stats.items():
+            both = (st["seconds_per_text"] or 0) + (st["faithfulness_seconds_per_text"] or 0)
+            lines.append(f"| {key} | {num(st['seconds_per_text'], '.3f')} | "
+                         f"{num(st['faithfulness_seconds_per_text'], '.3f')} | {1 / both if both else float('nan'):.2f} | "
+                         f"{num(st['mean_comprehensiveness'], '+.3f')} | {num(st['mean_sufficiency'], '+.3f')} | "
+                         f"{st['refused']} |")
+        lines.append("")
     lines.append("texts/s: rows explained per second of the whole `explain_csv` call (reading, predicting, the "
                  "method, faithfulness, writing). s/text: attribution is the method's own time (IG's chunk time "
                  "shared equally by its rows), faithfulness the row's share of its chunk's padded faithfulness "
