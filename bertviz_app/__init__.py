@@ -30,7 +30,7 @@ _EXPORTS = {
     "export": ("ColourScale", "Explanation", "attribution_tokens_html", "attribution_units", "change_warning",
                "check_output_path", "colour_scale", "explanation_dict", "explanation_from_dict", "explanation_html", "explanation_json", "export_files",
                "per_text_scale", "tokens_html", "write_html", "write_json"),
-    "faithfulness": ("faithfulness",),
+    "faithfulness": ("faithfulness", "faithfulness_many"),
     "methods": ("METHODS", "compare_methods", "explain"),
     "errors": ("BertvizError", "CancelledError", "DataError", "InputError", "ModelLoadError",
                "ModelNotFoundError", "ResourceError", "TrainingError"),
@@ -92,7 +92,7 @@ if TYPE_CHECKING:
         write_html,
         write_json,
     )
-    from .faithfulness import faithfulness
+    from .faithfulness import faithfulness, faithfulness_many
     from .finetune import (
         DEFAULT_BASE,
         MODES,

@@ -1,13 +1,20 @@
-"""Explain a whole table at once: the prediction and the Integrated Gradients of every row, how far
-to trust each (relative delta), and per class the words with the largest mean attribution.
+"""Explain a whole table at once: the prediction of every row, its attributions by one or more
+methods (Integrated Gradients by default; any of ``BATCH_METHODS``), how far to trust each (IG's
+relative delta, and every method's ERASER faithfulness: comprehensiveness and sufficiency AOPC),
+what each method cost, and per class the words with the largest mean attribution.
 
 The table goes through the fine-tune intake's reader (``data.read_table``: size, encoding and
 binary checks, column names) and column guess. A row whose text cannot be analysed (empty, too
 long) is kept in the output with its reason instead of failing the run. Rows are explained in
-chunks of similar length through ``attribute_many``, so neighbours share their passes.
+chunks: Integrated Gradients through ``attribute_many`` (texts of similar length share their
+passes), the other methods one row at a time through ``methods.explain``. A row a per-word method
+would take too long on (its cost refusal, ``max_method_seconds``) gets the reason in that method's
+cells; the other rows and methods go on. The faithfulness of a chunk's attributions is measured in
+one padded batch per method (``faithfulness_many``).
 
-Output: ``.csv`` (one row per input row: prediction, probabilities, target, delta, the top words;
-cells made safe for spreadsheets) or ``.jsonl`` (everything, with every token's score). The file
+Output: ``.csv`` (one row per input row: prediction, probabilities, target, and per method its
+top words, comprehensiveness, sufficiency and seconds; IG also its delta; cells made safe for
+spreadsheets) or ``.jsonl`` (everything: every word's score per method, faithfulness per k). The file
 is written to a temporary name and renamed, so a cancelled or failed run never leaves a partial
 file and never touches an earlier one.
 
@@ -26,7 +33,7 @@ import os
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,7 +43,7 @@ from .data import guess_columns, read_table, safe_csv_cell
 from .encoding import check_text
 from .errors import CancelledError, InputError
 
-__all__ = ["BatchExplanation", "explain_csv", "process_device", "OUTPUT_SUFFIXES"]
+__all__ = ["BATCH_METHODS", "BatchExplanation", "explain_csv", "method_keys", "process_device", "OUTPUT_SUFFIXES"]
 
 log = logging.getLogger(__name__)
 
@@ -45,12 +52,34 @@ CHUNK = 16  # rows explained together (attribute_many groups similar lengths ins
 TOP_WORDS = 5  # words per row in the CSV's top_words column
 TABLE_WORDS = 10  # words per class in the summary table
 MIN_COUNT = 2  # a word must occur this often among a class's rows to enter its table
+# The methods a table can be explained with, by the short names the CLI, the files and the UI use
+# ("ig" for methods.explain's "integrated_gradients"; the others are methods.METHODS' own names).
+BATCH_METHODS = ("ig", "gradient_x_input", "saliency", "occlusion", "kernel_shap", "lime")
+_FULL = {"ig": "integrated_gradients"}
+
+
+def method_keys(methods: str | Sequence[str]) -> tuple[str, ...]:
+    """The methods asked for, as short names in the order given: a sequence or a comma-separated
+    string; "integrated_gradients" is read as "ig". Unknown or repeated names fail with the choices."""
+    names = [m.strip() for m in methods.split(",")] if isinstance(methods, str) else [str(m).strip() for m in methods]
+    keys = tuple("ig" if m == "integrated_gradients" else m for m in names if m)
+    if not keys:
+        raise InputError(f"No method given: choose some of {', '.join(BATCH_METHODS)}.")
+    for k in keys:
+        if k not in BATCH_METHODS:
+            raise InputError(f"Unknown attribution method {k!r}: choose some of {', '.join(BATCH_METHODS)}.")
+    if len(set(keys)) != len(keys):
+        raise InputError("A method is listed twice: name each once.")
+    return keys
 
 
 @dataclass(frozen=True)
 class BatchExplanation:
     """What ``explain_csv`` did. ``top_words[class]``: (word, mean attribution, count), largest
-    mean first, over the rows predicted (or targeted) as that class."""
+    mean first, over the rows predicted (or targeted) as that class, by the first method;
+    ``method_top_words[method][class]`` the same for every method. ``method_stats[method]``: rows
+    it explained and refused, the mean comprehensiveness and sufficiency AOPC over its rows, and
+    its seconds per text (the attribution, and separately the faithfulness passes)."""
 
     path: Path | None  # the file written (None in a non-main process)
     rows: int
@@ -59,7 +88,10 @@ class BatchExplanation:
     seconds: float
     processes: int = 1
     top_words: dict[str, list[tuple[str, float, int]]] = field(default_factory=dict)
-    mean_relative_delta: float | None = None
+    mean_relative_delta: float | None = None  # Integrated Gradients' (None: IG not among the methods)
+    methods: tuple[str, ...] = ("ig",)
+    method_stats: dict[str, dict] = field(default_factory=dict)
+    method_top_words: dict[str, dict[str, list[tuple[str, float, int]]]] = field(default_factory=dict)
 
     @property
     def texts_per_s(self) -> float:
@@ -69,9 +101,13 @@ class BatchExplanation:
         return {"path": str(self.path) if self.path else None, "rows": self.rows, "explained": self.explained,
                 "skipped": [{"row": r, "reason": why} for r, why in self.skipped], "seconds": round(self.seconds, 3),
                 "texts_per_s": round(self.texts_per_s, 3) if self.explained else None, "processes": self.processes,
-                "mean_relative_delta": self.mean_relative_delta,
-                "top_words": {c: [{"word": w, "mean": round(m, 6), "count": n} for w, m, n in ws]
-                              for c, ws in self.top_words.items()}}
+                "mean_relative_delta": self.mean_relative_delta, "methods": list(self.methods),
+                "method_stats": self.method_stats, "top_words": _words_json(self.top_words),
+                "method_top_words": {m: _words_json(t) for m, t in self.method_top_words.items()}}
+
+
+def _words_json(table: dict[str, list[tuple[str, float, int]]]) -> dict:
+    return {c: [{"word": w, "mean": round(m, 6), "count": n} for w, m, n in ws] for c, ws in table.items()}
 
 
 def check_output(out: str | os.PathLike) -> Path:
@@ -109,18 +145,21 @@ def _distributed() -> tuple[int, int, object | None]:
 def explain_csv(lm, source, out: str | os.PathLike, text_column: str | None = None, pair_column: str | None = None,
                 target: str | int | None = None, baseline: str = "pad", tolerance: float | None = 0.05,
                 n_steps: int = 50, progress: Callable[[int, int], None] | None = None,
-                cancel: threading.Event | None = None) -> BatchExplanation:
+                cancel: threading.Event | None = None, methods: str | Sequence[str] = ("ig",)) -> BatchExplanation:
     """Predict and explain every row of ``source`` (a CSV/TSV path or its bytes) and write ``out``
     (.csv or .jsonl). ``text_column``: default the guessed text column. ``target``: a class for
-    every row (default: each row's predicted class). ``tolerance``: IG steps chosen per text for a
-    relative delta at most this (None: exactly ``n_steps``). ``progress(done, total)`` after each
-    chunk; ``cancel`` set: stop after the current chunk, raise CancelledError, write nothing."""
-    from .attribution import _check_args, attribute_many
-    from .export import attribution_units
-    from .inference import predict
+    every row (default: each row's predicted class). ``methods``: the attribution methods, short
+    names of ``BATCH_METHODS`` (a sequence or "ig,occlusion"); each row gets every method's words,
+    faithfulness (ERASER comprehensiveness and sufficiency, removed tokens replaced by the
+    ``baseline`` token; "zero" reads as "pad") and seconds. ``tolerance``: IG steps chosen per
+    text for a relative delta at most this (None: exactly ``n_steps``). ``progress(done, total)``
+    after each chunk; ``cancel`` set: stop after the current row (IG: the current chunk), raise
+    CancelledError, write nothing."""
+    from .attribution import _check_args
 
     started = time.perf_counter()
     path = check_output(out)
+    keys = method_keys(methods)
     _check_args(baseline, n_steps, "prob", tolerance)
     lm.label_index(target)  # an unknown class fails now, not after the first chunk
     table = read_table(source, min_columns=1)  # a table of texts alone is enough to explain
@@ -151,57 +190,143 @@ def explain_csv(lm, source, out: str | os.PathLike, text_column: str | None = No
     rank, world, state = _distributed()
     mine = rows[rank::world]
     records: list[dict] = []
-    done = 0
     # rows with and without a second text never share a chunk (predict takes all or none)
     single, paired = [r for r in mine if r[2] is None], [r for r in mine if r[2] is not None]
     chunks = [part[i : i + CHUNK] for part in (single, paired) for i in range(0, len(part), CHUNK)]
-    for chunk in chunks:
+
+    def stop_if_cancelled():
         if cancel is not None and cancel.is_set():
-            raise CancelledError(f"Explaining cancelled after {done} of {len(mine)} rows; no file was written "
+            raise CancelledError(f"Explaining cancelled after {len(records)} of {len(mine)} rows; no file was written "
                                  f"and {path.name} was left as it was.")
-        texts = [t for _, t, _ in chunk]
-        pairs = [p for _, _, p in chunk] if chunk[0][2] is not None else None
-        preds = predict(lm, texts, pairs)
-        attrs = attribute_many(lm, texts, target=target, baseline=baseline, n_steps=n_steps, pairs=pairs,
-                               tolerance=tolerance)
-        for (row, text, pair), pred, attr in zip(chunk, preds, attrs):
-            words, scores, special = attribution_units(attr, merge=True)  # (W,): pieces summed into words
-            kept = [(w, float(s)) for w, s, sp in zip(words, scores, special) if not sp]
-            records.append({
-                "row": row, "text": text, **({"pair": pair} if pair is not None else {}),
-                "label": pred.label, "scores": {k: float(v) for k, v in pred.scores.items()},
-                "truncated": bool(pred.truncated), "target": attr.target,
-                "f_x": float(attr.f_x), "f_baseline": float(attr.f_baseline), "delta": float(attr.delta),
-                "relative_delta": float(attr.relative_delta) if math.isfinite(attr.relative_delta) else None,
-                "n_steps": int(attr.n_steps), "words": [w for w, _ in kept], "attributions": [s for _, s in kept],
-            })
-        done += len(chunk)
+
+    for chunk in chunks:
+        stop_if_cancelled()
+        records += _explain_chunk(lm, chunk, keys, target, baseline, n_steps, tolerance, stop_if_cancelled)
         if progress is not None:
-            progress(done, len(mine))
+            progress(len(records), len(mine))
 
     if state is not None:  # every process writes its shard; the main one merges them in row order
         shard = path.with_name(f".{path.name}.shard{rank}")
         shard.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
         state.wait_for_everyone()
         if not state.is_main_process:
-            return BatchExplanation(None, len(rows), len(records), (), time.perf_counter() - started, world)
+            return BatchExplanation(None, len(rows), len(records), (), time.perf_counter() - started, world,
+                                    methods=keys)
         records = []
         for k in range(world):
             part = path.with_name(f".{path.name}.shard{k}")
             records += [json.loads(line) for line in part.read_text(encoding="utf-8").splitlines() if line]
             part.unlink()
     records.sort(key=lambda r: r["row"])
-    _write(path, records, skipped, list(lm.labels))
-    rel = [r["relative_delta"] for r in records if r["relative_delta"] is not None]
+    _write(path, records, skipped, list(lm.labels), keys)
+    rel = [r["methods"]["ig"]["relative_delta"] for r in records
+           if "ig" in r["methods"] and r["methods"]["ig"].get("relative_delta") is not None]
+    by_method = {k: top_words(records, k) for k in keys}
     return BatchExplanation(path, len(rows) + len(skipped), len(records), tuple(skipped), time.perf_counter() - started,
-                            world, top_words(records), float(np.mean(rel)) if rel else None)
+                            world, by_method[keys[0]], float(np.mean(rel)) if rel else None, keys,
+                            {k: method_stats(records, k) for k in keys}, by_method)
 
 
-def top_words(records: list[dict], n: int = TABLE_WORDS, min_count: int = MIN_COUNT) -> dict[str, list]:
-    """Per target class: the words (lower-cased) with the largest mean attribution towards it."""
+def _explain_chunk(lm, chunk: list[tuple[int, str, str | None]], keys: tuple[str, ...], target, baseline: str,
+                   n_steps: int, tolerance: float | None, stop_if_cancelled: Callable[[], None]) -> list[dict]:
+    """One chunk of rows: their predictions, then per method their attributions (or each row's
+    refusal) and the faithfulness of those attributions in one padded batch."""
+    from .attribution import attribute_many
+    from .faithfulness import faithfulness_many
+    from .inference import predict
+    from .methods import explain
+
+    texts = [t for _, t, _ in chunk]
+    pairs = [p for _, _, p in chunk] if chunk[0][2] is not None else None
+    preds = predict(lm, texts, pairs)
+    done: dict[str, list] = {}  # method -> per row: (Attribution, seconds) or the refusal's message
+    for key in keys:
+        if key == "ig":  # the chunk's texts share their passes: each row is charged an equal share
+            start = time.perf_counter()
+            attrs = attribute_many(lm, texts, target=target, baseline=baseline, n_steps=n_steps, pairs=pairs,
+                                   tolerance=tolerance)
+            share = (time.perf_counter() - start) / len(chunk)
+            done[key] = [(a, share) for a in attrs]
+        else:
+            done[key] = []
+            for _, text, pair in chunk:
+                stop_if_cancelled()
+                start = time.perf_counter()
+                try:
+                    a = explain(lm, text, _FULL.get(key, key), target=target, baseline=baseline, pair=pair,
+                                n_steps=n_steps)
+                except InputError as exc:  # its cost refusal: this row, this method; the rest go on
+                    done[key].append(str(exc))
+                    continue
+                done[key].append((a, time.perf_counter() - start))
+        stop_if_cancelled()
+    faith: dict[str, list] = {}
+    for key in keys:
+        ok = [x[0] for x in done[key] if not isinstance(x, str)]
+        start = time.perf_counter()
+        measured = iter(faithfulness_many(lm, ok) if ok else [])
+        share = (time.perf_counter() - start) / max(1, len(ok))
+        faith[key] = [None if isinstance(x, str) else (next(measured), share) for x in done[key]]
+
+    from .export import attribution_units
+
+    out = []
+    for i, ((row, text, pair), pred) in enumerate(zip(chunk, preds)):
+        per_method, first = {}, None
+        for key in keys:
+            x = done[key][i]
+            if isinstance(x, str):
+                per_method[key] = {"refused": x}
+                continue
+            a, seconds = x
+            f, f_seconds = faith[key][i]
+            words, scores, special = attribution_units(a, merge=True)  # (W,): pieces summed into words
+            kept = [(w, float(s)) for w, s, sp in zip(words, scores, special) if not sp]
+            first = first or (a, [w for w, _ in kept])
+            m = {"attributions": [s for _, s in kept], "seconds": round(seconds, 6),
+                 "comprehensiveness": f.comprehensiveness, "sufficiency": f.sufficiency, "ks": list(f.ks),
+                 "n_tokens": list(f.n_tokens), "comprehensiveness_k": list(f.comprehensiveness_k),
+                 "sufficiency_k": list(f.sufficiency_k), "faithfulness_seconds": round(f_seconds, 6)}
+            if key == "ig":
+                m.update(delta=float(a.delta), n_steps=int(a.n_steps),
+                         relative_delta=float(a.relative_delta) if math.isfinite(a.relative_delta) else None)
+            per_method[key] = m
+        a = first[0] if first else None
+        out.append({
+            "row": row, "text": text, **({"pair": pair} if pair is not None else {}),
+            "label": pred.label, "scores": {k: float(v) for k, v in pred.scores.items()},
+            "truncated": bool(pred.truncated), "target": a.target if a else _target_name(lm, target, pred),
+            "f_x": float(a.f_x) if a else None, "f_baseline": float(a.f_baseline) if a else None,
+            "words": first[1] if first else [], "methods": per_method,
+        })
+    return out
+
+
+def _target_name(lm, target, pred) -> str:
+    """The class a row would have been explained for (every method refused it)."""
+    return pred.label if target is None else lm.labels[lm.label_index(target)]
+
+
+def method_stats(records: list[dict], key: str) -> dict:
+    """One method over the explained rows: how many it explained and refused, its mean
+    comprehensiveness and sufficiency AOPC, and its seconds per text (attribution; faithfulness)."""
+    ok = [r["methods"][key] for r in records if "refused" not in r["methods"].get(key, {"refused": ""})]
+    mean = lambda xs: float(np.mean(xs)) if xs else None  # noqa: E731
+    seconds = sum(m["seconds"] for m in ok)
+    return {"explained": len(ok), "refused": len(records) - len(ok),
+            "mean_comprehensiveness": mean([m["comprehensiveness"] for m in ok]),
+            "mean_sufficiency": mean([m["sufficiency"] for m in ok]),
+            "seconds_per_text": mean([m["seconds"] for m in ok]),
+            "faithfulness_seconds_per_text": mean([m["faithfulness_seconds"] for m in ok]),
+            "texts_per_s": len(ok) / seconds if seconds > 0 else None}
+
+
+def top_words(records: list[dict], method: str = "ig", n: int = TABLE_WORDS, min_count: int = MIN_COUNT) -> dict[str, list]:
+    """Per target class: the words (lower-cased) with the largest mean attribution towards it by ``method``."""
     sums: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in records:
-        for w, s in zip(r["words"], r["attributions"]):
+        m = r["methods"].get(method, {})
+        for w, s in zip(r["words"], m.get("attributions", ())):
             sums[r["target"]][w.lower()].append(s)
     out = {}
     for cls, per_word in sorted(sums.items()):
@@ -210,7 +335,8 @@ def top_words(records: list[dict], n: int = TABLE_WORDS, min_count: int = MIN_CO
     return out
 
 
-def _write(path: Path, records: list[dict], skipped: list[tuple[int, str]], labels: list[str]) -> None:
+def _write(path: Path, records: list[dict], skipped: list[tuple[int, str]], labels: list[str],
+           keys: tuple[str, ...]) -> None:
     """Whole or not at all (export.write_text: a temporary file renamed over ``path``)."""
     from .export import write_text
 
@@ -219,23 +345,45 @@ def _write(path: Path, records: list[dict], skipped: list[tuple[int, str]], labe
         lines += [json.dumps({"row": row, "skipped": why}, ensure_ascii=False) for row, why in skipped]
         write_text(path, "".join(line + "\n" for line in lines))
     else:
-        write_text(path, _csv(records, skipped, labels))
+        write_text(path, _csv(records, skipped, labels, keys))
 
 
-def _csv(records: list[dict], skipped: list[tuple[int, str]], labels: list[str]) -> str:
+def csv_columns(labels: list[str], keys: tuple[str, ...]) -> list[str]:
+    """The CSV's header: the row's prediction, then per method its block (IG adds its delta)."""
+    per = []
+    for k in keys:
+        per += ([f"{k}_delta", f"{k}_relative_delta"] if k == "ig" else []) + [
+            f"{k}_top_words", f"{k}_comprehensiveness", f"{k}_sufficiency", f"{k}_seconds"]
+    return ["row", "text", "label", *[f"p_{c}" for c in labels], "target", "f_x", "f_baseline", "truncated", *per,
+            "status"]
+
+
+def _method_cells(key: str, m: dict, top: str) -> list[str]:
+    """One method's block of a CSV row; a refusal puts its reason where the words go, no numbers."""
+    if "refused" in m:
+        return [""] * (2 if key == "ig" else 0) + [safe_csv_cell(f"refused: {m['refused']}"), "", "", ""]
+    head = [f"{m['delta']:.3e}", "" if m["relative_delta"] is None else f"{m['relative_delta']:.4f}"] \
+        if key == "ig" else []
+    return head + [safe_csv_cell(top), f"{m['comprehensiveness']:.4f}", f"{m['sufficiency']:.4f}", f"{m['seconds']:.4f}"]
+
+
+def _csv(records: list[dict], skipped: list[tuple[int, str]], labels: list[str], keys: tuple[str, ...]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf)
-    w.writerow(["row", "text", "label", *[f"p_{c}" for c in labels], "target", "f_x", "f_baseline", "delta",
-                "relative_delta", "truncated", "top_words", "status"])
+    header = csv_columns(labels, keys)
+    w.writerow(header)
     for r in sorted(records + [{"row": row, "skipped": why} for row, why in skipped], key=lambda x: x["row"]):
         if "skipped" in r:
-            w.writerow([r["row"], "", "", *[""] * len(labels), "", "", "", "", "", "", "", f"skipped: {r['skipped']}"])
+            w.writerow([r["row"], *[""] * (len(header) - 2), safe_csv_cell(f"skipped: {r['skipped']}")])
             continue
-        order = sorted(range(len(r["words"])), key=lambda i: -abs(r["attributions"][i]))[:TOP_WORDS]
-        top = "; ".join(f"{r['words'][i]} {r['attributions'][i]:+.4f}" for i in order)
+        cells = []
+        for k in keys:
+            m = r["methods"][k]
+            scores = m.get("attributions", [])
+            order = sorted(range(len(scores)), key=lambda i: -abs(scores[i]))[:TOP_WORDS]
+            cells += _method_cells(k, m, "; ".join(f"{r['words'][i]} {scores[i]:+.4f}" for i in order))
         w.writerow([r["row"], safe_csv_cell(r["text"]), safe_csv_cell(r["label"]),
-                    *[f"{r['scores'][c]:.6f}" for c in labels], safe_csv_cell(r["target"]), f"{r['f_x']:.6f}",
-                    f"{r['f_baseline']:.6f}", f"{r['delta']:.3e}",
-                    "" if r["relative_delta"] is None else f"{r['relative_delta']:.4f}", r["truncated"],
-                    safe_csv_cell(top), "ok"])
+                    *[f"{r['scores'][c]:.6f}" for c in labels], safe_csv_cell(r["target"]),
+                    "" if r["f_x"] is None else f"{r['f_x']:.6f}",
+                    "" if r["f_baseline"] is None else f"{r['f_baseline']:.6f}", r["truncated"], *cells, "ok"])
     return buf.getvalue()

@@ -321,7 +321,7 @@ def cmd_explain_csv(args) -> int:
 
     res = explain_csv(lm, args.data, args.out, text_column=args.text_column, pair_column=args.pair_column,
                       target=args.target, baseline=args.baseline, tolerance=args.tolerance or None,
-                      n_steps=args.n_steps, progress=progress)
+                      n_steps=args.n_steps, progress=progress, methods=args.methods)
     sys.stderr.write("\n")
     if res.path is None:  # a non-main process under accelerate launch: the main one reports
         return 0
@@ -331,13 +331,20 @@ def cmd_explain_csv(args) -> int:
     print(f"wrote {res.path}: {res.explained} rows explained in {res.seconds:.1f} s ({res.texts_per_s:.2f} texts/s, "
           f"{res.processes} process{'es' if res.processes > 1 else ''})"
           + (f", mean relative delta {res.mean_relative_delta:.3f}" if res.mean_relative_delta is not None else ""))
+    for m, st in res.method_stats.items():
+        if not st["explained"]:
+            print(f"  {m}: refused on every row ({st['refused']})")
+            continue
+        print(f"  {m}: {st['seconds_per_text']:.3f} s per text (+{st['faithfulness_seconds_per_text']:.3f} s "
+              f"faithfulness), comprehensiveness {st['mean_comprehensiveness']:+.3f}, sufficiency "
+              f"{st['mean_sufficiency']:+.3f}" + (f", refused on {st['refused']} rows" if st["refused"] else ""))
     for row, why in res.skipped[:10]:
         print(f"  row {row} skipped: {why}")
     if len(res.skipped) > 10:
         print(f"  ... and {len(res.skipped) - 10} more skipped rows (listed in the output file)")
-    for cls, words in res.top_words.items():
+    for cls, words in res.top_words.items():  # by the first method
         shown = ", ".join(f"{w} {m:+.3f} ({n})" for w, m, n in words) or "(no word occurs twice)"
-        print(f"towards {cls}: {shown}")
+        print(f"towards {cls}{f' ({res.methods[0]})' if len(res.methods) > 1 else ''}: {shown}")
     return 0
 
 
@@ -423,6 +430,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tolerance", type=float, default=0.05,
                    help="steps chosen per text for a relative delta at most this; 0: exactly --n-steps (default: %(default)s)")
     p.add_argument("--n-steps", type=int, default=50, help="integration steps when --tolerance is 0 (default: %(default)s)")
+    p.add_argument("--methods", default="ig", metavar="M[,M...]",
+                   help="attribution methods, comma-separated: ig, gradient_x_input, saliency, occlusion, kernel_shap, "
+                        "lime; each gets its top words, comprehensiveness, sufficiency and seconds per row "
+                        "(default: %(default)s)")
     add("attention", cmd_attention, "attention weights of every layer and head", "one")
     add("summary", cmd_summary, "architecture and parameter counts by component")
     add("models", cmd_models, "registered models")

@@ -48,6 +48,40 @@ def make_tiny_model(path: Path, num_labels: int = 2, multi_label: bool = False, 
     return path
 
 
+def make_sentiment_model(path: Path) -> Path:
+    """The tiny BERT trained for half a second to read one sentiment word per sentence (good, great,
+    fun: positive; bad, awful, tedious: negative): a model whose evidence is known."""
+    import random
+
+    import torch
+    from transformers import BertForSequenceClassification, BertTokenizerFast
+
+    make_tiny_model(path)
+    tok = BertTokenizerFast.from_pretrained(path)
+    model = BertForSequenceClassification.from_pretrained(path)
+    rng = random.Random(0)
+    pos, neg, filler = ["good", "great", "fun"], ["bad", "awful", "tedious"], ["the", "film", "movie", "was", "is", "a", "it"]
+    texts, labels = [], []
+    for _ in range(128):
+        y = rng.random() < 0.5
+        words = rng.choices(filler, k=rng.randint(2, 5))
+        words.insert(rng.randint(0, len(words)), rng.choice(pos if y else neg))
+        texts.append(" ".join(words))
+        labels.append(int(y))
+    enc = tok(texts, padding=True, return_tensors="pt")
+    torch.manual_seed(0)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    model.train()
+    for _ in range(25):
+        loss = model(**enc, labels=torch.tensor(labels)).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.eval()
+    model.save_pretrained(path, safe_serialization=True)
+    return path
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
     return make_tiny_model(tmp_path_factory.mktemp("tiny") / "tiny-bert")

@@ -1,4 +1,5 @@
-"""Explaining a whole table: every row predicted and explained, bad rows kept with their reason,
+"""Explaining a whole table: every row predicted and explained by each method asked for, with its
+faithfulness and cost, bad rows kept with their reason, a method's cost refusal kept to its row,
 the per-class word table, the output written whole or not at all, cancel, and several processes
 through accelerate launch."""
 
@@ -12,9 +13,11 @@ import sys
 import threading
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import bertviz_app as bv
+from bertviz_app.faithfulness import faithfulness
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -53,10 +56,17 @@ def test_every_row_is_explained_with_its_own_prediction_and_attribution(tiny, ta
     for k, p in ref_pred.scores.items():
         assert one["scores"][k] == pytest.approx(p, abs=1e-5)
     assert one["words"] == ["the", "movie", "is", "great", ",", "moving", "."]
-    assert sum(one["attributions"]) == pytest.approx(float(sum(ref.scores)), abs=1e-4)
+    assert list(one["methods"]) == ["ig"]  # the default: Integrated Gradients alone
+    ig = one["methods"]["ig"]
+    assert sum(ig["attributions"]) == pytest.approx(float(sum(ref.scores)), abs=1e-4)
+    ref_f = faithfulness(tiny, ref)  # the row's faithfulness is that of the same attribution alone
+    assert ig["comprehensiveness"] == pytest.approx(ref_f.comprehensiveness, abs=1e-4)
+    assert ig["sufficiency_k"] == pytest.approx(list(ref_f.sufficiency_k), abs=1e-4)
     # IG completeness per row: the words' scores add up to f(x) - f(baseline) up to the delta
     for r in done.values():
-        assert sum(r["attributions"]) - r["delta"] == pytest.approx(r["f_x"] - r["f_baseline"], abs=1e-4)
+        m = r["methods"]["ig"]
+        assert sum(m["attributions"]) - m["delta"] == pytest.approx(r["f_x"] - r["f_baseline"], abs=1e-4)
+        assert m["ks"] == [10, 20, 30, 40, 50] and len(m["comprehensiveness_k"]) == 5 and m["seconds"] > 0
     assert set(res.top_words) <= set(tiny.labels)
     for words in res.top_words.values():
         assert all(n >= 2 for _, _, n in words) and [m for _, m, _ in words] == sorted((m for _, m, _ in words), reverse=True)
@@ -70,7 +80,7 @@ def test_csv_output_is_safe_for_spreadsheets_and_lists_skipped_rows(tiny, table,
     assert rows[2]["status"].startswith("skipped: Text is empty")
     assert rows[4]["text"].startswith("'=cmd")  # a formula is shown, never run
     ok = [r for r in rows if r["status"] == "ok"]
-    assert all(r["target"] == "positive" for r in ok) and all(r["top_words"] for r in ok)
+    assert all(r["target"] == "positive" for r in ok) and all(r["ig_top_words"] for r in ok)
     assert {"p_negative", "p_positive"} <= set(rows[0])
 
 
@@ -126,7 +136,12 @@ def test_two_processes_through_accelerate_launch_give_the_same_file(tiny_model_d
     assert [r["row"] for r in two] == [r["row"] for r in one]
     for a, b in zip(one, two):
         assert a.get("label") == b.get("label") and a.get("words") == b.get("words")
-        assert a.get("attributions") == pytest.approx(b.get("attributions"), abs=1e-5) if "words" in a else a == b
+        if "words" not in a:
+            assert a == b
+            continue
+        ma, mb = a["methods"]["ig"], b["methods"]["ig"]
+        assert ma["attributions"] == pytest.approx(mb["attributions"], abs=1e-5)
+        assert ma["comprehensiveness"] == pytest.approx(mb["comprehensiveness"], abs=1e-5)
     assert not list(tmp_path.glob(".two.jsonl.shard*"))  # the shards are merged and removed
 
 
@@ -137,3 +152,117 @@ def test_a_table_of_texts_alone_is_enough(tiny, tmp_path):
     assert res.explained == 2 and not res.skipped
     with pytest.raises(bv.DataError, match="single column"):  # training still needs a label column
         bv.read_table(one)
+
+
+FAST = ("ig", "gradient_x_input", "saliency", "occlusion")
+
+
+def test_every_method_gets_its_words_faithfulness_and_seconds_and_csv_agrees_with_jsonl(tiny, table, tmp_path):
+    res = bv.explain_csv(tiny, table, tmp_path / "out.jsonl", methods=",".join(FAST), n_steps=8, tolerance=None)
+    bv.explain_csv(tiny, table, tmp_path / "out.csv", methods=FAST, n_steps=8, tolerance=None)
+    lines = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    rows = {int(r["row"]): r for r in csv.DictReader((tmp_path / "out.csv").open(encoding="utf-8"))}
+    for k in FAST:
+        assert {f"{k}_top_words", f"{k}_comprehensiveness", f"{k}_sufficiency", f"{k}_seconds"} <= set(rows[2])
+    assert {"ig_delta", "ig_relative_delta"} <= set(rows[2]) and "occlusion_delta" not in rows[2]
+    assert res.methods == FAST and set(res.method_stats) == set(FAST) == set(res.method_top_words)
+    for r in (r for r in lines if "skipped" not in r):
+        assert list(r["methods"]) == list(FAST)
+        c = rows[r["row"]]
+        for k, m in r["methods"].items():
+            assert len(m["attributions"]) == len(r["words"])
+            for v in (m["comprehensiveness"], m["sufficiency"], *m["comprehensiveness_k"], *m["sufficiency_k"]):
+                assert -1 <= v <= 1
+            assert m["comprehensiveness"] == pytest.approx(np.mean(m["comprehensiveness_k"]), abs=1e-9)
+            # the two files hold the same run's numbers (each file is its own run: the same values)
+            assert float(c[f"{k}_comprehensiveness"]) == pytest.approx(m["comprehensiveness"], abs=1e-4)
+            assert float(c[f"{k}_sufficiency"]) == pytest.approx(m["sufficiency"], abs=1e-4)
+            top = max(range(len(r["words"])), key=lambda i: abs(m["attributions"][i]))
+            assert c[f"{k}_top_words"].split("; ")[0].lstrip("'").startswith(f"{r['words'][top]} ")
+    for st in res.method_stats.values():
+        assert st["explained"] == res.explained and st["refused"] == 0 and st["seconds_per_text"] > 0
+        assert -1 <= st["mean_comprehensiveness"] <= 1 and -1 <= st["mean_sufficiency"] <= 1
+    assert res.to_dict()["method_stats"]["occlusion"]["explained"] == res.explained
+
+
+def test_a_model_that_reads_one_word_gets_that_word_first_and_faithful_scores(tmp_path):
+    from conftest import make_sentiment_model
+
+    lm = bv.load_model(str(make_sentiment_model(tmp_path / "sentiment")), device="cpu")
+    # negative reviews: this model reads the empty input as positive (p 0.997), so only a negative
+    # word moves it and the evidence of each row is that one word
+    texts = ["the film was awful", "the movie is tedious", "it was bad", "a film it was awful", "the movie it was bad"]
+    path = tmp_path / "s.csv"
+    path.write_text("review\n" + "\n".join(texts) + "\n", encoding="utf-8")
+    bv.explain_csv(lm, path, tmp_path / "s.jsonl", methods=("ig", "occlusion"), n_steps=16, tolerance=None)
+    lines = [json.loads(line) for line in (tmp_path / "s.jsonl").read_text().splitlines()]
+    cue = {"awful", "tedious", "bad"}
+    rng = np.random.default_rng(0)
+    for r in lines:
+        for k in ("ig", "occlusion"):
+            m = r["methods"][k]
+            assert r["target"] == "negative" and r["words"][int(np.argmax(m["attributions"]))] in cue, (k, r["text"])
+        a = bv.attribute(lm, r["text"], n_steps=16)
+        random = np.mean([faithfulness(lm, bv.Attribution(**{**a.__dict__, "scores": rng.normal(size=len(a.tokens))}))
+                          .comprehensiveness for _ in range(5)])
+        for k in ("ig", "occlusion"):
+            assert r["methods"][k]["comprehensiveness"] > random + 0.3, (k, r["text"])
+
+
+def test_a_method_refused_on_a_long_row_leaves_the_other_rows_and_methods(tiny, table, tmp_path, monkeypatch):
+    """Occlusion's cost refusal (one forward row per word, each timed at 1 s here, 5 s allowed) hits the
+    rows of more than 5 words; those rows keep their other methods, the shorter rows everything."""
+    import bertviz_app.methods as methods
+
+    monkeypatch.setattr(methods, "_seconds_per_row", lambda g, words: 1.0)
+    monkeypatch.setenv("BERTVIZ_MAX_METHOD_SECONDS", "5")
+    res = bv.explain_csv(tiny, table, tmp_path / "out.jsonl", methods=("occlusion", "saliency"))
+    bv.explain_csv(tiny, table, tmp_path / "out.csv", methods=("occlusion", "saliency"))
+    lines = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    rows = {int(r["row"]): r for r in csv.DictReader((tmp_path / "out.csv").open(encoding="utf-8"))}
+    long = {r["row"] for r in lines if "skipped" not in r and len(r["words"]) > 5}
+    assert long and len(long) < res.explained
+    for r in (r for r in lines if "skipped" not in r):
+        occ, sal = r["methods"]["occlusion"], r["methods"]["saliency"]
+        assert "comprehensiveness" in sal and rows[r["row"]]["status"] == "ok"
+        if r["row"] in long:
+            assert "limit is 5 s" in occ["refused"]
+            assert rows[r["row"]]["occlusion_top_words"].startswith("refused: occlusion on this text")
+            assert rows[r["row"]]["occlusion_comprehensiveness"] == ""
+        else:
+            assert "refused" not in occ and rows[r["row"]]["occlusion_comprehensiveness"]
+    st = res.method_stats
+    assert st["occlusion"]["refused"] == len(long) and st["occlusion"]["explained"] == res.explained - len(long)
+    assert st["saliency"]["refused"] == 0
+    # every word table comes from the rows the method explained
+    assert res.top_words == res.method_top_words["occlusion"]
+
+
+def test_methods_are_checked_before_any_work(tiny, table, tmp_path):
+    from bertviz_app.cli import main
+
+    for bad, says in [("shap", "Unknown attribution method 'shap'"), ("ig,ig", "listed twice"), ("", "No method")]:
+        with pytest.raises(bv.InputError, match=says):
+            bv.explain_csv(tiny, table, tmp_path / "o.csv", methods=bad)
+    assert not (tmp_path / "o.csv").exists()
+    assert bv.explain_csv(tiny, table, tmp_path / "o.csv", methods=["integrated_gradients"]).methods == ("ig",)
+    assert main(["explain-csv", str(table), "--out", str(tmp_path / "o.csv"), "--model", str(tiny.path),
+                 "--methods", "ig,nope"]) == 2
+
+
+def test_cancel_stops_a_slow_method_between_rows_and_writes_nothing(tiny, table, tmp_path, monkeypatch):
+    import bertviz_app.methods as methods
+
+    cancel, calls = threading.Event(), []
+    real = methods.explain
+
+    def explain(*a, **kw):
+        calls.append(1)
+        if len(calls) == 2:
+            cancel.set()  # the user presses Cancel while the second row is explained
+        return real(*a, **kw)
+
+    monkeypatch.setattr(methods, "explain", explain)
+    with pytest.raises(bv.CancelledError, match="no file was written"):
+        bv.explain_csv(tiny, table, tmp_path / "out.csv", methods=("occlusion",), cancel=cancel)
+    assert len(calls) == 2 and not (tmp_path / "out.csv").exists()

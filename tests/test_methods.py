@@ -139,38 +139,10 @@ def test_occlusion_ranking_is_at_least_as_comprehensive_as_any_other_at_one_toke
 
 @pytest.fixture(scope="module")
 def sentiment(tmp_path_factory):
-    """The tiny BERT trained for half a second to read one sentiment word per sentence (good, great,
-    fun: positive; bad, awful, tedious: negative): a model whose evidence is known."""
-    import random
+    """The tiny BERT trained to read one sentiment word per sentence (conftest.make_sentiment_model)."""
+    from conftest import make_sentiment_model
 
-    from transformers import BertForSequenceClassification, BertTokenizerFast
-
-    from conftest import make_tiny_model
-
-    path = make_tiny_model(tmp_path_factory.mktemp("meth") / "sentiment")
-    tok = BertTokenizerFast.from_pretrained(path)
-    model = BertForSequenceClassification.from_pretrained(path)
-    rng = random.Random(0)
-    pos, neg, filler = ["good", "great", "fun"], ["bad", "awful", "tedious"], ["the", "film", "movie", "was", "is", "a", "it"]
-    texts, labels = [], []
-    for _ in range(128):
-        y = rng.random() < 0.5
-        words = rng.choices(filler, k=rng.randint(2, 5))
-        words.insert(rng.randint(0, len(words)), rng.choice(pos if y else neg))
-        texts.append(" ".join(words))
-        labels.append(int(y))
-    enc = tok(texts, padding=True, return_tensors="pt")
-    torch.manual_seed(0)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-    model.train()
-    for _ in range(25):
-        loss = model(**enc, labels=torch.tensor(labels)).loss
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    model.eval()
-    model.save_pretrained(path, safe_serialization=True)
-    return bv.load_model(str(path), device="cpu")
+    return bv.load_model(str(make_sentiment_model(tmp_path_factory.mktemp("meth") / "sentiment")), device="cpu")
 
 
 @pytest.mark.parametrize("method", ["integrated_gradients", "occlusion", "kernel_shap", "lime"])
@@ -343,3 +315,20 @@ def test_attributions_tab_shows_faithfulness_and_the_methods_side_by_side(sentim
         attribution_tab.compare(None, methods, common.PREDICTED, "pad", 20, True, 2)
     with pytest.raises(InputError, match="Tick at least one method"):
         attribution_tab.compare(rec, [], common.PREDICTED, "pad", 20, True, 2)
+
+
+def test_faithfulness_of_many_attributions_padded_together_equals_one_at_a_time(tiny):
+    """faithfulness_many pads texts of other lengths (and other targets) into shared batches: the
+    values are those of one call per attribution."""
+    from bertviz_app.faithfulness import faithfulness_many
+
+    texts = ["the film was good", "a tedious slog !", "the movie is great , moving .", "it"]
+    attrs = [explain(tiny, t, m, target=i % 2) for i, t in enumerate(texts) for m in ("saliency", "occlusion")]
+    many = faithfulness_many(tiny, attrs)
+    for a, f in zip(attrs, many):
+        one = faithfulness(tiny, a)
+        assert f.method == a.method and f.target == a.target and f.n_tokens == one.n_tokens
+        assert f.comprehensiveness_k == pytest.approx(one.comprehensiveness_k, abs=1e-5)
+        assert f.sufficiency_k == pytest.approx(one.sufficiency_k, abs=1e-5)
+        assert f.p_x == pytest.approx(one.p_x, abs=1e-5)
+    assert faithfulness_many(tiny, []) == []

@@ -1,6 +1,7 @@
-"""Explain-a-file tab: upload a table, pick its text column, explain every row (``core.explain_csv``
-in a worker thread, progress streamed, cancel), download the results and read the per-class table
-of the words with the largest mean attribution. Event wiring and rendering only."""
+"""Explain-a-file tab: upload a table, pick its text column and the attribution methods, explain
+every row (``core.explain_csv`` in a worker thread, progress streamed, cancel), download the
+results, read each method's mean faithfulness and seconds per text, and the per-class table of the
+words with the largest mean attribution. Event wiring and rendering only."""
 
 from __future__ import annotations
 
@@ -19,13 +20,19 @@ from .common import CancelFlag, esc
 
 UPDATE_EVERY = 0.5  # seconds between progress updates
 NONE = "(none)"
+# (label, value) of the methods a table can be explained with (core.explain_csv's short names)
+METHOD_CHOICES = [("Integrated Gradients", "ig"), ("Gradient × input", "gradient_x_input"), ("Saliency", "saliency"),
+                  ("Occlusion", "occlusion"), ("KernelSHAP", "kernel_shap"), ("LIME", "lime")]
 
 
 def build() -> SimpleNamespace:
-    gr.Markdown("Explain every row of a table: the prediction, the Integrated Gradients of each word (steps chosen for "
-                "a relative delta of at most 5%) and, per class, the words with the largest mean attribution. "
-                "Rows whose text cannot be analysed are kept in the results with the reason. The same as "
-                "`python -m bertviz_app explain-csv FILE --out results.csv`.")
+    gr.Markdown("Explain every row of a table: the prediction, each chosen method's attribution of every word "
+                "(Integrated Gradients: steps chosen for a relative delta of at most 5%), its faithfulness "
+                "(comprehensiveness: how much the probability drops without the top-ranked words, higher is better; "
+                "sufficiency: how much it drops with only them, lower is better) and seconds, and per class the words "
+                "with the largest mean attribution. Rows whose text cannot be analysed are kept in the results with "
+                "the reason; a row too long for occlusion, KernelSHAP or LIME gets the reason in that method's cells. "
+                "The same as `python -m bertviz_app explain-csv FILE --out results.csv --methods ig,occlusion`.")
     with gr.Row():
         upload = gr.File(label="Table (.csv, .tsv, .txt) with a header row", file_types=[".csv", ".tsv", ".txt"],
                          type="filepath", elem_id="bv-bx-upload", scale=2)
@@ -34,6 +41,8 @@ def build() -> SimpleNamespace:
             pair_col = gr.Dropdown(choices=[NONE], value=NONE, label="Second text column (sentence pairs)")
             fmt = gr.Radio(["csv", "jsonl"], value="csv", label="Results file",
                            info="csv: one row per input row; jsonl: every word's score")
+    methods = gr.CheckboxGroup(METHOD_CHOICES, value=["ig"], label="Methods", elem_id="bv-bx-methods",
+                               info="occlusion, KernelSHAP and LIME run many passes per row: slower")
     with gr.Row():
         start = gr.Button("Explain every row", variant="primary", elem_id="bv-bx-start")
         cancel = gr.Button("Cancel", variant="stop", elem_id="bv-bx-cancel")
@@ -41,8 +50,8 @@ def build() -> SimpleNamespace:
     result = gr.File(label="Results", interactive=False, elem_id="bv-bx-file", height=90)
     words = gr.Dataframe(label="Words with the largest mean attribution towards each class (at least 2 occurrences)",
                          interactive=False, elem_id="bv-bx-words")
-    return SimpleNamespace(upload=upload, text_col=text_col, pair_col=pair_col, fmt=fmt, start=start, cancel=cancel,
-                           status=status, result=result, words=words, flag=gr.State(CancelFlag()))
+    return SimpleNamespace(upload=upload, text_col=text_col, pair_col=pair_col, fmt=fmt, methods=methods, start=start,
+                           cancel=cancel, status=status, result=result, words=words, flag=gr.State(CancelFlag()))
 
 
 def on_upload(path: str | None):
@@ -60,9 +69,27 @@ def on_upload(path: str | None):
 
 
 def words_frame(res: core.BatchExplanation) -> pd.DataFrame:
-    rows = [{"class": c, "word": w, "mean attribution": round(m, 4), "rows": n}
-            for c, ws in res.top_words.items() for w, m, n in ws]
-    return pd.DataFrame(rows, columns=["class", "word", "mean attribution", "rows"])
+    """Per class (and per method, when there are several) the words with the largest mean attribution."""
+    tables = res.method_top_words or {res.methods[0]: res.top_words}
+    rows = [{"method": method, "class": c, "word": w, "mean attribution": round(m, 4), "rows": n}
+            for method, table in tables.items() for c, ws in table.items() for w, m, n in ws]
+    cols = ["method", "class", "word", "mean attribution", "rows"]
+    frame = pd.DataFrame(rows, columns=cols)
+    return frame if len(tables) > 1 else frame.drop(columns="method")
+
+
+def methods_md(res: core.BatchExplanation) -> str:
+    """Each method's mean faithfulness and cost, as a Markdown table."""
+    names = dict((v, k) for k, v in METHOD_CHOICES)
+    lines = ["| method | rows | mean comprehensiveness (higher: more faithful) | mean sufficiency (lower: more "
+             "faithful) | seconds per text | + faithfulness |", "|---|---|---|---|---|---|"]
+    num = lambda x, f: "–" if x is None else format(x, f)  # noqa: E731
+    for m, st in res.method_stats.items():
+        rows = f"{st['explained']:,}" + (f" ({st['refused']:,} refused)" if st["refused"] else "")
+        lines.append(f"| {names.get(m, m)} | {rows} | {num(st['mean_comprehensiveness'], '+.3f')} | "
+                     f"{num(st['mean_sufficiency'], '+.3f')} | {num(st['seconds_per_text'], '.3f')} | "
+                     f"{num(st['faithfulness_seconds_per_text'], '.3f')} |")
+    return "\n".join(lines)
 
 
 def summary_md(res: core.BatchExplanation) -> str:
@@ -75,7 +102,12 @@ def summary_md(res: core.BatchExplanation) -> str:
         shown = "; ".join(f"row {r}: {esc(why)}" for r, why in res.skipped[:5])
         more = f" (and {len(res.skipped) - 5} more)" if len(res.skipped) > 5 else ""
         lines.append(f"**Skipped {len(res.skipped)} rows**, listed in the file: {shown}{more}.")
-    return "  \n".join(lines)
+    refused = {m: st["refused"] for m, st in res.method_stats.items() if st["refused"]}
+    if refused:
+        lines.append("Refused as too slow (the reason is in the method's cells; BERTVIZ_MAX_METHOD_SECONDS): "
+                     + ", ".join(f"{m} on {n:,} rows" for m, n in refused.items()) + ".")
+    out = "  \n".join(lines)
+    return out + "\n\n" + methods_md(res) if res.method_stats else out
 
 
 def _run_folder() -> Path:
@@ -95,10 +127,12 @@ def wire(ui: SimpleNamespace, model_dd, default: str) -> None:
     def arm(flag: CancelFlag):
         flag.arm()
 
-    def run(flag: CancelFlag, model_name, path, text_col, pair_col, fmt):
+    def run(flag: CancelFlag, model_name, path, text_col, pair_col, fmt, methods):
         cancel = flag.event
         if not path:
             raise core.InputError("Upload a table first (.csv, .tsv or .txt with a header row).")
+        if not methods:
+            raise core.InputError("Choose at least one method.")
         lm = common.load(model_name, default)
         out = _run_folder() / f"explained-{Path(path).stem[:60] or 'table'}.{fmt if fmt in ('csv', 'jsonl') else 'csv'}"
         done = {"n": 0, "total": 0}
@@ -108,7 +142,7 @@ def wire(ui: SimpleNamespace, model_dd, default: str) -> None:
             try:
                 box["result"] = core.explain_csv(
                     lm, path, out, text_column=text_col or None, pair_column=None if pair_col in (None, NONE) else pair_col,
-                    progress=lambda d, n: done.update(n=d, total=n), cancel=cancel)
+                    progress=lambda d, n: done.update(n=d, total=n), cancel=cancel, methods=list(methods))
             except BaseException as exc:  # noqa: BLE001 - handed to the event below
                 box["error"] = exc
 
@@ -136,7 +170,7 @@ def wire(ui: SimpleNamespace, model_dd, default: str) -> None:
 
     outputs = [ui.status, ui.result, ui.words]
     ui.start.click(arm, inputs=[ui.flag], outputs=None, queue=False, api_visibility="private").then(
-        common.guard_stream(run), inputs=[ui.flag, model_dd, ui.upload, ui.text_col, ui.pair_col, ui.fmt],
+        common.guard_stream(run), inputs=[ui.flag, model_dd, ui.upload, ui.text_col, ui.pair_col, ui.fmt, ui.methods],
         outputs=outputs, api_visibility="private", concurrency_limit=1, concurrency_id="explain-file",
         show_progress_on=[ui.status])
 
