@@ -363,21 +363,7 @@ class _Group:
         A text without a target takes the argmax at its alpha = 1 point, which must come before
         its other points."""
         batch = max(1, min(len(points), TOKEN_BUDGET // self.ids.shape[1]))
-        while True:
-            try:
-                return self._gradients_in(points, batch)
-            except (RuntimeError, MemoryError) as exc:
-                if not _is_oom(exc):
-                    raise
-                if torch.cuda.is_available():
-                    torch.cuda.empty_cache()
-                if batch == 1:
-                    raise ResourceError(
-                        "Out of memory while computing attributions, even one step at a time: shorten the text "
-                        "or lower n_steps."
-                    ) from exc
-                log.warning("attribution ran out of memory with internal batch %d; retrying with %d", batch, batch // 2)
-                batch //= 2
+        return _halving_on_oom(lambda b: self._gradients_in(points, b), batch)
 
     def _gradients_in(self, points: list[tuple[int, float]], batch: int) -> tuple[list[float], np.ndarray]:
         f: list[float] = []
@@ -573,13 +559,13 @@ def _is_oom(exc: BaseException) -> bool:
                                                               or "not enough memory" in text or isinstance(exc, MemoryError))
 
 
-def _ig_retrying(ig, inputs, internal_batch_size: int, **kwargs):
-    """``ig.attribute`` that halves its internal batch on out-of-memory and tries again; at a batch
-    of one it gives up with a ResourceError (a clear message) instead of taking the server down."""
-    batch = max(1, int(internal_batch_size))
+def _halving_on_oom(run, batch: int):
+    """``run(batch)``, halving the batch on out-of-memory and trying again; at a batch of one it
+    gives up with a ResourceError (a clear message) instead of taking the server down."""
+    batch = max(1, int(batch))
     while True:
         try:
-            return ig.attribute(inputs, internal_batch_size=batch, **kwargs)
+            return run(batch)
         except (RuntimeError, MemoryError) as exc:
             if not _is_oom(exc):
                 raise
@@ -592,6 +578,11 @@ def _ig_retrying(ig, inputs, internal_batch_size: int, **kwargs):
                 ) from exc
             log.warning("attribution ran out of memory with internal batch %d; retrying with %d", batch, batch // 2)
             batch //= 2
+
+
+def _ig_retrying(ig, inputs, internal_batch_size: int, **kwargs):
+    """``ig.attribute`` with ``_halving_on_oom`` on its internal batch."""
+    return _halving_on_oom(lambda b: ig.attribute(inputs, internal_batch_size=b, **kwargs), internal_batch_size)
 
 
 def _from_depth(s: _Setup, depth: int, cls_only: bool = True):
