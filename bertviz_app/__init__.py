@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 _EXPORTS = {
     "attention": ("attention", "cls_rows", "mean_heads", "rollout"),
     "batching": ("predict_one", "explain_one"),
-    "batch_explain": ("BatchExplanation", "explain_csv"),
+    "batch_explain": ("BATCH_METHODS", "BatchExplanation", "explain_csv"),
     "attribution": ("BASELINES", "OUTPUTS", "attribute", "attribute_many", "baseline_jumps", "cls_lens", "cls_path",
                     "recommended_baseline"),
     "build_job": ("BuildStatus",),
@@ -58,7 +58,7 @@ if TYPE_CHECKING:
         cls_path,
         recommended_baseline,
     )
-    from .batch_explain import BatchExplanation, explain_csv
+    from .batch_explain import BATCH_METHODS, BatchExplanation, explain_csv
     from .batching import explain_one, predict_one
     from .build_job import BuildStatus
     from .catalog import ENCODER, list_models

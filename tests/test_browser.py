@@ -140,12 +140,12 @@ def test_explain_a_file_tab_explains_every_row_and_offers_the_results(page, app_
     page.locator("#bv-bx-upload input[type=file]").set_input_files(str(table))
     sync_api.expect(page.locator("#bv-bx-status")).to_contain_text("7 rows, 2 columns")
     sync_api.expect(page.locator("#bv-bx-text-col input")).to_have_value("review")  # guessed, not the id column
-    page.locator("#bv-bx-methods").get_by_label("Occlusion").check()  # IG is ticked already
+    page.locator("#bv-bx-methods").get_by_label("occlusion (per word)").check()  # IG is ticked already
     page.locator("#bv-bx-start").click()
     status = page.locator("#bv-bx-status")
     sync_api.expect(status).to_contain_text("6 of 7 rows explained")
     sync_api.expect(status).to_contain_text("Skipped 1 rows")
-    for shown in ("Integrated Gradients", "Occlusion", "mean comprehensiveness", "seconds per text"):
+    for shown in ("Integrated Gradients", "occlusion (per word)", "mean comprehensiveness", "seconds per text"):
         sync_api.expect(status).to_contain_text(shown)  # each method's faithfulness and cost
     link = page.locator("#bv-bx-file a").first
     sync_api.expect(link).to_have_attribute("href", re.compile(r"explained-reviews\.csv$"))

@@ -56,14 +56,7 @@ def build() -> SimpleNamespace:
 
 
 # --------------------------------------------------------------------------- methods side by side
-METHOD_LABELS = {
-    "integrated_gradients": "Integrated Gradients",
-    "gradient_x_input": "gradient × input",
-    "saliency": "saliency (gradient norm)",
-    "occlusion": "occlusion (per word)",
-    "kernel_shap": "KernelSHAP (per word)",
-    "lime": "LIME (per word)",
-}
+METHOD_LABELS = common.METHOD_LABELS
 
 
 def build_compare() -> SimpleNamespace:

@@ -21,8 +21,7 @@ from .common import CancelFlag, esc
 UPDATE_EVERY = 0.5  # seconds between progress updates
 NONE = "(none)"
 # (label, value) of the methods a table can be explained with (core.explain_csv's short names)
-METHOD_CHOICES = [("Integrated Gradients", "ig"), ("Gradient × input", "gradient_x_input"), ("Saliency", "saliency"),
-                  ("Occlusion", "occlusion"), ("KernelSHAP", "kernel_shap"), ("LIME", "lime")]
+METHOD_CHOICES = [(common.METHOD_LABELS["integrated_gradients" if m == "ig" else m], m) for m in core.BATCH_METHODS]
 
 
 def build() -> SimpleNamespace:
