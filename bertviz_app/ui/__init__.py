@@ -13,7 +13,6 @@ The UI's own events are hidden from the API docs (``/analyze`` stays callable, u
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 
 import gradio as gr
@@ -108,11 +107,8 @@ def build_app(model: str | None = None) -> gr.Blocks:
                 raise core.InputError("Press Analyze first: there is no text to explain yet.")
             progress(0.0, desc="Loading model")
             lm = common.load(rec.model, default)
-            info = rec.prediction
-            attr, path, faith = common.explain_parts(lm, info.text, info.pair, target, baseline, n_steps,
-                                                     auto=bool(auto), progress=lambda f, d: progress(f, desc=d))
-            new = dataclasses.replace(rec, attribution=attr, path=path, faith=faith,
-                                      baseline_jumps=core.baseline_jumps(lm, baseline))
+            new = common.analyze_ig(lm, rec, target, baseline, n_steps, progress=lambda f, d: progress(f, desc=d),
+                                    auto=bool(auto))
             # same analysis, same attention maps: an attention tab drawn for ``rec`` stays drawn
             kept = {"attention": id(new)} if (shown or {}).get("attention") == id(rec) else {}
             out = {state: new, drawn: kept, p.tokens: predict_tab.tokens_html(new)}

@@ -168,19 +168,6 @@ def tolerance_arg(auto: bool) -> float | None:
     return DELTA_WARN if auto else None
 
 
-def explain_parts(lm, text, pair, target, baseline, n_steps, auto: bool = False,
-                  progress: Callable[[float, str], Any] | None = None):
-    """Integrated Gradients, their ERASER faithfulness (one batched forward pass) and the [CLS] path."""
-    step = progress or (lambda *_: None)
-    step(0.25, "Integrated Gradients")
-    attr = core.attribute(lm, text, target=target_arg(target), baseline=baseline, n_steps=int(n_steps),
-                          pair=pair or None, tolerance=tolerance_arg(auto))
-    faith = core.faithfulness(lm, attr)
-    step(0.6, "[CLS] path through the layers")
-    path = core.cls_path(lm, text, target=attr.target, baseline=baseline, n_steps=PATH_STEPS, pair=pair or None)
-    return attr, path, faith
-
-
 def analyze_fast(lm: core.LoadedModel, text: str, pair: str | None,
                  progress: Callable[[float, str], Any] | None = None, window: bool = False) -> Record:
     """The quick part of Analyze (one forward pass each): prediction, attention, [CLS] lens.
@@ -202,10 +189,18 @@ def analyze_fast(lm: core.LoadedModel, text: str, pair: str | None,
 
 def analyze_ig(lm: core.LoadedModel, rec: Record, target: str | None, baseline: str, n_steps: int,
                progress: Callable[[float, str], Any] | None = None, auto: bool = False) -> Record:
-    """The slow part: Integrated Gradients, their faithfulness and the [CLS] path, added to ``rec``."""
-    attr, path, faith = explain_parts(lm, rec.prediction.text, rec.prediction.pair, target, baseline, n_steps,
-                                      auto=auto, progress=progress)
-    return dataclasses.replace(rec, attribution=attr, path=path, faith=faith, baseline_jumps=core.baseline_jumps(lm, baseline))
+    """The slow part, added to ``rec``: Integrated Gradients, their ERASER faithfulness (one batched
+    forward pass) and the [CLS] path."""
+    step = progress or (lambda *_: None)
+    text, pair = rec.prediction.text, rec.prediction.pair
+    step(0.25, "Integrated Gradients")
+    attr = core.attribute(lm, text, target=target_arg(target), baseline=baseline, n_steps=int(n_steps), pair=pair,
+                          tolerance=tolerance_arg(auto))
+    faith = core.faithfulness(lm, attr)
+    step(0.6, "[CLS] path through the layers")
+    path = core.cls_path(lm, text, target=attr.target, baseline=baseline, n_steps=PATH_STEPS, pair=pair)
+    return dataclasses.replace(rec, attribution=attr, path=path, faith=faith,
+                               baseline_jumps=core.baseline_jumps(lm, baseline))
 
 
 def analyze_all(lm: core.LoadedModel, text: str, pair: str | None, target: str | None, baseline: str,
