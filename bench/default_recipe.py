@@ -67,6 +67,20 @@ VARIANTS = {
     "bs16+lr5e-5": dict(batch_size=16, learning_rate=5e-5),
     "current-seed7": dict(seed=7),  # the same recipe, another seed: how much of a difference is noise
     "2ep": dict(epochs=2.0),  # twice the compute: the ceiling of this encoder, not a candidate
+    # the recipe since then (head10+warm10) plus one change each
+    "recipe+nodrop": dict(head_lr_scale=10.0, warmup_ratio=0.1, dropout=0.0),
+    "recipe+drop05": dict(head_lr_scale=10.0, warmup_ratio=0.1, dropout=0.05),
+    "recipe+llrd08": dict(head_lr_scale=10.0, warmup_ratio=0.1, layer_lr_decay=0.8),
+    "recipe+llrd08+lr2e-4": dict(head_lr_scale=10.0, warmup_ratio=0.1, layer_lr_decay=0.8, learning_rate=2e-4),
+    "recipe+bs16": dict(head_lr_scale=10.0, warmup_ratio=0.1, batch_size=16),
+    "recipe+nodrop+bs16": dict(head_lr_scale=10.0, warmup_ratio=0.1, dropout=0.0, batch_size=16),
+    "recipe+nodrop+1.15ep": dict(head_lr_scale=10.0, warmup_ratio=0.1, dropout=0.0, epochs=1.15),
+    "recipe+nodrop+frozen-emb": dict(head_lr_scale=10.0, warmup_ratio=0.1, dropout=0.0, freeze_word_embeddings=True),
+    "recipe+nodrop+bs16-seed7": dict(head_lr_scale=10.0, warmup_ratio=0.1, dropout=0.0, batch_size=16, seed=7),
+    "recipe-seed7": dict(head_lr_scale=10.0, warmup_ratio=0.1, seed=7),
+    "recipe+nodrop+freeze2": dict(head_lr_scale=10.0, warmup_ratio=0.1, dropout=0.0, freeze_layers=2),
+    "recipe+nodrop+freeze2+1.4ep": dict(head_lr_scale=10.0, warmup_ratio=0.1, dropout=0.0, freeze_layers=2, epochs=1.4),
+    "recipe+nodrop+freeze1+1.2ep": dict(head_lr_scale=10.0, warmup_ratio=0.1, dropout=0.0, freeze_layers=1, epochs=1.2),
 }
 
 

@@ -10,6 +10,7 @@ import json
 import logging
 import math
 import os
+import re
 import shutil
 import threading
 import time
@@ -62,9 +63,18 @@ class TrainConfig:
     freeze_word_embeddings: bool = field(
         default=False, metadata={"help": "Keep the word-embedding matrix (about half of a small BERT's parameters) fixed: "
                                  "fewer optimizer updates, and words absent from the training data keep their pre-trained meaning."})
+    freeze_layers: int = field(
+        default=0, metadata={"help": "Keep the embeddings and the bottom N encoder layers fixed: no backward pass through "
+                             "them, so each step is faster (0 = train everything)."})
     head_lr_scale: float = field(
         default=1.0, metadata={"help": "Learning-rate multiplier for the pooler and classifier (the layers the task trains from scratch)."})
     label_smoothing: float = field(default=0.0, metadata={"help": "Label smoothing of the cross-entropy loss, 0 to <0.5."})
+    dropout: float | None = field(
+        default=None, metadata={"help": "Dropout probability of every dropout layer (hidden, attention, classifier) while "
+                                "training; None = the model's own (0.1 for most BERTs)."})
+    layer_lr_decay: float = field(
+        default=1.0, metadata={"help": "Layer-wise learning-rate decay: the top encoder layer trains at the full rate, each "
+                               "layer below at this times the one above, the embeddings below the first; 1 = no decay."})
 
     def __post_init__(self) -> None:
         checks = {  # name: (ok, what is allowed)
@@ -80,6 +90,10 @@ class TrainConfig:
             "max_length": (self.max_length is None or 8 <= self.max_length <= 4096, "from 8 to 4096 tokens, or automatic"),
             "head_lr_scale": (0 < self.head_lr_scale <= 1000, "more than 0, at most 1000"),
             "label_smoothing": (0 <= self.label_smoothing < 0.5, "from 0 to below 0.5"),
+            "freeze_layers": (isinstance(self.freeze_layers, int) and 0 <= self.freeze_layers <= 100,
+                              "a whole number from 0 to the model's layers minus one"),
+            "dropout": (self.dropout is None or 0 <= self.dropout < 1, "from 0 to below 1, or automatic"),
+            "layer_lr_decay": (0 < self.layer_lr_decay <= 1, "more than 0, at most 1"),
         }
         bad = [name for name, (ok, _) in checks.items() if not ok]
         if bad:
@@ -164,33 +178,56 @@ class _BestKeeper(TrainerCallback):
         return control
 
 
+_LAYER_INDEX = re.compile(r"\.layer\.(\d+)\.")  # encoder layer i's parameters in every family but ALBERT (shared)
+
+
+def _layer_of(name: str) -> int | None:
+    """The encoder layer a parameter belongs to, -1 for the embeddings, None for anything else."""
+    m = _LAYER_INDEX.search(name)
+    if m is not None:
+        return int(m.group(1))
+    return -1 if "embeddings" in name else None
+
+
 class _Trainer(Trainer):
-    """The Hugging Face Trainer, with the pooler and classifier optionally on a larger learning rate
-    (their own optimizer groups; the schedule scales every group alike)."""
+    """The Hugging Face Trainer, with per-parameter learning-rate scales: the pooler and classifier
+    (trained from scratch) at ``head_lr_scale`` times the rate, and the encoder layers decaying by
+    ``layer_lr_decay`` per layer downwards (their own optimizer groups; the schedule scales every group alike)."""
 
     HEAD_PREFIXES = ("bert.pooler.", "classifier.")  # BERT's; other families' from their adapter
 
-    def __init__(self, *args, head_lr_scale: float = 1.0, **kwargs):
+    def __init__(self, *args, head_lr_scale: float = 1.0, layer_lr_decay: float = 1.0, **kwargs):
         super().__init__(*args, **kwargs)
-        self.head_lr_scale = head_lr_scale
+        self.head_lr_scale, self.layer_lr_decay = head_lr_scale, layer_lr_decay
         fam = family_of(self.model)
         if fam is not None:
             self.HEAD_PREFIXES = fam.head_prefixes
 
+    def lr_scale(self, name: str, n_layers: int) -> float:
+        if name.startswith(self.HEAD_PREFIXES):
+            return self.head_lr_scale
+        if self.layer_lr_decay == 1.0:
+            return 1.0
+        layer = _layer_of(name)
+        return 1.0 if layer is None else self.layer_lr_decay ** (n_layers - 1 - layer)
+
     def create_optimizer(self, model=None):
         fresh = self.optimizer is None
         optimizer = super().create_optimizer(model)
-        if not fresh or self.head_lr_scale == 1.0:
+        if not fresh or (self.head_lr_scale == 1.0 and self.layer_lr_decay == 1.0):
             return optimizer
-        head = {id(p) for n, p in (model or self.model).named_parameters() if n.startswith(self.HEAD_PREFIXES)}
+        model = model or self.model
+        n_layers = int(getattr(model.config, "num_hidden_layers", 0) or 0)
+        scale = {id(p): self.lr_scale(n, n_layers) for n, p in model.named_parameters()}
         groups = optimizer.param_groups
         optimizer.param_groups = []
         for g in groups:
-            for params, scale in (([p for p in g["params"] if id(p) not in head], 1.0),
-                                  ([p for p in g["params"] if id(p) in head], self.head_lr_scale)):
-                if params:
-                    optimizer.add_param_group({**{k: v for k, v in g.items() if k != "params"}, "params": params,
-                                               "lr": g["lr"] * scale})
+            by_scale: dict[float, list] = {}
+            for p in g["params"]:
+                by_scale.setdefault(scale.get(id(p), 1.0), []).append(p)
+            for factor, params in sorted(by_scale.items()):
+                optimizer.add_param_group({**{k: v for k, v in g.items() if k != "params"}, "params": params,
+                                           "lr": g["lr"] * factor})
         return optimizer
 
 
@@ -291,6 +328,19 @@ def train_classifier(
         hf_logging.set_verbosity(verbosity)
     if config.freeze_word_embeddings:
         family_of(model).word_embeddings(model).weight.requires_grad_(False)  # (V, E) stays as pre-trained
+    if config.freeze_layers:
+        n_layers = int(getattr(model.config, "num_hidden_layers", 0) or 0)
+        if config.freeze_layers >= n_layers:
+            raise InputError(f"freeze_layers={config.freeze_layers} must be less than the model's {n_layers} layers "
+                             "(the top layer has to train).")
+        for name, param in model.named_parameters():
+            layer = _layer_of(name)
+            if layer is not None and layer < config.freeze_layers:
+                param.requires_grad_(False)
+    if config.dropout is not None:  # every family's dropouts are nn.Dropout modules (attention reads .p too)
+        for module in model.modules():
+            if isinstance(module, torch.nn.Dropout):
+                module.p = config.dropout
     base_labels = _base_labels(base_path)
     if base_labels is not None and base_labels != tuple(id2label.values()):
         model._init_weights(family_of(model).final_linear(model))  # a head trained for other classes would mislead
@@ -346,6 +396,7 @@ def train_classifier(
         warnings.simplefilter("ignore")
         trainer = _Trainer(
             head_lr_scale=config.head_lr_scale,
+            layer_lr_decay=config.layer_lr_decay,
             model=model,
             args=args,
             train_dataset=train_ds,

@@ -135,6 +135,61 @@ def test_best_keeper_restores_best_and_stops_early():
     assert float(keeper.best_state["bias"][0]) == pytest.approx(0.8)
 
 
+def test_learning_rate_groups_follow_head_scale_and_layer_decay(tiny_model_dir, tmp_path):
+    from transformers import AutoModelForSequenceClassification, TrainingArguments
+
+    from bertviz_app.training import _Trainer
+
+    model = AutoModelForSequenceClassification.from_pretrained(tiny_model_dir)
+    args = TrainingArguments(output_dir=str(tmp_path), learning_rate=1e-3, use_cpu=True, report_to="none")
+    trainer = _Trainer(model=model, args=args, head_lr_scale=10.0, layer_lr_decay=0.5)
+    lr_of = {id(p): g["lr"] for g in trainer.create_optimizer().param_groups for p in g["params"]}
+    names = dict(model.named_parameters())
+    top = model.config.num_hidden_layers - 1
+    assert len(lr_of) == len(names)  # every trainable parameter is in exactly one group
+    assert lr_of[id(names["classifier.weight"])] == pytest.approx(1e-2)
+    assert lr_of[id(names["bert.pooler.dense.bias"])] == pytest.approx(1e-2)
+    assert lr_of[id(names[f"bert.encoder.layer.{top}.output.dense.weight"])] == pytest.approx(1e-3)
+    assert lr_of[id(names[f"bert.encoder.layer.{top - 1}.output.dense.weight"])] == pytest.approx(5e-4)
+    assert lr_of[id(names["bert.encoder.layer.0.output.dense.weight"])] == pytest.approx(1e-3 * 0.5 ** top)
+    assert lr_of[id(names["bert.embeddings.word_embeddings.weight"])] == pytest.approx(1e-3 * 0.5 ** (top + 1))
+
+
+def test_dropout_setting_reaches_every_dropout_layer(tiny_model_dir, dataset):
+    import torch
+
+    from bertviz_app.training import train_classifier
+
+    texts, labels = list(dataset.texts[:16]), list(dataset.labels[:16])
+    model, _, info = train_classifier(tiny_model_dir, dataset.label_names, texts, labels,
+                                      config=TrainConfig(epochs=1, batch_size=8, dropout=0.0))
+    ps = [m.p for m in model.modules() if isinstance(m, torch.nn.Dropout)]
+    assert ps and all(p == 0.0 for p in ps) and info["config"]["dropout"] == 0.0
+    with pytest.raises(InputError, match="dropout=1.5 must be from 0 to below 1"):
+        TrainConfig(dropout=1.5)
+    with pytest.raises(InputError, match="layer_lr_decay=0.0 must be more than 0"):
+        TrainConfig(layer_lr_decay=0.0)
+
+
+def test_freeze_layers_keeps_the_embeddings_and_bottom_layers_fixed(tiny_model_dir, dataset):
+    from safetensors.torch import load_file
+
+    from bertviz_app.training import train_classifier
+
+    before = load_file(str(tiny_model_dir / "model.safetensors"))
+    texts, labels = list(dataset.texts[:16]), list(dataset.labels[:16])
+    config = TrainConfig(epochs=1, batch_size=8, learning_rate=1e-2, freeze_layers=1)
+    model, _, _ = train_classifier(tiny_model_dir, dataset.label_names, texts, labels, config=config)
+    after = {k: v.detach() for k, v in model.state_dict().items()}
+    top = model.config.num_hidden_layers - 1
+    for name in ("bert.embeddings.word_embeddings.weight", "bert.encoder.layer.0.attention.self.query.weight"):
+        assert (after[name] == before[name]).all(), name
+    top_name = f"bert.encoder.layer.{top}.attention.self.query.weight"
+    assert not (after[top_name] == before[top_name]).all()
+    with pytest.raises(InputError, match=f"freeze_layers={top + 1} must be less than the model's {top + 1} layers"):
+        train_classifier(tiny_model_dir, dataset.label_names, texts, labels, config=TrainConfig(freeze_layers=top + 1))
+
+
 @pytest.mark.parametrize("name", ["../escape", "/abs", "a/b", "", "x" * 65, ".hidden"])
 def test_run_names_are_confined(models_dir, tiny_model_dir, dataset, name):
     with pytest.raises(InputError, match="not allowed"):
