@@ -19,8 +19,8 @@ RUN pip install -q -r requirements.txt && pip install -q --no-deps -r requiremen
 
 COPY --chown=user . .
 USER user
-# The same script as the README; --build-model trains models/default into the image (about 2.5 minutes
-# on a quiet 2-core CPU), so the Space never builds at start-up.
+# The same script as the README; --build-model trains models/default into the image (about 8 minutes
+# on a quiet 2-core CPU, less on a faster one), so the Space never builds at start-up.
 RUN PIP="pip --user" bash scripts/setup.sh --build-model
 
 EXPOSE 7860
