@@ -337,7 +337,7 @@ def train_classifier(
             layer = _layer_of(name)
             if layer is not None and layer < config.freeze_layers:
                 param.requires_grad_(False)
-    if config.dropout is not None:  # every family's dropouts are nn.Dropout modules (attention reads .p too)
+    if config.dropout is not None:  # dropouts are nn.Dropout modules; BERT's SDPA attention reads their .p too
         for module in model.modules():
             if isinstance(module, torch.nn.Dropout):
                 module.p = config.dropout
