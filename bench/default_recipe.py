@@ -81,8 +81,6 @@ VARIANTS = {
     "recipe+nodrop-seed7": dict(head_lr_scale=10.0, warmup_ratio=0.1, dropout=0.0, seed=7),
     "recipe+nodrop+head30": dict(head_lr_scale=30.0, warmup_ratio=0.1, dropout=0.0),
     "recipe+nodrop+freeze2": dict(head_lr_scale=10.0, warmup_ratio=0.1, dropout=0.0, freeze_layers=2),
-    "recipe+nodrop+freeze2+1.4ep": dict(head_lr_scale=10.0, warmup_ratio=0.1, dropout=0.0, freeze_layers=2, epochs=1.4),
-    "recipe+nodrop+freeze1+1.2ep": dict(head_lr_scale=10.0, warmup_ratio=0.1, dropout=0.0, freeze_layers=1, epochs=1.2),
 }
 
 

@@ -181,6 +181,10 @@ class _BestKeeper(TrainerCallback):
 _LAYER_INDEX = re.compile(r"\.layer\.(\d+)\.")  # encoder layer i's parameters in every family but ALBERT (shared)
 
 
+def _n_layers(model) -> int:
+    return int(getattr(model.config, "num_hidden_layers", 0) or 0)
+
+
 def _layer_of(name: str) -> int | None:
     """The encoder layer a parameter belongs to, -1 for the embeddings, None for anything else."""
     m = _LAYER_INDEX.search(name)
@@ -217,7 +221,7 @@ class _Trainer(Trainer):
         if not fresh or (self.head_lr_scale == 1.0 and self.layer_lr_decay == 1.0):
             return optimizer
         model = model or self.model
-        n_layers = int(getattr(model.config, "num_hidden_layers", 0) or 0)
+        n_layers = _n_layers(model)
         scale = {id(p): self.lr_scale(n, n_layers) for n, p in model.named_parameters()}
         groups = optimizer.param_groups
         optimizer.param_groups = []
@@ -329,9 +333,8 @@ def train_classifier(
     if config.freeze_word_embeddings:
         family_of(model).word_embeddings(model).weight.requires_grad_(False)  # (V, E) stays as pre-trained
     if config.freeze_layers:
-        n_layers = int(getattr(model.config, "num_hidden_layers", 0) or 0)
-        if config.freeze_layers >= n_layers:
-            raise InputError(f"freeze_layers={config.freeze_layers} must be less than the model's {n_layers} layers "
+        if config.freeze_layers >= _n_layers(model):
+            raise InputError(f"freeze_layers={config.freeze_layers} must be less than the model's {_n_layers(model)} layers "
                              "(the top layer has to train).")
         for name, param in model.named_parameters():
             layer = _layer_of(name)
