@@ -37,8 +37,8 @@ _EXPORTS = {
     "inference": ("predict",),
     "catalog": ("ENCODER", "list_models"),
     "registry": ("LoadedModel", "clear_cache", "load_model", "resolve_device"),
-    "results": ("AttentionMaps", "Attribution", "ClsLens", "ClsPath", "Faithfulness", "MethodComparison",
-                "ModelSummary", "Prediction", "TokenInfo"),
+    "results": ("AttentionMaps", "Attribution", "ClsLens", "ClsPath", "FAITHFULNESS_TIE", "Faithfulness",
+                "METHOD_LABELS", "MethodComparison", "ModelSummary", "Prediction", "TokenInfo", "method_label"),
     "summary": ("summary",),
     "words": ("WordGroups", "merge_attention", "merge_rows", "merge_scores", "word_groups"),
 }
@@ -114,6 +114,8 @@ if TYPE_CHECKING:
     from .methods import METHODS, compare_methods, explain
     from .registry import LoadedModel, clear_cache, load_model, resolve_device
     from .results import (
+        FAITHFULNESS_TIE,
+        METHOD_LABELS,
         AttentionMaps,
         Attribution,
         ClsLens,
@@ -123,6 +125,7 @@ if TYPE_CHECKING:
         ModelSummary,
         Prediction,
         TokenInfo,
+        method_label,
     )
     from .summary import summary
     from .training import TrainConfig

@@ -17,7 +17,35 @@ __all__ = [
     "ModelSummary",
     "Faithfulness",
     "MethodComparison",
+    "METHOD_LABELS",
+    "FAITHFULNESS_TIE",
+    "method_label",
 ]
+
+# How every attribution method is named to a reader (the page, the CLI's readings, exports).
+METHOD_LABELS = {
+    "integrated_gradients": "Integrated Gradients",
+    "gradient_x_input": "gradient × input",
+    "saliency": "saliency (gradient norm)",
+    "occlusion": "occlusion (per word)",
+    "kernel_shap": "KernelSHAP (per word)",
+    "lime": "LIME (per word)",
+}
+
+# AOPC comprehensiveness values closer than this are a tie: half a percentage point of the target's
+# probability, below the two decimals a reading prints. Two methods that rank the same tokens first
+# differ only by float rounding (4e-6 seen), and that rounding differs between CPUs.
+FAITHFULNESS_TIE = 0.005
+
+
+def method_label(method: str) -> str:
+    """The reader's name of an attribution method (its id when it has none)."""
+    return METHOD_LABELS.get(method, method)
+
+
+def _and(items: list[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 @dataclass(frozen=True, eq=False)
@@ -267,22 +295,36 @@ class MethodComparison:
         return self.attributions[0].tokens
 
     @property
+    def most_faithful_methods(self) -> tuple[str, ...]:
+        """Every method whose AOPC comprehensiveness is within ``FAITHFULNESS_TIE`` of the best, in the
+        order of ``methods``: two methods that rank the same tokens first score the same up to float
+        rounding, which differs between CPUs, so such a difference names no winner."""
+        best = max(f.comprehensiveness for f in self.faithfulness)
+        return tuple(m for m, f in zip(self.methods, self.faithfulness) if best - f.comprehensiveness <= FAITHFULNESS_TIE)
+
+    @property
     def most_faithful(self) -> str:
-        """The method whose top tokens, removed, lower the target's probability most (AOPC)."""
-        return max(zip(self.methods, self.faithfulness), key=lambda mf: mf[1].comprehensiveness)[0]
+        """The method whose top tokens, removed, lower the target's probability most (AOPC); of methods
+        tied with it (``most_faithful_methods``), the first in ``methods``."""
+        return self.most_faithful_methods[0]
 
     @property
     def reading(self) -> str:
-        """One sentence: which method's top tokens the model depends on most, here."""
-        best = self.methods.index(self.most_faithful)
-        f = self.faithfulness[best]
+        """One sentence: which method's top tokens the model depends on most, here (ties said as such)."""
+        tied = self.most_faithful_methods
+        f = self.faithfulness[self.methods.index(tied[0])]
+        names = _and([method_label(m) for m in tied])
         if f.comprehensiveness < 0.05:
             return (f"no method's top-ranked tokens matter much to the model here (best AOPC comprehensiveness "
-                    f"{f.comprehensiveness:+.2f}, {self.most_faithful}): the prediction does not rest on a few tokens")
-        others = ", ".join(f"{m} {g.comprehensiveness:+.2f}" for m, g in zip(self.methods, self.faithfulness)
-                           if m != self.most_faithful)
-        return (f"{self.most_faithful} is the most faithful here: removing its top-ranked tokens lowers the "
-                f"probability of {f.target} by {f.comprehensiveness:.2f} on average over k = "
+                    f"{f.comprehensiveness:+.2f}, {names}): the prediction does not rest on a few tokens")
+        others = ", ".join(f"{method_label(m)} {g.comprehensiveness:+.2f}" for m, g in zip(self.methods, self.faithfulness)
+                           if m not in tied)
+        if len(tied) == 1:
+            lead = f"{names} is the most faithful here: removing its top-ranked tokens lowers"
+        else:
+            lead = (f"{names} are tied as the most faithful here (comprehensiveness within {FAITHFULNESS_TIE} of "
+                    f"each other): removing the top-ranked tokens of any of them lowers")
+        return (f"{lead} the probability of {f.target} by {f.comprehensiveness:.2f} on average over k = "
                 f"{', '.join(str(k) for k in f.ks)}%" + (f" (others: {others})" if others else ""))
 
     def to_dict(self) -> dict:
@@ -295,5 +337,7 @@ class MethodComparison:
             "top_k_overlap": np.round(self.top_k_overlap, 6).tolist(),
             "rollout": [float(v) for v in self.rollout],
             "most_faithful": self.most_faithful,
+            "most_faithful_methods": list(self.most_faithful_methods),
+            "faithfulness_tie": FAITHFULNESS_TIE,
             "reading": self.reading,
         }

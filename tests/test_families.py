@@ -88,6 +88,12 @@ def _build(family: str, path):
         raise ValueError(family)
     torch.manual_seed(0)
     model = tf.AutoModelForSequenceClassification.from_config(cfg)
+    # A random head leaves the two classes within 2e-5 of each other on some families (ALBERT): which one is
+    # "predicted" would be float rounding, which differs between CPUs and between the fused and eager kernels
+    # that predict and attribute use. A bias of 0.4 on the last layer makes "positive" lead by about 0.1.
+    head = [m for m in model.modules() if isinstance(m, torch.nn.Linear) and m.out_features == len(LABELS)][-1]
+    with torch.no_grad():
+        head.bias.copy_(torch.tensor([0.0, 0.4]))
     model.save_pretrained(path, safe_serialization=True)
     tok.save_pretrained(path)
     return path

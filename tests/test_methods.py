@@ -3,6 +3,7 @@ faithfulness (faithfulness.py), on the tiny BERT and a tiny RoBERTa."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -161,10 +162,51 @@ def test_a_faithful_ranking_beats_random_rankings(sentiment, method):
     assert f.comprehensiveness > 0.5 and "the explanation points at what the model uses" in f.reading
 
 
+def _with_comprehensiveness(c, values):
+    """``c`` with its methods' AOPC comprehensiveness set to ``values`` (everything else as computed)."""
+    faith = tuple(dataclasses.replace(f, comprehensiveness=v) for f, v in zip(c.faithfulness, values))
+    return dataclasses.replace(c, faithfulness=faith)
+
+
 def test_compare_names_the_most_faithful_method(sentiment):
-    c = compare_methods(sentiment, "the film was awful", methods=["saliency", "occlusion"], n_samples=32)
-    assert c.most_faithful == "occlusion" or c.faithfulness[0].comprehensiveness == c.faithfulness[1].comprehensiveness
-    assert c.reading.startswith(f"{c.most_faithful} is the most faithful here") and "negative" in c.reading
+    """Saliency and occlusion both rank "awful" first on this model: their AOPC agree up to float
+    rounding (4e-6 apart, in either order depending on the CPU), which the comparison calls a tie."""
+    c = compare_methods(sentiment, "the film was awful", methods=["saliency", "occlusion", "gradient_x_input"],
+                        n_samples=32)
+    sal, occ = c.faithfulness[0].comprehensiveness, c.faithfulness[1].comprehensiveness
+    assert sal == pytest.approx(occ, abs=1e-4) and sal > 0.9
+    assert c.most_faithful_methods[:2] == ("saliency", "occlusion") and c.most_faithful == "saliency"
+    assert "are tied as the most faithful here" in c.reading and "negative" in c.reading
+    assert c.reading.startswith("saliency (gradient norm) and occlusion (per word)")  # the page's names, not ids
+    d = c.to_dict()
+    assert d["most_faithful"] == "saliency" and d["most_faithful_methods"][:2] == ["saliency", "occlusion"]
+    assert d["faithfulness_tie"] == bv.FAITHFULNESS_TIE
+
+
+def test_a_tie_in_faithfulness_is_said_and_a_clear_lead_is_not(sentiment):
+    from bertviz_app.ui import attribution_tab
+
+    c = compare_methods(sentiment, "the film was awful", methods=["saliency", "occlusion", "gradient_x_input"],
+                        n_samples=32)
+    tol = bv.FAITHFULNESS_TIE
+    exact = _with_comprehensiveness(c, [0.6, 0.6, 0.2])
+    assert exact.most_faithful_methods == ("saliency", "occlusion") and exact.most_faithful == "saliency"
+    near = _with_comprehensiveness(c, [0.6, 0.6 + 0.9 * tol, 0.2])  # occlusion ahead by less than the tolerance
+    assert near.most_faithful_methods == ("saliency", "occlusion") and near.most_faithful == "saliency"
+    assert near.reading.startswith("saliency (gradient norm) and occlusion (per word) are tied as the most faithful")
+    assert "gradient × input +0.20" in near.reading
+    starred = list(attribution_tab.compare_table(near)["method"])
+    assert starred == ["saliency (gradient norm) ★ (tied)", "occlusion (per word) ★ (tied)", "gradient × input"]
+    three = _with_comprehensiveness(c, [0.6, 0.6, 0.6 - 0.5 * tol])
+    assert three.most_faithful_methods == ("saliency", "occlusion", "gradient_x_input")
+    assert three.reading.startswith("saliency (gradient norm), occlusion (per word) and gradient × input are tied")
+    clear = _with_comprehensiveness(c, [0.6, 0.6 + 2 * tol, 0.2])  # a lead larger than the tolerance
+    assert clear.most_faithful_methods == ("occlusion",) and clear.most_faithful == "occlusion"
+    assert clear.reading.startswith("occlusion (per word) is the most faithful here") and "tied" not in clear.reading
+    starred = list(attribution_tab.compare_table(clear)["method"])
+    assert starred == ["saliency (gradient norm)", "occlusion (per word) ★", "gradient × input"]
+    low = _with_comprehensiveness(c, [0.01, 0.01, 0.0])
+    assert low.reading.startswith("no method's top-ranked tokens matter much") and "saliency (gradient norm) and" in low.reading
 
 
 def test_compare_methods_side_by_side(tiny):
@@ -296,8 +338,9 @@ def test_attributions_tab_shows_faithfulness_and_the_methods_side_by_side(sentim
     np.testing.assert_allclose(c.attributions[0].scores, rec.attribution.scores, atol=1e-7)  # the IG shown above
     table = attribution_tab.compare_table(c)
     assert len(table) == 3 and table.iloc[0]["seconds"] == "cached"  # IG came from the model's cache
-    starred = [m for m in table["method"] if m.endswith("★")]
-    assert starred == [attribution_tab.label(c.most_faithful) + " ★"]
+    starred = [m for m in table["method"] if "★" in m]
+    star = " ★" if len(c.most_faithful_methods) == 1 else " ★ (tied)"
+    assert starred == [attribution_tab.label(m) + star for m in c.most_faithful_methods]
     assert list(table["comprehensiveness ↑"]) == [round(f.comprehensiveness, 4) for f in c.faithfulness]
     assert list(table["Spearman vs rollout"]) == [round(float(r), 3) for r in c.rollout_spearman]
 

@@ -87,18 +87,19 @@ def build_compare() -> SimpleNamespace:
                            tokens=tokens, heat=heat, agree=agree, state=gr.State(None, time_to_live=3600))
 
 
-def label(method: str) -> str:
-    return METHOD_LABELS.get(method, method)
+label = core.method_label
 
 
 def compare_table(c: core.MethodComparison) -> pd.DataFrame:
     """One row per method: cost, AOPC comprehensiveness/sufficiency, agreement with the first
     method and with attention rollout."""
     first = label(c.methods[0])
+    best = c.most_faithful_methods
+    star = {m: " ★" if len(best) == 1 else " ★ (tied)" for m in best}
     rows = []
     for i, (m, a, f) in enumerate(zip(c.methods, c.attributions, c.faithfulness)):
         rows.append({
-            "method": label(m) + (" ★" if m == c.most_faithful else ""),
+            "method": label(m) + star.get(m, ""),
             # a result the model's cache already held (e.g. the Integrated Gradients shown above) cost nothing now
             "seconds": f"{a.seconds:.3f}" if a.seconds >= 5e-4 else "cached",
             "forward passes": a.n_forward,

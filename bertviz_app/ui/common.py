@@ -33,14 +33,7 @@ BASELINE_CHOICES = [
     ("zero word vectors", "zero"),
 ]
 # What the page calls each attribution method (methods.METHODS' names; "ig" is explain_csv's short name)
-METHOD_LABELS = {
-    "integrated_gradients": "Integrated Gradients",
-    "gradient_x_input": "gradient × input",
-    "saliency": "saliency (gradient norm)",
-    "occlusion": "occlusion (per word)",
-    "kernel_shap": "KernelSHAP (per word)",
-    "lime": "LIME (per word)",
-}
+METHOD_LABELS = core.METHOD_LABELS  # one table of method names, shared with the core's readings
 PATH_STEPS = 20  # Integrated Gradients steps per layer for the [CLS] path
 DELTA_WARN = 0.05  # relative convergence delta above which the attribution gets a warning
 
