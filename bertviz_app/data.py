@@ -118,6 +118,7 @@ class Table:
     delimiter: str
     encoding: str  # "utf-8", "utf-8-sig", "utf-16", "cp1252" or "latin-1"
     notices: tuple[str, ...]  # what was fixed or guessed on the way in (encoding fallback, NUL bytes...)
+    header: tuple[str, ...] = ()  # the header cells as given ("" for a blank one); ``columns`` are unique, stripped
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -355,7 +356,8 @@ def read_table(source: str | os.PathLike | bytes, name: str | None = None, min_c
         )
     raw = _parse(text, delimiter, settings.max_rows, shown)  # (1 + n_rows, n_columns), header in row 0
     df = raw.iloc[1:].copy()
-    df.columns = _clean_columns(raw.iloc[0].tolist(), notices)
+    header = tuple("" if isinstance(c, float) and math.isnan(c) else str(c) for c in raw.iloc[0].tolist())
+    df.columns = _clean_columns(list(header), notices)
     if df.shape[1] < min_columns:
         raise DataError(
             f"{shown} has a single column (header {text[:min(header_len, 80)]!r}); it needs a text column and a "
@@ -388,7 +390,7 @@ def read_table(source: str | os.PathLike | bytes, name: str | None = None, min_c
             "meant to start new rows, save the file with one line ending throughout."
         )
     return Table(df=df, name=os.path.basename(name) if name else "data", delimiter=delimiter, encoding=encoding,
-                 notices=tuple(notices))
+                 notices=tuple(notices), header=header)
 
 
 def _read_bytes(source, name: str | None, limit: int) -> tuple[bytes, str | None]:

@@ -153,8 +153,10 @@ def test_explain_a_file_tab_explains_every_row_and_offers_the_results(page, app_
 
     with urllib.request.urlopen(link.get_attribute("href"), timeout=30) as r:  # the download itself
         got = r.read().decode("utf-8").splitlines()
-    assert got[0].startswith("row,text,label,p_negative,p_positive,target") and len(got) == 1 + len(rows)
-    assert "ig_comprehensiveness" in got[0] and "occlusion_sufficiency" in got[0]
+    # the table's own columns first, as given; the app's after them (bv_*)
+    assert got[0].startswith("id,review,bv_row,bv_prediction,bv_p_negative,bv_p_positive,bv_target")
+    assert len(got) == 1 + len(rows) and got[1].startswith("0,the film was good,2,")
+    assert "bv_ig_comprehensiveness" in got[0] and "bv_occlusion_sufficiency" in got[0]
     sync_api.expect(page.locator("#bv-bx-words")).to_contain_text("film")  # 'film' occurs in 3 rows
     assert page.dialogs == [] and page.locator("img[src='x']").count() == 0
 
