@@ -188,6 +188,62 @@ def test_explain_a_file_tab_says_what_is_wrong_with_a_bad_upload(page, app_url, 
     assert "Traceback" not in page.content()
 
 
+def test_explain_a_file_tab_names_the_guarded_cells_and_writes_them_raw_on_request(page, app_url, tmp_path):
+    import csv
+    import urllib.request
+
+    table = tmp_path / "tweets.csv"
+    rows = [["@fan the film was good", "positive"], ["a tedious slog", "negative"], ["=1+1 the film was bad", "neutral"]]
+    with table.open("w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([["text", "label"], *rows])
+    page.goto(app_url)
+    page.get_by_role("tab", name="Explain a file").click()
+    page.locator("#bv-bx-upload input[type=file]").set_input_files(str(table))
+    status = page.locator("#bv-bx-status")
+    sync_api.expect(status).to_contain_text("3 rows, 2 columns")
+    for raw in (False, True):
+        if raw:
+            page.locator("#bv-bx-raw input").check()
+        page.locator("#bv-bx-start").click()
+        sync_api.expect(status).to_contain_text("The raw CSV has them as given" if raw else "Each got a leading '")
+        sync_api.expect(status).to_contain_text("3 of 3 rows explained")
+        sync_api.expect(status).to_contain_text("column 'text': rows 2 and 4")
+        with urllib.request.urlopen(page.locator("#bv-bx-file a").first.get_attribute("href"), timeout=30) as r:
+            got = list(csv.reader(r.read().decode("utf-8").splitlines()))
+        guard = "" if raw else "'"
+        assert [row[:2] for row in got[1:]] == [[guard + rows[0][0], "positive"], rows[1], [guard + rows[2][0], "neutral"]]
+
+
+def test_explain_a_file_tab_shows_a_refusal_in_its_status_not_starting_and_an_error_badge(page, app_url, tmp_path):
+    import io
+    import zipfile
+
+    zipped = tmp_path / "reviews.csv"  # refused when read
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("reviews.csv", "review\nthe film was good\n")
+    zipped.write_bytes(buf.getvalue())
+    blanks = tmp_path / "blanks.csv"  # read fine, refused when explained: no row has a text
+    blanks.write_text("review,label\n,pos\n   ,neg\n", encoding="utf-8")
+    page.goto(app_url)
+    page.get_by_role("tab", name="Explain a file").click()
+    status = page.locator("#bv-bx-status")
+    upload = page.locator("#bv-bx-upload input[type=file]")
+    badges = page.locator("#bv-bx-status .error, #bv-bx-file .error, #bv-bx-words .error, .toast-title")
+    for path, says in [(zipped, "is a ZIP archive"), (blanks, "No row of blanks.csv has a text to explain")]:
+        if page.locator("#bv-bx-upload button[aria-label=Clear]").count():
+            page.locator("#bv-bx-upload button[aria-label=Clear]").click()
+        upload.set_input_files(str(path))
+        sync_api.expect(page.locator("#bv-bx-upload")).to_contain_text(path.name)
+        page.locator("#bv-bx-start").click()
+        sync_api.expect(status).to_contain_text("No file was written")  # the run's own answer
+        sync_api.expect(status).to_contain_text(says)
+        sync_api.expect(status).not_to_contain_text("Starting")
+        assert badges.count() == 0, badges.all_inner_texts()
+        assert page.locator("#bv-bx-file a").count() == 0
+    assert "Traceback" not in page.content()
+
+
 def test_empty_text_shows_a_clear_message(page, app_url):
     page.goto(app_url)
     page.locator("#bv-text textarea").fill("   ")
