@@ -12,11 +12,21 @@ would take too long on (its cost refusal, ``max_method_seconds``) gets the reaso
 cells; the other rows and methods go on. The faithfulness of a chunk's attributions is measured in
 one padded batch per method (``faithfulness_many``).
 
-Output: ``.csv`` (one row per input row: prediction, probabilities, target, and per method its
-top words, comprehensiveness, sufficiency and seconds; IG also its delta; cells made safe for
-spreadsheets) or ``.jsonl`` (everything: every word's score per method, faithfulness per k). The file
-is written to a temporary name and renamed, so a cancelled or failed run never leaves a partial
-file and never touches an earlier one.
+Output: ``.csv`` (one row per input row: every input column first, unchanged and in order, with
+the header as given; then what the app adds: prediction, probabilities, target, and per method its
+top words, comprehensiveness, sufficiency and seconds; IG also its delta) or ``.jsonl`` (one object
+per input row: the row's cells as given under ``"input"``, then everything: every word's score per
+method, faithfulness per k). The file is written to a temporary name and renamed, so a cancelled or
+failed run never leaves a partial file and never touches an earlier one.
+
+Added CSV columns never collide with the input's: each is ``bv_`` + its name (``bv_row``,
+``bv_prediction``, ``bv_p_<class>``, ``bv_ig_top_words``...); when the input already has a column
+of that name, ``_2`` (then ``_3``...) is appended until the name is free (``added_columns``).
+
+Spreadsheet guard: a CSV cell a spreadsheet would run as a formula (text starting with ``=``, ``+``,
+``-``, ``@``, a tab or a carriage return, and not a number) gets a leading ``'``; the row's
+``bv_guarded`` cell and the run's notes name the columns and rows that got one. ``raw=True`` writes
+the CSV without the guard; the JSONL is never guarded (JSON is not run by spreadsheets).
 
 Several processes: under ``accelerate launch --num_processes N`` (or ``torchrun``) each process
 explains every N-th row and writes a shard; the main process merges the shards in row order.
@@ -48,6 +58,7 @@ __all__ = ["BATCH_METHODS", "BatchExplanation", "explain_csv", "method_keys", "p
 log = logging.getLogger(__name__)
 
 OUTPUT_SUFFIXES = (".csv", ".jsonl")
+PREFIX = "bv_"  # what starts the name of every column the app adds to the CSV (added_columns)
 CHUNK = 16  # rows explained together (attribute_many groups similar lengths inside a chunk)
 TOP_WORDS = 5  # words per row in the CSV's top_words column
 TABLE_WORDS = 10  # words per class in the summary table
@@ -92,6 +103,11 @@ class BatchExplanation:
     methods: tuple[str, ...] = ("ig",)
     method_stats: dict[str, dict] = field(default_factory=dict)
     method_top_words: dict[str, dict[str, list[tuple[str, float, int]]]] = field(default_factory=dict)
+    # CSV cells a spreadsheet would run as formulas, by output column: the input's spreadsheet rows (1: the
+    # header). Guarded (a leading ') unless ``raw``; as given in a raw CSV; empty for JSONL.
+    formula_cells: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    raw: bool = False
+    notes: tuple[str, ...] = ()  # what the reader did on the way in, and the guard's note
 
     @property
     def texts_per_s(self) -> float:
@@ -103,7 +119,9 @@ class BatchExplanation:
                 "texts_per_s": round(self.texts_per_s, 3) if self.explained else None, "processes": self.processes,
                 "mean_relative_delta": self.mean_relative_delta, "methods": list(self.methods),
                 "method_stats": self.method_stats, "top_words": _words_json(self.top_words),
-                "method_top_words": {m: _words_json(t) for m, t in self.method_top_words.items()}}
+                "method_top_words": {m: _words_json(t) for m, t in self.method_top_words.items()},
+                "formula_cells": {c: list(r) for c, r in self.formula_cells.items()}, "raw": self.raw,
+                "notes": list(self.notes)}
 
 
 def _words_json(table: dict[str, list[tuple[str, float, int]]]) -> dict:
@@ -145,7 +163,8 @@ def _distributed() -> tuple[int, int, object | None]:
 def explain_csv(lm, source, out: str | os.PathLike, text_column: str | None = None, pair_column: str | None = None,
                 target: str | int | None = None, baseline: str = "pad", tolerance: float | None = 0.05,
                 n_steps: int = 50, progress: Callable[[int, int], None] | None = None,
-                cancel: threading.Event | None = None, methods: str | Sequence[str] = ("ig",)) -> BatchExplanation:
+                cancel: threading.Event | None = None, methods: str | Sequence[str] = ("ig",),
+                raw: bool = False) -> BatchExplanation:
     """Predict and explain every row of ``source`` (a CSV/TSV path or its bytes) and write ``out``
     (.csv or .jsonl). ``text_column``: default the guessed text column. ``target``: a class for
     every row (default: each row's predicted class). ``methods``: the attribution methods, short
@@ -154,7 +173,8 @@ def explain_csv(lm, source, out: str | os.PathLike, text_column: str | None = No
     ``baseline`` token; "zero" reads as "pad") and seconds. ``tolerance``: IG steps chosen per
     text for a relative delta at most this (None: exactly ``n_steps``). ``progress(done, total)``
     after each chunk; ``cancel`` set: stop after the current row (IG: the current chunk), raise
-    CancelledError, write nothing."""
+    CancelledError, write nothing. ``raw``: write the CSV without the spreadsheet guard (every cell
+    exactly as given; a spreadsheet may then run cells starting with = + - @ as formulas)."""
     from .attribution import _check_args
 
     started = time.perf_counter()
@@ -218,13 +238,30 @@ def explain_csv(lm, source, out: str | os.PathLike, text_column: str | None = No
             records += [json.loads(line) for line in part.read_text(encoding="utf-8").splitlines() if line]
             part.unlink()
     records.sort(key=lambda r: r["row"])
-    _write(path, records, skipped, list(lm.labels), keys)
+    formula_cells = _write(path, records, skipped, list(lm.labels), keys, table, raw)
     rel = [r["methods"]["ig"]["relative_delta"] for r in records
            if "ig" in r["methods"] and r["methods"]["ig"].get("relative_delta") is not None]
     by_method = {k: top_words(records, k) for k in keys}
+    notes = table.notices + ((guard_note(formula_cells, raw),) if formula_cells else ())
     return BatchExplanation(path, len(rows) + len(skipped), len(records), tuple(skipped), time.perf_counter() - started,
                             world, by_method[keys[0]], float(np.mean(rel)) if rel else None, keys,
-                            {k: method_stats(records, k) for k in keys}, by_method)
+                            {k: method_stats(records, k) for k in keys}, by_method, formula_cells,
+                            bool(raw) and path.suffix.lower() == ".csv", notes)
+
+
+def guard_note(formula_cells: dict[str, tuple[int, ...]], raw: bool) -> str:
+    """One line naming the cells that start like a formula: guarded with a leading ', or (raw) left as they are."""
+    from .data import format_rows
+
+    n = sum(len(r) for r in formula_cells.values())
+    where = "; ".join(f"column {c!r}: {format_rows(r, 5)}" for c, r in list(formula_cells.items())[:6])
+    more = f"; and {len(formula_cells) - 6} more columns" if len(formula_cells) > 6 else ""
+    cells = (f"{n:,} CSV cell{'s' if n != 1 else ''} start{'s' if n == 1 else ''} with =, +, -, @, a tab or a carriage "
+             f"return ({where}{more}; rows as in the input file, whose header is row 1)")
+    if raw:
+        return f"{cells}. The raw CSV has {'them' if n != 1 else 'it'} as given: a spreadsheet may run such a cell as a formula."
+    return (f"{cells}. Each got a leading ' so a spreadsheet shows it instead of running it as a formula; the row's "
+            "bv_guarded cell names its columns. The JSONL output and the raw CSV keep them as given.")
 
 
 def _explain_chunk(lm, chunk: list[tuple[int, str, str | None]], keys: tuple[str, ...], target, baseline: str,
@@ -335,55 +372,99 @@ def top_words(records: list[dict], method: str = "ig", n: int = TABLE_WORDS, min
     return out
 
 
+def _input_cells(table) -> dict[int, list[str]]:
+    """Each data row's cells as read (every one a string; an empty cell is ""), by spreadsheet row."""
+    return {int(row): ["" if isinstance(v, float) and math.isnan(v) else str(v) for v in values]
+            for row, values in zip(table.df.index, table.df.itertuples(index=False, name=None))}
+
+
 def _write(path: Path, records: list[dict], skipped: list[tuple[int, str]], labels: list[str],
-           keys: tuple[str, ...]) -> None:
-    """Whole or not at all (export.write_text: a temporary file renamed over ``path``)."""
+           keys: tuple[str, ...], table, raw: bool) -> dict[str, tuple[int, ...]]:
+    """Whole or not at all (export.write_text: a temporary file renamed over ``path``). Returns the
+    CSV cells that start like a formula, by column (empty for JSONL)."""
     from .export import write_text
 
+    inputs = _input_cells(table)
     if path.suffix.lower() == ".jsonl":
-        lines = [json.dumps(r, ensure_ascii=False) for r in records]
-        lines += [json.dumps({"row": row, "skipped": why}, ensure_ascii=False) for row, why in skipped]
-        write_text(path, "".join(line + "\n" for line in lines))
-    else:
-        write_text(path, _csv(records, skipped, labels, keys))
+        names = table.columns
+        lines = [{"row": row, "input": dict(zip(names, inputs[row])), "skipped": why} for row, why in skipped]
+        lines += [{"row": r["row"], "input": dict(zip(names, inputs[r["row"]])), **r} for r in records]
+        lines.sort(key=lambda x: x["row"])
+        write_text(path, "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines))
+        return {}
+    text, formula_cells = _csv(records, skipped, labels, keys, table.header or table.columns, inputs, raw)
+    write_text(path, text)
+    return formula_cells
 
 
-def csv_columns(labels: list[str], keys: tuple[str, ...]) -> list[str]:
-    """The CSV's header: the row's prediction, then per method its block (IG adds its delta)."""
+def added_columns(labels: list[str], keys: tuple[str, ...], taken: Sequence[str] = ()) -> list[str]:
+    """The names of the columns the app adds to the CSV, in order: ``bv_`` + the row number, the
+    prediction, each class's probability, the target, f(x) and f(baseline), truncated, per method
+    its block (IG adds its delta), the status and the guarded columns. A name already in ``taken``
+    (the input's columns) gets ``_2``, then ``_3``..., until it is free."""
     per = []
     for k in keys:
         per += ([f"{k}_delta", f"{k}_relative_delta"] if k == "ig" else []) + [
             f"{k}_top_words", f"{k}_comprehensiveness", f"{k}_sufficiency", f"{k}_seconds"]
-    return ["row", "text", "label", *[f"p_{c}" for c in labels], "target", "f_x", "f_baseline", "truncated", *per,
-            "status"]
+    bases = ["row", "prediction", *[f"p_{c}" for c in labels], "target", "f_x", "f_baseline", "truncated", *per,
+             "status", "guarded"]
+    used, out = set(taken), []
+    for base in bases:
+        name, k = PREFIX + base, 2
+        while name in used:
+            name, k = f"{PREFIX}{base}_{k}", k + 1
+        used.add(name)
+        out.append(name)
+    return out
+
+
+def csv_columns(labels: list[str], keys: tuple[str, ...], input_columns: Sequence[str] = ()) -> list[str]:
+    """The CSV's header: the input's columns as given, then ``added_columns``."""
+    return [*input_columns, *added_columns(labels, keys, input_columns)]
 
 
 def _method_cells(key: str, m: dict, top: str) -> list[str]:
     """One method's block of a CSV row; a refusal puts its reason where the words go, no numbers."""
     if "refused" in m:
-        return [""] * (2 if key == "ig" else 0) + [safe_csv_cell(f"refused: {m['refused']}"), "", "", ""]
+        return [""] * (2 if key == "ig" else 0) + [f"refused: {m['refused']}", "", "", ""]
     head = [f"{m['delta']:.3e}", "" if m["relative_delta"] is None else f"{m['relative_delta']:.4f}"] \
         if key == "ig" else []
-    return head + [safe_csv_cell(top), f"{m['comprehensiveness']:.4f}", f"{m['sufficiency']:.4f}", f"{m['seconds']:.4f}"]
+    return head + [top, f"{m['comprehensiveness']:.4f}", f"{m['sufficiency']:.4f}", f"{m['seconds']:.4f}"]
 
 
-def _csv(records: list[dict], skipped: list[tuple[int, str]], labels: list[str], keys: tuple[str, ...]) -> str:
+def _csv(records: list[dict], skipped: list[tuple[int, str]], labels: list[str], keys: tuple[str, ...],
+         input_columns: Sequence[str], inputs: dict[int, list[str]], raw: bool) -> tuple[str, dict[str, tuple[int, ...]]]:
+    """The CSV text, and the cells that start like a formula by column (input rows; 1: the header).
+    Unless ``raw`` each of those gets a leading ' (``safe_csv_cell``) and its row's bv_guarded cell
+    lists its columns (a JSON list)."""
     buf = io.StringIO()
     w = csv.writer(buf)
-    header = csv_columns(labels, keys)
-    w.writerow(header)
+    header = csv_columns(labels, keys, input_columns)
+    found: dict[str, list[int]] = {}
+
+    def guarded(row: int, cells: list[str]) -> tuple[list[str], list[str]]:
+        """(the cells as written, the columns of those that start like a formula)"""
+        hit = [header[i] for i, c in enumerate(cells) if safe_csv_cell(c) != c]
+        for col in hit:
+            found.setdefault(col, []).append(row)
+        return (cells if raw else [safe_csv_cell(c) for c in cells]), hit
+
+    w.writerow(guarded(1, header)[0])
+    width = len(header) - len(input_columns) - 1  # the added cells before bv_guarded
     for r in sorted(records + [{"row": row, "skipped": why} for row, why in skipped], key=lambda x: x["row"]):
+        row = r["row"]
         if "skipped" in r:
-            w.writerow([r["row"], *[""] * (len(header) - 2), safe_csv_cell(f"skipped: {r['skipped']}")])
-            continue
-        cells = []
-        for k in keys:
-            m = r["methods"][k]
-            scores = m.get("attributions", [])
-            order = sorted(range(len(scores)), key=lambda i: -abs(scores[i]))[:TOP_WORDS]
-            cells += _method_cells(k, m, "; ".join(f"{r['words'][i]} {scores[i]:+.4f}" for i in order))
-        w.writerow([r["row"], safe_csv_cell(r["text"]), safe_csv_cell(r["label"]),
-                    *[f"{r['scores'][c]:.6f}" for c in labels], safe_csv_cell(r["target"]),
-                    "" if r["f_x"] is None else f"{r['f_x']:.6f}",
-                    "" if r["f_baseline"] is None else f"{r['f_baseline']:.6f}", r["truncated"], *cells, "ok"])
-    return buf.getvalue()
+            added = [str(row), *[""] * (width - 2), f"skipped: {r['skipped']}"]
+        else:
+            cells = []
+            for k in keys:
+                m = r["methods"][k]
+                scores = m.get("attributions", [])
+                order = sorted(range(len(scores)), key=lambda i: -abs(scores[i]))[:TOP_WORDS]
+                cells += _method_cells(k, m, "; ".join(f"{r['words'][i]} {scores[i]:+.4f}" for i in order))
+            added = [str(row), r["label"], *[f"{r['scores'][c]:.6f}" for c in labels], r["target"],
+                     "" if r["f_x"] is None else f"{r['f_x']:.6f}",
+                     "" if r["f_baseline"] is None else f"{r['f_baseline']:.6f}", str(r["truncated"]), *cells, "ok"]
+        out, hit = guarded(row, [*inputs[row], *added])
+        w.writerow([*out, "" if raw or not hit else json.dumps(hit, ensure_ascii=False)])
+    return buf.getvalue(), {c: tuple(rs) for c, rs in found.items()}

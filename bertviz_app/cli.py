@@ -321,7 +321,7 @@ def cmd_explain_csv(args) -> int:
 
     res = explain_csv(lm, args.data, args.out, text_column=args.text_column, pair_column=args.pair_column,
                       target=args.target, baseline=args.baseline, tolerance=args.tolerance or None,
-                      n_steps=args.n_steps, progress=progress, methods=args.methods)
+                      n_steps=args.n_steps, progress=progress, methods=args.methods, raw=args.raw)
     sys.stderr.write("\n")
     if res.path is None:  # a non-main process under accelerate launch: the main one reports
         return 0
@@ -338,6 +338,8 @@ def cmd_explain_csv(args) -> int:
         print(f"  {m}: {st['seconds_per_text']:.3f} s per text (+{st['faithfulness_seconds_per_text']:.3f} s "
               f"faithfulness), comprehensiveness {st['mean_comprehensiveness']:+.3f}, sufficiency "
               f"{st['mean_sufficiency']:+.3f}" + (f", refused on {st['refused']} rows" if st["refused"] else ""))
+    for note in res.notes:  # what the reader did, which cells the spreadsheet guard changed
+        print(f"  note: {note}")
     for row, why in res.skipped[:10]:
         print(f"  row {row} skipped: {why}")
     if len(res.skipped) > 10:
@@ -422,7 +424,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("explain-csv", cmd_explain_csv,
             "predict and explain every row of a CSV/TSV file (several processes with accelerate launch)")
     p.add_argument("data", help="file with a header row (.csv, .tsv, .txt)")
-    p.add_argument("--out", required=True, metavar="PATH", help="results: .csv (one row per input row) or .jsonl (every token)")
+    p.add_argument("--out", required=True, metavar="PATH",
+                   help="results: .csv (every input column as given, then the added bv_* columns; one row per input row) "
+                        "or .jsonl (the input cells and every token)")
+    p.add_argument("--raw", action="store_true",
+                   help="CSV without the spreadsheet guard: cells starting with = + - @ are written as given, not with "
+                        "a leading ' (a spreadsheet may then run them as formulas)")
     p.add_argument("--text-column", default=None, help="column with the text (default: guessed)")
     p.add_argument("--pair-column", default=None, help="column with a second text, for sentence pairs")
     p.add_argument("--target", default=None, help="class to explain in every row (default: each row's predicted class)")

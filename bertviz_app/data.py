@@ -118,6 +118,7 @@ class Table:
     delimiter: str
     encoding: str  # "utf-8", "utf-8-sig", "utf-16", "cp1252" or "latin-1"
     notices: tuple[str, ...]  # what was fixed or guessed on the way in (encoding fallback, NUL bytes...)
+    header: tuple[str, ...] = ()  # the header cells as given ("" for a blank one); ``columns`` are unique, stripped
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -328,7 +329,7 @@ def read_table(source: str | os.PathLike | bytes, name: str | None = None, min_c
             "CSV UTF-8) and upload that."
         )
     text, encoding, notices = _decode(data, shown)
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text, n_inline_cr = _line_ends(text)
     # Leading blank lines: skip them but keep row numbers honest (a spreadsheet shows them).
     stripped = text.lstrip("\n")
     offset = len(text) - len(stripped)
@@ -347,14 +348,16 @@ def read_table(source: str | os.PathLike | bytes, name: str | None = None, min_c
             f"The first line of {shown} is {header_len:,} characters long. The first line must be a short header "
             "of column names (e.g. text,label) followed by one example per line."
         )
-    delimiter, n_header = _sniff(text, ext)
+    # the sniffer's csv.reader takes a lone \r in an unquoted field for a line break: hide it there
+    delimiter, n_header = _sniff(text.replace("\r", " ") if n_inline_cr else text, ext)
     if n_header > _MAX_COLUMNS:
         raise DataError(
             f"{shown} has {n_header:,} columns; at most {_MAX_COLUMNS:,} are supported. Keep the text and label columns."
         )
     raw = _parse(text, delimiter, settings.max_rows, shown)  # (1 + n_rows, n_columns), header in row 0
     df = raw.iloc[1:].copy()
-    df.columns = _clean_columns(raw.iloc[0].tolist(), notices)
+    header = tuple("" if isinstance(c, float) and math.isnan(c) else str(c) for c in raw.iloc[0].tolist())
+    df.columns = _clean_columns(list(header), notices)
     if df.shape[1] < min_columns:
         raise DataError(
             f"{shown} has a single column (header {text[:min(header_len, 80)]!r}); it needs a text column and a "
@@ -376,8 +379,18 @@ def read_table(source: str | os.PathLike | bytes, name: str | None = None, min_c
         )
     if delimiter != "," and ext != ".tsv":
         notices.append(f"Columns are separated by {_DELIM_NAMES[delimiter]}s.")
+    if n_inline_cr:
+        has_cr = df.apply(lambda col: col.str.contains("\r", regex=False, na=False)).any(axis=1)
+        cr_rows = [int(r) for r in df.index[has_cr]]
+        where = f" ({format_rows(cr_rows)}; {ROW_NOTE})" if cr_rows else ""
+        notices.append(
+            f"{n_inline_cr:,} carriage return{'s' if n_inline_cr != 1 else ''} (\\r) inside lines{where} "
+            f"{'were' if n_inline_cr != 1 else 'was'} read as part of the text, "
+            "as given, not as line breaks: the file's lines end in \\n. The model reads \\r as a space. If they were "
+            "meant to start new rows, save the file with one line ending throughout."
+        )
     return Table(df=df, name=os.path.basename(name) if name else "data", delimiter=delimiter, encoding=encoding,
-                 notices=tuple(notices))
+                 notices=tuple(notices), header=header)
 
 
 def _read_bytes(source, name: str | None, limit: int) -> tuple[bytes, str | None]:
@@ -414,6 +427,23 @@ def _too_big(name: str | None, size: int, limit: int) -> str:
         f"{_display_name(name)} is {_fmt_size(size)}; the limit is {_fmt_size(limit)} (BERTVIZ_MAX_UPLOAD_MB). "
         "Upload a smaller sample of the rows."
     )
+
+
+def _line_ends(text: str) -> tuple[str, int]:
+    """The text with every line ending as ``\\n``, and how many carriage returns were kept as text.
+
+    The line ending is what ends the header line. When that is ``\\n`` or ``\\r\\n``, a lone ``\\r``
+    elsewhere is part of a cell, not a line break: Python's csv module (and so pandas' ``to_csv``)
+    writes a cell holding a lone ``\\r`` unquoted when the line terminator is ``\\n``, so splitting
+    there would cut rows in pieces. When the header ends in a lone ``\\r`` (old Mac files), every
+    ``\\r`` is a line break. ``\\r\\n`` always becomes ``\\n``, inside quoted cells too."""
+    if "\r" not in text:
+        return text, 0
+    text = text.replace("\r\n", "\n")
+    first = re.search(r"[^\r\n][\r\n]", text)  # the end of the first non-blank line
+    if first is None or text[first.end() - 1] == "\r":
+        return text.replace("\r", "\n"), 0
+    return text, text.count("\r")
 
 
 def _refuse_binary_formats(data: bytes, shown: str) -> None:
@@ -517,6 +547,7 @@ def _parse(text: str, delimiter: str, max_rows: int, shown: str) -> pd.DataFrame
                 quotechar='"',
                 doublequote=True,
                 engine="c",
+                lineterminator="\n",  # only \n ends a record (_line_ends): a lone \r stays in its cell
                 nrows=max_rows + 2,  # header + one row over the limit
             )
     except pd.errors.EmptyDataError:

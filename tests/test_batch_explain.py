@@ -75,13 +75,13 @@ def test_every_row_is_explained_with_its_own_prediction_and_attribution(tiny, ta
 def test_csv_output_is_safe_for_spreadsheets_and_lists_skipped_rows(tiny, table, tmp_path):
     out = tmp_path / "out.csv"
     bv.explain_csv(tiny, table, out, target="positive", tolerance=None, n_steps=8)
-    rows = list(csv.DictReader(out.open(encoding="utf-8")))
-    assert [int(r["row"]) for r in rows] == list(range(2, 2 + len(ROWS)))
-    assert rows[2]["status"].startswith("skipped: Text is empty")
-    assert rows[4]["text"].startswith("'=cmd")  # a formula is shown, never run
-    ok = [r for r in rows if r["status"] == "ok"]
-    assert all(r["target"] == "positive" for r in ok) and all(r["ig_top_words"] for r in ok)
-    assert {"p_negative", "p_positive"} <= set(rows[0])
+    rows = list(csv.DictReader(out.open(encoding="utf-8", newline="")))
+    assert [int(r["bv_row"]) for r in rows] == list(range(2, 2 + len(ROWS)))
+    assert rows[2]["bv_status"].startswith("skipped: Text is empty")
+    assert rows[4]["review"] == "'" + ROWS[4][0]  # a formula is shown, never run
+    ok = [r for r in rows if r["bv_status"] == "ok"]
+    assert all(r["bv_target"] == "positive" for r in ok) and all(r["bv_ig_top_words"] for r in ok)
+    assert {"bv_p_negative", "bv_p_positive"} <= set(rows[0])
 
 
 def test_bad_requests_say_what_to_fix_and_leave_earlier_files(tiny, table, tmp_path):
@@ -113,7 +113,13 @@ def test_cli_explain_csv(tiny_model_dir, table, tmp_path):
 
     out = tmp_path / "out.csv"
     assert main(["explain-csv", str(table), "--out", str(out), "--model", str(tiny_model_dir), "--json"]) == 0
-    assert len(list(csv.DictReader(out.open(encoding="utf-8")))) == len(ROWS)
+    rows = list(csv.DictReader(out.open(encoding="utf-8", newline="")))
+    assert len(rows) == len(ROWS) and rows[4]["review"] == "'" + ROWS[4][0]
+    assert json.loads(rows[4]["bv_guarded"])[0] == "review"  # (and bv_ig_top_words when its top word is the =cmd one)
+    raw = tmp_path / "raw.csv"
+    assert main(["explain-csv", str(table), "--out", str(raw), "--model", str(tiny_model_dir), "--raw"]) == 0
+    rows = list(csv.DictReader(raw.open(encoding="utf-8", newline="")))
+    assert [(r["review"], r["sentiment"]) for r in rows] == ROWS and rows[4]["bv_guarded"] == ""  # as given
     assert main(["explain-csv", str(table), "--out", str(tmp_path / "x.txt"), "--model", str(tiny_model_dir)]) == 2
 
 
@@ -161,10 +167,10 @@ def test_every_method_gets_its_words_faithfulness_and_seconds_and_csv_agrees_wit
     res = bv.explain_csv(tiny, table, tmp_path / "out.jsonl", methods=",".join(FAST), n_steps=8, tolerance=None)
     bv.explain_csv(tiny, table, tmp_path / "out.csv", methods=FAST, n_steps=8, tolerance=None)
     lines = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
-    rows = {int(r["row"]): r for r in csv.DictReader((tmp_path / "out.csv").open(encoding="utf-8"))}
+    rows = {int(r["bv_row"]): r for r in csv.DictReader((tmp_path / "out.csv").open(encoding="utf-8", newline=""))}
     for k in FAST:
-        assert {f"{k}_top_words", f"{k}_comprehensiveness", f"{k}_sufficiency", f"{k}_seconds"} <= set(rows[2])
-    assert {"ig_delta", "ig_relative_delta"} <= set(rows[2]) and "occlusion_delta" not in rows[2]
+        assert {f"bv_{k}_top_words", f"bv_{k}_comprehensiveness", f"bv_{k}_sufficiency", f"bv_{k}_seconds"} <= set(rows[2])
+    assert {"bv_ig_delta", "bv_ig_relative_delta"} <= set(rows[2]) and "bv_occlusion_delta" not in rows[2]
     assert res.methods == FAST and set(res.method_stats) == set(FAST) == set(res.method_top_words)
     for r in (r for r in lines if "skipped" not in r):
         assert list(r["methods"]) == list(FAST)
@@ -175,10 +181,10 @@ def test_every_method_gets_its_words_faithfulness_and_seconds_and_csv_agrees_wit
                 assert -1 <= v <= 1
             assert m["comprehensiveness"] == pytest.approx(np.mean(m["comprehensiveness_k"]), abs=1e-9)
             # the two files hold the same run's numbers (each file is its own run: the same values)
-            assert float(c[f"{k}_comprehensiveness"]) == pytest.approx(m["comprehensiveness"], abs=1e-4)
-            assert float(c[f"{k}_sufficiency"]) == pytest.approx(m["sufficiency"], abs=1e-4)
+            assert float(c[f"bv_{k}_comprehensiveness"]) == pytest.approx(m["comprehensiveness"], abs=1e-4)
+            assert float(c[f"bv_{k}_sufficiency"]) == pytest.approx(m["sufficiency"], abs=1e-4)
             top = max(range(len(r["words"])), key=lambda i: abs(m["attributions"][i]))
-            assert c[f"{k}_top_words"].split("; ")[0].lstrip("'").startswith(f"{r['words'][top]} ")
+            assert c[f"bv_{k}_top_words"].split("; ")[0].lstrip("'").startswith(f"{r['words'][top]} ")
     for st in res.method_stats.values():
         assert st["explained"] == res.explained and st["refused"] == 0 and st["seconds_per_text"] > 0
         assert -1 <= st["mean_comprehensiveness"] <= 1 and -1 <= st["mean_sufficiency"] <= 1
@@ -219,18 +225,18 @@ def test_a_method_refused_on_a_long_row_leaves_the_other_rows_and_methods(tiny, 
     res = bv.explain_csv(tiny, table, tmp_path / "out.jsonl", methods=("occlusion", "saliency"))
     bv.explain_csv(tiny, table, tmp_path / "out.csv", methods=("occlusion", "saliency"))
     lines = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
-    rows = {int(r["row"]): r for r in csv.DictReader((tmp_path / "out.csv").open(encoding="utf-8"))}
+    rows = {int(r["bv_row"]): r for r in csv.DictReader((tmp_path / "out.csv").open(encoding="utf-8", newline=""))}
     long = {r["row"] for r in lines if "skipped" not in r and len(r["words"]) > 5}
     assert long and len(long) < res.explained
     for r in (r for r in lines if "skipped" not in r):
         occ, sal = r["methods"]["occlusion"], r["methods"]["saliency"]
-        assert "comprehensiveness" in sal and rows[r["row"]]["status"] == "ok"
+        assert "comprehensiveness" in sal and rows[r["row"]]["bv_status"] == "ok"
         if r["row"] in long:
             assert "limit is 5 s" in occ["refused"]
-            assert rows[r["row"]]["occlusion_top_words"].startswith("refused: occlusion on this text")
-            assert rows[r["row"]]["occlusion_comprehensiveness"] == ""
+            assert rows[r["row"]]["bv_occlusion_top_words"].startswith("refused: occlusion on this text")
+            assert rows[r["row"]]["bv_occlusion_comprehensiveness"] == ""
         else:
-            assert "refused" not in occ and rows[r["row"]]["occlusion_comprehensiveness"]
+            assert "refused" not in occ and rows[r["row"]]["bv_occlusion_comprehensiveness"]
     st = res.method_stats
     assert st["occlusion"]["refused"] == len(long) and st["occlusion"]["explained"] == res.explained - len(long)
     assert st["saliency"]["refused"] == 0
@@ -266,3 +272,63 @@ def test_cancel_stops_a_slow_method_between_rows_and_writes_nothing(tiny, table,
     with pytest.raises(bv.CancelledError, match="no file was written"):
         bv.explain_csv(tiny, table, tmp_path / "out.csv", methods=("occlusion",), cancel=cancel)
     assert len(calls) == 2 and not (tmp_path / "out.csv").exists()
+
+
+# An input the user knows: codes with leading zeros, empty cells, "NA"/"nan" as words, a label column of
+# their own, a column already named like one the app adds, and cells a spreadsheet would run.
+MINE_HEADER = ["id", "review", "label", "bv_prediction", "note", " padded "]
+MINE = [
+    ["007", "the film was good", "positive", "x", "", "a"],
+    ["008", "@user a tedious slog", "negative", "", "=1+1", ""],
+    ["", "-dull film", "neutral", "", "+33 6 12", "NA"],
+    ["010", "", "neutral", "", "NA", ""],
+    ["011", "it is not fun\nat all", "nan", "", "-5", "1e3"],
+    ["012", "  the movie is great  ", "positive", "null", "@", "\tb"],
+]
+
+
+def _formula(cell: str) -> bool:
+    return bool(cell) and cell[0] in "=+-@\t\r" and cell != "-5"
+
+
+def test_every_input_cell_comes_back_as_given(tiny, tmp_path):
+    src = tmp_path / "mine.csv"
+    with src.open("w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([MINE_HEADER, *MINE])
+    n_in = len(MINE_HEADER)
+    expected = {c: tuple(i + 2 for i, row in enumerate(MINE) if _formula(row[j])) for j, c in enumerate(MINE_HEADER)}
+    expected = {c: r for c, r in expected.items() if r}
+    assert sum(map(len, expected.values())) == 6  # @user, -dull; =1+1, +33 6 12, @; a tab ("-5" is a number)
+
+    def read(path):
+        with path.open(encoding="utf-8", newline="") as f:
+            return list(csv.reader(f))
+
+    raw = bv.explain_csv(tiny, src, tmp_path / "raw.csv", text_column="review", n_steps=4, tolerance=None, raw=True)
+    got = read(tmp_path / "raw.csv")
+    assert got[0][:n_in] == MINE_HEADER  # the header as given, ' padded ' too
+    assert got[0][n_in:n_in + 3] == ["bv_row", "bv_prediction_2", "bv_p_negative"]  # bv_prediction is the user's
+    assert "label" not in got[0][n_in:] and got[0][-2:] == ["bv_status", "bv_guarded"]
+    assert [row[:n_in] for row in got[1:]] == MINE  # every cell, unchanged, in order
+    assert [row[n_in] for row in got[1:]] == [str(i + 2) for i in range(len(MINE))]
+    assert raw.raw and {c: r for c, r in raw.formula_cells.items() if c in MINE_HEADER} == expected
+    assert all(row[-1] == "" for row in got[1:])
+    assert any("The raw CSV has them as given" in n for n in raw.notes)
+
+    safe = bv.explain_csv(tiny, src, tmp_path / "safe.csv", text_column="review", n_steps=4, tolerance=None)
+    got = read(tmp_path / "safe.csv")
+    assert got[0][:n_in] == MINE_HEADER and not safe.raw
+    for i, (given, back) in enumerate(zip(MINE, got[1:])):
+        assert back[:n_in] == [("'" + c) if _formula(c) else c for c in given]  # the guard, and nothing else
+        cols = [c for c in json.loads(back[-1] or "[]") if c in MINE_HEADER]
+        assert cols == [c for c, v in zip(MINE_HEADER, given) if _formula(v)], i
+    assert {c: r for c, r in safe.formula_cells.items() if c in MINE_HEADER} == expected
+    note = next(n for n in safe.notes if "Each got a leading '" in n)
+    assert note.startswith(f"{sum(map(len, safe.formula_cells.values()))} CSV cells start with =, +, -, @")
+    assert "column 'review': rows 3 and 4" in note and "column 'note': rows 3, 4 and 7" in note
+
+    bv.explain_csv(tiny, src, tmp_path / "out.jsonl", text_column="review", n_steps=4, tolerance=None)
+    lines = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [x["row"] for x in lines] == [2, 3, 4, 5, 6, 7] and lines[3]["skipped"].startswith("Text is empty")
+    names = ["id", "review", "label", "bv_prediction", "note", "padded"]  # JSON keys: the columns as the app names them
+    assert [list(x["input"].values()) for x in lines] == MINE and all(list(x["input"]) == names for x in lines)

@@ -153,8 +153,10 @@ def test_explain_a_file_tab_explains_every_row_and_offers_the_results(page, app_
 
     with urllib.request.urlopen(link.get_attribute("href"), timeout=30) as r:  # the download itself
         got = r.read().decode("utf-8").splitlines()
-    assert got[0].startswith("row,text,label,p_negative,p_positive,target") and len(got) == 1 + len(rows)
-    assert "ig_comprehensiveness" in got[0] and "occlusion_sufficiency" in got[0]
+    # the table's own columns first, as given; the app's after them (bv_*)
+    assert got[0].startswith("id,review,bv_row,bv_prediction,bv_p_negative,bv_p_positive,bv_target")
+    assert len(got) == 1 + len(rows) and got[1].startswith("0,the film was good,2,")
+    assert "bv_ig_comprehensiveness" in got[0] and "bv_occlusion_sufficiency" in got[0]
     sync_api.expect(page.locator("#bv-bx-words")).to_contain_text("film")  # 'film' occurs in 3 rows
     assert page.dialogs == [] and page.locator("img[src='x']").count() == 0
 
@@ -183,6 +185,62 @@ def test_explain_a_file_tab_says_what_is_wrong_with_a_bad_upload(page, app_url, 
     page.locator("#bv-bx-start").click()  # starting anyway: the same plain message, no file offered
     sync_api.expect(page.get_by_text("no data rows").first).to_be_visible()
     assert page.locator("#bv-bx-file a").count() == 0
+    assert "Traceback" not in page.content()
+
+
+def test_explain_a_file_tab_names_the_guarded_cells_and_writes_them_raw_on_request(page, app_url, tmp_path):
+    import csv
+    import urllib.request
+
+    table = tmp_path / "tweets.csv"
+    rows = [["@fan the film was good", "positive"], ["a tedious slog", "negative"], ["=1+1 the film was bad", "neutral"]]
+    with table.open("w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([["text", "label"], *rows])
+    page.goto(app_url)
+    page.get_by_role("tab", name="Explain a file").click()
+    page.locator("#bv-bx-upload input[type=file]").set_input_files(str(table))
+    status = page.locator("#bv-bx-status")
+    sync_api.expect(status).to_contain_text("3 rows, 2 columns")
+    for raw in (False, True):
+        if raw:
+            page.locator("#bv-bx-raw input").check()
+        page.locator("#bv-bx-start").click()
+        sync_api.expect(status).to_contain_text("The raw CSV has them as given" if raw else "Each got a leading '")
+        sync_api.expect(status).to_contain_text("3 of 3 rows explained")
+        sync_api.expect(status).to_contain_text("column 'text': rows 2 and 4")
+        with urllib.request.urlopen(page.locator("#bv-bx-file a").first.get_attribute("href"), timeout=30) as r:
+            got = list(csv.reader(r.read().decode("utf-8").splitlines()))
+        guard = "" if raw else "'"
+        assert [row[:2] for row in got[1:]] == [[guard + rows[0][0], "positive"], rows[1], [guard + rows[2][0], "neutral"]]
+
+
+def test_explain_a_file_tab_shows_a_refusal_in_its_status_not_starting_and_an_error_badge(page, app_url, tmp_path):
+    import io
+    import zipfile
+
+    zipped = tmp_path / "reviews.csv"  # refused when read
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("reviews.csv", "review\nthe film was good\n")
+    zipped.write_bytes(buf.getvalue())
+    blanks = tmp_path / "blanks.csv"  # read fine, refused when explained: no row has a text
+    blanks.write_text("review,label\n,pos\n   ,neg\n", encoding="utf-8")
+    page.goto(app_url)
+    page.get_by_role("tab", name="Explain a file").click()
+    status = page.locator("#bv-bx-status")
+    upload = page.locator("#bv-bx-upload input[type=file]")
+    badges = page.locator("#bv-bx-status .error, #bv-bx-file .error, #bv-bx-words .error, .toast-title")
+    for path, says in [(zipped, "is a ZIP archive"), (blanks, "No row of blanks.csv has a text to explain")]:
+        if page.locator("#bv-bx-upload button[aria-label=Clear]").count():
+            page.locator("#bv-bx-upload button[aria-label=Clear]").click()
+        upload.set_input_files(str(path))
+        sync_api.expect(page.locator("#bv-bx-upload")).to_contain_text(path.name)
+        page.locator("#bv-bx-start").click()
+        sync_api.expect(status).to_contain_text("No file was written")  # the run's own answer
+        sync_api.expect(status).to_contain_text(says)
+        sync_api.expect(status).not_to_contain_text("Starting")
+        assert badges.count() == 0, badges.all_inner_texts()
+        assert page.locator("#bv-bx-file a").count() == 0
     assert "Traceback" not in page.content()
 
 

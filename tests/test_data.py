@@ -129,6 +129,57 @@ def test_quoted_multiline_field_is_one_row(tmp_path):
     assert list(t.df.index) == [2, 3, 4]  # a multi-line cell is still one spreadsheet row
 
 
+def tweets(n: int = 600, every: int = 18) -> pd.DataFrame:
+    """Tweets, every ``every``-th with a bare carriage return before its link (as scraped tweets have)."""
+    labels = ["negative", "neutral", "positive"]
+    texts = [f"tweet {i} about the game" + (f"\rhttp://t.co/x{i} #Saints" if i % every == 0 else "")
+             for i in range(n)]
+    return pd.DataFrame({"text": texts, "label": [labels[i % 3] for i in range(n)]})
+
+
+def test_lone_carriage_returns_inside_lines_stay_in_the_text(tmp_path):
+    df = tweets()
+    n_cr = int(df["text"].str.contains("\r").sum())
+    path = tmp_path / "tweets.csv"
+    df.to_csv(path, index=False)  # pandas 3.1.1 on Python 3.11 leaves a cell with a lone \r unquoted
+    raw = path.read_bytes()
+    assert raw.count(b"\n") == 601 and raw.count(b"\r") == n_cr == 34
+    t = read_table(path)
+    assert t.n_rows == 600  # one row per record, not 634 pieces
+    assert t.df["text"].tolist() == df["text"].tolist()  # the \r kept as given
+    assert t.df["label"].tolist() == df["label"].tolist()
+    assert list(t.df.index) == list(range(2, 602))
+    cr_rows = [i + 2 for i in range(600) if i % 18 == 0]
+    note = next(n for n in t.notices if "carriage return" in n)
+    assert note.startswith(f"{n_cr} carriage returns (\\r) inside lines (rows 2, 20, 38,")
+    assert f"and {n_cr - 8} more" in note and "read as part of the text" in note
+    report = validate(t, "text", "label")
+    assert "missing_label" not in report.codes() and report.summary["n_used"] == 600
+    ds = build_dataset(t, "text", "label")
+    assert len(ds) == 600 and [ds.source_rows[i] for i in range(0, 600, 18)] == cr_rows
+    assert not any(text.startswith("http") for text in ds.texts)
+
+
+def test_lone_carriage_return_in_a_crlf_file_by_hand(tmp_path):
+    path = tmp_path / "hand.csv"
+    path.write_bytes(b"id,text,label\r\n1,first\rhalf,pos\r\n2,\"quoted\rcell\",neg\r\n3,\r,neg\r\n4,end\r\r\n")
+    t = read_table(path)
+    assert t.n_rows == 4 and list(t.df.index) == [2, 3, 4, 5]
+    assert t.df["text"].tolist() == ["first\rhalf", "quoted\rcell", "\r", "end\r"]
+    assert t.df["label"].tolist()[:3] == ["pos", "neg", "neg"] and pd.isna(t.df["label"].iloc[3])
+    assert t.df["id"].tolist() == ["1", "2", "3", "4"]
+    assert any(n.startswith("4 carriage returns") and "rows 2, 3, 4 and 5" in n for n in t.notices), t.notices
+
+
+def test_files_whose_lines_end_in_a_lone_carriage_return_still_read_as_rows(tmp_path):
+    path = tmp_path / "mac.csv"
+    path.write_bytes(b"text,label\ra film,pos\r\"two\nlines\",neg\r\rbad movie,neg\r")
+    t = read_table(path)
+    assert t.n_rows == 3 and list(t.df.index) == [2, 3, 5]
+    assert t.df["text"].tolist() == ["a film", "two\nlines", "bad movie"]
+    assert not any("carriage return" in n for n in t.notices)
+
+
 def test_nul_bytes_are_removed_with_notice(tmp_path):
     path = tmp_path / "nul.csv"
     body = "".join(f"{t},{lab}\n" for t, lab in good_rows())

@@ -31,6 +31,9 @@ def build() -> SimpleNamespace:
                 "sufficiency: how much it drops with only them, lower is better) and seconds, and per class the words "
                 "with the largest mean attribution. Rows whose text cannot be analysed are kept in the results with "
                 "the reason; a row too long for occlusion, KernelSHAP or LIME gets the reason in that method's cells. "
+                "The results file keeps every column of the table as given, in order, and adds its own columns after "
+                "them, named `bv_…` (`bv_prediction`, `bv_p_<class>`, `bv_ig_top_words`…; `_2` is appended when the "
+                "table already has that name). "
                 "The same as `python -m bertviz_app explain-csv FILE --out results.csv --methods ig,occlusion`.")
     with gr.Row():
         upload = gr.File(label="Table (.csv, .tsv, .txt) with a header row", file_types=[".csv", ".tsv", ".txt"],
@@ -40,6 +43,10 @@ def build() -> SimpleNamespace:
             pair_col = gr.Dropdown(choices=[NONE], value=NONE, label="Second text column (sentence pairs)")
             fmt = gr.Radio(["csv", "jsonl"], value="csv", label="Results file",
                            info="csv: one row per input row; jsonl: every word's score")
+            raw = gr.Checkbox(False, label="Raw CSV (no ' before cells starting with = + - @)", elem_id="bv-bx-raw",
+                              info="the CSV shows such cells with a leading ' so a spreadsheet does not run them as "
+                                   "formulas (the status lists them); raw writes them exactly as given. The JSONL is "
+                                   "always as given")
     methods = gr.CheckboxGroup(METHOD_CHOICES, value=["ig"], label="Methods", elem_id="bv-bx-methods",
                                info="occlusion, KernelSHAP and LIME run many passes per row: slower")
     with gr.Row():
@@ -49,8 +56,9 @@ def build() -> SimpleNamespace:
     result = gr.File(label="Results", interactive=False, elem_id="bv-bx-file", height=90)
     words = gr.Dataframe(label="Words with the largest mean attribution towards each class (at least 2 occurrences)",
                          interactive=False, elem_id="bv-bx-words")
-    return SimpleNamespace(upload=upload, text_col=text_col, pair_col=pair_col, fmt=fmt, methods=methods, start=start,
-                           cancel=cancel, status=status, result=result, words=words, flag=gr.State(CancelFlag()))
+    return SimpleNamespace(upload=upload, text_col=text_col, pair_col=pair_col, fmt=fmt, raw=raw, methods=methods,
+                           start=start, cancel=cancel, status=status, result=result, words=words,
+                           flag=gr.State(CancelFlag()))
 
 
 def on_upload(path: str | None):
@@ -64,6 +72,7 @@ def on_upload(path: str | None):
     guess = core.guess_columns(table)
     cols = list(table.columns)
     msg = f"**{esc(table.name)}**: {table.n_rows:,} rows, {len(cols)} columns. Check the text column, then start."
+    msg += "".join(f"  \nNote: {esc(n)}" for n in table.notices)
     return (gr.update(choices=cols, value=guess.text), gr.update(choices=[NONE, *cols], value=guess.pair or NONE), msg)
 
 
@@ -101,6 +110,7 @@ def summary_md(res: core.BatchExplanation) -> str:
         shown = "; ".join(f"row {r}: {esc(why)}" for r, why in res.skipped[:5])
         more = f" (and {len(res.skipped) - 5} more)" if len(res.skipped) > 5 else ""
         lines.append(f"**Skipped {len(res.skipped)} rows**, listed in the file: {shown}{more}.")
+    lines += [f"Note: {esc(n)}" for n in res.notes]  # what the reader did; which cells the spreadsheet guard changed
     refused = {m: st["refused"] for m, st in res.method_stats.items() if st["refused"]}
     if refused:
         lines.append("Refused as too slow (the reason is in the method's cells; BERTVIZ_MAX_METHOD_SECONDS): "
@@ -126,7 +136,16 @@ def wire(ui: SimpleNamespace, model_dd, default: str) -> None:
     def arm(flag: CancelFlag):
         flag.arm()
 
-    def run(flag: CancelFlag, model_name, path, text_col, pair_col, fmt, methods):
+    def run(flag: CancelFlag, model_name, path, text_col, pair_col, fmt, raw, methods):
+        """A refusal (bad file, unknown column, no method...) is the status's message, not a gradio error
+        badge: the run is this tab's only output that says what happened."""
+        try:
+            yield from explain(flag, model_name, path, text_col, pair_col, fmt, raw, methods)
+        except Exception as exc:  # noqa: BLE001 - this is the translation edge (user_error logs the unexpected)
+            yield {ui.status: f"**Error:** {esc(common.user_error(exc).message)}  \nNo file was written.",
+                   ui.result: None, ui.words: pd.DataFrame()}
+
+    def explain(flag: CancelFlag, model_name, path, text_col, pair_col, fmt, raw, methods):
         cancel = flag.event
         if not path:
             raise core.InputError("Upload a table first (.csv, .tsv or .txt with a header row).")
@@ -141,7 +160,8 @@ def wire(ui: SimpleNamespace, model_dd, default: str) -> None:
             try:
                 box["result"] = core.explain_csv(
                     lm, path, out, text_column=text_col or None, pair_column=None if pair_col in (None, NONE) else pair_col,
-                    progress=lambda d, n: done.update(n=d, total=n), cancel=cancel, methods=list(methods))
+                    progress=lambda d, n: done.update(n=d, total=n), cancel=cancel, methods=list(methods),
+                    raw=bool(raw))
             except BaseException as exc:  # noqa: BLE001 - handed to the event below
                 box["error"] = exc
 
@@ -163,13 +183,14 @@ def wire(ui: SimpleNamespace, model_dd, default: str) -> None:
             if isinstance(box["error"], core.CancelledError):
                 yield {ui.status: f"**Cancelled:** {esc(box['error'])}"}
                 return
-            raise common.user_error(box["error"])
+            raise box["error"]
         res = box["result"]
         yield {ui.status: summary_md(res), ui.result: str(res.path), ui.words: words_frame(res)}
 
     outputs = [ui.status, ui.result, ui.words]
     ui.start.click(arm, inputs=[ui.flag], outputs=None, queue=False, api_visibility="private").then(
-        common.guard_stream(run), inputs=[ui.flag, model_dd, ui.upload, ui.text_col, ui.pair_col, ui.fmt, ui.methods],
+        common.guard_stream(run), inputs=[ui.flag, model_dd, ui.upload, ui.text_col, ui.pair_col, ui.fmt, ui.raw,
+                                          ui.methods],
         outputs=outputs, api_visibility="private", concurrency_limit=1, concurrency_id="explain-file",
         show_progress_on=[ui.status])
 
