@@ -7,7 +7,8 @@
     python -m bertviz_app explain "A tedious, joyless slog." --compare
 
 Errors print one line on stderr and exit with status 2; no traceback reaches the user
-(set BERTVIZ_DEBUG=1 to see one).
+(set BERTVIZ_DEBUG=1 to see one). A reader that stops early (``| head -1``) is not an error:
+the command stops quietly with status 0.
 """
 
 from __future__ import annotations
@@ -41,6 +42,18 @@ def _texts(args) -> list[str]:
 def _fail(message: str) -> int:
     sys.stderr.write(f"error: {message}\n")
     return EXIT_ERROR
+
+
+def _quiet_stdout() -> None:
+    """After a BrokenPipeError: point stdout at devnull, so the interpreter's final flush of what is
+    still buffered does not fail again ("Exception ignored ... BrokenPipeError", status 120). The
+    recipe of the Python docs' "Note on SIGPIPE"."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no real file descriptor (an in-process caller's stdout)
+        pass
 
 
 def _load(args):
@@ -495,7 +508,12 @@ def main(argv: list[str] | None = None) -> int:
     from .errors import BertvizError
 
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a reader gone by now fails here, inside the handlers, not at interpreter exit
+        return code
+    except BrokenPipeError:  # the reader stopped early (`| head -1`): it has what it wanted
+        _quiet_stdout()
+        return 0
     except BertvizError as exc:
         return _fail(str(exc))
     except KeyboardInterrupt:
