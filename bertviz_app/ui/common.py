@@ -85,11 +85,13 @@ def load(name: str | None, default: str) -> core.LoadedModel:
     return core.load_model(name, allow_paths=allow)
 
 
-def model_choices(default: str) -> list[str]:
+def model_choices(default: str, first: tuple[str, ...] = ()) -> list[str]:
+    """The openable models (``default`` even when not built yet), each once; ``first``: names put
+    before them (the fine-tune tab's base: ``encoder``, which the registry lists too)."""
     names = [m["name"] for m in core.list_models() if m["built"]]
     if default not in names:
         names.insert(0, default)
-    return names
+    return list(dict.fromkeys([*first, *names]))
 
 
 def model_line(lm: core.LoadedModel) -> str:
