@@ -35,7 +35,9 @@ BASELINE_CHOICES = [
 # What the page calls each attribution method (methods.METHODS' names; "ig" is explain_csv's short name)
 METHOD_LABELS = core.METHOD_LABELS  # one table of method names, shared with the core's readings
 PATH_STEPS = 20  # Integrated Gradients steps per layer for the [CLS] path
-DELTA_WARN = 0.05  # relative convergence delta above which the attribution gets a warning
+# relative convergence delta above which the attribution gets a warning, and the one "choose the
+# steps automatically" guarantees: the core's default for everyone (library, CLI, API)
+DELTA_WARN = core.DEFAULT_TOLERANCE
 
 
 # --------------------------------------------------------------------------- errors
