@@ -19,7 +19,7 @@ _EXPORTS = {
     "batching": ("predict_one", "explain_one"),
     "batch_explain": ("BATCH_METHODS", "BatchExplanation", "explain_csv"),
     "attribution": ("BASELINES", "OUTPUTS", "attribute", "attribute_many", "baseline_jumps", "cls_lens", "cls_path",
-                    "recommended_baseline"),
+                    "recommended_baseline", "steps_mode"),
     "build_job": ("BuildStatus",),
     "config": ("Settings", "get_settings"),
     "finetune": ("DEFAULT_BASE", "MODES", "FinetuneJob", "FinetunePlan", "RunResult", "Verdict",
@@ -37,7 +37,8 @@ _EXPORTS = {
     "inference": ("predict",),
     "catalog": ("ENCODER", "list_models"),
     "registry": ("LoadedModel", "clear_cache", "load_model", "resolve_device"),
-    "results": ("AttentionMaps", "Attribution", "ClsLens", "ClsPath", "FAITHFULNESS_TIE", "Faithfulness",
+    "results": ("AttentionMaps", "Attribution", "ClsLens", "ClsPath", "DEFAULT_TOLERANCE", "FAITHFULNESS_TIE",
+                "FIXED_N_STEPS", "Faithfulness",
                 "METHOD_LABELS", "MethodComparison", "ModelSummary", "Prediction", "TokenInfo", "method_label"),
     "summary": ("summary",),
     "words": ("WordGroups", "merge_attention", "merge_rows", "merge_scores", "word_groups"),
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
         cls_lens,
         cls_path,
         recommended_baseline,
+        steps_mode,
     )
     from .batch_explain import BATCH_METHODS, BatchExplanation, explain_csv
     from .batching import explain_one, predict_one
@@ -114,7 +116,9 @@ if TYPE_CHECKING:
     from .methods import METHODS, compare_methods, explain
     from .registry import LoadedModel, clear_cache, load_model, resolve_device
     from .results import (
+        DEFAULT_TOLERANCE,
         FAITHFULNESS_TIE,
+        FIXED_N_STEPS,
         METHOD_LABELS,
         AttentionMaps,
         Attribution,

@@ -29,9 +29,9 @@ from .families import family_of
 from .forward import ATTENTIONS, classifier_logits, logits_from_depth
 from .inference import probabilities
 from .registry import LoadedModel
-from .results import Attribution, ClsLens, ClsPath, TokenInfo
+from .results import DEFAULT_TOLERANCE, Attribution, ClsLens, ClsPath, TokenInfo
 
-__all__ = ["attribute", "attribute_many", "cls_path", "cls_lens", "BASELINES", "OUTPUTS"]
+__all__ = ["attribute", "attribute_many", "cls_path", "cls_lens", "steps_mode", "BASELINES", "OUTPUTS"]
 
 BASELINES = ("pad", "mask", "unk", "zero")
 OUTPUTS = ("prob", "logit")
@@ -50,7 +50,19 @@ def _options(attention: str | None, cls_only_last_layer: bool | None) -> tuple[s
     return attention, settings.cls_only_last_layer if cls_only_last_layer is None else bool(cls_only_last_layer)
 
 
-def _check_args(baseline: str, n_steps: int, output: str, tolerance: float | None = None) -> None:
+def steps_mode(n_steps: int | None = None, tolerance: float | None = None) -> tuple[int | None, float | None]:
+    """The (n_steps, tolerance) one Integrated Gradients call runs with, from its arguments:
+    ``tolerance`` given: adaptive steps for that relative delta (``n_steps`` is ignored);
+    ``n_steps`` alone: exactly that many steps; neither: adaptive at ``DEFAULT_TOLERANCE``.
+    Exactly one of the two returned values is None."""
+    if tolerance is not None:
+        return None, tolerance
+    if n_steps is not None:
+        return n_steps, None
+    return None, DEFAULT_TOLERANCE
+
+
+def _check_args(baseline: str, n_steps: int | None, output: str, tolerance: float | None = None) -> None:
     if tolerance is not None and (
         isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0 < tolerance < 1
     ):
@@ -59,6 +71,8 @@ def _check_args(baseline: str, n_steps: int, output: str, tolerance: float | Non
         raise InputError(f"Unknown baseline {baseline!r}: choose one of {', '.join(BASELINES)}.")
     if output not in OUTPUTS:
         raise InputError(f"Unknown output {output!r}: choose prob or logit.")
+    if n_steps is None and tolerance is not None:  # adaptive: the steps are chosen, not given
+        return
     limit = get_settings().max_n_steps
     if isinstance(n_steps, bool) or not isinstance(n_steps, (int, np.integer)) or not 2 <= n_steps <= limit:
         raise InputError(f"n_steps must be a whole number from 2 to {limit}, got {n_steps!r}.")
@@ -165,7 +179,7 @@ def attribute(
     text: str,
     target: str | int | None = None,
     baseline: str = "pad",
-    n_steps: int = 50,
+    n_steps: int | None = None,
     pair: str | None = None,
     output: str = "prob",
     tolerance: float | None = None,
@@ -178,9 +192,12 @@ def attribute(
     ``scores.sum() + delta == f(x) - f(baseline)`` where f is the class probability
     (``output="prob"``) or logit, and ``delta`` is the convergence delta (Captum's definition).
 
-    Without ``tolerance``: Integrated Gradients with ``n_steps`` Gauss-Legendre points on [0, 1].
+    Steps (``steps_mode``): by default as many as it takes for ``relative_delta <= DEFAULT_TOLERANCE``
+    (0.05, what the page does); ``tolerance=t``: as many as it takes for t; ``n_steps=n`` alone:
+    exactly n Gauss-Legendre points on [0, 1] (``n_steps=50``: the fixed 50 steps of Captum's
+    default). The result's ``tolerance`` and ``n_steps`` say which was used.
 
-    ``tolerance`` (opt-in): a guaranteed relative delta, at the fewest gradient evaluations we
+    ``tolerance``: a guaranteed relative delta, at the fewest gradient evaluations we
     can manage. The straight path is split into segments; each segment gets its own
     Gauss-Lobatto rule, whose nodes include the segment's ends, so the pass that computes the
     gradients also gives f at the ends and every segment's own convergence error is known exactly
@@ -194,8 +211,9 @@ def attribute(
     ``cls_only_last_layer``): ``attention`` "sdpa" or "eager" for the IG passes, and
     ``cls_only_last_layer``. They change the scores by float rounding at most, and never the shared model.
     """
+    n_steps, tolerance = steps_mode(n_steps, tolerance)
     attention, cls_only = _options(attention, cls_only_last_layer)
-    key = ("attribute", text, pair, target, baseline, n_steps if tolerance is None else None, output, tolerance,
+    key = ("attribute", text, pair, target, baseline, n_steps, output, tolerance,
            get_settings().max_n_steps if tolerance is not None else None, attention, cls_only)
     return lm.memo(key, lambda: attribute_many(lm, [text], target=target, baseline=baseline, n_steps=n_steps,
                                                pairs=None if pair is None else [pair], output=output,
@@ -208,7 +226,7 @@ def attribute_many(
     texts: list[str],
     target: str | int | None = None,
     baseline: str = "pad",
-    n_steps: int = 50,
+    n_steps: int | None = None,
     pairs: list[str | None] | None = None,
     output: str = "prob",
     tolerance: float | None = None,
@@ -218,8 +236,10 @@ def attribute_many(
 ) -> list[Attribution]:
     """``attribute`` for many texts at once, in input order: texts of similar length share their
     forward/backward passes (the same attributions as one call per text, up to float rounding).
-    ``target`` applies to every text (None: each text's predicted class). ``attention`` and
+    ``target`` applies to every text (None: each text's predicted class). Steps (``n_steps``,
+    ``tolerance``; default: adaptive at ``DEFAULT_TOLERANCE``), ``attention`` and
     ``cls_only_last_layer`` as for ``attribute``."""
+    n_steps, tolerance = steps_mode(n_steps, tolerance)
     _check_args(baseline, n_steps, output, tolerance)
     attention, cls_only = _options(attention, cls_only_last_layer)
     texts, pairs = check_texts(texts, pairs, optional_pairs=True)
@@ -401,7 +421,7 @@ class _Group:
             used = [int(n_steps)] * g
         else:
             segs, used = self._adaptive(tolerance)
-        return [self._result(r, segs[r], used[r]) for r in range(g)]
+        return [self._result(r, segs[r], used[r], tolerance) for r in range(g)]
 
     def _adaptive(self, tolerance: float) -> tuple[list[list[_Segment]], list[int]]:
         """Gauss-Lobatto segments, the worst halved until every text's relative delta is within
@@ -466,7 +486,7 @@ class _Group:
         seg.err = float(seg.scores.sum()) - (seg.f_hi - seg.f_lo)
         return seg
 
-    def _result(self, r: int, pieces: list[_Segment], used: int) -> Attribution:
+    def _result(self, r: int, pieces: list[_Segment], used: int, tolerance: float | None) -> Attribution:
         info = self.infos[r]
         scores = np.sum([p.scores for p in pieces], axis=0)[: len(info.tokens)]  # (T,)
         return Attribution(
@@ -480,6 +500,7 @@ class _Group:
             delta=float(sum(p.err for p in pieces)),
             n_steps=int(used),
             baseline=self.baseline,
+            tolerance=tolerance,
         )
 
 

@@ -161,8 +161,8 @@ def _distributed() -> tuple[int, int, object | None]:
 
 
 def explain_csv(lm, source, out: str | os.PathLike, text_column: str | None = None, pair_column: str | None = None,
-                target: str | int | None = None, baseline: str = "pad", tolerance: float | None = 0.05,
-                n_steps: int = 50, progress: Callable[[int, int], None] | None = None,
+                target: str | int | None = None, baseline: str = "pad", tolerance: float | None = None,
+                n_steps: int | None = None, progress: Callable[[int, int], None] | None = None,
                 cancel: threading.Event | None = None, methods: str | Sequence[str] = ("ig",),
                 raw: bool = False) -> BatchExplanation:
     """Predict and explain every row of ``source`` (a CSV/TSV path or its bytes) and write ``out``
@@ -170,14 +170,16 @@ def explain_csv(lm, source, out: str | os.PathLike, text_column: str | None = No
     every row (default: each row's predicted class). ``methods``: the attribution methods, short
     names of ``BATCH_METHODS`` (a sequence or "ig,occlusion"); each row gets every method's words,
     faithfulness (ERASER comprehensiveness and sufficiency, removed tokens replaced by the
-    ``baseline`` token; "zero" reads as "pad") and seconds. ``tolerance``: IG steps chosen per
-    text for a relative delta at most this (None: exactly ``n_steps``). ``progress(done, total)``
+    ``baseline`` token; "zero" reads as "pad") and seconds. IG's steps as for ``attribute``:
+    by default chosen per text for a relative delta at most ``DEFAULT_TOLERANCE``; ``tolerance``:
+    at most this; ``n_steps`` alone: exactly that many. ``progress(done, total)``
     after each chunk; ``cancel`` set: stop after the current row (IG: the current chunk), raise
     CancelledError, write nothing. ``raw``: write the CSV without the spreadsheet guard (every cell
     exactly as given; a spreadsheet may then run cells starting with = + - @ as formulas)."""
-    from .attribution import _check_args
+    from .attribution import _check_args, steps_mode
 
     started = time.perf_counter()
+    n_steps, tolerance = steps_mode(n_steps, tolerance)
     path = check_output(out)
     keys = method_keys(methods)
     _check_args(baseline, n_steps, "prob", tolerance)

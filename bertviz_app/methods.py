@@ -174,14 +174,15 @@ def explain(
     pair: str | None = None,
     output: str = "prob",
     *,
-    n_steps: int = 50,
+    n_steps: int | None = None,
     n_samples: int | None = None,
     seed: int = 0,
     tolerance: float | None = None,
 ) -> Attribution:
     """One score per token of ``text`` for class ``target`` (default: the predicted class) by
-    ``method`` (one of ``METHODS``, see the module docstring). ``n_steps``: Integrated Gradients'
-    steps (``tolerance``: as many as it takes for that relative delta, see ``attribute``);
+    ``method`` (one of ``METHODS``, see the module docstring). ``n_steps``, ``tolerance``: Integrated
+    Gradients' steps as for ``attribute`` (default: as many as it takes for a relative delta of
+    ``DEFAULT_TOLERANCE``; ``n_steps`` alone: exactly that many);
     ``n_samples`` (None: ``default_samples``) and ``seed``: KernelSHAP's and LIME's perturbed
     inputs and their random draw (the same seed gives the same scores)."""
     _check_method(method)
@@ -288,7 +289,7 @@ def compare_methods(
     pair: str | None = None,
     *,
     top_k: int = 3,
-    n_steps: int = 50,
+    n_steps: int | None = None,
     n_samples: int | None = None,
     seed: int = 0,
     tolerance: float | None = None,

@@ -30,7 +30,7 @@ from transformers import (
 )
 from transformers import logging as hf_logging
 
-from .catalog import ENCODER, _is_model_folder, list_models, model_dir
+from .catalog import _is_model_folder, list_models, model_dir, shipped_model
 from .config import get_settings
 from .errors import ModelLoadError, ModelNotFoundError
 from .families import SUPPORTED_MODEL_TYPES, family_for_type, family_of
@@ -250,10 +250,9 @@ def _resolve(name_or_path: str, allow_paths: bool = True) -> tuple[str, Path | s
     if "\x00" in name or len(name) > 300:
         raise ModelNotFoundError("That model name is not valid: use 'default', a registered run name, a folder or a Hub id.")
     root = model_dir()
-    if name == ENCODER and not (root / ENCODER).is_dir():  # the bare pip-shipped encoder (fresh head)
-        from .default_model import encoder_path
-
-        return "registered", encoder_path()
+    shipped = shipped_model(name, root)  # the bare pip-shipped encoder (fresh head), as list_models lists it
+    if shipped is not None:
+        return "registered", shipped.path()
     # 1. registered: "default", "<name>", "runs/<name>" -- confined to models/
     parts = name.split("/")
     if name == "default" or (len(parts) == 1 and _NAME_RE.match(name) and (root / name).is_dir()) or (

@@ -10,6 +10,7 @@ HTTP status 503 with ``Retry-After``, so health checks and API clients see "not 
 from __future__ import annotations
 
 import html
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -36,6 +37,19 @@ async function poll() {{
 }}
 setTimeout(poll, 1000);
 </script></body></html>"""
+
+
+class _QuietServer(ThreadingHTTPServer):
+    """A browser that hangs up before reading the answer (a reload, a closed tab, the page's own poll
+    cut short by the switch to the real app) is routine, not a traceback in the terminal."""
+
+    allow_reuse_address = True
+    daemon_threads = True
+
+    def handle_error(self, request, client_address) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):  # BrokenPipeError, ConnectionResetError, ...Aborted
+            return
+        super().handle_error(request, client_address)
 
 
 def _status_html(models_dir: Path | None) -> str:
@@ -77,9 +91,7 @@ class StartupPage:
             def log_message(self, *args):  # quiet: the terminal shows the build's progress instead
                 pass
 
-        ThreadingHTTPServer.allow_reuse_address = True
-        self.server = ThreadingHTTPServer((host, port), Handler)
-        self.server.daemon_threads = True
+        self.server = _QuietServer((host, port), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, name="startup-page", daemon=True)
         self.closed = False
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -136,3 +137,82 @@ def test_predict_window_reads_a_long_text_whole(capsys, tiny_model_dir):
     assert code == 0 and rec["truncated"] is False and rec["windows"] > 1
     code, _, err = run(capsys, "predict", long, "--model", str(tiny_model_dir), "--window", "--stride", "999")
     assert code == 2 and "stride" in err and err.count("\n") == 1
+
+
+def _run_into_closed_pipe(argv, tmp_path, unbuffered):
+    """Run ``python -m bertviz_app ARGV`` with stdout a real pipe whose reader left before the command
+    wrote. Buffered (a shell's default), the write fails at the final flush; unbuffered
+    (PYTHONUNBUFFERED=1), at the first print."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "BERTVIZ_MODELS_DIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    env.pop("BERTVIZ_DEBUG", None)
+    env.pop("PYTHONUNBUFFERED", None)
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = "1"
+    r, w = os.pipe()
+    os.close(r)  # no reader at all: the first write meets EPIPE
+    try:
+        proc = subprocess.run([sys.executable, "-m", "bertviz_app", *argv], stdout=w, stderr=subprocess.PIPE,
+                              cwd=ROOT, env=env, timeout=120)
+    finally:
+        os.close(w)
+    return proc.returncode, proc.stderr.decode()
+
+
+@pytest.mark.parametrize("argv, unbuffered", [(["models"], False), (["summary"], False), (["summary"], True),
+                                              (["explain", "a good film", "--n-steps", "8"], False),
+                                              (["attention", "a good film", "--json"], True)])
+def test_a_closed_stdout_is_quiet_and_exits_0(argv, unbuffered, tiny_model_dir, tmp_path):
+    """`bertviz-app summary | head -1`: the reader leaving is not an error (Python docs, "Note on SIGPIPE")."""
+    if argv[0] != "models":
+        argv = [*argv, "--model", str(tiny_model_dir)]
+    code, err = _run_into_closed_pipe(argv, tmp_path, unbuffered)
+    assert (code, err) == (0, "")
+
+
+def test_predict_json_of_many_texts_into_head_1(tiny_model_dir, tmp_path):
+    """Many more lines than the pipe holds (64 KiB), the reader gone after the first: quiet, status 0."""
+    texts = tmp_path / "texts.txt"
+    texts.write_text("the film was good\n" * 3000)
+    with texts.open() as stdin:
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+        env.pop("BERTVIZ_DEBUG", None)
+        env.pop("PYTHONUNBUFFERED", None)
+        proc = subprocess.Popen([sys.executable, "-m", "bertviz_app", "predict", "--json", "--model",
+                                 str(tiny_model_dir)], stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                cwd=ROOT, env=env)
+        first = proc.stdout.readline()
+        proc.stdout.close()
+        err = proc.stderr.read().decode()
+        code = proc.wait(timeout=120)
+    assert json.loads(first)["text"] == "the film was good"
+    assert (code, err) == (0, "")
+
+
+def test_models_lists_every_name_the_registry_opens_by_name(capsys, models_dir, tiny_model_dir):
+    """`models` lists the bare encoder the page and --model accept; each listed model opens by its
+    listed name, at its listed path (one table behind both, so they cannot drift apart)."""
+    from bertviz_app.default_model import encoder_path
+    from bertviz_app.registry import model_folder
+
+    shutil.copytree(tiny_model_dir, models_dir / "runs" / "r1")
+    code, out, _ = run(capsys, "models", "--json")
+    listed = json.loads(out)
+    assert code == 0 and [m["name"] for m in listed] == ["default", "runs/r1", "encoder"]
+    assert listed[-1] == {"name": "encoder", "path": str(encoder_path()), "built": True}
+    for m in listed:
+        if m["built"]:
+            assert model_folder(m["name"]) == Path(m["path"])
+    code, out, _ = run(capsys, "models")
+    assert code == 0 and out.splitlines()[-1].split()[0] == "encoder" and str(encoder_path()) in out
+
+
+def test_a_models_folder_named_encoder_is_listed_once_and_opened(capsys, models_dir, tiny_model_dir):
+    """models/encoder, where someone saved their own model, takes the name from the shipped encoder in
+    the listing exactly as it does in resolution."""
+    from bertviz_app.registry import model_folder
+
+    shutil.copytree(tiny_model_dir, models_dir / "encoder")
+    code, out, _ = run(capsys, "models", "--json")
+    listed = [m for m in json.loads(out) if m["name"] == "encoder"]
+    assert code == 0 and listed == [{"name": "encoder", "path": str(models_dir / "encoder"), "built": True}]
+    assert model_folder("encoder") == models_dir / "encoder"

@@ -193,3 +193,13 @@ def test_ui_download_buttons_get_the_core_files(tiny, tmp_path, monkeypatch):
     from bertviz_app.ui import build_app
 
     assert isinstance(build_app(str(tiny.name)), gr.Blocks)  # the buttons are wired into the app
+
+
+def test_json_round_trip_keeps_how_the_steps_were_chosen(tiny, tmp_path):
+    text = "the film was great"
+    pred = core.predict(tiny, [text])[0]
+    for attr, tolerance in ((core.attribute(tiny, text), core.DEFAULT_TOLERANCE), (core.attribute(tiny, text, n_steps=8), None)):
+        d = json.loads(core.write_json(tmp_path / "e.json", attr, pred, model="tiny").read_text(encoding="utf-8"))
+        back = core.explanation_from_dict(d).attribution
+        assert d["attribution"]["tolerance"] == back.tolerance == attr.tolerance == tolerance
+        assert back.n_steps == attr.n_steps

@@ -230,7 +230,7 @@ def test_kill_during_save_keeps_earlier_models_and_leaves_no_run(models_dir, tin
     proc.wait(timeout=30)
     assert not dest.exists()
     assert any(p.name.startswith(".tmp-killed") for p in dest.parent.iterdir())  # the half-written folder
-    assert [m["name"] for m in bv.list_models()] == ["default", "runs/before"]  # ...which nobody lists
+    assert [m["name"] for m in bv.list_models()] == ["default", "runs/before", "encoder"]  # ...which nobody lists
     bv.clear_cache()
     assert bv.predict(bv.load_model("runs/before", device="cpu"), "good film")[0].label in earlier.labels
 
@@ -283,7 +283,7 @@ def test_restart_cleans_up_old_half_written_folders_but_not_a_save_in_progress(m
     os.utime(old_swap, (past, past))
     assert sorted(p.name for p in clean_stale_folders()) == [".old-default-3", ".tmp-a-1"]
     assert new_tmp.exists() and not old_tmp.exists() and not old_swap.exists()
-    assert [m["name"] for m in bv.list_models()] == ["default"]
+    assert [m["name"] for m in bv.list_models()] == ["default", "encoder"]
 
 
 def test_kill_during_training_loses_nothing_saved(models_dir, tiny_model_dir, dataset, tmp_path):
@@ -306,7 +306,7 @@ def test_kill_during_training_loses_nothing_saved(models_dir, tiny_model_dir, da
         if proc.poll() is None:
             proc.kill()
     assert not (models_dir / "runs" / "doomed").exists()
-    assert [m["name"] for m in bv.list_models()] == ["default", "runs/survivor"]
+    assert [m["name"] for m in bv.list_models()] == ["default", "runs/survivor", "encoder"]
     bv.clear_cache()
     assert bv.predict(bv.load_model("runs/survivor", device="cpu"), "good film")[0].label
 

@@ -25,7 +25,7 @@ def test_registered_names_resolve_inside_models_dir(models_dir):
     make_tiny_model(models_dir / "runs" / "my-run")
     make_tiny_model(models_dir / "default")
     names = [m["name"] for m in bv.list_models()]
-    assert names == ["default", "runs/my-run"]
+    assert names == ["default", "runs/my-run", "encoder"]
     lm = bv.load_model("runs/my-run", device="cpu")
     assert lm.source == "registered" and lm.labels == ("negative", "positive")
     assert bv.load_model("default", device="cpu").source == "registered"
@@ -35,7 +35,7 @@ def test_half_written_folders_are_not_listed(models_dir):
     make_tiny_model(models_dir / "runs" / "ok")
     (models_dir / "runs" / ".tmp-ok-1234").mkdir()
     (models_dir / "runs" / "broken").mkdir()  # no config.json
-    assert [m["name"] for m in bv.list_models()] == ["default", "runs/ok"]
+    assert [m["name"] for m in bv.list_models()] == ["default", "runs/ok", "encoder"]
 
 
 def test_missing_default_says_how_to_build(models_dir):
@@ -174,3 +174,13 @@ def test_allocator_tuning_follows_its_setting(monkeypatch):
     monkeypatch.setenv("BERTVIZ_MMAP_THRESHOLD_KB", "-5")
     with pytest.raises(ValueError, match="BERTVIZ_MMAP_THRESHOLD_KB must be 0 \\(glibc's default\\) or a positive"):
         bv.get_settings()
+
+
+def test_ui_model_choices_list_each_model_once(models_dir):
+    """The registry lists the shipped encoder now; the fine-tune tab puts it first as its base, and
+    the Model dropdown appends it: neither shows it twice."""
+    from bertviz_app.ui import build_panel, common
+
+    make_tiny_model(models_dir / "runs" / "r1")
+    assert common.model_choices("default", first=("encoder",)) == ["encoder", "default", "runs/r1"]
+    assert build_panel.choices("default") == ["default", "runs/r1", "encoder"]

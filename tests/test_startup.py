@@ -151,3 +151,33 @@ def test_startup_page_answers_not_ready_with_the_build_progress_then_frees_the_p
     with socket.socket() as s:  # the real app can take the port over (uvicorn binds with SO_REUSEADDR,
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # so a closed connection's TIME_WAIT is no bar)
         s.bind(("127.0.0.1", port))
+
+
+def test_startup_page_is_quiet_when_a_browser_hangs_up_mid_response(tmp_path, capfd, caplog):
+    """A browser that closes the connection before reading the answer (a reload, a closed tab) is
+    routine: no 'Exception occurred during processing of request' traceback in the terminal."""
+    import socket
+    import struct
+    import threading
+    import urllib.error
+    import urllib.request
+
+    from bertviz_app.startup_page import StartupPage
+
+    port = free_port()
+    with StartupPage("127.0.0.1", port, tmp_path / "models"):
+        for _ in range(5):
+            s = socket.create_connection(("127.0.0.1", port), timeout=10)
+            s.sendall(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close = reset, at once
+            s.close()
+        with pytest.raises(urllib.error.HTTPError) as err:  # the server still answers the next browser
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10)
+        assert err.value.code == 503
+        deadline = time.monotonic() + 10  # every request thread has finished (and said what it had to say)
+        while any("process_request" in t.name for t in threading.enumerate()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    out, err_text = capfd.readouterr()
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    for text in (out, err_text, logged):
+        assert "Traceback" not in text and "Exception" not in text and "Error" not in text, text

@@ -355,3 +355,68 @@ def test_json_routes_batch_concurrent_mixed_good_and_bad_texts(app_url):
                 assert got["scores"][label] == pytest.approx(p, abs=1e-5)
         else:
             assert status == 400 and ("empty" in got["error"] or "20,000" in got["error"]), got
+
+
+STEPS_TEXT = "the film was not good"
+
+
+def _page_attribution(model: str):
+    """The page's Analyze with its controls as they open (the step slider at 50, "Choose the steps
+    automatically" ticked): the call every other default must match."""
+    from bertviz_app.ui import common
+
+    lm = common.load(model, model)
+    rec = common.analyze_fast(lm, STEPS_TEXT, None)
+    return common.analyze_ig(lm, rec, common.PREDICTED, "pad", 50, auto=True).attribution
+
+
+def _explains_like(got: dict, page) -> None:
+    import bertviz_app as core
+
+    assert got["tolerance"] == page.tolerance == core.DEFAULT_TOLERANCE  # says it chose its steps, and for what
+    assert got["n_steps"] == page.n_steps and got["target"] == page.target and got["tokens"] == list(page.tokens)
+    np.testing.assert_allclose(got["attributions"], page.scores, atol=1e-5)
+    assert got["delta"] == pytest.approx(page.delta, abs=1e-6)
+    assert got["relative_delta"] <= core.DEFAULT_TOLERANCE or abs(got["delta"]) <= 1e-6
+
+
+def test_library_cli_and_api_explain_with_the_pages_default_steps(app_url, client, tiny_model_dir, capsys):
+    """One default everywhere: attribute(), `explain`, /v1/explain and the gradio /explain, given only
+    the text, compute what the page computes (adaptive steps for a relative delta <= 0.05)."""
+    import bertviz_app as core
+    from bertviz_app.cli import main
+
+    model = str(tiny_model_dir)
+    page = _page_attribution(model)
+    _explains_like(core.attribute(core.load_model(model, device="cpu"), STEPS_TEXT).to_dict(), page)
+    capsys.readouterr()
+    assert main(["explain", STEPS_TEXT, "--model", model, "--json"]) == 0
+    _explains_like(json.loads(capsys.readouterr().out), page)
+    status, rest = post(app_url, "explain", {"text": STEPS_TEXT})
+    assert status == 200, rest
+    _explains_like(rest, page)
+    _explains_like(client.predict(STEPS_TEXT, api_name="/explain"), page)
+    status, cmp = post(app_url, "compare", {"text": STEPS_TEXT, "methods": ["integrated_gradients", "saliency"]})
+    assert status == 200, cmp
+    _explains_like(cmp["methods"]["integrated_gradients"], page)
+
+
+def test_fifty_fixed_steps_stay_an_option_everywhere(app_url, client, tiny_model_dir, capsys):
+    import bertviz_app as core
+    from bertviz_app.cli import main
+
+    model = str(tiny_model_dir)
+    ref = core.attribute(core.load_model(model, device="cpu"), STEPS_TEXT, n_steps=50)
+    assert ref.n_steps == 50 and ref.tolerance is None
+    answers = {}
+    for argv in (["--steps", "50"], ["--n-steps", "50"], ["--tolerance", "0"]):  # 0: fixed, 50 unless --n-steps
+        capsys.readouterr()
+        assert main(["explain", STEPS_TEXT, "--model", model, "--json", *argv]) == 0
+        answers[" ".join(argv)] = json.loads(capsys.readouterr().out)
+    for body in ({"n_steps": 50}, {"tolerance": 0}, {"tolerance": 0, "n_steps": 50}):  # tolerance 0: as before
+        status, answers[json.dumps(body)] = post(app_url, "explain", {"text": STEPS_TEXT, **body})
+        assert status == 200
+    answers["gradio"] = client.predict(STEPS_TEXT, "", "pad", 50, api_name="/explain")
+    for name, got in answers.items():
+        assert got["n_steps"] == 50 and got["tolerance"] is None, name
+        np.testing.assert_allclose(got["attributions"], ref.scores, atol=1e-5, err_msg=name)

@@ -75,36 +75,39 @@ def functions(default: str) -> dict[str, Callable]:
         # would otherwise spend ~18 characters per weight on noise digits
         return {"tokens": list(maps.tokens), "weights": np.round(w, 5).tolist(), "truncated": maps.info.truncated}
 
-    def explain(text: str, target: str = "", baseline: str = "pad", n_steps: int = 50, pair: str = "",
-                model: str = default, tolerance: float = 0.0) -> dict:
+    def explain(text: str, target: str = "", baseline: str = "pad", n_steps: int | None = None, pair: str = "",
+                model: str = default, tolerance: float | None = None) -> dict:
         """Integrated Gradients: {"tokens", "attributions", "target", "delta", "relative_delta", "n_steps",
-        "baseline", "f_x", "f_baseline", "truncated"}. target "" = the predicted class. tolerance > 0: as many
-        steps as it takes for relative_delta <= tolerance (n_steps is then ignored); 0: exactly n_steps."""
+        "tolerance", "baseline", "f_x", "f_baseline", "truncated"}. target "" = the predicted class. Steps: by
+        default as many as it takes for relative_delta <= 0.05 (the page's choice); tolerance > 0: for that
+        relative_delta (n_steps is then ignored); n_steps alone, or tolerance 0: exactly n_steps (default 50).
+        The answer's "tolerance" (null: fixed) and "n_steps" say which was used."""
         lm = common.load(model, default)
-        tol = _float(tolerance or 0, "tolerance")
+        n, tol = _steps(n_steps, tolerance)
         # Batched with concurrent /explain calls on the same model with the same arguments.
-        attr = core.explain_one(lm, text, target=target or None, baseline=baseline, n_steps=_int(n_steps, "n_steps"),
-                                pair=pair if pair and pair.strip() else None, tolerance=tol if tol else None)
+        attr = core.explain_one(lm, text, target=target or None, baseline=baseline, n_steps=n,
+                                pair=pair if pair and pair.strip() else None, tolerance=tol)
         out = attr.to_dict()
         out["relative_delta"] = common.finite(attr.relative_delta)
         out["truncated"] = attr.info.truncated
         return out
 
-    def compare(text: str, methods: str = "", target: str = "", baseline: str = "pad", n_steps: int = 50,
-                pair: str = "", model: str = default, tolerance: float = 0.0, top_k: int = 3, seed: int = 0) -> dict:
+    def compare(text: str, methods: str = "", target: str = "", baseline: str = "pad", n_steps: int | None = None,
+                pair: str = "", model: str = default, tolerance: float | None = None, top_k: int = 3,
+                seed: int = 0) -> dict:
         """Attribution methods side by side on one text: {"tokens", "methods": {name: attribution with its
         "seconds", "n_forward", "n_backward", "faithfulness" (ERASER comprehensiveness/sufficiency AOPC) and
         "rollout_spearman"}, "spearman", "top_k_overlap" (method x method, in the order asked), "top_k",
         "rollout", "most_faithful", "reading"}. methods: comma-separated names (or a JSON list); "" = all of
         integrated_gradients, gradient_x_input, saliency, occlusion, kernel_shap, lime. Every method explains
-        the same class (target "" = the predicted one). tolerance > 0: Integrated Gradients takes as many steps
-        as it takes for that relative delta. A per-word method that would take too long is refused up front."""
+        the same class (target "" = the predicted one). Integrated Gradients' steps as for /explain. A per-word
+        method that would take too long is refused up front."""
         lm = common.load(model, default)
         names = _names(methods) or core.METHODS
-        tol = _float(tolerance or 0, "tolerance")
+        n, tol = _steps(n_steps, tolerance)
         c = core.compare_methods(lm, text, methods=names, target=target or None, baseline=baseline,
-                                 pair=pair if pair and pair.strip() else None, n_steps=_int(n_steps, "n_steps"),
-                                 top_k=_int(top_k, "top_k"), seed=_int(seed, "seed"), tolerance=tol if tol else None)
+                                 pair=pair if pair and pair.strip() else None, n_steps=n,
+                                 top_k=_int(top_k, "top_k"), seed=_int(seed, "seed"), tolerance=tol)
         return c.to_dict()
 
     def summary(model: str = default) -> dict:
@@ -112,6 +115,17 @@ def functions(default: str) -> dict[str, Callable]:
         return core.summary(common.load(model, default)).to_dict()
 
     return {"predict": predict, "attention": attention, "explain": explain, "compare": compare, "summary": summary}
+
+
+def _steps(n_steps, tolerance) -> tuple[int | None, float | None]:
+    """Integrated Gradients' (n_steps, tolerance) for the core: None for what the client left out
+    (both out: the core's default, adaptive at DEFAULT_TOLERANCE); tolerance 0: exactly n_steps
+    (FIXED_N_STEPS when none is sent), as before the adaptive default."""
+    n = None if n_steps is None else _int(n_steps, "n_steps")
+    tol = None if tolerance is None else _float(tolerance, "tolerance")
+    if tol == 0:
+        return (core.FIXED_N_STEPS if n is None else n), None
+    return n, tol
 
 
 def _names(value) -> tuple[str, ...]:

@@ -35,7 +35,9 @@ BASELINE_CHOICES = [
 # What the page calls each attribution method (methods.METHODS' names; "ig" is explain_csv's short name)
 METHOD_LABELS = core.METHOD_LABELS  # one table of method names, shared with the core's readings
 PATH_STEPS = 20  # Integrated Gradients steps per layer for the [CLS] path
-DELTA_WARN = 0.05  # relative convergence delta above which the attribution gets a warning
+# relative convergence delta above which the attribution gets a warning, and the one "choose the
+# steps automatically" guarantees: the core's default for everyone (library, CLI, API)
+DELTA_WARN = core.DEFAULT_TOLERANCE
 
 
 # --------------------------------------------------------------------------- errors
@@ -85,11 +87,13 @@ def load(name: str | None, default: str) -> core.LoadedModel:
     return core.load_model(name, allow_paths=allow)
 
 
-def model_choices(default: str) -> list[str]:
+def model_choices(default: str, first: tuple[str, ...] = ()) -> list[str]:
+    """The openable models (``default`` even when not built yet), each once; ``first``: names put
+    before them (the fine-tune tab's base: ``encoder``, which the registry lists too)."""
     names = [m["name"] for m in core.list_models() if m["built"]]
     if default not in names:
         names.insert(0, default)
-    return names
+    return list(dict.fromkeys([*first, *names]))
 
 
 def model_line(lm: core.LoadedModel) -> str:

@@ -67,7 +67,7 @@ def build(default: str) -> SimpleNamespace:
     preview = gr.Dataframe(label="Preview (first rows as read; row = spreadsheet row)", interactive=False,
                            wrap=True, max_height=300, elem_id="bv-ft-preview")
     with gr.Row():
-        base_choices = [core.DEFAULT_BASE, *common.model_choices(default)]
+        base_choices = common.model_choices(default, first=(core.DEFAULT_BASE,))
         base = gr.Dropdown(choices=base_choices, value=core.DEFAULT_BASE, allow_custom_value=True, label="Base model",
                            info="encoder = the bare MiniLM-L6 encoder; or a registered model, or a Hub id (owner/name)"
                            + (" or a folder" if core.get_settings().allow_local_paths else ""), elem_id="bv-ft-base")
@@ -609,7 +609,7 @@ def wire(f: SimpleNamespace, *, demo: gr.Blocks | None = None, default: str, mod
         runs = run_choices()
         out[f.run] = gr.update(choices=runs, value=newest)
         out[f.runs_table] = runs_frame()
-        out[f.base] = gr.update(choices=[core.DEFAULT_BASE, *common.model_choices(default)])
+        out[f.base] = gr.update(choices=common.model_choices(default, first=(core.DEFAULT_BASE,)))
         yield out
 
     train_outputs = [f.status, f.bar, f.verdict, f.curves, f.metrics, f.per_class, f.confusion, f.wrong, f.wrong_csv, f.results,
