@@ -117,15 +117,17 @@ def build(default: str) -> SimpleNamespace:
         wrong_csv = gr.File(label="Misclassified rows (.csv)", interactive=False, height=90, elem_id="bv-ft-wrong-csv")
     gr.Markdown("### Your runs")
     with gr.Row():
-        run = gr.Dropdown(choices=run_choices(), value=(run_choices() or [None])[0], label="Run",
-                          allow_custom_value=False, elem_id="bv-ft-run", scale=3)
-        zip_btn = gr.Button("Download model (.zip)", elem_id="bv-ft-zip", scale=1)
+        # Filled on page load (runs saved by other sessions or before a restart); nothing chosen until the
+        # user picks a run or a training here selects its new one. The buttons that need a run wait for it.
+        run = gr.Dropdown(choices=run_choices(), value=None, label="Run", allow_custom_value=False,
+                          elem_id="bv-ft-run", scale=3)
+        zip_btn = gr.Button("Download model (.zip)", interactive=False, elem_id="bv-ft-zip", scale=1)
         zip_file = gr.File(label="Model folder (.zip)", interactive=False, height=90, elem_id="bv-ft-zip-file", scale=2)
     with gr.Accordion("Compare with the base model", open=False, elem_id="bv-ft-compare-acc") as compare_acc:
         with gr.Row():
             cmp_text = gr.Textbox(label="Text", lines=2, elem_id="bv-ft-cmp-text")
             cmp_pair = gr.Textbox(label="Second text (optional)", lines=2, elem_id="bv-ft-cmp-pair")
-        cmp_btn = gr.Button("Compare", elem_id="bv-ft-cmp")
+        cmp_btn = gr.Button("Compare", interactive=False, elem_id="bv-ft-cmp")
         cmp_md = gr.Markdown(elem_id="bv-ft-cmp-md")
         with gr.Row():
             cmp_base_bar = gr.Plot(label="Base model", elem_id="bv-ft-cmp-base-bar")
@@ -142,7 +144,7 @@ def build(default: str) -> SimpleNamespace:
                                   elem_id="bv-ft-hub-repo")
             hub_token = gr.Textbox(label="Write token", type="password", max_lines=1, elem_id="bv-ft-hub-token")
             hub_private = gr.Checkbox(value=True, label="Private repository")
-        hub_btn = gr.Button("Push to the Hub", elem_id="bv-ft-hub-push")
+        hub_btn = gr.Button("Push to the Hub", interactive=False, elem_id="bv-ft-hub-push")
         hub_md = gr.Markdown(elem_id="bv-ft-hub-md")
     runs_table = gr.Dataframe(value=runs_frame(), label="Past runs (probe and full side by side when trained on the "
                               "same data)", interactive=False, wrap=True, elem_id="bv-ft-runs")
@@ -692,14 +694,24 @@ def wire(f: SimpleNamespace, *, demo: gr.Blocks | None = None, default: str, mod
     f.hub_btn.click(push, inputs=[f.run, f.hub_repo, f.hub_token, f.hub_private], outputs=[f.hub_md],
                     api_visibility="private", concurrency_limit=1, concurrency_id="hub")
 
-    def refresh_runs():
+    def refresh_runs(chosen=None):
         runs = run_choices()
-        return {f.runs_table: runs_frame(), f.run: gr.update(choices=runs),
+        return {f.runs_table: runs_frame(), f.run: gr.update(choices=runs, value=chosen if chosen in runs else None),
                 model_dd: gr.update(choices=common.model_choices(default))}
 
-    f.refresh.click(refresh_runs, outputs={f.runs_table, f.run, model_dd}, api_visibility="private", queue=False)
+    f.refresh.click(refresh_runs, inputs=[f.run], outputs={f.runs_table, f.run, model_dd}, api_visibility="private",
+                    queue=False)
     if demo is not None:  # runs saved by other sessions (or before a restart) appear on page load
-        demo.load(refresh_runs, outputs={f.runs_table, f.run, model_dd}, api_visibility="private", queue=False)
+        demo.load(refresh_runs, inputs=[f.run], outputs={f.runs_table, f.run, model_dd}, api_visibility="private",
+                  queue=False)
+
+    def on_run(run):
+        """Download, compare and push need a run: enabled once one is chosen."""
+        on = gr.update(interactive=bool(run))
+        return on, on, on
+
+    f.run.change(on_run, inputs=[f.run], outputs=[f.zip_btn, f.cmp_btn, f.hub_btn], api_visibility="private",
+                 queue=False, show_progress="hidden")
 
 
 CSS = """
