@@ -47,6 +47,8 @@ def build(default: str) -> SimpleNamespace:
     flag = gr.State(CancelFlag())
     table = gr.State(None, time_to_live=3600)
     val_table = gr.State(None, time_to_live=3600)
+    refused = gr.State(None)  # why the training file shown was refused (Start says so instead of "upload one")
+    val_refused = gr.State(None)  # the same for the validation file
     results = gr.State(None, time_to_live=3600)  # misclassified rows of the last run(s), for "send to explorer"
     selected = gr.State(None, time_to_live=3600)
     with gr.Row():
@@ -159,20 +161,27 @@ def core_train_help(field: str) -> str:
 
 # --------------------------------------------------------------------------- data intake (pure helpers)
 def read_upload(path: str | None):
-    """-> (Table | None, ColumnGuess | None, notices Markdown). DataError -> an **Error:** line."""
+    """-> (Table | None, ColumnGuess | None, notices Markdown, refusal | None). A DataError gives an
+    **Error:** line and the refusal a later Start repeats (``refusal``)."""
     if not path:
-        return None, None, ""
+        return None, None, "", None
     try:
         table = core.read_table(path)
     except core.DataError as exc:
-        return None, None, f"**Error:** {esc(exc)}"
+        return None, None, f"**Error:** {esc(exc)}", refusal(path, exc)
     guess = core.guess_columns(table)
     lines = [f"**{esc(table.name)}**: {table.n_rows:,} rows, {len(table.columns)} columns."]
     lines += [f"Note: {esc(n)}" for n in table.notices]
     if guess.reasons:
         lines.append("Guessed columns: " + "; ".join(esc(r) for r in guess.reasons)
                      + ". Change them below if they are wrong.")
-    return table, guess, "  \n".join(lines)
+    return table, guess, "  \n".join(lines), None
+
+
+def refusal(path: str | None, exc: Exception, what: str = "training file") -> str:
+    """Why an uploaded file was refused, for a later Start: names the file and says the fix."""
+    name = os.path.basename(path or "") or "the file"
+    return f"The {what} {name} was refused: {exc} Fix the file and upload it again."
 
 
 def report_md(table, text_col, label_col, pair_col, multi_label) -> str:
@@ -224,11 +233,15 @@ def _number(v, name: str, whole: bool = False, example: str = "2"):
 
 
 def plan_from_fields(table, val_table, text_col, label_col, pair_col, multi_label, base, mode, name, epochs, lr, batch,
-                     max_len, seed, patience, val_fraction, warmup=None):
+                     max_len, seed, patience, val_fraction, warmup=None, refused=None, val_refused=None):
     """The tab's fields -> ``core.plan_finetune`` (blank numbers = automatic). Raises the core's
-    clear errors (DataError, InputError, ModelNotFoundError...)."""
+    clear errors (DataError, InputError, ModelNotFoundError...). ``refused``/``val_refused``: why
+    the uploaded training/validation file was refused (the file is still shown: say why, not "upload one")."""
     if table is None:
-        raise core.DataError("Upload a training file first (.csv, .tsv or .txt with a header row).")
+        raise core.DataError(refused or "Upload a training file first (.csv, .tsv or .txt with a header row).")
+    if val_refused and val_table is None:
+        raise core.DataError(val_refused.replace("Fix the file and upload it again.", "Fix the file and upload it "
+                             "again, or remove it to hold out part of the training data instead."))
     if not text_col or not label_col:
         raise core.DataError("Choose two different columns for the text and the label.")
     seed = _number(seed, "Seed", whole=True, example="42")
@@ -395,17 +408,28 @@ def push_to_hub(run: str | None, repo_id: str | None, token: str | None, private
 
 
 def load_base(base: str, default: str) -> core.LoadedModel:
-    if base == core.ENCODER:
-        return core.load_model(str(core.base_model_path(base)), allow_paths=True)
+    if base == core.ENCODER:  # by its name: loading it by its folder made the folder its name (the chart's title)
+        return core.load_model(core.ENCODER)
     return common.load(base, default)
 
 
-def compare_side(lm: core.LoadedModel, text: str, pair: str | None, who: str):
+def shown_name(name: str) -> str:
+    """A model's name as the page shows it: a folder (a run's base may be one) by its last part, so
+    no server path reaches the page; registered names and Hub ids as they are."""
+    name = str(name or "").strip()
+    if os.path.isabs(name) or name.startswith(("./", "../", "~")):
+        return f"folder {os.path.basename(os.path.normpath(name)) or name}"
+    return name
+
+
+def compare_side(lm: core.LoadedModel, text: str, pair: str | None, who: str, name: str | None = None):
+    """Prediction, attributions, bar chart and coloured tokens of one side; ``name``: the model as the
+    page names it (default: ``shown_name(lm.name)``)."""
     pred = core.predict(lm, text, pairs=pair)[0]
     attr = core.attribute(lm, text, target=None, n_steps=COMPARE_STEPS, pair=pair)
     html_ = core.attribution_tokens_html(attr, merge=True,
                                          title=f"{who}: words coloured by their attribution to “{attr.target}”")
-    bar = plots.prob_bar(pred.labels, pred.probs, title=f"{who}: {lm.name}")
+    bar = plots.prob_bar(pred.labels, pred.probs, title=f"{who}: {name or shown_name(lm.name)}")
     return pred, attr, bar, html_
 
 
@@ -497,15 +521,15 @@ def wire(f: SimpleNamespace, *, demo: gr.Blocks | None = None, default: str, mod
     # ---------------------------------------------------------------- upload + mapping
     @common.guard
     def on_upload(path):
-        table, guess, notes = read_upload(path)
+        table, guess, notes, refused = read_upload(path)
         if table is None:
             empty = gr.update(choices=[], value=None)
-            return {f.table: None, f.notices: notes, f.preview: pd.DataFrame(), f.text_col: empty,
+            return {f.table: None, f.refused: refused, f.notices: notes, f.preview: pd.DataFrame(), f.text_col: empty,
                     f.label_col: empty, f.pair_col: gr.update(choices=[("(none)", NONE)], value=NONE),
                     f.multi: False, f.report: ""}
         cols = list(table.columns)
         return {
-            f.table: table, f.notices: notes, f.preview: table.preview(PREVIEW_ROWS),
+            f.table: table, f.refused: None, f.notices: notes, f.preview: table.preview(PREVIEW_ROWS),
             f.text_col: gr.update(choices=cols, value=guess.text),
             f.label_col: gr.update(choices=cols, value=guess.label),
             f.pair_col: gr.update(choices=[("(none)", NONE), *[(c, c) for c in cols]], value=guess.pair or NONE),
@@ -514,7 +538,8 @@ def wire(f: SimpleNamespace, *, demo: gr.Blocks | None = None, default: str, mod
         }
 
     f.upload.change(on_upload, inputs=[f.upload],
-                    outputs=[f.table, f.notices, f.preview, f.text_col, f.label_col, f.pair_col, f.multi, f.report],
+                    outputs=[f.table, f.refused, f.notices, f.preview, f.text_col, f.label_col, f.pair_col, f.multi,
+                             f.report],
                     api_name="finetune_upload", api_visibility="undocumented", concurrency_limit=2)
 
     @common.guard
@@ -529,16 +554,16 @@ def wire(f: SimpleNamespace, *, demo: gr.Blocks | None = None, default: str, mod
     @common.guard
     def on_val_upload(path):
         if not path:
-            return None, ""
+            return None, None, ""
         try:
             t = core.read_table(path)
         except core.DataError as exc:
-            return None, f"**Error in the validation file:** {esc(exc)}"
+            return None, refusal(path, exc, "validation file"), f"**Error in the validation file:** {esc(exc)}"
         notes = [f"Validation file **{esc(t.name)}**: {t.n_rows:,} rows."]
         notes += [f"Note: {esc(n)}" for n in t.notices]
-        return t, "  \n".join(notes)
+        return t, None, "  \n".join(notes)
 
-    f.val_upload.change(on_val_upload, inputs=[f.val_upload], outputs=[f.val_table, f.notices],
+    f.val_upload.change(on_val_upload, inputs=[f.val_upload], outputs=[f.val_table, f.val_refused, f.notices],
                         api_visibility="private", concurrency_limit=2)
 
     # ---------------------------------------------------------------- training (streamed)
@@ -546,7 +571,7 @@ def wire(f: SimpleNamespace, *, demo: gr.Blocks | None = None, default: str, mod
         flag.arm()
 
     def train(flag: CancelFlag, table, val_table, text_col, label_col, pair_col, multi_label, base, mode, name,
-              epochs, lr, batch, max_len, seed, patience, val_fraction, warmup=None):
+              epochs, lr, batch, max_len, seed, patience, val_fraction, warmup=None, refused=None, val_refused=None):
         """Stream the job's progress; the final yield shows the results and the verdict."""
         cancel = flag.event
         if cancel.is_set():  # cancelled while waiting in the queue
@@ -554,7 +579,7 @@ def wire(f: SimpleNamespace, *, demo: gr.Blocks | None = None, default: str, mod
             yield {f.status: "**Cancelled** before training started.", f.bar: ""}
             return
         plan = plan_from_fields(table, val_table, text_col, label_col, pair_col, multi_label, base, mode, name,
-                                epochs, lr, batch, max_len, seed, patience, val_fraction, warmup)
+                                epochs, lr, batch, max_len, seed, patience, val_fraction, warmup, refused, val_refused)
         live = Live()
         settings_md = settings_line(plan)
         yield {f.status: "**Starting…** loading the base model", f.bar: progress_html(0, 1, None, "starting"),
@@ -617,7 +642,8 @@ def wire(f: SimpleNamespace, *, demo: gr.Blocks | None = None, default: str, mod
     train_outputs = [f.status, f.bar, f.verdict, f.curves, f.metrics, f.per_class, f.confusion, f.wrong, f.wrong_csv, f.results,
                      f.selected, f.selected_md, model_dd, f.run, f.runs_table, f.base]  # a list: a stable API order
     train_inputs = [f.flag, f.table, f.val_table, f.text_col, f.label_col, f.pair_col, f.multi, f.base, f.mode, f.name,
-                    f.epochs, f.lr, f.batch, f.max_len, f.seed, f.patience, f.val_fraction, f.warmup]
+                    f.epochs, f.lr, f.batch, f.max_len, f.seed, f.patience, f.val_fraction, f.warmup, f.refused,
+                    f.val_refused]  # the two states are not part of the API
     armed = f.start.click(arm, inputs=[f.flag], outputs=None, queue=False, api_visibility="private")
     started = armed.then(
         common.guard_stream(train), inputs=train_inputs, outputs=train_outputs, api_name="finetune_start",
@@ -673,9 +699,9 @@ def wire(f: SimpleNamespace, *, demo: gr.Blocks | None = None, default: str, mod
         pair = pair if pair and pair.strip() else None
         lm_b = load_base(base, default)
         lm_t = common.load(run, default)
-        pb, ab, bar_b, html_b = compare_side(lm_b, text, pair, "Base")
-        pt, at, bar_t, html_t = compare_side(lm_t, text, pair, "Fine-tuned")
-        md = (f"**Base** {esc(base)} predicts **{esc(pb.label)}** ({max(pb.probs):.1%}); "
+        pb, ab, bar_b, html_b = compare_side(lm_b, text, pair, "Base", shown_name(base))
+        pt, at, bar_t, html_t = compare_side(lm_t, text, pair, "Fine-tuned", run)
+        md = (f"**Base** {esc(shown_name(base))} predicts **{esc(pb.label)}** ({max(pb.probs):.1%}); "
               f"**fine-tuned** {esc(run)} predicts **{esc(pt.label)}** ({max(pt.probs):.1%}). "
               f"Each model's attributions are to its own predicted class (Integrated Gradients, {COMPARE_STEPS} steps).")
         if lm_b.warnings:
