@@ -346,3 +346,17 @@ def test_base_model_chart_names_the_model_never_a_server_path(tiny):
     assert title == "Base: encoder", title
     _, _, bar, _ = compare_side(tiny, "a good film", None, "Base")  # a model opened from its folder
     assert str(tiny.path.parent) not in bar.layout.title.text and "tiny-bert" in bar.layout.title.text
+
+
+def test_progress_says_measuring_until_the_step_rate_is_measured():
+    from bertviz_app.ui.finetune_tab import Live, progress_html
+
+    live = Live()
+    live.add({"kind": "mode", "mode": "full", "index": 1, "of": 1})
+    live.add({"kind": "progress", "step": 5, "max_steps": 100, "eta": None, "logs": {"loss": 0.7}})
+    html_ = progress_html(live.step, live.max_steps, live.eta, live.what, live.timed)
+    assert "step 5 of 100" in html_ and "time left: measuring..." in html_
+    live.add({"kind": "progress", "step": 60, "max_steps": 100, "eta": 600.0, "logs": {"loss": 0.5}})
+    assert "about 10.0 min left" in progress_html(live.step, live.max_steps, live.eta, live.what, live.timed)
+    live.add({"kind": "mode", "mode": "probe", "index": 1, "of": 1})  # two steps: nothing to measure
+    assert "measuring" not in progress_html(live.step, live.max_steps, live.eta, live.what, live.timed)

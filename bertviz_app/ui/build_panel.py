@@ -39,9 +39,8 @@ def panel_md(status: core.BuildStatus) -> str:
     log = f"\n\n```text\n{tail}\n```" if tail else ""
     if status.state == "building":
         filled = int(round(status.fraction * BAR))
-        eta = f" · about **{status.eta_text}** left" if status.eta is not None else ""
-        if eta and not status.eta_measured:
-            eta += " if the CPU is quiet (measured once training starts)"
+        eta = (f" · about **{status.eta_text}** left" if status.eta is not None else
+               f" · time left: {core.MEASURING} (once training has run a little; {core.EXPECTED_BUILD_TEXT})")
         since = f" · running for {status.elapsed_text}" if status.elapsed is not None else ""
         return (f"**Building the default model** in the background: `{'█' * filled}{'░' * (BAR - filled)}` "
                 f"**{status.fraction:.0%}**{eta}{since}. Meanwhile the page shows the bare encoder (`encoder`, "

@@ -434,9 +434,10 @@ def compare_side(lm: core.LoadedModel, text: str, pair: str | None, who: str, na
 
 
 # --------------------------------------------------------------------------- progress rendering
-def progress_html(step: int, max_steps: int, eta: float | None, what: str) -> str:
+def progress_html(step: int, max_steps: int, eta: float | None, what: str, measuring: bool = False) -> str:
+    """The bar and its line; ``measuring``: say so while there is no ETA yet (training, not a probe)."""
     frac = min(1.0, step / max(1, max_steps))
-    eta_s = "" if eta is None else f" · about {_duration(eta)} left"
+    eta_s = f" · about {_duration(eta)} left" if eta is not None else f" · time left: {core.MEASURING}" if measuring else ""
     return (f'<div class="bv-ft-bar" role="progressbar" aria-valuenow="{step}" aria-valuemax="{max_steps}">'
             f'<div style="width:{frac * 100:.1f}%"></div></div>'
             f'<div class="bv-ft-bar-text">{esc(what)}: step {step} of {max_steps} ({frac:.0%}){eta_s}</div>')
@@ -487,6 +488,11 @@ class Live:
             self.stage = str(logs["stage"])
         elif "loss" in logs:
             self.stage = "training"
+
+    @property
+    def timed(self) -> bool:
+        """A run whose ETA comes from its measured step rate (a probe has none: it has two steps)."""
+        return self.mode != "probe" and self.step < self.max_steps
 
     @property
     def what(self) -> str:
@@ -598,7 +604,7 @@ def wire(f: SimpleNamespace, *, demo: gr.Blocks | None = None, default: str, mod
                     last, dirty = now, False
                     note = "  \nCancelling: saving the best weights so far…" if cancel.is_set() else ""
                     yield {f.status: live.status() + note,
-                           f.bar: progress_html(live.step, live.max_steps, live.eta, live.what),
+                           f.bar: progress_html(live.step, live.max_steps, live.eta, live.what, live.timed),
                            f.curves: live.figure()}
         finally:
             if job.running:  # the page went away (or the event was cancelled): stop the orphan run
