@@ -59,7 +59,7 @@ def test_a_cumulative_average_would_lag_where_the_window_does_not():
     eta = RateEta(clock=clock)
     eta.update(0)
     done = run(eta, clock, 100, 1.0, 0)
-    done = run(eta, clock, 40, 1.6, done)  # 64 s at the slower speed
+    done = run(eta, clock, 80, 1.6, done)  # 128 s (a window) at the slower speed
     assert eta.left(336) == pytest.approx((336 - done) * 1.6)
     average = (clock.now - 1000.0) / done
     assert eta.left(336) > (336 - done) * average * 1.2
