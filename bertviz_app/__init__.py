@@ -20,7 +20,8 @@ _EXPORTS = {
     "batch_explain": ("BATCH_METHODS", "BatchExplanation", "explain_csv"),
     "attribution": ("BASELINES", "OUTPUTS", "attribute", "attribute_many", "baseline_jumps", "cls_lens", "cls_path",
                     "recommended_baseline", "steps_mode"),
-    "build_job": ("BuildStatus",),
+    "build_job": ("BuildStatus", "EXPECTED_BUILD_TEXT"),
+    "eta": ("MEASURING", "RateEta"),
     "config": ("Settings", "get_settings"),
     "finetune": ("DEFAULT_BASE", "MODES", "FinetuneJob", "FinetunePlan", "RunResult", "Verdict",
                  "auto_config", "base_model_path", "list_runs", "load_run_info", "plan_finetune", "push_run",
@@ -62,7 +63,7 @@ if TYPE_CHECKING:
     )
     from .batch_explain import BATCH_METHODS, BatchExplanation, explain_csv
     from .batching import explain_one, predict_one
-    from .build_job import BuildStatus
+    from .build_job import EXPECTED_BUILD_TEXT, BuildStatus
     from .catalog import ENCODER, list_models
     from .config import Settings, get_settings
     from .data import guess_columns, read_table, review_columns, safe_csv_cell
@@ -76,6 +77,7 @@ if TYPE_CHECKING:
         ResourceError,
         TrainingError,
     )
+    from .eta import MEASURING, RateEta
     from .export import (
         ColourScale,
         Explanation,

@@ -33,15 +33,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import ModelLoadError
+from .eta import MEASURING
 
 __all__ = ["BuildStatus", "read_status", "start_background_build", "build_lock", "EventLog", "not_built_message",
            "EXPECTED_BUILD_TEXT"]
 
 log = logging.getLogger("bertviz_app.build")
 
-# One honest build time, measured (README "Default model"): shown in the README, the page, the
-# terminal and the "not built yet" message.
-EXPECTED_BUILD_SECONDS = 480  # measured: 474 s on a quiet 2-core CPU (README "Default model"); 152 s on a faster one
+# One honest build time, measured (README "Default model": 474 s on a quiet 2-core CPU, 152 s on a faster
+# one): shown in the README, the page, the terminal and the "not built yet" message, as what to expect.
+# It is never an ETA: the ETA is measured (eta.RateEta), "measuring..." until then.
 EXPECTED_BUILD_TEXT = "about 8 minutes on a quiet 2-core CPU, less on a faster one, longer while the CPU is busy"
 ENV_KNOBS = {  # reduced builds for tests and CI: the same code path on fewer reviews
     "BERTVIZ_BUILD_MAX_TRAIN_ROWS": "--max-train-rows",
@@ -76,11 +77,6 @@ class BuildStatus:
     stage: str = ""  # of the latest event: start, data, train, evaluate, save, done, error
 
     @property
-    def eta_measured(self) -> bool:
-        """False while the ETA is the typical build time (before training has timed this machine)."""
-        return self.stage not in ("", "start", "data")
-
-    @property
     def eta_text(self) -> str | None:
         """The ETA as "2 min 05 s" (None: not known yet)."""
         return None if self.eta is None else _duration(self.eta)
@@ -94,8 +90,7 @@ class BuildStatus:
         if self.state == "built":
             return "the default model is built"
         if self.state == "building":
-            left = f", about {self.eta_text} left" if self.eta is not None else ""
-            left += "" if self.eta_measured or not left else " if the CPU is quiet"
+            left = f", about {self.eta_text} left" if self.eta is not None else f", time left: {MEASURING}"
             return f"building the default model: {self.fraction:.0%}{left} ({self.message})"
         if self.state == "failed":
             return f"the default model's build failed: {self.error}"
@@ -275,7 +270,7 @@ class _Build:
         root = str(Path(__file__).resolve().parent.parent)  # this copy of bertviz_app, whatever the cwd
         env = {**os.environ, "BERTVIZ_MODELS_DIR": str(self.models_dir), "TOKENIZERS_PARALLELISM": "false",
                "PYTHONPATH": os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])])}
-        EventLog(events_path)({"stage": "start", "fraction": 0.0, "eta": float(EXPECTED_BUILD_SECONDS),
+        EventLog(events_path)({"stage": "start", "fraction": 0.0, "eta": None,
                                "message": "starting the build process..."})
         with log_path.open("w", encoding="utf-8") as out:
             # Called from the main thread: PDEATHSIG fires when the creating *thread* ends.

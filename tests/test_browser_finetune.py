@@ -79,3 +79,48 @@ def test_upload_train_and_see_curves_and_confusion_matrix(browser, app_url, tiny
     page.get_by_role("tab", name="Model").click()
     sync_api.expect(page.locator("#bv-model input")).to_have_value("runs/browser-run")
     ctx.close()
+
+
+def test_after_a_reload_the_run_list_holds_the_run_and_its_buttons_wait_for_a_choice(browser, app_url, tiny_model_dir,
+                                                                                      tmp_path):
+    csv_path = write_csv(tmp_path / "reviews.csv", n=24)
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = ctx.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(app_url)
+    page.get_by_role("tab", name="Fine-tune").click()
+    page.locator("#bv-ft-upload input[type=file]").set_input_files(str(csv_path))
+    sync_api.expect(page.locator("#bv-ft-report")).to_contain_text("Ready to train")
+    base = page.locator("#bv-ft-base input")
+    base.fill(str(tiny_model_dir))
+    base.press("Enter")
+    page.locator("#bv-ft-name textarea, #bv-ft-name input").first.fill("reload-run")
+    page.get_by_text("Advanced").click()
+    page.locator("#bv-ft-epochs textarea, #bv-ft-epochs input").first.fill("1")
+    page.locator("#bv-ft-batch textarea, #bv-ft-batch input").first.fill("8")
+    page.locator("#bv-ft-start").click()
+    sync_api.expect(page.locator("#bv-ft-status")).to_contain_text("Done", timeout=TIMEOUT_MS)
+
+    page.reload()
+    page.get_by_role("tab", name="Fine-tune").click()
+    page.get_by_text("Compare with the base model").click()
+    page.get_by_text("Push to the Hugging Face Hub").click()
+    buttons = [page.locator(f"#bv-ft-{b}") for b in ("zip", "cmp", "hub-push")]
+    zip_btn, cmp_btn = buttons[:2]
+    for button in buttons:  # no run chosen yet: nothing to download, compare or push
+        sync_api.expect(button).to_be_disabled()
+    run = page.locator("#bv-ft-run input")
+    run.click()  # the list offers the run saved before the reload
+    option = page.get_by_role("option", name="runs/reload-run")
+    sync_api.expect(option.first).to_be_visible()
+    option.first.click()
+    sync_api.expect(run).to_have_value("runs/reload-run")
+    for button in buttons:
+        sync_api.expect(button).to_be_enabled()
+    zip_btn.click()
+    sync_api.expect(page.locator("#bv-ft-zip-file")).to_contain_text(".zip")
+    page.locator("#bv-ft-cmp-text textarea").fill("the film was great !")
+    cmp_btn.click()
+    sync_api.expect(page.locator("#bv-ft-cmp-md")).to_contain_text("fine-tuned")
+    assert page.locator("span.error").count() == 0, "error badges on the page"
+    ctx.close()

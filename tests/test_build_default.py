@@ -120,13 +120,39 @@ def test_encoder_opens_by_name_with_the_fresh_head_warning(tmp_path, monkeypatch
     assert any("no trained classification head" in w for w in lm.warnings)
 
 
-def test_eta_is_marked_typical_until_training_has_timed_this_machine():
+def test_eta_says_measuring_until_training_has_timed_this_machine():
+    """No typical-build guess as an ETA (it said 7 min 42 s at 19 s of a build that took 9 min 52 s):
+    "measuring..." until the training's rate is measured, then the measured ETA."""
     from bertviz_app.build_job import BuildStatus
     from bertviz_app.ui.build_panel import panel_md
 
-    early = BuildStatus("building", 0.02, 3.0, 140.0, "reading the reviews", ("reading the reviews",), stage="data")
+    early = BuildStatus("building", 0.02, 19.0, None, "reading the reviews", ("reading the reviews",), stage="data")
     timed = BuildStatus("building", 0.5, 90.0, 75.0, "step 168/336", ("step 168/336",), stage="train")
-    assert "if the CPU is quiet" in early.line() and "if the CPU is quiet" in panel_md(early)
-    assert "if the CPU is quiet" not in timed.line() and "if the CPU is quiet" not in panel_md(timed)
+    assert "time left: measuring..." in early.line() and "time left: measuring..." in panel_md(early)
+    assert "about 8 minutes on a quiet 2-core CPU" in panel_md(early)  # what to expect meanwhile, not as an ETA
+    assert "measuring" not in timed.line() and "measuring" not in panel_md(timed)
     assert "**50%**" in panel_md(timed) and "1 min 15 s" in panel_md(timed) and "step 168/336" in panel_md(timed)
     assert "failed" in panel_md(BuildStatus("failed", error="disk full")) and "disk full" in panel_md(BuildStatus("failed", error="disk full"))
+
+
+def test_a_background_build_starts_without_an_eta(tmp_path, monkeypatch):
+    """The server's first event (before the child has loaded torch) has no ETA to guess."""
+    import subprocess as sp
+
+    from bertviz_app import build_job
+
+    class NoChild:
+        pid = 0
+
+        def __init__(self, *a, **kw):
+            pass
+
+        def poll(self):
+            return 0
+
+    monkeypatch.setattr(sp, "Popen", NoChild)
+    job = build_job._Build(tmp_path / "models")
+    monkeypatch.setattr(job, "follow", lambda: None)
+    job.start()
+    first = build_job._events(tmp_path / "models" / ".build" / "default.jsonl")[0]
+    assert first["stage"] == "start" and first["eta"] is None

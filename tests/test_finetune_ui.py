@@ -302,3 +302,61 @@ def test_report_warns_about_texts_the_model_will_cut():
     rows = "".join(f"{'word ' * (600 if i == 3 else 5)}{i},{'pos' if i % 2 else 'neg'}\n" for i in range(30))
     report = report_md(read_table(("review,sentiment\n" + rows).encode(), name="x.csv"), "review", "sentiment", None, False)
     assert "longer than 512 tokens" in report and "row 5" in report and "Ready to train" in report
+
+
+def test_start_after_a_refused_upload_says_why_that_file_was_refused(app_url, data, tiny_model_dir):
+    client = Client(app_url, verbose=False)
+    notices, *_rest = upload(client, data["header_only"])
+    assert "no data rows" in notices  # the file's name stays shown in the upload box; no columns to choose
+    with pytest.raises(Exception) as excinfo:
+        client.predict(*start_args(str(tiny_model_dir), text=None, label=None), api_name="/finetune_start")
+    msg = str(excinfo.value)
+    assert "The training file empty.csv was refused" in msg and "no data rows" in msg and "upload it again" in msg
+    assert "Upload a training file first" not in msg
+    upload(client, data["good"])  # a good file replaces it: the refusal is forgotten
+    out = client.submit(*start_args(str(tiny_model_dir), mode="probe", name="after-refusal"),
+                        api_name="/finetune_start").result(timeout=120)
+    assert "runs/after-refusal saved" in field(out, "status")
+
+
+def test_a_refused_validation_file_stops_start_with_its_reason(tmp_path):
+    from bertviz_app import DataError, read_table
+    from bertviz_app.ui.finetune_tab import plan_from_fields, refusal
+
+    table = read_table(str(write_csv(tmp_path / "reviews.csv")))
+    why = refusal("/tmp/gradio/abc/val.csv", DataError("val.csv has no data rows."), "validation file")
+    with pytest.raises(DataError) as excinfo:
+        plan_from_fields(table, None, "review", "sentiment", "", False, "encoder", "probe", "", None, None, None,
+                         None, 42, None, 0.2, val_refused=why)
+    msg = str(excinfo.value)
+    assert "The validation file val.csv was refused: val.csv has no data rows." in msg
+    assert "remove it to hold out part of the training data" in msg and "/tmp/gradio" not in msg
+
+
+def test_base_model_chart_names_the_model_never_a_server_path(tiny):
+    from bertviz_app import ENCODER
+    from bertviz_app.ui.finetune_tab import compare_side, load_base, shown_name
+
+    assert shown_name("/srv/app/models/tiny-bert") == "folder tiny-bert"
+    assert shown_name("owner/name") == "owner/name" and shown_name("runs/x") == "runs/x"
+    encoder = load_base(ENCODER, "default")
+    assert encoder.name == ENCODER
+    _, _, bar, _ = compare_side(encoder, "a good film", None, "Base")
+    title = bar.layout.title.text
+    assert title == "Base: encoder", title
+    _, _, bar, _ = compare_side(tiny, "a good film", None, "Base")  # a model opened from its folder
+    assert str(tiny.path.parent) not in bar.layout.title.text and "tiny-bert" in bar.layout.title.text
+
+
+def test_progress_says_measuring_until_the_step_rate_is_measured():
+    from bertviz_app.ui.finetune_tab import Live, progress_html
+
+    live = Live()
+    live.add({"kind": "mode", "mode": "full", "index": 1, "of": 1})
+    live.add({"kind": "progress", "step": 5, "max_steps": 100, "eta": None, "logs": {"loss": 0.7}})
+    html_ = progress_html(live.step, live.max_steps, live.eta, live.what, live.timed)
+    assert "step 5 of 100" in html_ and "time left: measuring..." in html_
+    live.add({"kind": "progress", "step": 60, "max_steps": 100, "eta": 600.0, "logs": {"loss": 0.5}})
+    assert "about 10.0 min left" in progress_html(live.step, live.max_steps, live.eta, live.what, live.timed)
+    live.add({"kind": "mode", "mode": "probe", "index": 1, "of": 1})  # two steps: nothing to measure
+    assert "measuring" not in progress_html(live.step, live.max_steps, live.eta, live.what, live.timed)

@@ -13,7 +13,7 @@ import bertviz_app as core
 
 from . import common
 
-__all__ = ["ENCODER", "build", "wire", "start_model", "panel_md", "choices"]
+__all__ = ["ENCODER", "build", "wire", "start_model", "panel_md", "ready_md", "choices"]
 
 ENCODER = core.ENCODER  # the bare pip-shipped MiniLM encoder, openable while the default builds
 BAR = 30
@@ -39,9 +39,8 @@ def panel_md(status: core.BuildStatus) -> str:
     log = f"\n\n```text\n{tail}\n```" if tail else ""
     if status.state == "building":
         filled = int(round(status.fraction * BAR))
-        eta = f" · about **{status.eta_text}** left" if status.eta is not None else ""
-        if eta and not status.eta_measured:
-            eta += " if the CPU is quiet (measured once training starts)"
+        eta = (f" · about **{status.eta_text}** left" if status.eta is not None else
+               f" · time left: {core.MEASURING} (once training has run a little; {core.EXPECTED_BUILD_TEXT})")
         since = f" · running for {status.elapsed_text}" if status.elapsed is not None else ""
         return (f"**Building the default model** in the background: `{'█' * filled}{'░' * (BAR - filled)}` "
                 f"**{status.fraction:.0%}**{eta}{since}. Meanwhile the page shows the bare encoder (`encoder`, "
@@ -61,12 +60,30 @@ def build(default: str) -> SimpleNamespace:
     status = core.default_build_status() if default == "default" else core.BuildStatus("built")
     md = gr.Markdown(panel_md(status), visible=status.state != "built", elem_id="bv-build")
     timer = gr.Timer(1.0, active=status.state == "building")
-    seen = gr.State(status.state)  # the state the page last showed: switch once, on the change to built
+    # the state the page last showed: switch once, on the change to built ("known": built before the app
+    # started, so there is nothing to announce)
+    seen = gr.State("known" if status.state == "built" else status.state)
     return SimpleNamespace(md=md, timer=timer, seen=seen)
 
 
+def ready_md(selected: str | None) -> str:
+    """The banner once the default model is built; it names the model the page shows now (a
+    fine-tune or the Model tab may have chosen another one since)."""
+    card = "its model card is `models/default/README.md`"
+    selected = (selected or "").strip() or "default"
+    if selected == "default":
+        return f"**The default model is ready** and selected now (Model tab); {card}."
+    return (f"**The default model is ready** ({card}). Selected now: **{common.esc(selected)}**; choose `default` "
+            "in the Model tab to open the default model.")
+
+
 def wire(ui: SimpleNamespace, *, demo: gr.Blocks, default: str, model_dd: gr.Dropdown, on_built: tuple) -> None:
-    """``on_built``: (fn, inputs, outputs) run once the dropdown switched to the new default model."""
+    """``on_built``: (fn, inputs, outputs) run once the dropdown switched to the new default model.
+
+    The timer's tick only refreshes the panel. What follows the switch (loading the new model)
+    hangs off ``seen``'s change, so it runs once, when the page switches, and not on every tick:
+    a ``.then`` on the tick ran each second and, having nothing to do, answered its seven outputs
+    with one value (a ValueError in the server log and a hidden Error badge, once a second)."""
 
     def refresh(model_name, seen):
         if default != "default":  # the app opens another model: the default model's build is not its business
@@ -75,10 +92,11 @@ def wire(ui: SimpleNamespace, *, demo: gr.Blocks, default: str, model_dd: gr.Dro
         out = {ui.seen: status.state, ui.md: gr.update(value=panel_md(status), visible=status.state != "built")}
         out[ui.timer] = gr.Timer(active=status.state == "building")
         out[model_dd] = gr.skip()
-        if status.state == "built" and seen not in ("built", "switched"):
-            out[ui.md] = gr.update(value="**The default model is ready** and now selected (Model tab); "
-                                   "its model card is `models/default/README.md`.", visible=True)
+        if status.state == "built" and seen in ("built", "switched", "known"):
+            out[ui.seen], out[ui.md] = seen, gr.skip()  # the banner keeps naming the model selected now
+        elif status.state == "built":
             switch = default == "default" and (model_name or "").strip() in ("", ENCODER, "default")
+            out[ui.md] = gr.update(value=ready_md("default" if switch else model_name), visible=True)
             out[model_dd] = gr.update(choices=choices(default), value="default" if switch else model_name)
             out[ui.seen] = "switched" if switch else "built"
         return out
@@ -86,10 +104,16 @@ def wire(ui: SimpleNamespace, *, demo: gr.Blocks, default: str, model_dd: gr.Dro
     fn, inputs, outputs = on_built
 
     def after(seen, *args):
-        return fn(*args) if seen == "switched" else {}
+        return fn(*args) if seen == "switched" else gr.skip()  # one skip stands for every output
 
-    demo.load(refresh, inputs=[model_dd, ui.seen], outputs={ui.md, ui.timer, model_dd, ui.seen},
-              api_visibility="private", show_progress="hidden", concurrency_limit=None)
-    ui.timer.tick(refresh, inputs=[model_dd, ui.seen], outputs={ui.md, ui.timer, model_dd, ui.seen},
-                  api_visibility="private", show_progress="hidden", concurrency_limit=None).then(
-        after, inputs=[ui.seen, *inputs], outputs=outputs, api_visibility="private", show_progress="hidden")
+    def on_model(model_name, seen):
+        """A model chosen after the build (a fine-tune's run, the Model tab): the banner follows."""
+        return ready_md(model_name) if seen in ("built", "switched") else gr.skip()
+
+    watch = dict(inputs=[model_dd, ui.seen], outputs={ui.md, ui.timer, model_dd, ui.seen}, api_visibility="private",
+                 show_progress="hidden", concurrency_limit=None)
+    demo.load(refresh, **watch)
+    ui.timer.tick(refresh, **watch)
+    ui.seen.change(after, inputs=[ui.seen, *inputs], outputs=outputs, api_visibility="private", show_progress="hidden")
+    model_dd.change(on_model, inputs=[model_dd, ui.seen], outputs=ui.md, api_visibility="private",
+                    show_progress="hidden", queue=False)

@@ -47,6 +47,8 @@ def build(default: str) -> SimpleNamespace:
     flag = gr.State(CancelFlag())
     table = gr.State(None, time_to_live=3600)
     val_table = gr.State(None, time_to_live=3600)
+    refused = gr.State(None)  # why the training file shown was refused (Start says so instead of "upload one")
+    val_refused = gr.State(None)  # the same for the validation file
     results = gr.State(None, time_to_live=3600)  # misclassified rows of the last run(s), for "send to explorer"
     selected = gr.State(None, time_to_live=3600)
     with gr.Row():
@@ -117,15 +119,17 @@ def build(default: str) -> SimpleNamespace:
         wrong_csv = gr.File(label="Misclassified rows (.csv)", interactive=False, height=90, elem_id="bv-ft-wrong-csv")
     gr.Markdown("### Your runs")
     with gr.Row():
-        run = gr.Dropdown(choices=run_choices(), value=(run_choices() or [None])[0], label="Run",
-                          allow_custom_value=False, elem_id="bv-ft-run", scale=3)
-        zip_btn = gr.Button("Download model (.zip)", elem_id="bv-ft-zip", scale=1)
+        # Filled on page load (runs saved by other sessions or before a restart); nothing chosen until the
+        # user picks a run or a training here selects its new one. The buttons that need a run wait for it.
+        run = gr.Dropdown(choices=run_choices(), value=None, label="Run", allow_custom_value=False,
+                          elem_id="bv-ft-run", scale=3)
+        zip_btn = gr.Button("Download model (.zip)", interactive=False, elem_id="bv-ft-zip", scale=1)
         zip_file = gr.File(label="Model folder (.zip)", interactive=False, height=90, elem_id="bv-ft-zip-file", scale=2)
     with gr.Accordion("Compare with the base model", open=False, elem_id="bv-ft-compare-acc") as compare_acc:
         with gr.Row():
             cmp_text = gr.Textbox(label="Text", lines=2, elem_id="bv-ft-cmp-text")
             cmp_pair = gr.Textbox(label="Second text (optional)", lines=2, elem_id="bv-ft-cmp-pair")
-        cmp_btn = gr.Button("Compare", elem_id="bv-ft-cmp")
+        cmp_btn = gr.Button("Compare", interactive=False, elem_id="bv-ft-cmp")
         cmp_md = gr.Markdown(elem_id="bv-ft-cmp-md")
         with gr.Row():
             cmp_base_bar = gr.Plot(label="Base model", elem_id="bv-ft-cmp-base-bar")
@@ -142,7 +146,7 @@ def build(default: str) -> SimpleNamespace:
                                   elem_id="bv-ft-hub-repo")
             hub_token = gr.Textbox(label="Write token", type="password", max_lines=1, elem_id="bv-ft-hub-token")
             hub_private = gr.Checkbox(value=True, label="Private repository")
-        hub_btn = gr.Button("Push to the Hub", elem_id="bv-ft-hub-push")
+        hub_btn = gr.Button("Push to the Hub", interactive=False, elem_id="bv-ft-hub-push")
         hub_md = gr.Markdown(elem_id="bv-ft-hub-md")
     runs_table = gr.Dataframe(value=runs_frame(), label="Past runs (probe and full side by side when trained on the "
                               "same data)", interactive=False, wrap=True, elem_id="bv-ft-runs")
@@ -157,20 +161,27 @@ def core_train_help(field: str) -> str:
 
 # --------------------------------------------------------------------------- data intake (pure helpers)
 def read_upload(path: str | None):
-    """-> (Table | None, ColumnGuess | None, notices Markdown). DataError -> an **Error:** line."""
+    """-> (Table | None, ColumnGuess | None, notices Markdown, refusal | None). A DataError gives an
+    **Error:** line and the refusal a later Start repeats (``refusal``)."""
     if not path:
-        return None, None, ""
+        return None, None, "", None
     try:
         table = core.read_table(path)
     except core.DataError as exc:
-        return None, None, f"**Error:** {esc(exc)}"
+        return None, None, f"**Error:** {esc(exc)}", refusal(path, exc)
     guess = core.guess_columns(table)
     lines = [f"**{esc(table.name)}**: {table.n_rows:,} rows, {len(table.columns)} columns."]
     lines += [f"Note: {esc(n)}" for n in table.notices]
     if guess.reasons:
         lines.append("Guessed columns: " + "; ".join(esc(r) for r in guess.reasons)
                      + ". Change them below if they are wrong.")
-    return table, guess, "  \n".join(lines)
+    return table, guess, "  \n".join(lines), None
+
+
+def refusal(path: str | None, exc: Exception, what: str = "training file") -> str:
+    """Why an uploaded file was refused, for a later Start: names the file and says the fix."""
+    name = os.path.basename(path or "") or "the file"
+    return f"The {what} {name} was refused: {exc} Fix the file and upload it again."
 
 
 def report_md(table, text_col, label_col, pair_col, multi_label) -> str:
@@ -222,11 +233,15 @@ def _number(v, name: str, whole: bool = False, example: str = "2"):
 
 
 def plan_from_fields(table, val_table, text_col, label_col, pair_col, multi_label, base, mode, name, epochs, lr, batch,
-                     max_len, seed, patience, val_fraction, warmup=None):
+                     max_len, seed, patience, val_fraction, warmup=None, refused=None, val_refused=None):
     """The tab's fields -> ``core.plan_finetune`` (blank numbers = automatic). Raises the core's
-    clear errors (DataError, InputError, ModelNotFoundError...)."""
+    clear errors (DataError, InputError, ModelNotFoundError...). ``refused``/``val_refused``: why
+    the uploaded training/validation file was refused (the file is still shown: say why, not "upload one")."""
     if table is None:
-        raise core.DataError("Upload a training file first (.csv, .tsv or .txt with a header row).")
+        raise core.DataError(refused or "Upload a training file first (.csv, .tsv or .txt with a header row).")
+    if val_refused and val_table is None:
+        raise core.DataError(val_refused.replace("Fix the file and upload it again.", "Fix the file and upload it "
+                             "again, or remove it to hold out part of the training data instead."))
     if not text_col or not label_col:
         raise core.DataError("Choose two different columns for the text and the label.")
     seed = _number(seed, "Seed", whole=True, example="42")
@@ -393,24 +408,36 @@ def push_to_hub(run: str | None, repo_id: str | None, token: str | None, private
 
 
 def load_base(base: str, default: str) -> core.LoadedModel:
-    if base == core.ENCODER:
-        return core.load_model(str(core.base_model_path(base)), allow_paths=True)
+    if base == core.ENCODER:  # by its name: loading it by its folder made the folder its name (the chart's title)
+        return core.load_model(core.ENCODER)
     return common.load(base, default)
 
 
-def compare_side(lm: core.LoadedModel, text: str, pair: str | None, who: str):
+def shown_name(name: str) -> str:
+    """A model's name as the page shows it: a folder (a run's base may be one) by its last part, so
+    no server path reaches the page; registered names and Hub ids as they are."""
+    name = str(name or "").strip()
+    if os.path.isabs(name) or name.startswith(("./", "../", "~")):
+        return f"folder {os.path.basename(os.path.normpath(name)) or name}"
+    return name
+
+
+def compare_side(lm: core.LoadedModel, text: str, pair: str | None, who: str, name: str | None = None):
+    """Prediction, attributions, bar chart and coloured tokens of one side; ``name``: the model as the
+    page names it (default: ``shown_name(lm.name)``)."""
     pred = core.predict(lm, text, pairs=pair)[0]
     attr = core.attribute(lm, text, target=None, n_steps=COMPARE_STEPS, pair=pair)
     html_ = core.attribution_tokens_html(attr, merge=True,
                                          title=f"{who}: words coloured by their attribution to “{attr.target}”")
-    bar = plots.prob_bar(pred.labels, pred.probs, title=f"{who}: {lm.name}")
+    bar = plots.prob_bar(pred.labels, pred.probs, title=f"{who}: {name or shown_name(lm.name)}")
     return pred, attr, bar, html_
 
 
 # --------------------------------------------------------------------------- progress rendering
-def progress_html(step: int, max_steps: int, eta: float | None, what: str) -> str:
+def progress_html(step: int, max_steps: int, eta: float | None, what: str, measuring: bool = False) -> str:
+    """The bar and its line; ``measuring``: say so while there is no ETA yet (training, not a probe)."""
     frac = min(1.0, step / max(1, max_steps))
-    eta_s = "" if eta is None else f" · about {_duration(eta)} left"
+    eta_s = f" · about {_duration(eta)} left" if eta is not None else f" · time left: {core.MEASURING}" if measuring else ""
     return (f'<div class="bv-ft-bar" role="progressbar" aria-valuenow="{step}" aria-valuemax="{max_steps}">'
             f'<div style="width:{frac * 100:.1f}%"></div></div>'
             f'<div class="bv-ft-bar-text">{esc(what)}: step {step} of {max_steps} ({frac:.0%}){eta_s}</div>')
@@ -463,6 +490,11 @@ class Live:
             self.stage = "training"
 
     @property
+    def timed(self) -> bool:
+        """A run whose ETA comes from its measured step rate (a probe has none: it has two steps)."""
+        return self.mode != "probe" and self.step < self.max_steps
+
+    @property
     def what(self) -> str:
         lead = f"{self.mode} ({self.k} of {self.n})" if self.n > 1 else self.mode
         return f"{lead}, {self.stage}"
@@ -495,15 +527,15 @@ def wire(f: SimpleNamespace, *, demo: gr.Blocks | None = None, default: str, mod
     # ---------------------------------------------------------------- upload + mapping
     @common.guard
     def on_upload(path):
-        table, guess, notes = read_upload(path)
+        table, guess, notes, refused = read_upload(path)
         if table is None:
             empty = gr.update(choices=[], value=None)
-            return {f.table: None, f.notices: notes, f.preview: pd.DataFrame(), f.text_col: empty,
+            return {f.table: None, f.refused: refused, f.notices: notes, f.preview: pd.DataFrame(), f.text_col: empty,
                     f.label_col: empty, f.pair_col: gr.update(choices=[("(none)", NONE)], value=NONE),
                     f.multi: False, f.report: ""}
         cols = list(table.columns)
         return {
-            f.table: table, f.notices: notes, f.preview: table.preview(PREVIEW_ROWS),
+            f.table: table, f.refused: None, f.notices: notes, f.preview: table.preview(PREVIEW_ROWS),
             f.text_col: gr.update(choices=cols, value=guess.text),
             f.label_col: gr.update(choices=cols, value=guess.label),
             f.pair_col: gr.update(choices=[("(none)", NONE), *[(c, c) for c in cols]], value=guess.pair or NONE),
@@ -512,7 +544,8 @@ def wire(f: SimpleNamespace, *, demo: gr.Blocks | None = None, default: str, mod
         }
 
     f.upload.change(on_upload, inputs=[f.upload],
-                    outputs=[f.table, f.notices, f.preview, f.text_col, f.label_col, f.pair_col, f.multi, f.report],
+                    outputs=[f.table, f.refused, f.notices, f.preview, f.text_col, f.label_col, f.pair_col, f.multi,
+                             f.report],
                     api_name="finetune_upload", api_visibility="undocumented", concurrency_limit=2)
 
     @common.guard
@@ -527,16 +560,16 @@ def wire(f: SimpleNamespace, *, demo: gr.Blocks | None = None, default: str, mod
     @common.guard
     def on_val_upload(path):
         if not path:
-            return None, ""
+            return None, None, ""
         try:
             t = core.read_table(path)
         except core.DataError as exc:
-            return None, f"**Error in the validation file:** {esc(exc)}"
+            return None, refusal(path, exc, "validation file"), f"**Error in the validation file:** {esc(exc)}"
         notes = [f"Validation file **{esc(t.name)}**: {t.n_rows:,} rows."]
         notes += [f"Note: {esc(n)}" for n in t.notices]
-        return t, "  \n".join(notes)
+        return t, None, "  \n".join(notes)
 
-    f.val_upload.change(on_val_upload, inputs=[f.val_upload], outputs=[f.val_table, f.notices],
+    f.val_upload.change(on_val_upload, inputs=[f.val_upload], outputs=[f.val_table, f.val_refused, f.notices],
                         api_visibility="private", concurrency_limit=2)
 
     # ---------------------------------------------------------------- training (streamed)
@@ -544,7 +577,7 @@ def wire(f: SimpleNamespace, *, demo: gr.Blocks | None = None, default: str, mod
         flag.arm()
 
     def train(flag: CancelFlag, table, val_table, text_col, label_col, pair_col, multi_label, base, mode, name,
-              epochs, lr, batch, max_len, seed, patience, val_fraction, warmup=None):
+              epochs, lr, batch, max_len, seed, patience, val_fraction, warmup=None, refused=None, val_refused=None):
         """Stream the job's progress; the final yield shows the results and the verdict."""
         cancel = flag.event
         if cancel.is_set():  # cancelled while waiting in the queue
@@ -552,7 +585,7 @@ def wire(f: SimpleNamespace, *, demo: gr.Blocks | None = None, default: str, mod
             yield {f.status: "**Cancelled** before training started.", f.bar: ""}
             return
         plan = plan_from_fields(table, val_table, text_col, label_col, pair_col, multi_label, base, mode, name,
-                                epochs, lr, batch, max_len, seed, patience, val_fraction, warmup)
+                                epochs, lr, batch, max_len, seed, patience, val_fraction, warmup, refused, val_refused)
         live = Live()
         settings_md = settings_line(plan)
         yield {f.status: "**Starting…** loading the base model", f.bar: progress_html(0, 1, None, "starting"),
@@ -571,7 +604,7 @@ def wire(f: SimpleNamespace, *, demo: gr.Blocks | None = None, default: str, mod
                     last, dirty = now, False
                     note = "  \nCancelling: saving the best weights so far…" if cancel.is_set() else ""
                     yield {f.status: live.status() + note,
-                           f.bar: progress_html(live.step, live.max_steps, live.eta, live.what),
+                           f.bar: progress_html(live.step, live.max_steps, live.eta, live.what, live.timed),
                            f.curves: live.figure()}
         finally:
             if job.running:  # the page went away (or the event was cancelled): stop the orphan run
@@ -615,7 +648,8 @@ def wire(f: SimpleNamespace, *, demo: gr.Blocks | None = None, default: str, mod
     train_outputs = [f.status, f.bar, f.verdict, f.curves, f.metrics, f.per_class, f.confusion, f.wrong, f.wrong_csv, f.results,
                      f.selected, f.selected_md, model_dd, f.run, f.runs_table, f.base]  # a list: a stable API order
     train_inputs = [f.flag, f.table, f.val_table, f.text_col, f.label_col, f.pair_col, f.multi, f.base, f.mode, f.name,
-                    f.epochs, f.lr, f.batch, f.max_len, f.seed, f.patience, f.val_fraction, f.warmup]
+                    f.epochs, f.lr, f.batch, f.max_len, f.seed, f.patience, f.val_fraction, f.warmup, f.refused,
+                    f.val_refused]  # the two states are not part of the API
     armed = f.start.click(arm, inputs=[f.flag], outputs=None, queue=False, api_visibility="private")
     started = armed.then(
         common.guard_stream(train), inputs=train_inputs, outputs=train_outputs, api_name="finetune_start",
@@ -671,9 +705,9 @@ def wire(f: SimpleNamespace, *, demo: gr.Blocks | None = None, default: str, mod
         pair = pair if pair and pair.strip() else None
         lm_b = load_base(base, default)
         lm_t = common.load(run, default)
-        pb, ab, bar_b, html_b = compare_side(lm_b, text, pair, "Base")
-        pt, at, bar_t, html_t = compare_side(lm_t, text, pair, "Fine-tuned")
-        md = (f"**Base** {esc(base)} predicts **{esc(pb.label)}** ({max(pb.probs):.1%}); "
+        pb, ab, bar_b, html_b = compare_side(lm_b, text, pair, "Base", shown_name(base))
+        pt, at, bar_t, html_t = compare_side(lm_t, text, pair, "Fine-tuned", run)
+        md = (f"**Base** {esc(shown_name(base))} predicts **{esc(pb.label)}** ({max(pb.probs):.1%}); "
               f"**fine-tuned** {esc(run)} predicts **{esc(pt.label)}** ({max(pt.probs):.1%}). "
               f"Each model's attributions are to its own predicted class (Integrated Gradients, {COMPARE_STEPS} steps).")
         if lm_b.warnings:
@@ -692,14 +726,24 @@ def wire(f: SimpleNamespace, *, demo: gr.Blocks | None = None, default: str, mod
     f.hub_btn.click(push, inputs=[f.run, f.hub_repo, f.hub_token, f.hub_private], outputs=[f.hub_md],
                     api_visibility="private", concurrency_limit=1, concurrency_id="hub")
 
-    def refresh_runs():
+    def refresh_runs(chosen=None):
         runs = run_choices()
-        return {f.runs_table: runs_frame(), f.run: gr.update(choices=runs),
+        return {f.runs_table: runs_frame(), f.run: gr.update(choices=runs, value=chosen if chosen in runs else None),
                 model_dd: gr.update(choices=common.model_choices(default))}
 
-    f.refresh.click(refresh_runs, outputs={f.runs_table, f.run, model_dd}, api_visibility="private", queue=False)
+    f.refresh.click(refresh_runs, inputs=[f.run], outputs={f.runs_table, f.run, model_dd}, api_visibility="private",
+                    queue=False)
     if demo is not None:  # runs saved by other sessions (or before a restart) appear on page load
-        demo.load(refresh_runs, outputs={f.runs_table, f.run, model_dd}, api_visibility="private", queue=False)
+        demo.load(refresh_runs, inputs=[f.run], outputs={f.runs_table, f.run, model_dd}, api_visibility="private",
+                  queue=False)
+
+    def on_run(run):
+        """Download, compare and push need a run: enabled once one is chosen."""
+        on = gr.update(interactive=bool(run))
+        return on, on, on
+
+    f.run.change(on_run, inputs=[f.run], outputs=[f.zip_btn, f.cmp_btn, f.hub_btn], api_visibility="private",
+                 queue=False, show_progress="hidden")
 
 
 CSS = """
