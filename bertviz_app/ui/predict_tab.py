@@ -53,7 +53,7 @@ def truncation_notice(rec: common.Record, max_length: int | None = None) -> str:
     if not p.truncated:
         return f"{p.n_tokens} tokens."
     limit = max_length or p.n_tokens
-    return (f"**Warning: the text was truncated.** it is longer than this model reads ({limit} tokens), so only "
+    return (f"**Warning: the text was truncated.** It is longer than this model reads ({limit} tokens), so only "
             f"the first {p.n_tokens} tokens were used for the prediction and every chart. Tick **Classify a long "
             f"text whole** to classify all of it (the /predict API: window=true).")
 
