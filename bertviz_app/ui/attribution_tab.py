@@ -146,10 +146,16 @@ def render_compare(ui: SimpleNamespace, c: core.MethodComparison | None, merge: 
         cmp.table: compare_table(c),
         cmp.tokens: "".join(lines),
         cmp.heat: plots.methods_heatmap(scores, names, words, title=f"Attribution to “{c.attributions[0].target}”, "
-                                        "each method scaled to its own largest |score|"),
+                                        "each method scaled to its own largest |score|" + unsigned_note(c.methods)),
         cmp.agree: plots.agreement_heatmap(agree, [*names, "attention rollout"],
                                            title="Rank agreement between methods (Spearman, |scores|)"),
     }
+
+
+def unsigned_note(methods) -> str:
+    """The heatmap's caveat for methods whose scores are magnitudes (drawn on the signed scale)."""
+    unsigned = [label(m) for m in methods if not core.is_signed(m)]
+    return f" ({', '.join(unsigned)}: a magnitude, no direction)" if unsigned else ""
 
 
 def compare(rec: common.Record | None, methods, target: str, baseline: str, n_steps: int, auto: bool,
@@ -199,9 +205,9 @@ def delta_md(attr) -> str:
         return head + ".  \n**Warning:** the text and the baseline give the same output, so the attributions cannot be checked."
     head += f" ({rel:.1%} of the change)."
     scale = core.colour_scale(attr)
-    if scale.too_small:  # the tokens below carry the full warning
+    if scale.too_small:  # the tokens below carry the full warning, which says what their colours show
         head += (f"  \n**Warning: the change is too small to read anything into** (below {scale.threshold:g}); "
-                 "the colours stay pale on purpose.")
+                 "the warning over the coloured words below says what their colours show.")
     if rel > common.DELTA_WARN:
         return head + (f"  \n**Warning: take these attributions with caution.** The integral was approximated with too "
                        f"few steps ({rel:.0%} error, above {common.DELTA_WARN:.0%}). Raise n_steps and explain again.")
