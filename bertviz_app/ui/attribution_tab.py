@@ -57,6 +57,7 @@ def build() -> SimpleNamespace:
 
 # --------------------------------------------------------------------------- methods side by side
 METHOD_LABELS = common.METHOD_LABELS
+label = core.method_label
 
 
 def build_compare() -> SimpleNamespace:
@@ -77,8 +78,10 @@ def build_compare() -> SimpleNamespace:
         run = gr.Button("Compare methods", elem_id="bv-compare")
         with gr.Column(visible=False) as shown:
             reading = gr.Markdown(elem_id="bv-compare-reading")
-            table = gr.Dataframe(label="Cost, faithfulness and agreement", interactive=False, wrap=True,
-                                 elem_id="bv-compare-table")
+            # its real column headers from the start (an empty gradio table shows "1 2 3")
+            table = gr.Dataframe(value=pd.DataFrame(columns=compare_columns(label(next(iter(METHOD_LABELS))), 3)),
+                                 label="Cost, faithfulness and agreement", interactive=False, wrap=True,
+                                 elem_id="bv-compare-table", elem_classes=["bv-table"])
             tokens = gr.HTML(label="Each method's tokens", elem_id="bv-compare-tokens")
             with gr.Row():
                 heat = gr.Plot(label="Methods side by side", elem_id="bv-compare-heatmap")
@@ -87,30 +90,34 @@ def build_compare() -> SimpleNamespace:
                            tokens=tokens, heat=heat, agree=agree, state=gr.State(None, time_to_live=3600))
 
 
-label = core.method_label
+def compare_columns(first: str, top_k: int) -> list[str]:
+    """The comparison table's headers; ``first``: the first method's name, the one others are compared with."""
+    return ["method", "seconds", "forward passes", "backward passes", "comprehensiveness ↑", "sufficiency ↓",
+            f"Spearman vs {first}", f"top-{top_k} overlap vs {first}", "Spearman vs rollout"]
 
 
 def compare_table(c: core.MethodComparison) -> pd.DataFrame:
     """One row per method: cost, AOPC comprehensiveness/sufficiency, agreement with the first
     method and with attention rollout."""
     first = label(c.methods[0])
+    columns = compare_columns(first, c.top_k)
     best = c.most_faithful_methods
     star = {m: " ★" if len(best) == 1 else " ★ (tied)" for m in best}
     rows = []
     for i, (m, a, f) in enumerate(zip(c.methods, c.attributions, c.faithfulness)):
-        rows.append({
-            "method": label(m) + star.get(m, ""),
+        rows.append([
+            label(m) + star.get(m, ""),
             # a result the model's cache already held (e.g. the Integrated Gradients shown above) cost nothing now
-            "seconds": f"{a.seconds:.3f}" if a.seconds >= 5e-4 else "cached",
-            "forward passes": a.n_forward,
-            "backward passes": a.n_backward,
-            "comprehensiveness ↑": round(f.comprehensiveness, 4),
-            "sufficiency ↓": round(f.sufficiency, 4),
-            f"Spearman vs {first}": round(float(c.spearman[0, i]), 3),
-            f"top-{c.top_k} overlap vs {first}": round(float(c.top_k_overlap[0, i]), 3),
-            "Spearman vs rollout": round(float(c.rollout_spearman[i]), 3),
-        })
-    return pd.DataFrame(rows)
+            f"{a.seconds:.3f}" if a.seconds >= 5e-4 else "cached",
+            a.n_forward,
+            a.n_backward,
+            round(f.comprehensiveness, 4),
+            round(f.sufficiency, 4),
+            round(float(c.spearman[0, i]), 3),
+            round(float(c.top_k_overlap[0, i]), 3),
+            round(float(c.rollout_spearman[i]), 3),
+        ])
+    return pd.DataFrame(rows, columns=columns)
 
 
 def compare_md(c: core.MethodComparison) -> str:

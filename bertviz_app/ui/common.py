@@ -258,4 +258,8 @@ CSS = """
 .bv-legend { margin-top: 6px; font-size: 0.85em; color: var(--body-text-color-subdued); line-height: 1.8; }
 .bv-title { font-weight: 600; margin-bottom: 4px; }
 .bv-warn { border-left: 4px solid #e69f00; padding: 4px 10px; margin: 6px 0; line-height: 1.5; }
+/* table headers wrap between words, never inside one ("comprehen|siveness"): gradio's wrapped
+   cells use word-break: break-word, which splits a word wider than its column */
+.bv-table thead th, .bv-table thead th * { word-break: normal !important; overflow-wrap: normal !important;
+                                           hyphens: manual; }
 """
