@@ -1,10 +1,12 @@
 """Issue 22 on the Predict, Attention and Attributions tabs, in a real browser (Playwright + the
-system Chromium): the comparison table's headers wrap between words, and the legends say what
-is drawn. The app runs in-process with the tiny model."""
+system Chromium): Analyze shows its progress and time left at the button, an error leaves nothing
+of the previous text on the page, the comparison table's headers wrap between words, and the
+legends say what is drawn. The app runs in-process with the tiny model."""
 
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
@@ -16,6 +18,7 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright Pyt
 expect = sync_api.expect
 
 TIMEOUT_MS = 90_000
+LONG = "the film was good . " * 40  # > 64 tokens: the tiny model truncates it
 
 # Every word of a table header on one line: a word whose text boxes lie on two lines was split.
 SPLIT_WORDS = """(root) => { const split = [];
@@ -46,6 +49,83 @@ def page(browser):
     pg.set_default_timeout(TIMEOUT_MS)
     yield pg
     ctx.close()
+
+
+def test_analyze_shows_progress_and_time_left_at_the_button_then_restores_it(page, app_url, monkeypatch):
+    """The [CLS] path made slow (4 s), as on a long review: within two seconds of the click the
+    button shows how far it is and the status line under it what runs (with the skip hint); at
+    the end the button is back and the line empty."""
+    import time
+
+    import bertviz_app as core
+
+    real = core.cls_path
+
+    def slow_path(*args, **kwargs):
+        time.sleep(4)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(core, "cls_path", slow_path)  # the app runs in this process
+    page.goto(app_url)
+    page.locator("#bv-text textarea").fill(LONG)
+    button, status = page.locator("#bv-analyze"), page.locator("#bv-status")
+    expect(button).to_have_text("Analyze")
+    button.click()
+    expect(button).to_contain_text("Analyzing", timeout=2000)
+    expect(button).to_be_disabled(timeout=2000)
+    expect(status).to_contain_text("Skip Integrated Gradients", timeout=2000)
+    expect(button).to_have_text(re.compile(r"Analyzing… \d+% · about .+ left"), timeout=5000)
+    expect(status).to_contain_text("[CLS] path through the layers", timeout=10_000)
+    expect(status).to_contain_text("the prediction and attention are ready")
+    expect(page.locator("#bv-label")).to_contain_text("positive")  # shown while IG runs
+    expect(page.locator("#bv-predict-tokens .bv-tok").first).to_be_visible(timeout=TIMEOUT_MS)
+    expect(button).to_have_text("Analyze")
+    expect(button).to_be_enabled()
+    expect(status).to_have_text("")
+    assert "Traceback" not in page.content()
+
+
+def test_a_failed_integrated_gradients_restores_the_button_and_says_so(page, app_url, monkeypatch):
+    import bertviz_app as core
+
+    def refused(*args, **kwargs):
+        raise core.ResourceError("Not enough memory for the [CLS] path of this text; try a shorter text.")
+
+    monkeypatch.setattr(core, "cls_path", refused)
+    page.goto(app_url)
+    page.locator("#bv-text textarea").fill("the film was great , a joy !")
+    page.locator("#bv-analyze").click()
+    expect(page.get_by_text("Not enough memory for the [CLS] path").first).to_be_visible()
+    expect(page.locator("#bv-analyze")).to_have_text("Analyze")
+    expect(page.locator("#bv-analyze")).to_be_enabled()
+    expect(page.locator("#bv-status")).to_have_text("")
+    expect(page.locator("#bv-label")).to_contain_text("positive")  # the quick part belongs to this text: kept
+    page.get_by_role("tab", name="Attributions").click()
+    expect(page.locator("#bv-delta")).to_contain_text("Integrated Gradients did not finish")
+    assert "Traceback" not in page.content()
+
+
+def test_an_error_clears_every_output_of_the_previous_text(page, app_url):
+    page.goto(app_url)
+    page.locator("#bv-skip-ig input[type=checkbox]").check()
+    page.locator("#bv-text textarea").fill(LONG)
+    page.locator("#bv-analyze").click()
+    notice, label = page.locator("#bv-notice"), page.locator("#bv-label")
+    expect(notice).to_contain_text("the text was truncated")
+    expect(notice).to_contain_text("It is longer than this model reads")  # a capital after the full stop
+    expect(label).to_contain_text("positive")
+    expect(page.locator("#bv-analyze")).to_be_enabled()
+    page.locator("#bv-text textarea").fill("   ")
+    page.locator("#bv-analyze").click()
+    expect(page.get_by_text("empty or whitespace only").first).to_be_visible()
+    expect(notice).not_to_contain_text("truncated")
+    expect(label).not_to_contain_text("positive")
+    expect(page.locator("#bv-analyze")).to_have_text("Analyze")
+    expect(page.locator("#bv-analyze")).to_be_enabled()
+    page.get_by_role("tab", name="Attention").click()  # no chart of the previous text either
+    page.wait_for_timeout(500)
+    assert page.locator("#bv-heatmap .js-plotly-plot .xtick").filter(has_text="good").count() == 0
+    assert "Traceback" not in page.content()
 
 
 def test_comparison_headers_wrap_between_words_and_legends_say_what_is_drawn(page, app_url):

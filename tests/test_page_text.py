@@ -3,6 +3,7 @@ sentences that start with a capital; the Analyze button's progress and time left
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import numpy as np
@@ -107,3 +108,80 @@ def test_saliency_legend_says_magnitude_not_direction():
     assert set(core.METHODS) >= {"saliency"} and not core.is_signed("saliency")
     assert "no direction" in attribution_tab.unsigned_note(["integrated_gradients", "saliency"])
     assert attribution_tab.unsigned_note(["integrated_gradients", "occlusion"]) == ""
+
+
+# --------------------------------------------------------------------------- item 1: progress at the button
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_analyze_progress_counts_time_left_in_the_texts_own_passes():
+    clock = Clock()
+    p = common.AnalyzeProgress(n_layers=6, clock=clock)
+    assert p.label() == "Analyzing\u2026 2%"  # nothing timed yet: no time left to say
+    assert "Skip Integrated Gradients" in p.status() and p.status().startswith("**Loading the model\u2026**")
+    p.step(0.05, "Predicting")
+    clock.now += 0.5
+    p.step(0.1, "Reading attention")
+    clock.now += 0.4  # one forward pass of this text: 0.4 s
+    p.step(0.15, "[CLS] lens")
+    # lens 0.4 + IG 20 evaluations x 2 passes x 0.4 + faithfulness 3 x 0.4 + path 7 depths x 20 steps x 0.5 x 0.8
+    assert p.left() == pytest.approx(0.4 + 16 + 1.2 + 56)
+    assert p.label() == "Analyzing\u2026 2% \u00b7 about 74 s left"  # 0.9 s of 74.5 is 1%, but it never goes back
+    snap = p.snapshot()
+
+    clock.now += 0.4
+    ig = common.AnalyzeProgress.resume(snap, n_steps=50, auto=True, clock=clock)
+    assert ig.n_layers == 6 and "the prediction and attention are ready" in ig.status()
+    ig.step(0.25, "Integrated Gradients")
+    clock.now += 5.2
+    ig.ig_done(dataclasses.replace(attr_of([0, 0.1, 0.2, 0.1, 0], 0.4), n_steps=13))  # 13 evaluations in 5.2 s
+    ig.step(0.55, "Faithfulness")  # one evaluation took 0.4 s here: the path is re-estimated from it
+    assert ig.left() == pytest.approx(1.2 + 7 * 20 * 0.5 * 0.4)
+    before = ig.fraction()
+    ig.step(0.6, "[CLS] path through the layers")
+    clock.now += 100  # far past its 28 s estimate: taken as about 85% done, never "0 s left"
+    assert ig.left() == pytest.approx(15)
+    assert before < ig.fraction() <= 0.99
+    assert "about 15 s left" in ig.label() and ig.status().startswith("**[CLS] path through the layers\u2026**")
+
+
+def test_analyze_progress_without_integrated_gradients_and_in_minutes():
+    clock = Clock()
+    p = common.AnalyzeProgress(n_layers=12, skip_ig=True, clock=clock)
+    p.step(0.1, "Reading attention")
+    clock.now += 2.0
+    p.step(0.15, "[CLS] lens")
+    assert p.left() == pytest.approx(2.0) and "Skip Integrated Gradients" not in p.status()
+    assert common.AnalyzeProgress.duration(0.4) == "about a second"
+    assert common.AnalyzeProgress.duration(150) == "about 2 min"
+    assert_sentences_capitalised(p.status())
+
+
+def test_stream_work_yields_updates_while_the_work_runs_and_returns_or_raises():
+    import threading
+
+    release = threading.Event()
+
+    def handler(work):
+        out = yield from common.stream_work(work, lambda: "tick")
+        yield ("done", out)
+
+    def slow():
+        release.wait(5)
+        return 42
+
+    gen = handler(slow)
+    assert next(gen) == "tick"  # at once, before the work ends
+    release.set()
+    assert list(gen)[-1] == ("done", 42)
+
+    def broken():
+        raise core.InputError("the text is empty")
+
+    with pytest.raises(core.InputError, match="empty"):
+        list(handler(broken))

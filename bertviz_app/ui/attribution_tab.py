@@ -226,6 +226,10 @@ def controls(ui: SimpleNamespace, rec: common.Record, target: str) -> dict:
     return {ui.target: gr.update(choices=choices, value=target if target in choices else common.PREDICTED)}
 
 
+IG_FAILED = ("**Integrated Gradients did not finish** for this text (the message says why); the prediction and "
+             "attention above are complete. Press **Explain again with these settings** to try again.")
+
+
 def pending_md(skipped: bool) -> str:
     if skipped:
         return ("**Integrated Gradients skipped** (\u201cSkip Integrated Gradients\u201d is on). Press "
@@ -239,9 +243,10 @@ def render(ui: SimpleNamespace, rec: common.Record, merge: bool, skipped: bool =
         return {ui.delta: "", ui.tokens: "", ui.bar: empty, ui.path: empty, ui.lens: empty}
     lens = plots.cls_lens_chart(rec.lens.layer_names, rec.lens.labels, rec.lens.probs)
     attr = rec.attribution
-    if attr is None:  # Analyze shows everything else first; IG follows (or was skipped)
+    if attr is None:  # Analyze shows everything else first; IG follows (or was skipped, or failed)
         empty = plots.empty_figure()
-        return {ui.delta: pending_md(skipped), ui.tokens: "", ui.bar: empty, ui.path: empty, ui.lens: lens}
+        return {ui.delta: IG_FAILED if rec.ig_failed else pending_md(skipped), ui.tokens: "", ui.bar: empty,
+                ui.path: empty, ui.lens: lens}
     view = common.token_view(attr.info, merge)
     scores = common.view_scores(attr.scores, view)  # (N,)
     path_scores = common.view_scores(rec.path.scores, view)  # (L + 1, N)
