@@ -431,6 +431,9 @@ CSS = """
 .bv-legend { margin-top: 6px; font-size: 0.85em; color: var(--body-text-color-subdued); line-height: 1.8; }
 .bv-title { font-weight: 600; margin-bottom: 4px; }
 .bv-warn { border-left: 4px solid #e69f00; padding: 4px 10px; margin: 6px 0; line-height: 1.5; }
+/* a running Analyze shows its progress on the button: keep that text as readable as when it is enabled */
+#bv-analyze:disabled { opacity: 1; filter: none; color: var(--button-primary-text-color);
+                       background: var(--button-primary-background-fill); cursor: progress; }
 /* table headers wrap between words, never inside one ("comprehen|siveness"): gradio's wrapped
    cells use word-break: break-word, which splits a word wider than its column */
 .bv-table thead th, .bv-table thead th * { word-break: normal !important; overflow-wrap: normal !important;
