@@ -155,3 +155,37 @@ def core_labels() -> dict:
     import bertviz_app as core
 
     return dict(core.METHOD_LABELS)
+
+
+def test_compare_button_says_it_runs_and_comes_back_after_a_result_or_an_error(page, app_url, monkeypatch):
+    """The comparison's results sit in a column hidden until they arrive: the button says it runs."""
+    import time
+
+    import bertviz_app as core
+
+    real = core.compare_methods
+
+    def slow_compare(*args, **kwargs):
+        time.sleep(3)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(core, "compare_methods", slow_compare)
+    page.goto(app_url)
+    page.locator("#bv-text textarea").fill("the film was great , a joy !")
+    page.locator("#bv-analyze").click()
+    expect(page.locator("#bv-predict-tokens .bv-tok").first).to_be_visible()
+    page.get_by_role("tab", name="Attributions").click()
+    run = page.locator("#bv-compare")
+    run.click()
+    expect(run).to_contain_text("Comparing methods", timeout=2000)
+    expect(run).to_be_disabled()
+    expect(run).to_have_text(re.compile(r"Comparing methods… \d+ s so far"), timeout=3000)
+    expect(page.locator("#bv-compare-reading")).to_contain_text("Reading:")
+    expect(run).to_have_text("Compare methods")
+    expect(run).to_be_enabled()
+    for box in page.locator("#bv-compare-methods input[type=checkbox]").all():
+        box.uncheck()
+    run.click()
+    expect(page.get_by_text("Tick at least one method").first).to_be_visible()
+    expect(run).to_have_text("Compare methods")
+    expect(run).to_be_enabled()

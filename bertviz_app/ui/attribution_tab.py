@@ -60,6 +60,9 @@ METHOD_LABELS = common.METHOD_LABELS
 label = core.method_label
 
 
+COMPARE_LABEL = "Compare methods"
+
+
 def build_compare() -> SimpleNamespace:
     with gr.Accordion("Compare attribution methods on this text", open=True, elem_id="bv-compare-panel"):
         gr.Markdown(
@@ -75,7 +78,7 @@ def build_compare() -> SimpleNamespace:
             methods = gr.CheckboxGroup(choices=[(v, k) for k, v in METHOD_LABELS.items()], value=list(METHOD_LABELS),
                                        label="Methods", elem_id="bv-compare-methods", scale=4)
             top_k = gr.Slider(1, 10, value=3, step=1, label="k for the top-k overlap", scale=1)
-        run = gr.Button("Compare methods", elem_id="bv-compare")
+        run = gr.Button(COMPARE_LABEL, elem_id="bv-compare")
         with gr.Column(visible=False) as shown:
             reading = gr.Markdown(elem_id="bv-compare-reading")
             # its real column headers from the start (an empty gradio table shows "1 2 3")
@@ -293,13 +296,28 @@ def wire(ui: SimpleNamespace, state: gr.State, heavy: dict) -> None:
     cmp = ui.cmp
     views = {cmp.shown, cmp.reading, cmp.table, cmp.tokens, cmp.heat, cmp.agree}
 
-    @common.guard
-    def run_compare(rec, methods, target, baseline, n_steps, auto, top_k, merge, progress=gr.Progress()):
-        progress(0.0, desc="Comparing methods")
-        c = compare(rec, methods, target, baseline, n_steps, auto, top_k)
-        return {cmp.state: c, **render_compare(ui, c, merge)}
+    # The results sit in a column hidden until they arrive, so gradio's progress on them cannot be
+    # seen: the button itself says that the comparison runs, and for how long so far.
+    def comparing(seconds: float | None = None) -> dict:
+        so_far = "" if seconds is None else f" {round(seconds):d} s so far"
+        return {cmp.run: gr.update(value=f"Comparing methods\u2026{so_far}", interactive=False)}
 
-    cmp.run.click(run_compare, inputs=[state, cmp.methods, ui.target, ui.baseline, ui.n_steps, ui.auto, cmp.top_k,
-                                       ui.merge], outputs=views | {cmp.state}, api_visibility="private", **heavy)
+    def compare_idle() -> dict:
+        return {cmp.run: gr.update(value=COMPARE_LABEL, interactive=True)}
+
+    @common.guard_stream
+    def run_compare(rec, methods, target, baseline, n_steps, auto, top_k, merge):
+        import time
+
+        t0 = time.monotonic()
+        c = yield from common.stream_work(lambda: compare(rec, methods, target, baseline, n_steps, auto, top_k),
+                                          lambda: comparing(time.monotonic() - t0))
+        yield {cmp.state: c, **render_compare(ui, c, merge), **compare_idle()}
+
+    quick = dict(queue=False, api_visibility="private", show_progress="hidden")
+    ran = cmp.run.click(comparing, outputs=[cmp.run], **quick).then(
+        run_compare, inputs=[state, cmp.methods, ui.target, ui.baseline, ui.n_steps, ui.auto, cmp.top_k, ui.merge],
+        outputs=views | {cmp.state, cmp.run}, api_visibility="private", show_progress="hidden", **heavy)
+    ran.failure(compare_idle, outputs=[cmp.run], **quick)
     ui.merge.input(common.guard(lambda c, merge: render_compare(ui, c, merge)), inputs=[cmp.state, ui.merge],
                    outputs=views, api_visibility="private", show_progress="hidden", trigger_mode="always_last")
