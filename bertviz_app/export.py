@@ -7,7 +7,8 @@ with the same ``ColourScale``.
 so a score is drawn as a share of that change: full colour means one token accounts for the
 whole change. The change is floored at ``Settings.min_change`` (logits: 4x it), so when the text
 moves the output by almost nothing the colours stay pale instead of being stretched to look like
-evidence, and ``change_warning`` says so in words. Only where no change is known (bare scores)
+evidence (unless single tokens score that much on their own and cancel each other out), and
+``change_warning`` says which of the two in words. Only where no change is known (bare scores)
 does the scale fall back to the largest score of the text, and then it says so and prints that
 maximum.
 
