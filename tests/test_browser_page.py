@@ -189,3 +189,29 @@ def test_compare_button_says_it_runs_and_comes_back_after_a_result_or_an_error(p
     expect(page.get_by_text("Tick at least one method").first).to_be_visible()
     expect(run).to_have_text("Compare methods")
     expect(run).to_be_enabled()
+
+
+def test_strong_cancelling_words_are_not_called_pale_in_the_exported_page(browser, tmp_path):
+    """A sentence pair whose texts pull opposite ways (+-0.3 each, +0.002 in all): the words are
+    drawn at full strength, and the warning over them says why instead of 'kept pale'."""
+    import numpy as np
+
+    import bertviz_app as core
+    from bertviz_app.results import Attribution, TokenInfo
+
+    info = TokenInfo(tokens=("[CLS]", "great", "[SEP]", "awful", "[SEP]"), offsets=((0, 0), (0, 5), (0, 0), (0, 5), (0, 0)),
+                     sequence_ids=(None, 0, None, 1, None), text="great", pair="awful", truncated=False)
+    attr = Attribution(info=info, scores=np.array([0, 0.3, 0, -0.298, 0], dtype=np.float32), target="positive",
+                       target_index=1, output="prob", f_x=0.502, f_baseline=0.5, delta=0.0, n_steps=50, baseline="pad")
+    page_file = core.write_html(tmp_path / "pair.html", attr, model="tiny", min_change=0.05)
+    ctx = browser.new_context(offline=True)
+    page = ctx.new_page()
+    page.goto(page_file.as_uri())
+    great = page.locator(".bv-line .bv-tok").nth(1)
+    assert great.inner_text() == "great"
+    assert great.evaluate("e => getComputedStyle(e).backgroundColor") == "rgba(44, 160, 44, 0.85)"  # full strength
+    warning = page.locator(".bv-warn")
+    expect(warning).to_contain_text("cancel each other out")
+    expect(warning).not_to_contain_text("pale")
+    expect(page.locator(".bv-legend")).not_to_contain_text("pale")
+    ctx.close()
