@@ -109,8 +109,9 @@ class Settings:
     min_change: float = field(
         default_factory=lambda: float(_env("MIN_CHANGE", "0.05")),
         metadata={"help": "Smallest change f(x) - f(baseline) in the explained probability worth reading: below "
-                  "it an attribution says plainly that there is almost nothing to explain, and its colours stay "
-                  "pale (logit outputs use 4x this, since a probability moves at most 1/4 as fast as its logit)."},
+                  "it an attribution says plainly that there is almost nothing to explain, and its colours are drawn "
+                  "against this change (pale unless single tokens score that much; logit outputs use 4x this, since a "
+                  "probability moves at most 1/4 as fast as its logit)."},
     )
     max_method_seconds: float = field(
         default_factory=lambda: float(_env("MAX_METHOD_SECONDS", "60")),

@@ -7,7 +7,8 @@ with the same ``ColourScale``.
 so a score is drawn as a share of that change: full colour means one token accounts for the
 whole change. The change is floored at ``Settings.min_change`` (logits: 4x it), so when the text
 moves the output by almost nothing the colours stay pale instead of being stretched to look like
-evidence, and ``change_warning`` says so in words. Only where no change is known (bare scores)
+evidence (unless single tokens score that much on their own and cancel each other out), and
+``change_warning`` says which of the two in words. Only where no change is known (bare scores)
 does the scale fall back to the largest score of the text, and then it says so and prints that
 maximum.
 
@@ -41,6 +42,7 @@ __all__ = [
     "colour_scale",
     "per_text_scale",
     "change_warning",
+    "is_signed",
     "tokens_html",
     "attribution_tokens_html",
     "attribution_units",
@@ -63,8 +65,13 @@ LOGIT_FACTOR = 4.0
 # methods whose scores add up to f(x) - f(baseline) (completeness / SHAP's efficiency), so they can
 # be drawn as shares of it; the others (gradients, occlusion drops, LIME weights) get a per-text scale
 SHARES_OF_THE_CHANGE = ("integrated_gradients", "kernel_shap")
+# methods whose scores are magnitudes (saliency: the norm of a gradient): they say how much a token
+# matters, never in which direction, so they are drawn in one neutral colour with a legend that says so
+UNSIGNED_METHODS = ("saliency",)
 MAX_ALPHA = 0.85  # strongest background, so black text stays readable on it
 GREEN_RGB, RED_RGB = "44, 160, 44", "214, 39, 40"
+MAGNITUDE_RGB = "31, 119, 180"  # blue: no "for" or "against" in it
+PALE = 0.5  # colours drawn at most this strong (of full) read as pale
 
 
 # --------------------------------------------------------------------------- colour scale
@@ -97,9 +104,10 @@ class ColourScale:
             return (f"Per-text colour scale: full colour = the largest |attribution| in this text, {self.full:.4g} "
                     "(no f(x) - f(baseline) to compare with, so colours are not comparable between texts).")
         what = "probability" if self.output == "prob" else self.output
-        if self.too_small:
+        if self.too_small:  # what the colours look like depends on the scores: change_warning says it
             return (f"Colour scale: full colour = {self.full:.4g}, the smallest change in the {what} worth reading "
-                    f"(the whole change here is only {_num(self.change)}, so colours stay pale).")
+                    f"(more than the whole change here, {_num(self.change)}), so only a token whose own score is "
+                    "that large is drawn in full colour.")
         return (f"Colour scale: full colour = {self.full:.4g}, the whole change f(x) - f(baseline) in the {what}: "
                 "a token that accounts for all of it. The same scale for every text.")
 
@@ -140,15 +148,31 @@ def _num(x: float) -> str:
     return f"{x:+.4f}" if x == 0 or abs(x) >= 1e-4 else f"{x:+.1e}"
 
 
-def change_warning(attr, scale: ColourScale | None = None) -> str | None:
-    """Plain words when f(x) - f(baseline) is too small to read anything into; else None."""
+def is_signed(method: str) -> bool:
+    """Whether a method's scores have a direction (for / against the target), not just a size."""
+    return method not in UNSIGNED_METHODS
+
+
+def change_warning(attr, scale: ColourScale | None = None, drawn: Sequence[float] | np.ndarray | None = None) -> str | None:
+    """Plain words when f(x) - f(baseline) is too small to read anything into; else None.
+
+    ``drawn``: the scores as drawn (e.g. word pieces summed; default ``attr.scores``). The words
+    describe those colours: pale when every one is at most half strength, else tokens whose large
+    scores cancel each other out (a sentence pair whose texts pull opposite ways, for one)."""
     scale = scale or colour_scale(attr)
     if not scale.too_small:
         return None
     what = "probability" if scale.output == "prob" else scale.output
-    return (f"The text changes the {what} of \u201c{attr.target}\u201d by only {_num(scale.change)} from the baseline "
-            f"(less than {scale.threshold:g}): the model reads this text almost like the empty input, so there is "
-            "almost nothing to attribute. Do not read much into these scores; the colours are kept pale on purpose.")
+    head = (f"The text changes the {what} of \u201c{attr.target}\u201d by only {_num(scale.change)} from the baseline "
+            f"(less than {scale.threshold:g})")
+    s = np.abs(np.asarray(attr.scores if drawn is None else drawn, dtype=np.float64))
+    top = float(s.max()) if s.size else 0.0
+    if scale.alpha(top) <= PALE:
+        return (f"{head}: the model reads this text almost like the empty input, so there is almost nothing to "
+                "attribute. Do not read much into these scores; the colours are kept pale on purpose.")
+    return (f"{head}, yet single tokens score up to \u00b1{top:.4g}: their pushes towards and away from "
+            f"\u201c{attr.target}\u201d cancel each other out, and the strong colours show those pushes, not a "
+            "net effect. The change they add up to is too small to read anything into.")
 
 
 # --------------------------------------------------------------------------- coloured tokens
@@ -166,26 +190,34 @@ def attribution_units(attr: Attribution, merge: bool) -> tuple[list[str], np.nda
 
 
 def tokens_html(labels: Sequence[str], scores: Sequence[float] | np.ndarray, special: Sequence[bool] | np.ndarray,
-                target: str, scale: ColourScale, title: str = "", warning: str | None = None) -> str:
+                target: str, scale: ColourScale, title: str = "", warning: str | None = None,
+                signed: bool = True) -> str:
     """Tokens on a green (for the target) / red (against) background whose strength is
-    ``scale.alpha(score)``; the legend prints the scale. Every piece of text is escaped; the
-    hover (title attribute) gives the exact value. Classes: bv-tokens, bv-tok, bv-legend, bv-warn."""
+    ``scale.alpha(score)``; the legend prints the scale. ``signed=False`` (a magnitude, e.g.
+    saliency): one blue for every token, and a legend saying the colour is a size, not a direction.
+    Every piece of text is escaped; the hover (title attribute) gives the exact value. Classes:
+    bv-tokens, bv-tok, bv-legend, bv-warn."""
     s = np.asarray(scores, dtype=np.float64)
     spans = []
     for lab, v, sp in zip(labels, s, special):
-        rgb = GREEN_RGB if v > 0 else RED_RGB
+        rgb = MAGNITUDE_RGB if not signed else GREEN_RGB if v > 0 else RED_RGB
         style = f"background: rgba({rgb}, {scale.alpha(v) * MAX_ALPHA:.2f});"
         if sp:
             style += " color: #777; font-size: 0.85em;"
-        spans.append(f'<span class="bv-tok" style="{style}" title="{html.escape(str(lab), quote=True)}: {v:+.4f}">'
+        value = f"{v:+.4f}" if signed else f"{v:.4f}"
+        spans.append(f'<span class="bv-tok" style="{style}" title="{html.escape(str(lab), quote=True)}: {value}">'
                      f"{html.escape(str(lab))}</span>")
     t = html.escape(str(target))
-    legend = (
-        f'<div class="bv-legend"><span class="bv-tok" style="background: rgba({GREEN_RGB}, 0.7)">green</span> '
-        f"pushes towards <b>{t}</b> · "
-        f'<span class="bv-tok" style="background: rgba({RED_RGB}, 0.7)">red</span> '
-        f"pushes away from <b>{t}</b> · hover a token for its value.<br>{html.escape(scale.describe())}</div>"
-    )
+    if signed:
+        key = (f'<span class="bv-tok" style="background: rgba({GREEN_RGB}, 0.7)">green</span> '
+               f"pushes towards <b>{t}</b> · "
+               f'<span class="bv-tok" style="background: rgba({RED_RGB}, 0.7)">red</span> '
+               f"pushes away from <b>{t}</b>")
+    else:
+        key = (f'<span class="bv-tok" style="background: rgba({MAGNITUDE_RGB}, 0.7)">blue</span> '
+               f"how strongly the output for <b>{t}</b> reacts to the token: a magnitude with no direction (it does "
+               "not say whether the token speaks for or against the class)")
+    legend = f'<div class="bv-legend">{key} · hover a token for its value.<br>{html.escape(scale.describe())}</div>'
     head = f"<div class='bv-title'>{html.escape(title)}</div>" if title else ""
     warn = f'<div class="bv-warn"><b>Warning:</b> {html.escape(warning)}</div>' if warning else ""
     return f'<div class="bv-tokens">{head}{warn}<div class="bv-line">{" ".join(spans)}</div>{legend}</div>'
@@ -196,7 +228,8 @@ def attribution_tokens_html(attr: Attribution, merge: bool = True, title: str = 
     """``tokens_html`` for an attribution on its absolute scale, with the too-small warning."""
     scale = colour_scale(attr, min_change)
     labels, scores, special = attribution_units(attr, merge)
-    return tokens_html(labels, scores, special, attr.target, scale, title, change_warning(attr, scale))
+    return tokens_html(labels, scores, special, attr.target, scale, title, change_warning(attr, scale, scores),
+                       signed=is_signed(attr.method))
 
 
 # --------------------------------------------------------------------------- JSON
@@ -321,12 +354,12 @@ def explanation_html(attr: Attribution, prediction: Prediction | None = None, mo
     model, the prediction, and a table of every token with its attribution. Opens offline; all
     text escaped."""
     scale = colour_scale(attr, min_change)
-    warning = change_warning(attr, scale)
     labels, scores, special = attribution_units(attr, merge)
+    warning = change_warning(attr, scale, scores)
     unit = "word" if merge else "token"
     coloured = tokens_html(labels, scores, special, attr.target, scale,
                            title=f"{unit.capitalize()}s coloured by their attribution to \u201c{attr.target}\u201d",
-                           warning=warning)
+                           warning=warning, signed=is_signed(attr.method))
     what = "probability" if attr.output == "prob" else attr.output
     change = attr.f_x - attr.f_baseline
     rel = attr.relative_delta

@@ -13,6 +13,7 @@ The UI's own events are hidden from the API docs (``/analyze`` stays callable, u
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import gradio as gr
@@ -81,55 +82,97 @@ def build_app(model: str | None = None) -> gr.Blocks:
             out[drawn] = shown
             return out
 
-        @common.guard
+        timing = gr.State(None)  # AnalyzeProgress.snapshot(): the button's progress carries on into the IG event
+
+        @common.guard_stream
         def analyze(model_name, text, pair, target, layer, head, hide, merge, attr_merge, skip_ig=False,
-                    window=False, tab="predict", shown=None, progress=gr.Progress()):
+                    window=False, tab="predict", shown=None):
             # The quick part (one forward pass each: prediction, attention, [CLS] lens) is shown at
             # once; Integrated Gradients and the [CLS] path follow as a second event (analyze_ig).
-            progress(0.0, desc="Loading model")
-            lm = common.load(model_name, default)
+            # The work runs in a thread while the Analyze button shows its progress and time left.
+            track = common.AnalyzeProgress(skip_ig=bool(skip_ig))
+
+            def work():
+                lm = common.load(model_name, default)
+                track.n_layers = lm.num_layers
+                return lm, common.analyze_fast(lm, text, pair, progress=track.step, window=bool(window))
+
+            lm, rec = yield from common.stream_work(work, lambda: predict_tab.busy(p, track.label(), track.status()))
             if target not in lm.labels:
                 target = common.PREDICTED
-            rec = common.analyze_fast(lm, text, pair, progress=lambda f, d: progress(f, desc=d), window=bool(window))
-            out = {state: rec, drawn: {}}  # both chart tabs are stale until drawn for this record
+            out = {state: rec, drawn: {}, timing: track.snapshot()}  # both chart tabs are stale until drawn
             out.update(predict_tab.render(p, rec, lm))
             out.update(attention_tab.controls(a, rec, layer, head))
             out.update(attribution_tab.controls(t, rec, target))
             out[t.delta] = attribution_tab.pending_md(bool(skip_ig))
             out.update({t.cmp.shown: gr.update(visible=False), t.cmp.state: None})  # a comparison of the last text
             out.update(draw_open_tab(rec, tab, {}, layer, head, hide, merge, attr_merge, skip_ig))
-            return out
+            out.update(predict_tab.busy(p, track.label(), track.status()))  # the IG event follows
+            yield out
 
         def with_ig(rec, target, baseline, n_steps, auto, tab, shown, layer, head, hide, merge, attr_merge,
-                    progress) -> dict:
-            """Integrated Gradients and the [CLS] path added to ``rec``; the open chart tab drawn."""
+                    step, on_attribution=None) -> dict:
+            """Integrated Gradients and the [CLS] path added to ``rec``; the open chart tab drawn.
+            ``step(fraction, desc)`` reports progress."""
             if rec is None:
                 raise core.InputError("Press Analyze first: there is no text to explain yet.")
-            progress(0.0, desc="Loading model")
+            step(0.2, common.AnalyzeProgress.IG_PHASES[0])
             lm = common.load(rec.model, default)
-            new = common.analyze_ig(lm, rec, target, baseline, n_steps, progress=lambda f, d: progress(f, desc=d),
-                                    auto=bool(auto))
+            new = common.analyze_ig(lm, rec, target, baseline, n_steps, progress=step, auto=bool(auto),
+                                    on_attribution=on_attribution)
             # same analysis, same attention maps: an attention tab drawn for ``rec`` stays drawn
             kept = {"attention": id(new)} if (shown or {}).get("attention") == id(rec) else {}
             out = {state: new, drawn: kept, p.tokens: predict_tab.tokens_html(new)}
             out.update(draw_open_tab(new, tab, kept, layer, head, hide, merge, attr_merge, False))
             return out
 
-        @common.guard
+        @common.guard_stream
         def analyze_ig(rec, target, baseline, n_steps, auto, tab="predict", shown=None, layer=1, head=None,
-                       hide=False, merge=False, attr_merge=True, skip_ig=False, progress=gr.Progress()):
+                       hide=False, merge=False, attr_merge=True, skip_ig=False, snap=None):
             if skip_ig:  # no IG; a chart tab opened while the quick part ran is drawn now
-                return draw_open_tab(rec, tab, shown, layer, head, hide, merge, attr_merge, True) or {drawn: gr.skip()}
-            return with_ig(rec, target, baseline, n_steps, auto, tab, shown, layer, head, hide, merge, attr_merge,
-                           progress)
+                yield draw_open_tab(rec, tab, shown, layer, head, hide, merge, attr_merge, True) or {drawn: gr.skip()}
+                return
+            track = common.AnalyzeProgress.resume(snap, n_steps=n_steps, auto=bool(auto))
+            out = yield from common.stream_work(
+                lambda: with_ig(rec, target, baseline, n_steps, auto, tab, shown, layer, head, hide, merge, attr_merge,
+                                track.step, on_attribution=track.ig_done),
+                lambda: predict_tab.busy(p, track.label(), track.status()))
+            yield out
 
+        def analysis_failed():
+            """The quick part failed (an empty text, say): its message shows, and every output of the
+            previous text is cleared, so nothing left on the page belongs to another text."""
+            out = {state: None, drawn: {}, timing: None, t.cmp.state: None, t.cmp.shown: gr.update(visible=False)}
+            out.update(predict_tab.idle(p))
+            out.update(predict_tab.cleared(p))
+            out.update(attention_tab.render(a, None, 1, attention_tab.MEAN, False, False))
+            out.update(attribution_tab.render(t, None, True))
+            return out
+
+        def ig_failed(rec):
+            """Integrated Gradients failed: the button is back, and the Attributions tab says so
+            (now, and when it is opened later) instead of "being computed"."""
+            out = {t.delta: attribution_tab.IG_FAILED, **predict_tab.idle(p)}
+            if rec is not None and rec.attribution is None:
+                out[state] = dataclasses.replace(rec, ig_failed=True)
+            return out
+
+        quick = dict(queue=False, api_visibility="private", show_progress="hidden")
         ig_outputs = {state, drawn, p.tokens} | attention_charts | attribution_charts
-        gr.on([p.analyze.click, p.text.submit], analyze,
-              inputs=[m.model, p.text, p.pair, t.target, a.layer, a.head, a.hide, a.merge, t.merge, p.skip_ig, p.window,
-                      open_tab, drawn],
-              outputs=analyze_outputs | {drawn}, api_name="analyze", api_visibility="undocumented", **HEAVY,
-              ).success(analyze_ig, inputs=[state, t.target, t.baseline, t.n_steps, t.auto, *chart_inputs],
-                        outputs=ig_outputs, api_name="analyze_ig", api_visibility="undocumented", **HEAVY)
+        fast = gr.on([p.analyze.click, p.text.submit], lambda: predict_tab.busy(p, "Analyzing\u2026", common.STARTING),
+                     outputs={p.analyze, p.status}, **quick).then(
+            analyze, inputs=[m.model, p.text, p.pair, t.target, a.layer, a.head, a.hide, a.merge, t.merge, p.skip_ig,
+                             p.window, open_tab, drawn],
+            outputs=analyze_outputs | {drawn, timing, p.analyze, p.status}, api_name="analyze",
+            api_visibility="undocumented", show_progress="hidden", **HEAVY)
+        fast.failure(analysis_failed, outputs=analyze_outputs | {drawn, timing, p.analyze, p.status}, **quick)
+        slow = fast.success(analyze_ig, inputs=[state, t.target, t.baseline, t.n_steps, t.auto, *chart_inputs, timing],
+                            outputs=ig_outputs | {p.analyze, p.status}, api_name="analyze_ig",
+                            api_visibility="undocumented", show_progress="hidden", **HEAVY)
+        # success and failure each restore the button: a .then() after this event left it "Analyzing…" when the
+        # event failed (gradio 6.31, seen in tests/test_browser_page.py)
+        slow.failure(ig_failed, inputs=[state], outputs={state, t.delta, p.analyze, p.status}, **quick)
+        slow.success(lambda: predict_tab.idle(p), outputs={p.analyze, p.status}, **quick)
 
         # ------------------------------------------------------------- a chart tab is drawn when opened
         tab_ids = {"Predict": "predict", "Attention": "attention", "Attributions": "attributions"}
@@ -177,7 +220,7 @@ def build_app(model: str | None = None) -> gr.Blocks:
                           progress=gr.Progress()):
             # pressed on the Attributions tab, so that tab is drawn at once
             return with_ig(rec, target, baseline, n_steps, auto, "attributions", shown, layer, head, hide, merge,
-                           attr_merge, progress)
+                           attr_merge, lambda f, d: progress(f, desc=d))
 
         t.explain.click(explain_again, inputs=[state, t.target, t.baseline, t.n_steps, t.auto, *chart_inputs[1:-1]],
                         outputs=ig_outputs, api_visibility="private", **HEAVY)

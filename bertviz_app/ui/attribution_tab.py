@@ -57,6 +57,10 @@ def build() -> SimpleNamespace:
 
 # --------------------------------------------------------------------------- methods side by side
 METHOD_LABELS = common.METHOD_LABELS
+label = core.method_label
+
+
+COMPARE_LABEL = "Compare methods"
 
 
 def build_compare() -> SimpleNamespace:
@@ -74,11 +78,13 @@ def build_compare() -> SimpleNamespace:
             methods = gr.CheckboxGroup(choices=[(v, k) for k, v in METHOD_LABELS.items()], value=list(METHOD_LABELS),
                                        label="Methods", elem_id="bv-compare-methods", scale=4)
             top_k = gr.Slider(1, 10, value=3, step=1, label="k for the top-k overlap", scale=1)
-        run = gr.Button("Compare methods", elem_id="bv-compare")
+        run = gr.Button(COMPARE_LABEL, elem_id="bv-compare")
         with gr.Column(visible=False) as shown:
             reading = gr.Markdown(elem_id="bv-compare-reading")
-            table = gr.Dataframe(label="Cost, faithfulness and agreement", interactive=False, wrap=True,
-                                 elem_id="bv-compare-table")
+            # its real column headers from the start (an empty gradio table shows "1 2 3")
+            table = gr.Dataframe(value=pd.DataFrame(columns=compare_columns(label(next(iter(METHOD_LABELS))), 3)),
+                                 label="Cost, faithfulness and agreement", interactive=False, wrap=True,
+                                 elem_id="bv-compare-table", elem_classes=["bv-table"])
             tokens = gr.HTML(label="Each method's tokens", elem_id="bv-compare-tokens")
             with gr.Row():
                 heat = gr.Plot(label="Methods side by side", elem_id="bv-compare-heatmap")
@@ -87,30 +93,34 @@ def build_compare() -> SimpleNamespace:
                            tokens=tokens, heat=heat, agree=agree, state=gr.State(None, time_to_live=3600))
 
 
-label = core.method_label
+def compare_columns(first: str, top_k: int) -> list[str]:
+    """The comparison table's headers; ``first``: the first method's name, the one others are compared with."""
+    return ["method", "seconds", "forward passes", "backward passes", "comprehensiveness ↑", "sufficiency ↓",
+            f"Spearman vs {first}", f"top-{top_k} overlap vs {first}", "Spearman vs rollout"]
 
 
 def compare_table(c: core.MethodComparison) -> pd.DataFrame:
     """One row per method: cost, AOPC comprehensiveness/sufficiency, agreement with the first
     method and with attention rollout."""
     first = label(c.methods[0])
+    columns = compare_columns(first, c.top_k)
     best = c.most_faithful_methods
     star = {m: " ★" if len(best) == 1 else " ★ (tied)" for m in best}
     rows = []
     for i, (m, a, f) in enumerate(zip(c.methods, c.attributions, c.faithfulness)):
-        rows.append({
-            "method": label(m) + star.get(m, ""),
+        rows.append([
+            label(m) + star.get(m, ""),
             # a result the model's cache already held (e.g. the Integrated Gradients shown above) cost nothing now
-            "seconds": f"{a.seconds:.3f}" if a.seconds >= 5e-4 else "cached",
-            "forward passes": a.n_forward,
-            "backward passes": a.n_backward,
-            "comprehensiveness ↑": round(f.comprehensiveness, 4),
-            "sufficiency ↓": round(f.sufficiency, 4),
-            f"Spearman vs {first}": round(float(c.spearman[0, i]), 3),
-            f"top-{c.top_k} overlap vs {first}": round(float(c.top_k_overlap[0, i]), 3),
-            "Spearman vs rollout": round(float(c.rollout_spearman[i]), 3),
-        })
-    return pd.DataFrame(rows)
+            f"{a.seconds:.3f}" if a.seconds >= 5e-4 else "cached",
+            a.n_forward,
+            a.n_backward,
+            round(f.comprehensiveness, 4),
+            round(f.sufficiency, 4),
+            round(float(c.spearman[0, i]), 3),
+            round(float(c.top_k_overlap[0, i]), 3),
+            round(float(c.rollout_spearman[i]), 3),
+        ])
+    return pd.DataFrame(rows, columns=columns)
 
 
 def compare_md(c: core.MethodComparison) -> str:
@@ -146,10 +156,16 @@ def render_compare(ui: SimpleNamespace, c: core.MethodComparison | None, merge: 
         cmp.table: compare_table(c),
         cmp.tokens: "".join(lines),
         cmp.heat: plots.methods_heatmap(scores, names, words, title=f"Attribution to “{c.attributions[0].target}”, "
-                                        "each method scaled to its own largest |score|"),
+                                        "each method scaled to its own largest |score|" + unsigned_note(c.methods)),
         cmp.agree: plots.agreement_heatmap(agree, [*names, "attention rollout"],
                                            title="Rank agreement between methods (Spearman, |scores|)"),
     }
+
+
+def unsigned_note(methods) -> str:
+    """The heatmap's caveat for methods whose scores are magnitudes (drawn on the signed scale)."""
+    unsigned = [label(m) for m in methods if not core.is_signed(m)]
+    return f" ({', '.join(unsigned)}: a magnitude, no direction)" if unsigned else ""
 
 
 def compare(rec: common.Record | None, methods, target: str, baseline: str, n_steps: int, auto: bool,
@@ -199,9 +215,9 @@ def delta_md(attr) -> str:
         return head + ".  \n**Warning:** the text and the baseline give the same output, so the attributions cannot be checked."
     head += f" ({rel:.1%} of the change)."
     scale = core.colour_scale(attr)
-    if scale.too_small:  # the tokens below carry the full warning
+    if scale.too_small:  # the tokens below carry the full warning, which says what their colours show
         head += (f"  \n**Warning: the change is too small to read anything into** (below {scale.threshold:g}); "
-                 "the colours stay pale on purpose.")
+                 "the warning over the coloured words below says what their colours show.")
     if rel > common.DELTA_WARN:
         return head + (f"  \n**Warning: take these attributions with caution.** The integral was approximated with too "
                        f"few steps ({rel:.0%} error, above {common.DELTA_WARN:.0%}). Raise n_steps and explain again.")
@@ -211,6 +227,10 @@ def delta_md(attr) -> str:
 def controls(ui: SimpleNamespace, rec: common.Record, target: str) -> dict:
     choices = [common.PREDICTED, *rec.labels]
     return {ui.target: gr.update(choices=choices, value=target if target in choices else common.PREDICTED)}
+
+
+IG_FAILED = ("**Integrated Gradients did not finish** for this text (the message says why); the prediction and "
+             "attention above are complete. Press **Explain again with these settings** to try again.")
 
 
 def pending_md(skipped: bool) -> str:
@@ -226,9 +246,10 @@ def render(ui: SimpleNamespace, rec: common.Record, merge: bool, skipped: bool =
         return {ui.delta: "", ui.tokens: "", ui.bar: empty, ui.path: empty, ui.lens: empty}
     lens = plots.cls_lens_chart(rec.lens.layer_names, rec.lens.labels, rec.lens.probs)
     attr = rec.attribution
-    if attr is None:  # Analyze shows everything else first; IG follows (or was skipped)
+    if attr is None:  # Analyze shows everything else first; IG follows (or was skipped, or failed)
         empty = plots.empty_figure()
-        return {ui.delta: pending_md(skipped), ui.tokens: "", ui.bar: empty, ui.path: empty, ui.lens: lens}
+        return {ui.delta: IG_FAILED if rec.ig_failed else pending_md(skipped), ui.tokens: "", ui.bar: empty,
+                ui.path: empty, ui.lens: lens}
     view = common.token_view(attr.info, merge)
     scores = common.view_scores(attr.scores, view)  # (N,)
     path_scores = common.view_scores(rec.path.scores, view)  # (L + 1, N)
@@ -275,13 +296,28 @@ def wire(ui: SimpleNamespace, state: gr.State, heavy: dict) -> None:
     cmp = ui.cmp
     views = {cmp.shown, cmp.reading, cmp.table, cmp.tokens, cmp.heat, cmp.agree}
 
-    @common.guard
-    def run_compare(rec, methods, target, baseline, n_steps, auto, top_k, merge, progress=gr.Progress()):
-        progress(0.0, desc="Comparing methods")
-        c = compare(rec, methods, target, baseline, n_steps, auto, top_k)
-        return {cmp.state: c, **render_compare(ui, c, merge)}
+    # The results sit in a column hidden until they arrive, so gradio's progress on them cannot be
+    # seen: the button itself says that the comparison runs, and for how long so far.
+    def comparing(seconds: float | None = None) -> dict:
+        so_far = "" if seconds is None else f" {round(seconds):d} s so far"
+        return {cmp.run: gr.update(value=f"Comparing methods\u2026{so_far}", interactive=False)}
 
-    cmp.run.click(run_compare, inputs=[state, cmp.methods, ui.target, ui.baseline, ui.n_steps, ui.auto, cmp.top_k,
-                                       ui.merge], outputs=views | {cmp.state}, api_visibility="private", **heavy)
+    def compare_idle() -> dict:
+        return {cmp.run: gr.update(value=COMPARE_LABEL, interactive=True)}
+
+    @common.guard_stream
+    def run_compare(rec, methods, target, baseline, n_steps, auto, top_k, merge):
+        import time
+
+        t0 = time.monotonic()
+        c = yield from common.stream_work(lambda: compare(rec, methods, target, baseline, n_steps, auto, top_k),
+                                          lambda: comparing(time.monotonic() - t0))
+        yield {cmp.state: c, **render_compare(ui, c, merge), **compare_idle()}
+
+    quick = dict(queue=False, api_visibility="private", show_progress="hidden")
+    ran = cmp.run.click(comparing, outputs=[cmp.run], **quick).then(
+        run_compare, inputs=[state, cmp.methods, ui.target, ui.baseline, ui.n_steps, ui.auto, cmp.top_k, ui.merge],
+        outputs=views | {cmp.state, cmp.run}, api_visibility="private", show_progress="hidden", **heavy)
+    ran.failure(compare_idle, outputs=[cmp.run], **quick)
     ui.merge.input(common.guard(lambda c, merge: render_compare(ui, c, merge)), inputs=[cmp.state, ui.merge],
                    outputs=views, api_visibility="private", show_progress="hidden", trigger_mode="always_last")

@@ -154,6 +154,7 @@ class Record:
     path: core.ClsPath | None = None
     faith: core.Faithfulness | None = None  # ERASER faithfulness of ``attribution``
     baseline_jumps: bool = False  # the path from the attribution's baseline starts with a jump (core.baseline_jumps)
+    ig_failed: bool = False  # Analyze's Integrated Gradients ended in an error (the tab says so, not "being computed")
 
 
 def target_arg(target: str | None) -> str | None:
@@ -185,14 +186,19 @@ def analyze_fast(lm: core.LoadedModel, text: str, pair: str | None,
 
 
 def analyze_ig(lm: core.LoadedModel, rec: Record, target: str | None, baseline: str, n_steps: int,
-               progress: Callable[[float, str], Any] | None = None, auto: bool = False) -> Record:
+               progress: Callable[[float, str], Any] | None = None, auto: bool = False,
+               on_attribution: Callable[[core.Attribution], Any] | None = None) -> Record:
     """The slow part, added to ``rec``: Integrated Gradients, their ERASER faithfulness (one batched
-    forward pass) and the [CLS] path."""
+    forward pass) and the [CLS] path. ``on_attribution(attr)`` is called as soon as the Integrated
+    Gradients are there (``AnalyzeProgress`` times the [CLS] path from them)."""
     step = progress or (lambda *_: None)
     text, pair = rec.prediction.text, rec.prediction.pair
     step(0.25, "Integrated Gradients")
     attr = core.attribute(lm, text, target=target_arg(target), baseline=baseline, n_steps=int(n_steps), pair=pair,
                           tolerance=tolerance_arg(auto))
+    if on_attribution is not None:
+        on_attribution(attr)
+    step(0.55, "Faithfulness")
     faith = core.faithfulness(lm, attr)
     step(0.6, "[CLS] path through the layers")
     path = core.cls_path(lm, text, target=attr.target, baseline=baseline, n_steps=PATH_STEPS, pair=pair)
@@ -205,6 +211,173 @@ def analyze_all(lm: core.LoadedModel, text: str, pair: str | None, target: str |
     """predict + attention + [CLS] lens + attribution + [CLS] path, once."""
     rec = analyze_fast(lm, text, pair, progress)
     return analyze_ig(lm, rec, target, baseline, n_steps, progress, auto)
+
+
+# --------------------------------------------------------------------------- progress by the Analyze button
+class AnalyzeProgress:
+    """How far one Analyze is and about how long it has left, for the Analyze button and the status
+    line beside it (gradio's own progress bar sits on the outputs, below the fold for a long text).
+
+    Fed from the worker thread by the analysis' own step callbacks (``step``: the ``progress`` of
+    ``analyze_fast``/``analyze_ig``) and ``ig_done``; read by the handler (``label``, ``status``).
+    The time left is counted in this text's own forward pass (``core.attention``, timed between
+    the "Reading attention" and "[CLS] lens" steps): a gradient evaluation of Integrated Gradients
+    costs about ``EVAL_PASSES`` passes, a [CLS] path step ``PATH_SHARE`` of an evaluation (its
+    passes start part-way up the model). Once the Integrated Gradients are done, their own time
+    per evaluation replaces the guess, so the [CLS] path (most of a long text's wait) is estimated
+    from this machine's measured speed. Measured on the default model, 2 busy cores: 512 tokens:
+    a pass 0.41 s, 13 evaluations 6.3 s, the path (7 depths x 20 steps) 33.6 s; 134 tokens:
+    0.042 s, 41 evaluations 4.8 s, path 7.9 s.
+
+    Analyze is two events (the quick part, then Integrated Gradients): ``snapshot()`` is kept in a
+    ``gr.State`` between them and ``resume`` carries on from it. ``clock``: seconds
+    (``time.monotonic``; a test passes its own)."""
+
+    EVAL_PASSES = 2.0  # one gradient evaluation ~ forward + backward: 1.2-2.8 forward passes (measured)
+    AUTO_EVALS = 20  # "choose the steps automatically": 13 evaluations at first, more where the path bends
+    FAITH_PASSES = 3.0  # faithfulness: ten masked copies in one batch
+    PATH_SHARE = 0.5  # a [CLS] path step costs about half an Integrated Gradients evaluation (0.48-0.50)
+    IG_PHASES = ("Starting Integrated Gradients", "Integrated Gradients", "Faithfulness",
+                 "[CLS] path through the layers")
+    SKIP_HINT = ("Tick **Skip Integrated Gradients** for the prediction and attention alone: Integrated Gradients "
+                 "on a long text take up to a minute.")
+
+    def __init__(self, n_layers: int = 12, n_steps: int = 50, auto: bool = True, skip_ig: bool = False,
+                 clock: Callable[[], float] | None = None) -> None:
+        import time
+
+        self.clock = clock or time.monotonic
+        self.n_layers, self.skip_ig = int(n_layers), bool(skip_ig)
+        self.evals = self.AUTO_EVALS if auto else int(n_steps)
+        self.t0 = self.clock()
+        self.phase, self.phase_t0 = "Loading the model", self.t0
+        self.attention_t0: float | None = None
+        self.t_pass: float | None = None  # one forward pass of this text (s)
+        self.t_eval: float | None = None  # one gradient evaluation, once Integrated Gradients are done (s)
+        self.shown = 0.0  # the fraction shown so far (it never goes back)
+        self.lock = threading.Lock()
+
+    def snapshot(self) -> dict:
+        """What the second event needs (plain data, for a gr.State)."""
+        return {"t0": self.t0, "t_pass": self.t_pass, "shown": self.shown, "n_layers": self.n_layers}
+
+    @classmethod
+    def resume(cls, snap: dict | None, n_steps: int, auto: bool,
+               clock: Callable[[], float] | None = None) -> AnalyzeProgress:
+        """The Integrated Gradients event's tracker, carrying on from the quick part's ``snapshot``."""
+        p = cls(int((snap or {}).get("n_layers", 12)), n_steps, auto, clock=clock)
+        if snap:
+            p.t0, p.t_pass, p.shown = snap.get("t0", p.t0), snap.get("t_pass"), float(snap.get("shown", 0.0))
+        p.phase, p.phase_t0 = cls.IG_PHASES[0], p.clock()
+        return p
+
+    # ------------------------------------------------------------ fed by the analysis (worker thread)
+    def step(self, fraction: float, desc: str) -> None:
+        now = self.clock()
+        with self.lock:
+            if desc == "Reading attention":
+                self.attention_t0 = now
+            elif desc == "[CLS] lens" and self.attention_t0 is not None:
+                self.t_pass = max(now - self.attention_t0, 1e-4)
+            self.phase, self.phase_t0 = desc, now
+
+    def ig_done(self, attr: core.Attribution) -> None:
+        now = self.clock()
+        with self.lock:
+            took = now - self.phase_t0  # the "Integrated Gradients" phase began with analyze_ig's step
+            if attr.n_steps > 0 and took > 0:
+                self.t_eval = took / attr.n_steps
+
+    # ------------------------------------------------------------ estimates
+    def _plan(self) -> list[tuple[str, float]] | None:
+        """(phase, estimated seconds) of every phase from the [CLS] lens on; None before any timing."""
+        t_pass = self.t_pass or (self.t_eval / self.EVAL_PASSES if self.t_eval else None)
+        if t_pass is None:
+            return None
+        t_eval = self.t_eval or self.EVAL_PASSES * t_pass
+        plan = [("[CLS] lens", t_pass)]
+        if not self.skip_ig:
+            plan += [(self.IG_PHASES[0], 0.0), (self.IG_PHASES[1], self.evals * self.EVAL_PASSES * t_pass),
+                     (self.IG_PHASES[2], self.FAITH_PASSES * t_pass),
+                     (self.IG_PHASES[3], (self.n_layers + 1) * PATH_STEPS * self.PATH_SHARE * t_eval)]
+        return plan
+
+    def left(self) -> float | None:
+        """Seconds left (an estimate), or None while nothing has been timed yet."""
+        with self.lock:
+            plan = self._plan()
+            if plan is None:
+                return None
+            names = [n for n, _ in plan]
+            if self.phase not in names:  # still loading, predicting or reading attention
+                return sum(sec for _, sec in plan)
+            i = names.index(self.phase)
+            spent = self.clock() - self.phase_t0
+            current = max(plan[i][1] - spent, 0.15 * spent)  # a phase past its estimate: about 85% done
+            return current + sum(sec for _, sec in plan[i + 1:])
+
+    def fraction(self) -> float:
+        left = self.left()
+        spent = self.clock() - self.t0
+        now = 0.02 if left is None else spent / max(spent + left, 1e-9)
+        self.shown = min(max(self.shown, now), 0.99)
+        return self.shown
+
+    # ------------------------------------------------------------ shown
+    @staticmethod
+    def duration(seconds: float) -> str:
+        if seconds < 1.5:
+            return "about a second"
+        if seconds < 90:
+            return f"about {round(seconds):d} s"
+        return f"about {round(seconds / 60):d} min"
+
+    def label(self) -> str:
+        """The Analyze button's text while it runs: 'Analyzing… 40% · about 12 s left'."""
+        left = self.left()
+        pct = f"{self.fraction():.0%}"
+        return f"Analyzing\u2026 {pct}" + ("" if left is None else f" \u00b7 {self.duration(left)} left")
+
+    def status(self) -> str:
+        """The line beside the button: what runs now, and the skip hint unless IG is skipped."""
+        with self.lock:
+            phase = self.phase
+        ready = "; the prediction and attention are ready" if phase in self.IG_PHASES else ""
+        spent = round(self.clock() - self.t0)
+        return (f"**{phase}\u2026** {spent:d} s so far{ready}." + ("" if self.skip_ig else " " + self.SKIP_HINT))
+
+
+STARTING = "**Starting\u2026** " + AnalyzeProgress.SKIP_HINT
+UPDATE_EVERY = 0.5  # seconds between two progress updates of a streamed handler
+
+
+def stream_work(work: Callable[[], Any], update: Callable[[], dict]):
+    """For a generator handler: run ``work()`` in a thread, yield ``update()`` at once and every
+    ``UPDATE_EVERY`` seconds while it runs, and return its result (``out = yield from ...``) or
+    raise its error. If the page goes away (the generator is closed), it waits for the work to
+    end, so the event's concurrency slot stays taken as long as the model is busy."""
+    box: dict = {}
+
+    def run():
+        try:
+            box["out"] = work()
+        except BaseException as exc:  # noqa: BLE001 - raised again in the handler's thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=run, name="analyze", daemon=True)
+    worker.start()
+    try:
+        yield update()
+        while True:
+            worker.join(UPDATE_EVERY)
+            if not worker.is_alive():
+                break
+            yield update()
+    finally:
+        worker.join()
+    if "error" in box:
+        raise box["error"]
+    return box["out"]
 
 
 # --------------------------------------------------------------------------- token views
@@ -252,7 +425,8 @@ def tokens_html(labels: list[str], scores: np.ndarray, special: np.ndarray, attr
     a share of f(x) - f(baseline), the same for every text), with its warning when the change is
     too small to read. Every piece of text is escaped by the core."""
     scale = core.colour_scale(attr)
-    return core.tokens_html(labels, scores, special, attr.target, scale, title, core.change_warning(attr, scale))
+    return core.tokens_html(labels, scores, special, attr.target, scale, title, core.change_warning(attr, scale, scores),
+                            signed=core.is_signed(attr.method))
 
 
 CSS = """
@@ -261,4 +435,11 @@ CSS = """
 .bv-legend { margin-top: 6px; font-size: 0.85em; color: var(--body-text-color-subdued); line-height: 1.8; }
 .bv-title { font-weight: 600; margin-bottom: 4px; }
 .bv-warn { border-left: 4px solid #e69f00; padding: 4px 10px; margin: 6px 0; line-height: 1.5; }
+/* a running Analyze shows its progress on the button: keep that text as readable as when it is enabled */
+#bv-analyze:disabled { opacity: 1; filter: none; color: var(--button-primary-text-color);
+                       background: var(--button-primary-background-fill); cursor: progress; }
+/* table headers wrap between words, never inside one ("comprehen|siveness"): gradio's wrapped
+   cells use word-break: break-word, which splits a word wider than its column */
+.bv-table thead th, .bv-table thead th * { word-break: normal !important; overflow-wrap: normal !important;
+                                           hyphens: manual; }
 """

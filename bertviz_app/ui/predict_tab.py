@@ -25,11 +25,13 @@ def build() -> SimpleNamespace:
                               elem_id="bv-text")
             pair = gr.Textbox(label="Second text (optional, for sentence-pair models)", lines=2, elem_id="bv-pair")
             with gr.Row():
-                analyze = gr.Button("Analyze", variant="primary", elem_id="bv-analyze")
+                analyze = gr.Button(IDLE_LABEL, variant="primary", elem_id="bv-analyze")
                 skip_ig = gr.Checkbox(value=False, label="Skip Integrated Gradients", elem_id="bv-skip-ig",
                                       info="prediction and attention only (IG on a long text takes up to a minute)")
                 window = gr.Checkbox(value=False, label="Classify a long text whole", elem_id="bv-window",
                                      info="past the model's length: overlapping windows, their logits averaged")
+            # what a running Analyze is doing, right under the button that shows its progress and time left
+            status = gr.Markdown(elem_id="bv-status")
             gr.Examples(EXAMPLES, inputs=[text, pair], label="Examples")
         with gr.Column(scale=2):
             model_info = gr.Markdown(elem_id="bv-model-info")
@@ -38,9 +40,26 @@ def build() -> SimpleNamespace:
             label = gr.Label(label="Class probabilities", elem_id="bv-label")
     bar = gr.Plot(label="Probabilities", elem_id="bv-prob-bar")
     tokens = gr.HTML(label="Which tokens drove the prediction (Integrated Gradients)", elem_id="bv-predict-tokens")
-    return SimpleNamespace(text=text, pair=pair, analyze=analyze, skip_ig=skip_ig, window=window, model_info=model_info,
-                           warnings=warnings,
-                           notice=notice, label=label, bar=bar, tokens=tokens)
+    return SimpleNamespace(text=text, pair=pair, analyze=analyze, status=status, skip_ig=skip_ig, window=window,
+                           model_info=model_info, warnings=warnings, notice=notice, label=label, bar=bar, tokens=tokens)
+
+
+IDLE_LABEL = "Analyze"
+
+
+def busy(ui: SimpleNamespace, label: str, status: str) -> dict:
+    """The Analyze button while an analysis runs: its progress as the label, not clickable."""
+    return {ui.analyze: gr.update(value=label, interactive=False), ui.status: status}
+
+
+def idle(ui: SimpleNamespace) -> dict:
+    """The Analyze button back as it was, the status line empty."""
+    return {ui.analyze: gr.update(value=IDLE_LABEL, interactive=True), ui.status: ""}
+
+
+def cleared(ui: SimpleNamespace) -> dict:
+    """Every Predict output that belongs to an analysed text, empty (the model's lines stay)."""
+    return {ui.notice: "", ui.label: None, ui.bar: plots.empty_figure(), ui.tokens: ""}
 
 
 def truncation_notice(rec: common.Record, max_length: int | None = None) -> str:
@@ -53,7 +72,7 @@ def truncation_notice(rec: common.Record, max_length: int | None = None) -> str:
     if not p.truncated:
         return f"{p.n_tokens} tokens."
     limit = max_length or p.n_tokens
-    return (f"**Warning: the text was truncated.** it is longer than this model reads ({limit} tokens), so only "
+    return (f"**Warning: the text was truncated.** It is longer than this model reads ({limit} tokens), so only "
             f"the first {p.n_tokens} tokens were used for the prediction and every chart. Tick **Classify a long "
             f"text whole** to classify all of it (the /predict API: window=true).")
 
