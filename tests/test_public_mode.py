@@ -113,3 +113,50 @@ def test_delete_my_data_removes_only_the_callers_runs(public_app, tiny_model_dir
     status, out = post(url, "delete_my_data", {}, token=A_TOKEN)
     assert status == 200 and "2 run(s)" in out["message"]
     assert sorted(p.name for p in (models / "runs").iterdir()) == []
+
+
+def test_a_waiting_fine_tune_sees_its_position_and_a_second_tab_is_refused(monkeypatch):
+    import threading
+
+    from bertviz_app.errors import LimitError
+    from bertviz_app.ui import visitor
+    from bertviz_app.ui.common import CancelFlag
+
+    vis = visitor.Visitors(visitors.Limits(queue=2))
+    monkeypatch.setattr(visitor, "app_state", lambda: vis)
+    monkeypatch.setattr(visitor, "owner", lambda: A)
+    running = vis.queue.join(visitors.owner_hash(B_TOKEN))  # B's fine-tune runs now
+
+    def train(flag):
+        yield {"status": "trained"}
+
+    wrapped = visitor.one_at_a_time(train, "status")
+    threading.Timer(1.5, vis.queue.leave, args=(running,)).start()
+    seen = []
+    for out in wrapped(CancelFlag()):
+        seen.append(out["status"])
+        if len(seen) == 1:  # A's other tab, while A waits
+            with pytest.raises(LimitError, match="already have a fine-tune running or waiting"):
+                next(wrapped(CancelFlag()))
+    assert seen[0].startswith("**Waiting:** 1 fine-tune(s) ahead of yours") and seen[-1] == "trained"
+    assert vis.queue.position(vis.queue.join(A)) == 0  # A's place was given back
+
+
+def test_the_sweeper_thread_removes_stale_visitor_runs(tmp_path, tiny_model_dir):
+    import os
+    import time
+
+    from bertviz_app.ui import visitor
+
+    stale = own_run(tmp_path, "stale", tiny_model_dir, A)
+    kept = own_run(tmp_path, "operator", tiny_model_dir, None)
+    old = time.time() - 10
+    os.utime(stale / "run.json", (old, old))
+    stop = visitor.start_sweeper(tmp_path, ttl_s=5, every_s=0.1)
+    try:
+        deadline = time.time() + 10
+        while stale.exists() and time.time() < deadline:
+            time.sleep(0.1)
+    finally:
+        stop.set()
+    assert not stale.exists() and kept.is_dir()

@@ -614,7 +614,7 @@ def wire(f: SimpleNamespace, *, demo: gr.Blocks | None = None, default: str, mod
                             plots.empty_figure("No confusion matrix for multi-label data (see the per-class table)."))
         rows = wrong_rows(results)
         out[f.wrong] = wrong_frame(rows)
-        out[f.wrong_csv] = wrong_csv(rows)
+        out[f.wrong_csv] = visitor.own_file(wrong_csv(rows))  # public mode: validation texts, for this visitor only
         out[f.results] = rows
         newest = results[-1].name
         out[model_dd] = gr.update(choices=common.model_choices(default), value=newest)

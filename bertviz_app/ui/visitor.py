@@ -55,7 +55,7 @@ class Visitors:
         self.uploads = visitors.UploadCounter(limits.uploads_per_hour)
         self._sessions: OrderedDict[str, str] = OrderedDict()
         self._lock = threading.Lock()
-        self.zips: dict[str, str] = {}  # a zip in gradio's cache -> the owner it was made for (ZipGuard)
+        self.zips: dict[str, str] = {}  # a file in gradio's cache -> the owner it was made for (ZipGuard)
 
     def register(self, session_hash: str, owner: str) -> None:
         with self._lock:
@@ -70,6 +70,8 @@ class Visitors:
 
     def add_zip(self, path: str, owner: str) -> None:
         with self._lock:
+            if len(self.zips) > 1000:  # forget files gradio's delete_cache has removed
+                self.zips = {p: o for p, o in self.zips.items() if os.path.exists(p)}
             self.zips[path] = owner
 
     def pop_zips(self, owner: str) -> list[str]:
@@ -254,22 +256,40 @@ def owner_folder(who: str | None) -> Path:
     return Path(tempfile.gettempdir()) / f"bertviz-visitor-{tag}"
 
 
-def keep_zip(path: Path) -> str:
-    """Public mode: the fresh zip copied into gradio's cache now (so its served path is known) and
-    recorded as this visitor's: ``ZipGuard`` serves it to the browser whose token made it only.
-    Outside an app's event it goes to the visitor's own temporary folder instead."""
+def own_file(path: str | os.PathLike | None) -> str | None:
+    """Public mode: a file made for this visitor (a zip, the misclassified rows, an Explain-a-file
+    output) copied into gradio's cache now, so its served path is known, and recorded as this
+    visitor's: ``ZipGuard`` serves it only to the browser whose token made it. The original is
+    removed. Local mode (or outside an app's event): the path as it is."""
     who = owner()
-    if who is None:
-        return str(path)
+    if who is None or path is None:
+        return None if path is None else str(path)
     from gradio import processing_utils
     from gradio.context import LocalContext
 
     blocks, app = LocalContext.blocks.get(None), _app()
-    if blocks is not None and app is not None:
-        cached = str(Path(processing_utils.save_file_to_cache(path, blocks.GRADIO_CACHE)).resolve())
-        shutil.rmtree(Path(path).parent, ignore_errors=True)
-        app.add_zip(cached, who)
-        return cached
+    if blocks is None or app is None:
+        return str(path)
+    cached = str(Path(processing_utils.save_file_to_cache(path, blocks.GRADIO_CACHE)).resolve())
+    Path(path).unlink(missing_ok=True)
+    try:
+        Path(path).parent.rmdir()  # the fresh temporary folder it was made in, when now empty
+    except OSError:
+        pass
+    app.add_zip(cached, who)
+    return cached
+
+
+def keep_zip(path: Path) -> str:
+    """Public mode: a run's fresh zip served to this visitor only (``own_file``); outside an app's
+    event it goes to the visitor's own temporary folder."""
+    who = owner()
+    if who is None:
+        return str(path)
+    from gradio.context import LocalContext
+
+    if LocalContext.blocks.get(None) is not None and _app() is not None:
+        return own_file(path)
     folder = owner_folder(who)
     folder.mkdir(parents=True, exist_ok=True)
     for old in folder.glob("*.zip"):
@@ -365,9 +385,10 @@ def start_sweeper(models_dir: Path, ttl_s: float, every_s: float | None = None) 
     return stop
 
 
-# --------------------------------------------------------------------------- zips served to their owner only
+# --------------------------------------------------------------------------- files served to their owner only
 class ZipGuard:
-    """ASGI middleware (``launch`` adds it in public mode): a run's zip in gradio's cache is served
+    """ASGI middleware (``launch`` adds it in public mode): a visitor's file (``own_file``: a run's zip,
+    misclassified rows, an Explain-a-file output) in gradio's cache is served
     only to a request carrying the token of the visitor it was made for (the ``bertviz_owner``
     cookie the page sets, or the X-Bertviz-Owner header); anyone else gets 404, as for no file."""
 
