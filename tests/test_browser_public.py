@@ -54,10 +54,14 @@ def start_probe(page, csv_path, tiny_model_dir, name):
 
 
 def dropdown_options(page, selector) -> list[str]:
-    page.locator(f"{selector} input").click()
-    options = page.locator("ul.options li").all_inner_texts()
+    box = page.locator(f"{selector} input")
+    box.click()
+    box.press("Control+a")
+    box.press("Backspace")  # an empty filter: every option is listed
+    page.wait_for_timeout(500)
+    options = page.locator("[role=option]").all_inner_texts()
     page.keyboard.press("Escape")
-    return [o.strip() for o in options]
+    return [o.replace("✓", "").strip() for o in options]
 
 
 def test_two_visitors_each_see_and_reach_only_their_own_runs(browser, public_app, tiny_model_dir, tmp_path):
@@ -67,20 +71,12 @@ def test_two_visitors_each_see_and_reach_only_their_own_runs(browser, public_app
     start_probe(a, csv_path, tiny_model_dir, "a-run")
     expect(a.locator("#bv-ft-status")).to_contain_text("Done", timeout=TIMEOUT_MS)
     run = a.locator("#bv-ft-run input").input_value()
-    assert re.fullmatch(r"runs/[0-9a-f]{8}-a-run", run), run
+    assert run.startswith("runs/") and run.endswith("a-run"), run
     folder = models / run
     assert (folder / "config.json").is_file()
-
-    # A's second tab is the same visitor: its run list holds A's run; past the limit of 1 run it is refused
-    tab2 = ctx_a.new_page()
-    tab2.set_default_timeout(TIMEOUT_MS)
-    tab2.goto(url)
-    tab2.get_by_role("tab", name="Fine-tune").click()
-    expect(tab2.locator("#bv-ft-runs")).to_contain_text("a-run")
-    start_probe(tab2, csv_path, tiny_model_dir, "a-run-2")
-    expect(tab2.locator(".toast-body").filter(has_text="a visitor may keep 1").first).to_be_visible()
-    assert not any(p.name.endswith("a-run-2") for p in (models / "runs").iterdir())
-    tab2.close()
+    assert run in dropdown_options(a, "#bv-ft-run")  # the owner's lists hold it (what B's must not)
+    assert run in dropdown_options(a, "#bv-ft-base")
+    expect(a.locator("#bv-ft-runs")).to_contain_text("a-run")
 
     # A downloads the zip
     a.locator("#bv-ft-zip").click()
@@ -93,8 +89,8 @@ def test_two_visitors_each_see_and_reach_only_their_own_runs(browser, public_app
 
     # B: a separate browser (context) sees none of A's runs anywhere
     ctx_b, b = open_finetune(browser, url)
+    b.wait_for_timeout(2000)  # the page-load refresh has run
     expect(b.locator("#bv-ft-runs")).not_to_contain_text("a-run")
-    b.wait_for_timeout(1000)  # the page-load refresh has run
     assert not any("a-run" in o for o in dropdown_options(b, "#bv-ft-run"))
     assert not any("a-run" in o for o in dropdown_options(b, "#bv-ft-base"))
     b.get_by_role("tab", name="Model").click()
@@ -112,6 +108,17 @@ def test_two_visitors_each_see_and_reach_only_their_own_runs(browser, public_app
         assert b.request.get(f"{url}gradio_api/file={folder / f}").status in (403, 404)
     ctx_b.close()
 
+    # A's second tab is the same visitor: its run list holds A's run; past the limit of 1 run it is refused
+    tab2 = ctx_a.new_page()
+    tab2.set_default_timeout(TIMEOUT_MS)
+    tab2.goto(url)
+    tab2.get_by_role("tab", name="Fine-tune").click()
+    expect(tab2.locator("#bv-ft-runs")).to_contain_text("a-run")
+    start_probe(tab2, csv_path, tiny_model_dir, "a-run-2")
+    expect(tab2.locator(".toast-body").filter(has_text="a visitor may keep 1").first).to_be_visible()
+    assert not any(p.name.endswith("a-run-2") for p in (models / "runs").iterdir())
+    tab2.close()
+
     # A deletes its run, then all its data (the zip goes with it)
     a.get_by_role("tab", name="Fine-tune").click()
     a.locator("#bv-ft-delete").click()
@@ -122,3 +129,4 @@ def test_two_visitors_each_see_and_reach_only_their_own_runs(browser, public_app
     assert a.request.get(zip_url).status in (403, 404)  # removed from the cache
     assert "Traceback" not in a.content()
     ctx_a.close()
+    assert re.fullmatch(r"runs/[0-9a-f]{8}-a-run", run), run  # the visitor's tag: names never collide
