@@ -40,7 +40,8 @@ def public_app(tiny_model_dir, tmp_path_factory):
     models = tmp_path_factory.mktemp("public-registry")
     own_run(models, "a-secret", tiny_model_dir, A)
     own_run(models, "a-other", tiny_model_dir, A)
-    with served_app(str(tiny_model_dir), BERTVIZ_MODELS_DIR=models, BERTVIZ_PUBLIC=1) as url:
+    with served_app(str(tiny_model_dir), BERTVIZ_MODELS_DIR=models, BERTVIZ_PUBLIC=1,
+                    BERTVIZ_MAX_UPLOADS_PER_HOUR=4) as url:
         yield url, models
 
 
@@ -101,6 +102,29 @@ def test_gradio_api_and_file_urls_do_not_reach_another_visitors_run(public_app):
             urllib.request.urlopen(f"{url}gradio_api/file={path}", timeout=30)
         assert e.value.code in (403, 404)
     assert (models / "runs" / "a-other" / "config.json").is_file()
+
+
+def test_a_zip_bomb_renamed_csv_and_fifty_uploads_in_a_row_are_refused(public_app, tmp_path):
+    import zipfile
+
+    url, models = public_app
+    bomb = tmp_path / "reviews.csv"
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("big.csv", "a" * 50_000_000)  # 50 MB of one letter, ~50 kB zipped
+    client = gradio_client.Client(url, verbose=False)
+    out = client.predict(gradio_client.handle_file(str(bomb)), api_name="/finetune_upload")
+    assert "is a ZIP archive" in out[0] and "it was not opened" in out[0]  # the notices (the client skips states)
+    good = tmp_path / "ok.csv"
+    good.write_text("review,sentiment\ngood film,positive\nbad film,negative\n")
+    refused = 0
+    for _ in range(50):
+        try:
+            client.predict(gradio_client.handle_file(str(good)), api_name="/finetune_upload")
+        except Exception as exc:  # noqa: BLE001 - the refusal, as the API client sees it
+            assert "uploaded 4 files in the last hour" in str(exc)
+            refused += 1
+    assert refused == 47  # 4 an hour: the bomb and 3 tables, then every one refused
+    assert (models / "runs" / "a-secret" / "config.json").is_file()
 
 
 def test_delete_my_data_removes_only_the_callers_runs(public_app, tiny_model_dir):
