@@ -8,12 +8,13 @@ from __future__ import annotations
 import os
 import re
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conftest import CHROMIUM, served_app  # noqa: E402
+from conftest import CHROMIUM, free_port, served_app  # noqa: E402
 
 if not os.path.exists(CHROMIUM):
     pytest.skip(f"browser tests need Chromium at {CHROMIUM} (not installed here)", allow_module_level=True)
@@ -130,3 +131,52 @@ def test_two_visitors_each_see_and_reach_only_their_own_runs(browser, public_app
     assert "Traceback" not in a.content()
     ctx_a.close()
     assert re.fullmatch(r"runs/[0-9a-f]{8}-a-run", run), run  # the visitor's tag: names never collide
+
+
+@contextmanager
+def serve_on(port: int, model: str, **env):
+    """``served_app`` on a given port: a browser's storage is per origin, so a restarted server must
+    come back on the same port for the page to find its owner token."""
+    from bertviz_app import ui
+
+    mp = pytest.MonkeyPatch()
+    try:
+        for name, value in env.items():
+            mp.setenv(name, str(value))
+        demo = ui.launch(host="127.0.0.1", port=port, model=model, prevent_thread_lock=True, quiet=True)
+        try:
+            yield f"http://127.0.0.1:{port}/"
+        finally:
+            demo.close()
+    finally:
+        mp.undo()
+
+
+def test_a_visitors_runs_stay_theirs_after_a_server_restart(browser, tiny_model_dir, tmp_path):
+    models = tmp_path / "models"
+    models.mkdir()
+    env = dict(BERTVIZ_MODELS_DIR=models, BERTVIZ_PUBLIC=1)
+    port = free_port()
+    ctx_a = browser.new_context(viewport={"width": 1280, "height": 900})
+    with serve_on(port, str(tiny_model_dir), **env) as url:
+        a = ctx_a.new_page()
+        a.set_default_timeout(TIMEOUT_MS)
+        a.goto(url)
+        a.get_by_role("tab", name="Fine-tune").click()
+        start_probe(a, write_csv(tmp_path / "reviews.csv", n=24), tiny_model_dir, "kept")
+        expect(a.locator("#bv-ft-status")).to_contain_text("Done", timeout=TIMEOUT_MS)
+        run = a.locator("#bv-ft-run input").input_value()
+        a.close()
+    with serve_on(port, str(tiny_model_dir), **env) as url:  # the server restarted
+        a = ctx_a.new_page()  # the same browser, a fresh page
+        a.set_default_timeout(TIMEOUT_MS)
+        a.goto(url)
+        a.get_by_role("tab", name="Fine-tune").click()
+        expect(a.locator("#bv-ft-runs")).to_contain_text("kept")
+        assert run in dropdown_options(a, "#bv-ft-run")
+        ctx_b, b = open_finetune(browser, url)
+        b.wait_for_timeout(2000)
+        expect(b.locator("#bv-ft-runs")).not_to_contain_text("kept")
+        assert run not in dropdown_options(b, "#bv-ft-run")
+        ctx_b.close()
+    ctx_a.close()

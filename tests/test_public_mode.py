@@ -104,6 +104,16 @@ def test_gradio_api_and_file_urls_do_not_reach_another_visitors_run(public_app):
     assert (models / "runs" / "a-other" / "config.json").is_file()
 
 
+def test_an_api_client_with_the_owner_token_reaches_its_run(public_app):
+    url, _ = public_app
+    mine = gradio_client.Client(url, verbose=False, headers={"X-Bertviz-Owner": A_TOKEN})
+    out = mine.predict("the film was good", "", "runs/a-secret", api_name="/predict")
+    assert set(out["scores"]) == {"negative", "positive"}
+    other = gradio_client.Client(url, verbose=False, headers={"X-Bertviz-Owner": B_TOKEN})
+    with pytest.raises(Exception, match="No run 'runs/a-secret' among your runs"):
+        other.predict("the film was good", "", "runs/a-secret", api_name="/predict")
+
+
 def test_a_zip_bomb_renamed_csv_and_fifty_uploads_in_a_row_are_refused(public_app, tmp_path):
     import zipfile
 
