@@ -116,15 +116,16 @@ def test_two_visitors_each_see_and_reach_only_their_own_runs(browser, public_app
     tab2.get_by_role("tab", name="Fine-tune").click()
     expect(tab2.locator("#bv-ft-runs")).to_contain_text("a-run")
     start_probe(tab2, csv_path, tiny_model_dir, "a-run-2")
-    expect(tab2.locator(".toast-body").filter(has_text="a visitor may keep 1").first).to_be_visible()
+    expect(tab2.locator("#bv-ft-status")).to_contain_text("a visitor may keep 1")
+    expect(tab2.locator("#bv-ft-run input")).to_have_value(run)  # the oldest run, offered beside Delete this run
     assert not any(p.name.endswith("a-run-2") for p in (models / "runs").iterdir())
+    tab2.locator("#bv-ft-delete").click()  # A takes the offer
+    expect(tab2.locator("#bv-ft-delete-md")).to_contain_text("Deleted runs/")
+    assert not folder.exists()
     tab2.close()
 
-    # A deletes its run, then all its data (the zip goes with it)
+    # then deletes all its data (the zip goes with it)
     a.get_by_role("tab", name="Fine-tune").click()
-    a.locator("#bv-ft-delete").click()
-    expect(a.locator("#bv-ft-delete-md")).to_contain_text("Deleted")
-    assert not folder.exists()
     a.locator("#bv-ft-delete-all").click()
     expect(a.locator("#bv-ft-delete-md")).to_contain_text("Deleted your data")
     assert a.request.get(zip_url).status in (403, 404)  # removed from the cache

@@ -630,7 +630,7 @@ def wire(f: SimpleNamespace, *, demo: gr.Blocks | None = None, default: str, mod
                     f.epochs, f.lr, f.batch, f.max_len, f.seed, f.patience, f.val_fraction, f.warmup]
     armed = f.start.click(arm, inputs=[f.flag], outputs=None, queue=False, api_visibility="private")
     started = armed.then(
-        common.guard_stream(visitor.one_at_a_time(train, f.status)), inputs=train_inputs, outputs=train_outputs,
+        common.guard_stream(visitor.one_at_a_time(train, f.status, offer=f.run)), inputs=train_inputs, outputs=train_outputs,
         api_name="finetune_start", api_visibility="undocumented", concurrency_limit=visitor.finetune_concurrency(),
         concurrency_id="finetune",
         show_progress_on=[f.status],

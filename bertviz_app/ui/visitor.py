@@ -201,9 +201,11 @@ def finetune_concurrency() -> int:
     return 1 + core.get_settings().finetune_queue if public() else 1
 
 
-def one_at_a_time(train, status):
+def one_at_a_time(train, status, offer=None):
     """Wrap the Fine-tune tab's streaming handler: in public mode it joins the fine-tune queue first
-    (a visitor's second fine-tune is refused; a waiting one sees its position in ``status``)."""
+    (a visitor's second fine-tune is refused; a waiting one sees its position in ``status``). Past the
+    visitor's run limit the refusal is shown in ``status`` and the oldest run is chosen in ``offer``
+    (the run dropdown beside *Delete this run*)."""
 
     @functools.wraps(train)
     def wrapper(*args, **kwargs):
@@ -221,6 +223,10 @@ def one_at_a_time(train, status):
                 yield {status: f"**Waiting:** {pos} fine-tune(s) ahead of yours; it starts when they finish "
                                "(one fine-tune runs at a time on this app)."}
             yield from train(*args, **kwargs)
+        except core.LimitError as exc:
+            if offer is None or not exc.oldest:
+                raise
+            yield {status: f"**{common_esc(exc)}**", offer: gr.update(value=exc.oldest)}
         finally:
             queue.leave(ticket)
 
