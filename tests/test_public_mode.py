@@ -41,7 +41,7 @@ def public_app(tiny_model_dir, tmp_path_factory):
     own_run(models, "a-secret", tiny_model_dir, A)
     own_run(models, "a-other", tiny_model_dir, A)
     with served_app(str(tiny_model_dir), BERTVIZ_MODELS_DIR=models, BERTVIZ_PUBLIC=1,
-                    BERTVIZ_MAX_UPLOADS_PER_HOUR=4) as url:
+                    BERTVIZ_MAX_UPLOADS_PER_HOUR=4, BERTVIZ_MAX_UPLOAD_MB=1) as url:
         yield url, models
 
 
@@ -134,6 +134,14 @@ def test_a_zip_bomb_renamed_csv_and_fifty_uploads_in_a_row_are_refused(public_ap
             assert "uploaded 4 files in the last hour" in str(exc)
             refused += 1
     assert refused == 47  # 4 an hour: the bomb and 3 tables, then every one refused
+    big = tmp_path / "big.csv"
+    big.write_text("review,sentiment\n" + "a long review,positive\n" * 60_000)  # 1.4 MB
+    with pytest.raises(ValueError, match="exceeds the maximum file size of 1000000 bytes"):
+        client.predict(gradio_client.handle_file(str(big)), api_name="/finetune_upload")
+    import httpx  # and the server's upload route itself refuses it, whoever sends it
+
+    r = httpx.post(f"{url}gradio_api/upload", files={"files": ("big.csv", big.read_bytes(), "text/csv")}, timeout=60)
+    assert r.status_code == 413, (r.status_code, r.text[:200])
     assert (models / "runs" / "a-secret" / "config.json").is_file()
 
 

@@ -265,6 +265,8 @@ def launch(host: str | None = None, port: int | None = None, model: str | None =
         from starlette.middleware import Middleware
 
         app_kwargs["middleware"] = [Middleware(visitor.ZipGuard, demo=demo), *app_kwargs.get("middleware", [])]
+        # gradio's upload route itself refuses bigger files, before anything is written to disk
+        kw.setdefault("max_file_size", int(settings.max_upload_mb * 10**6))
     kw["app_kwargs"] = app_kwargs
     demo.queue(default_concurrency_limit=2, max_size=settings.queue_size)
     kw.setdefault("css", CSS)
