@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import secrets
 import shutil
@@ -107,7 +108,7 @@ class Limits:
 def is_run_name(name: str | None) -> bool:
     """True for a registered run name ``runs/<name>`` (however it is spaced or slashed)."""
     parts = [p for p in (name or "").strip().split("/") if p]
-    return len(parts) >= 1 and parts[0] == "runs" and len(parts) > 1
+    return len(parts) > 1 and parts[0] == "runs"
 
 
 def _read_info(path: Path) -> dict | None:
@@ -148,8 +149,6 @@ def touch(path: Path, now: float | None = None) -> None:
     """Mark the run as opened now (the sweeper removes runs not opened for ``Limits.ttl_s``)."""
     now = time.time() if now is None else now
     try:
-        import os
-
         os.utime(Path(path) / RUN_INFO, (now, now))
     except OSError:
         pass
@@ -252,9 +251,9 @@ def delete_run(runs_dir: Path, name: str | None, owner: str | None) -> str:
     """Remove the owner's run ``name``; another visitor's run answers as an unknown one."""
     if not is_run_name(name):
         raise InputError("Choose one of your runs (runs/<name>) to delete.")
-    path = check_access(name, owner, runs_dir) if owner is not None else Path(runs_dir) / name.strip().split("/")[-1]
-    if path is None or not (path / "config.json").is_file():
-        raise unknown_run(name or "")
+    if owner is None:
+        raise InputError("Runs are deleted by their owner, in public mode; locally, delete the folder under models/runs/.")
+    path = check_access(name, owner, runs_dir)
     shutil.rmtree(path, ignore_errors=True)
     return f"runs/{path.name}"
 
