@@ -154,6 +154,42 @@ class Settings:
         metadata={"help": "Classes with fewer examples than this get a warning (too few to learn well)."},
     )
 
+    # Public mode (a shared Space): each visitor's runs, uploads and outputs are theirs alone, within limits.
+    public: bool = field(
+        default_factory=lambda: _flag("PUBLIC", False),
+        metadata={"help": "Public mode (the Docker image sets it): each browser's fine-tuned runs, uploads and "
+                  "outputs are its own (an owner token kept in the browser, stored hashed with the run); others "
+                  "get the same answer as for a model that does not exist. Runs and uploads are limited (below), "
+                  "runs not opened for BERTVIZ_RUN_TTL_HOURS are removed, and folders cannot be opened by path. "
+                  "Off by default: on one's own machine every run is shared, as before."},
+    )
+    max_runs_per_visitor: int = field(
+        default_factory=lambda: int(_env("MAX_RUNS_PER_VISITOR", "3")),
+        metadata={"help": "Public mode: most runs one visitor keeps (past it: delete one, the oldest is named)."},
+    )
+    max_runs_total: int = field(
+        default_factory=lambda: int(_env("MAX_RUNS_TOTAL", "30")),
+        metadata={"help": "Public mode: most visitors' runs the server keeps in all."},
+    )
+    max_runs_disk_gb: float = field(
+        default_factory=lambda: float(_env("MAX_RUNS_DISK_GB", "3")),
+        metadata={"help": "Public mode: most disk the saved runs may take, in GB (10**9 bytes); a fine-tune "
+                  "is refused once they take this much."},
+    )
+    run_ttl_hours: float = field(
+        default_factory=lambda: float(_env("RUN_TTL_HOURS", "24")),
+        metadata={"help": "Public mode: a visitor's run not opened for this many hours is removed by the sweeper."},
+    )
+    finetune_queue: int = field(
+        default_factory=lambda: int(_env("FINETUNE_QUEUE", "10")),
+        metadata={"help": "Public mode: fine-tunes that may wait for the one that runs (each visitor one at a "
+                  "time; a waiting visitor sees their position); beyond it a request is refused."},
+    )
+    max_uploads_per_hour: int = field(
+        default_factory=lambda: int(_env("MAX_UPLOADS_PER_HOUR", "20")),
+        metadata={"help": "Public mode: most files one visitor may upload in an hour (each is deleted once read)."},
+    )
+
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
@@ -172,6 +208,9 @@ class Settings:
             raise ValueError(f"BERTVIZ_MAX_METHOD_SECONDS must be a positive number, got {self.max_method_seconds}")
         if not self.max_upload_mb > 0:
             raise ValueError(f"BERTVIZ_MAX_UPLOAD_MB must be a positive number, got {self.max_upload_mb}")
+        for name in ("max_runs_disk_gb", "run_ttl_hours"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"BERTVIZ_{name.upper()} must be a positive number, got {getattr(self, name)}")
         if self.warn_class_examples < self.min_class_examples:
             raise ValueError(
                 f"BERTVIZ_WARN_CLASS_EXAMPLES ({self.warn_class_examples}) must be at least "

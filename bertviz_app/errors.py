@@ -12,6 +12,7 @@ __all__ = [
     "TrainingError",
     "CancelledError",
     "ResourceError",
+    "LimitError",
 ]
 
 
@@ -45,3 +46,13 @@ class CancelledError(BertvizError):
 
 class ResourceError(BertvizError):
     """The machine ran out of memory for this request even after retrying smaller; the server goes on."""
+
+
+class LimitError(BertvizError):
+    """A visitor's request is past a limit of the public mode (runs kept, disk, one fine-tune at a
+    time, uploads); the message says what to do. ``oldest``: the visitor's oldest run, offered for
+    deletion when deleting it would make room (else None)."""
+
+    def __init__(self, message: str, oldest: str | None = None):
+        super().__init__(message)
+        self.oldest = oldest

@@ -180,6 +180,7 @@ class FinetunePlan:
     warnings: tuple[str, ...] = ()  # the validation report's warnings (training goes on)
     auto: tuple[str, ...] = ()  # how each automatic setting was chosen
     allow_paths: bool = True  # ``base`` may be a folder
+    owner: str | None = None  # public mode: the visitor's owner hash, saved with each run (visitors.py)
 
 
 # --------------------------------------------------------------------------- names and folders
@@ -281,6 +282,7 @@ def run_finetune(
     cancel: threading.Event | None = None,
     probe: dict | None = None,
     allow_paths: bool = True,
+    owner: str | None = None,
 ) -> RunResult:
     """Train one mode, evaluate on the validation split, judge and save ``models/runs/<name>`` atomically.
 
@@ -356,6 +358,8 @@ def run_finetune(
         "notices": notices,
         "verdict": asdict(verdict) | {"learned": verdict.learned},
     }
+    if owner is not None:  # public mode: whose run this is (a hash; see visitors.py)
+        run_info["owner"] = owner
     files = {
         RUN_INFO: json.dumps(run_info, indent=2, default=str),
         "training_log.json": json.dumps(info.get("log_history", []), indent=2, default=str),
@@ -791,7 +795,7 @@ def run_plan(plan: FinetunePlan, progress: Callable[[dict], None] | None = None,
         try:
             res = run_finetune(plan.train, plan.val, base=plan.base, mode=mode, name=name, config=plan.config,
                                val_fraction=plan.val_fraction, source=plan.source, cancel=cancel, probe=probe,
-                               allow_paths=plan.allow_paths,
+                               allow_paths=plan.allow_paths, owner=plan.owner,
                                progress=lambda e, m=mode, k=k: emit({"kind": "progress", "mode": m, "index": k,
                                                                        "of": len(plan.modes), **e}))
         except CancelledError:

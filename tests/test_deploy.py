@@ -76,3 +76,14 @@ def test_app_listens_on_loopback_unless_told_and_the_image_says_every_interface(
     monkeypatch.setenv("BERTVIZ_HOST", "0.0.0.0")
     assert Settings().host == "0.0.0.0"
     assert re.search(r"^ENV .*\bBERTVIZ_HOST=0\.0\.0\.0\b", DOCKERFILE.replace("\\\n", " "), re.M)  # the container sets it explicitly
+
+
+def test_the_image_runs_in_public_mode_and_the_readme_says_what_it_changes(monkeypatch):
+    from bertviz_app.config import Settings
+
+    monkeypatch.delenv("BERTVIZ_PUBLIC", raising=False)
+    assert Settings().public is False  # locally every run stays shared
+    assert re.search(r"^ENV .*\bBERTVIZ_PUBLIC=1\b", DOCKERFILE.replace("\\\n", " "), re.M)
+    readme = (ROOT / "README.md").read_text()
+    space = readme.split("## Deploy to Hugging Face Spaces", 1)[1]
+    assert "### Public mode (`BERTVIZ_PUBLIC=1`" in space and "Delete my data" in space

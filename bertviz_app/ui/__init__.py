@@ -20,7 +20,18 @@ import gradio as gr
 
 import bertviz_app as core
 
-from . import api, attention_tab, attribution_tab, batch_tab, build_panel, common, finetune_tab, model_tab, predict_tab
+from . import (
+    api,
+    attention_tab,
+    attribution_tab,
+    batch_tab,
+    build_panel,
+    common,
+    finetune_tab,
+    model_tab,
+    predict_tab,
+    visitor,
+)
 
 __all__ = ["build_app", "launch", "CSS"]
 
@@ -38,6 +49,7 @@ def build_app(model: str | None = None) -> gr.Blocks:
         gr.Markdown("# BERT classifier explorer\nClass probabilities, attention in every layer and head, and "
                     "Integrated Gradients attributions along the [CLS] path. Type a text and press **Analyze**.")
         state = gr.State(None, time_to_live=3600)
+        visitor.register(demo)  # public mode: the browser's owner token, known on page load
         build = build_panel.build(default)  # the default model's background build, while it runs
         # Which tab is open, and which record each chart tab last drew: a tab's charts are drawn when
         # it is open (on Analyze) or when it is opened, never for a hidden tab (bench/load_results.md:
@@ -287,9 +299,17 @@ def launch(host: str | None = None, port: int | None = None, model: str | None =
 
     clean_stale_folders()  # what a killed save left behind, so the run list stays right after a restart
     demo = build_app(model)
+    if settings.public:  # visitors' runs not opened for run_ttl_hours are removed
+        demo.bertviz_sweeper = visitor.start_sweeper(settings.models_dir, settings.run_ttl_hours * 3600)
     # the same API as plain JSON routes (POST /v1/predict ...), outside gradio's queue
     app_kwargs = dict(kw.pop("app_kwargs", None) or {})
     app_kwargs["routes"] = [*api.routes((model or settings.default_model).strip()), *app_kwargs.get("routes", [])]
+    if settings.public:  # a visitor's zip downloads are served to that visitor only
+        from starlette.middleware import Middleware
+
+        app_kwargs["middleware"] = [Middleware(visitor.ZipGuard, demo=demo), *app_kwargs.get("middleware", [])]
+        # gradio's upload route itself refuses bigger files, before anything is written to disk
+        kw.setdefault("max_file_size", int(settings.max_upload_mb * 10**6))
     kw["app_kwargs"] = app_kwargs
     demo.queue(default_concurrency_limit=2, max_size=settings.queue_size)
     kw.setdefault("css", CSS)

@@ -27,7 +27,7 @@ from fastapi.routing import APIRoute
 
 import bertviz_app as core
 
-from . import common
+from . import common, visitor
 
 __all__ = ["functions", "register", "routes", "REST_PREFIX", "BATCHED_CONCURRENCY", "EXPLAIN_CONCURRENCY"]
 
@@ -237,6 +237,7 @@ def _route(name: str, fn: Callable, limiter: anyio.CapacityLimiter) -> APIRoute:
                 return _json({"error": f"{p} must be a string, got {type(body[p]).__name__}."},
                                       status_code=400)
         kwargs = {k: v for k, v in body.items() if v is not None}
+        _carry_owner_token(request)
         try:
             # the work blocks (a batcher's queue, the model lock): a worker thread waits, not the loop
             out = await anyio.to_thread.run_sync(lambda: fn(**kwargs), limiter=limiter)
@@ -254,4 +255,17 @@ def routes(default: str) -> list[APIRoute]:
     given to the app at creation come before gradio's own, so nothing of gradio's shadows them."""
     limits = {"predict": BATCHED_CONCURRENCY * 2, "explain": EXPLAIN_CONCURRENCY, "attention": 1, "compare": 1,
               "summary": 2}
-    return [_route(name, fn, anyio.CapacityLimiter(limits[name])) for name, fn in functions(default).items()]
+    out = [_route(name, fn, anyio.CapacityLimiter(limits[name])) for name, fn in functions(default).items()]
+    return [*out, _route("delete_my_data", delete_my_data, anyio.CapacityLimiter(1))]
+
+
+def _carry_owner_token(request: Request) -> None:
+    """The visitor's owner token for this request's work (public mode: a run is answered only to the
+    request that carries its owner's token, in the X-Bertviz-Owner header or the bertviz_owner cookie)."""
+    visitor.REST_TOKEN.set(request.headers.get(visitor.HEADER) or request.cookies.get(visitor.COOKIE) or "")
+
+
+def delete_my_data() -> dict:
+    """Public mode: remove every run of the visitor whose owner token the request carries
+    (X-Bertviz-Owner header): {"message"}."""
+    return {"message": visitor.delete_my_data(markdown=False)}

@@ -16,7 +16,7 @@ import pandas as pd
 import bertviz_app as core
 
 from .. import plots
-from . import common
+from . import common, visitor
 
 
 def build() -> SimpleNamespace:
@@ -284,7 +284,9 @@ def export_files(rec: common.Record | None, merge: bool):
         return off, off
     page, data = core.export_files(export_folder(), rec.attribution, rec.prediction, rec.model, merge=bool(merge),
                                    keep_s=EXPORT_KEEP_S, faith=rec.faith)
-    return gr.update(value=str(page), interactive=True), gr.update(value=str(data), interactive=True)
+    # public mode: the visitor's texts, served to this visitor's browser only (visitor.own_file)
+    return (gr.update(value=visitor.own_file(page), interactive=True),
+            gr.update(value=visitor.own_file(data), interactive=True))
 
 
 def wire(ui: SimpleNamespace, state: gr.State, heavy: dict) -> None:

@@ -15,7 +15,7 @@ import pandas as pd
 
 import bertviz_app as core
 
-from . import attribution_tab, common
+from . import attribution_tab, common, visitor
 from .common import CancelFlag, esc
 
 UPDATE_EVERY = 0.5  # seconds between progress updates
@@ -65,6 +65,7 @@ def on_upload(path: str | None):
     """Column choices from the uploaded table, the text column guessed; a bad file says why."""
     if not path:
         return gr.update(choices=[], value=None), gr.update(choices=[NONE], value=NONE), ""
+    visitor.upload(path)  # public mode: counted (the file is deleted once explained)
     try:
         table = core.read_table(path, min_columns=1)
     except core.BertvizError as exc:
@@ -177,6 +178,8 @@ def wire(ui: SimpleNamespace, model_dd, default: str) -> None:
         finally:
             if worker.is_alive():  # the page went away: stop the orphan run
                 cancel.set()
+            else:
+                visitor.discard(path)  # public mode: the upload is deleted once read
             if flag.event is cancel:
                 flag.arm()
         if "error" in box:
@@ -185,7 +188,7 @@ def wire(ui: SimpleNamespace, model_dd, default: str) -> None:
                 return
             raise box["error"]
         res = box["result"]
-        yield {ui.status: summary_md(res), ui.result: str(res.path), ui.words: words_frame(res)}
+        yield {ui.status: summary_md(res), ui.result: visitor.own_file(res.path), ui.words: words_frame(res)}
 
     outputs = [ui.status, ui.result, ui.words]
     ui.start.click(arm, inputs=[ui.flag], outputs=None, queue=False, api_visibility="private").then(

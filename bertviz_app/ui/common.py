@@ -22,6 +22,8 @@ import numpy as np
 
 import bertviz_app as core
 
+from . import visitor
+
 log = logging.getLogger("bertviz_app.ui")
 
 UNEXPECTED = "Unexpected error while handling this request; the details are in the server log."
@@ -83,6 +85,12 @@ def load(name: str | None, default: str) -> core.LoadedModel:
     """Load what the user asked for. Folder paths typed in the browser or sent to the API are
     refused when BERTVIZ_ALLOW_LOCAL_PATHS=0; the operator's own default model is always allowed."""
     name = (name or "").strip() or default
+    if visitor.public():  # another visitor's run answers as an unknown model; no folders by path
+        visitor.check_model(name, default)
+        try:
+            return core.load_model(name, allow_paths=name == default)
+        except core.ModelNotFoundError as exc:
+            raise core.ModelNotFoundError(visitor.hide_others(str(exc))) from None
     allow = name == default or core.get_settings().allow_local_paths
     return core.load_model(name, allow_paths=allow)
 
@@ -90,7 +98,7 @@ def load(name: str | None, default: str) -> core.LoadedModel:
 def model_choices(default: str, first: tuple[str, ...] = ()) -> list[str]:
     """The openable models (``default`` even when not built yet), each once; ``first``: names put
     before them (the fine-tune tab's base: ``encoder``, which the registry lists too)."""
-    names = [m["name"] for m in core.list_models() if m["built"]]
+    names = [m["name"] for m in visitor.visible(core.list_models()) if m["built"]]  # public mode: own runs only
     if default not in names:
         names.insert(0, default)
     return list(dict.fromkeys([*first, *names]))

@@ -27,7 +27,7 @@ import pandas as pd
 import bertviz_app as core
 
 from .. import plots
-from . import common
+from . import common, visitor
 from .common import CancelFlag, esc
 
 NONE = ""  # the "no second text" choice of the pair dropdown
@@ -125,6 +125,11 @@ def build(default: str) -> SimpleNamespace:
                           elem_id="bv-ft-run", scale=3)
         zip_btn = gr.Button("Download model (.zip)", interactive=False, elem_id="bv-ft-zip", scale=1)
         zip_file = gr.File(label="Model folder (.zip)", interactive=False, height=90, elem_id="bv-ft-zip-file", scale=2)
+    with gr.Row(visible=core.get_settings().public):  # public mode: a visitor's runs are theirs to delete
+        delete_btn = gr.Button("Delete this run", variant="stop", size="sm", interactive=False, elem_id="bv-ft-delete")
+        delete_all = gr.Button("Delete my data (every run and file of this browser)", variant="stop", size="sm",
+                               elem_id="bv-ft-delete-all")
+    delete_md = gr.Markdown(elem_id="bv-ft-delete-md")
     with gr.Accordion("Compare with the base model", open=False, elem_id="bv-ft-compare-acc") as compare_acc:
         with gr.Row():
             cmp_text = gr.Textbox(label="Text", lines=2, elem_id="bv-ft-cmp-text")
@@ -261,7 +266,7 @@ def plan_from_fields(table, val_table, text_col, label_col, pair_col, multi_labe
 # --------------------------------------------------------------------------- results (pure helpers)
 def run_choices() -> list[str]:
     try:
-        return [r["name"] for r in core.list_runs()]
+        return [r["name"] for r in visitor.visible(core.list_runs())]  # public mode: this visitor's own
     except Exception:  # noqa: BLE001 - an unreadable models folder must not break the page
         return []
 
@@ -271,7 +276,7 @@ def runs_frame() -> pd.DataFrame:
     cols = ["data", "classes", "train/val rows", "probe run", "probe accuracy", "probe macro-F1", "full run",
             "full accuracy", "full macro-F1"]
     try:
-        runs = core.list_runs()
+        runs = visitor.visible(core.list_runs())
     except Exception:  # noqa: BLE001
         runs = []
     groups: dict[str, dict[str, list[dict]]] = {}
@@ -527,7 +532,9 @@ def wire(f: SimpleNamespace, *, demo: gr.Blocks | None = None, default: str, mod
     # ---------------------------------------------------------------- upload + mapping
     @common.guard
     def on_upload(path):
+        visitor.upload(path)  # public mode: counted, and deleted once read
         table, guess, notes, refused = read_upload(path)
+        visitor.discard(path)
         if table is None:
             empty = gr.update(choices=[], value=None)
             return {f.table: None, f.refused: refused, f.notices: notes, f.preview: pd.DataFrame(), f.text_col: empty,
@@ -561,10 +568,13 @@ def wire(f: SimpleNamespace, *, demo: gr.Blocks | None = None, default: str, mod
     def on_val_upload(path):
         if not path:
             return None, None, ""
+        visitor.upload(path)
         try:
             t = core.read_table(path)
         except core.DataError as exc:
             return None, refusal(path, exc, "validation file"), f"**Error in the validation file:** {esc(exc)}"
+        finally:
+            visitor.discard(path)
         notes = [f"Validation file **{esc(t.name)}**: {t.n_rows:,} rows."]
         notes += [f"Note: {esc(n)}" for n in t.notices]
         return t, None, "  \n".join(notes)
@@ -584,8 +594,10 @@ def wire(f: SimpleNamespace, *, demo: gr.Blocks | None = None, default: str, mod
             flag.arm()
             yield {f.status: "**Cancelled** before training started.", f.bar: ""}
             return
+        visitor.check_model(base, default)  # public mode: another visitor's run is no base
         plan = plan_from_fields(table, val_table, text_col, label_col, pair_col, multi_label, base, mode, name,
                                 epochs, lr, batch, max_len, seed, patience, val_fraction, warmup, refused, val_refused)
+        plan = visitor.claim(plan)  # public mode: quota checked, the runs saved as this visitor's
         live = Live()
         settings_md = settings_line(plan)
         yield {f.status: "**Starting…** loading the base model", f.bar: progress_html(0, 1, None, "starting"),
@@ -635,7 +647,7 @@ def wire(f: SimpleNamespace, *, demo: gr.Blocks | None = None, default: str, mod
                             plots.empty_figure("No confusion matrix for multi-label data (see the per-class table)."))
         rows = wrong_rows(results)
         out[f.wrong] = wrong_frame(rows)
-        out[f.wrong_csv] = wrong_csv(rows)
+        out[f.wrong_csv] = visitor.own_file(wrong_csv(rows))  # public mode: validation texts, for this visitor only
         out[f.results] = rows
         newest = results[-1].name
         out[model_dd] = gr.update(choices=common.model_choices(default), value=newest)
@@ -652,8 +664,9 @@ def wire(f: SimpleNamespace, *, demo: gr.Blocks | None = None, default: str, mod
                     f.val_refused]  # the two states are not part of the API
     armed = f.start.click(arm, inputs=[f.flag], outputs=None, queue=False, api_visibility="private")
     started = armed.then(
-        common.guard_stream(train), inputs=train_inputs, outputs=train_outputs, api_name="finetune_start",
-        api_visibility="undocumented", concurrency_limit=1, concurrency_id="finetune",
+        common.guard_stream(visitor.one_at_a_time(train, f.status, offer=f.run)), inputs=train_inputs, outputs=train_outputs,
+        api_name="finetune_start", api_visibility="undocumented", concurrency_limit=visitor.finetune_concurrency(),
+        concurrency_id="finetune",
         show_progress_on=[f.status],
     )
     if after_run is not None:
@@ -691,13 +704,15 @@ def wire(f: SimpleNamespace, *, demo: gr.Blocks | None = None, default: str, mod
 
     @common.guard
     def download(run):
-        return str(core.zip_run(run))
+        visitor.check(run)  # public mode: another visitor's run answers as an unknown one
+        return visitor.keep_zip(core.zip_run(run))
 
     f.zip_btn.click(download, inputs=[f.run], outputs=[f.zip_file], api_name="finetune_zip",
                     api_visibility="undocumented", concurrency_limit=1, concurrency_id="zip")
 
     @common.guard
     def compare(run, text, pair):
+        visitor.check(run)
         info = core.load_run_info(core.run_folder(run)) or {}
         base = info.get("base")
         if not base:
@@ -721,12 +736,15 @@ def wire(f: SimpleNamespace, *, demo: gr.Blocks | None = None, default: str, mod
 
     @common.guard
     def push(run, repo_id, token, private):
+        visitor.check(run)
         return push_to_hub(run, repo_id, token, private)
 
     f.hub_btn.click(push, inputs=[f.run, f.hub_repo, f.hub_token, f.hub_private], outputs=[f.hub_md],
                     api_visibility="private", concurrency_limit=1, concurrency_id="hub")
 
     def refresh_runs(chosen=None):
+        if not visitor.ready():  # public mode, owner not known yet: the page-load refresh after it fills these
+            return {f.runs_table: gr.skip(), f.run: gr.skip(), model_dd: gr.skip()}
         runs = run_choices()
         return {f.runs_table: runs_frame(), f.run: gr.update(choices=runs, value=chosen if chosen in runs else None),
                 model_dd: gr.update(choices=common.model_choices(default))}
@@ -734,16 +752,38 @@ def wire(f: SimpleNamespace, *, demo: gr.Blocks | None = None, default: str, mod
     f.refresh.click(refresh_runs, inputs=[f.run], outputs={f.runs_table, f.run, model_dd}, api_visibility="private",
                     queue=False)
     if demo is not None:  # runs saved by other sessions (or before a restart) appear on page load
-        demo.load(refresh_runs, inputs=[f.run], outputs={f.runs_table, f.run, model_dd}, api_visibility="private",
-                  queue=False)
+        visitor.on_page_load(demo, refresh_runs, inputs=[f.run], outputs={f.runs_table, f.run, model_dd})
 
     def on_run(run):
-        """Download, compare and push need a run: enabled once one is chosen."""
+        """Download, compare, push and delete need a run: enabled once one is chosen."""
         on = gr.update(interactive=bool(run))
-        return on, on, on
+        return on, on, on, on
 
-    f.run.change(on_run, inputs=[f.run], outputs=[f.zip_btn, f.cmp_btn, f.hub_btn], api_visibility="private",
+    f.run.change(on_run, inputs=[f.run], outputs=[f.zip_btn, f.cmp_btn, f.hub_btn, f.delete_btn], api_visibility="private",
                  queue=False, show_progress="hidden")
+
+    # ---------------------------------------------------------------- public mode: delete runs and data
+    @common.guard
+    def delete_one(run):
+        msg = visitor.delete_run(run)
+        out = refresh_runs()
+        runs = run_choices()
+        out.update({f.delete_md: msg, f.run: gr.update(choices=runs, value=runs[0] if runs else None)})
+        return out
+
+    @common.guard
+    def delete_everything():
+        msg = visitor.delete_my_data()
+        out = refresh_runs()
+        out.update({f.delete_md: msg, f.zip_file: None, f.run: gr.update(choices=[], value=None)})
+        return out
+
+    f.delete_btn.click(delete_one, inputs=[f.run], outputs={f.runs_table, f.run, model_dd, f.delete_md},
+                       api_name="delete_run", api_visibility="undocumented", concurrency_limit=1,
+                       concurrency_id="delete")
+    f.delete_all.click(delete_everything, outputs={f.runs_table, f.run, model_dd, f.delete_md, f.zip_file},
+                       api_name="delete_my_data", api_visibility="undocumented", concurrency_limit=1,
+                       concurrency_id="delete")
 
 
 CSS = """

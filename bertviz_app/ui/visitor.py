@@ -1,0 +1,435 @@
+"""The web app's side of public mode (``BERTVIZ_PUBLIC=1``): who the visitor is, and the checks
+the tabs call before they list, load, zip, compare, push or delete a run.
+
+The visitor's owner token is 32 random bytes kept in the browser (``gr.BrowserState``, so every tab
+of one browser is one visitor, and a reload or a server restart keeps it). On page load the token
+is sent once and the session (``gr.Request.session_hash``) is mapped to its owner hash; every
+later event of that page finds its owner through the request gradio sets for the event
+(``gradio.context.LocalContext.request``), so the tabs' handlers keep their signatures. API
+clients and the JSON routes send the token in the ``X-Bertviz-Owner`` header (or the
+``bertviz_owner`` cookie); without one they own nothing and see only the shared models.
+
+In local mode every function here answers as before: ``owner()`` is None and nothing is checked.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import logging
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import replace
+from pathlib import Path
+
+import gradio as gr
+
+import bertviz_app as core
+from bertviz_app import visitors
+
+log = logging.getLogger("bertviz_app.ui")
+
+HEADER = "X-Bertviz-Owner"
+COOKIE = "bertviz_owner"
+STORAGE_KEY = "bertviz-owner"
+# BrowserState encrypts the stored value with this key. It travels in the page's config, so it guards
+# nothing by itself (the token's safety is the browser's per-origin storage); it is fixed so that a
+# restarted server can still read the tokens browsers kept.
+SECRET = "bertviz-owner-v1"
+MAX_SESSIONS = 100_000
+# Set by the JSON routes for the duration of a request: the token the request carried ("" if none).
+REST_TOKEN: contextvars.ContextVar[str | None] = contextvars.ContextVar("bertviz_rest_token", default=None)
+ZIP_KEEP_S = 3600  # a visitor's downloaded zips are removed at their next download after an hour
+
+
+class Visitors:
+    """Per-app state of public mode: sessions -> owners, the fine-tune queue, upload counts."""
+
+    def __init__(self, limits: visitors.Limits):
+        self.limits = limits
+        self.queue = visitors.FinetuneQueue(slots=1, max_waiting=limits.queue)
+        self.uploads = visitors.UploadCounter(limits.uploads_per_hour)
+        self._sessions: OrderedDict[str, str] = OrderedDict()
+        self._lock = threading.Lock()
+        self.zips: dict[str, str] = {}  # a file in gradio's cache -> the owner it was made for (ZipGuard)
+
+    def register(self, session_hash: str, owner: str) -> None:
+        with self._lock:
+            self._sessions[session_hash] = owner
+            self._sessions.move_to_end(session_hash)
+            while len(self._sessions) > MAX_SESSIONS:
+                self._sessions.popitem(last=False)
+
+    def lookup(self, session_hash: str | None) -> str | None:
+        with self._lock:
+            return self._sessions.get(session_hash or "")
+
+    def add_zip(self, path: str, owner: str) -> None:
+        with self._lock:
+            if len(self.zips) > 1000:  # forget files gradio's delete_cache has removed
+                self.zips = {p: o for p, o in self.zips.items() if os.path.exists(p)}
+            self.zips[path] = owner
+
+    def pop_zips(self, owner: str) -> list[str]:
+        """Forget the owner's cached zips; returns their paths (to delete)."""
+        with self._lock:
+            mine = [p for p, o in self.zips.items() if o == owner]
+            for p in mine:
+                del self.zips[p]
+            return mine
+
+
+# --------------------------------------------------------------------------- who is asking
+def public() -> bool:
+    return core.get_settings().public
+
+
+def runs_dir() -> Path:
+    return core.get_settings().models_dir / "runs"
+
+
+def _request():
+    from gradio.context import LocalContext
+
+    return LocalContext.request.get(None)
+
+
+def _app() -> Visitors | None:
+    from gradio.context import LocalContext
+
+    return getattr(LocalContext.blocks.get(None), "bertviz_visitors", None)
+
+
+def app_state() -> Visitors:
+    """This app's Visitors (a fresh one from the settings outside an app's event, e.g. in a test)."""
+    return _app() or Visitors(visitors.Limits.from_settings(core.get_settings()))
+
+
+def owner() -> str | None:
+    """The owner hash of the visitor behind the current event or JSON request; None in local mode;
+    ``visitors.NOBODY`` for a public request that carries no token (it owns nothing)."""
+    if not public():
+        return None
+    token = REST_TOKEN.get()
+    if token is not None:
+        return visitors.owner_hash(token)
+    req = _request()
+    if req is None:
+        return visitors.NOBODY
+    app = _app()
+    known = app.lookup(getattr(req, "session_hash", None)) if app is not None else None
+    if known:
+        return known
+    headers = getattr(req, "headers", None) or {}
+    return visitors.owner_hash(headers.get(HEADER.lower()) or headers.get(HEADER))
+
+
+def ready() -> bool:
+    """False while a public page has not told its owner yet (the first page-load events)."""
+    return owner() != visitors.NOBODY
+
+
+# --------------------------------------------------------------------------- checks the tabs call
+def visible(models: list[dict]) -> list[dict]:
+    """The models (``list_models()``) or runs (``list_runs()``) this visitor may see."""
+    return visitors.visible(models, owner(), runs_dir())
+
+
+def check(name: str | None) -> None:
+    """A run name another visitor owns (or none owns) answers as an unknown run; an owned run is
+    marked as opened (the sweeper keeps it)."""
+    path = visitors.check_access(name, owner(), runs_dir())
+    if path is not None:
+        visitors.touch(path)
+
+
+def check_model(name: str | None, default: str) -> None:
+    """``check``, and in public mode no model folders by path (except the operator's default)."""
+    if not public():
+        return
+    name = (name or "").strip()
+    check(name)
+    looks_like_path = name.startswith((".", "/", "~", "\\")) or (os.sep in name and not visitors.is_run_name(name)
+                                                                 and name.count("/") != 1)
+    if name and name != default and looks_like_path:
+        raise core.ModelNotFoundError("Opening model folders by path is turned off on this public app: use a "
+                                      "model from the list, one of your runs, or a Hub id (owner/name).")
+
+
+def hide_others(message: str) -> str:
+    """A registry message with other visitors' run names taken out (e.g. its "Available: ..." list)."""
+    who = owner()
+    if who is None:
+        return message
+    seen = {m["name"] for m in visible(core.list_models())}
+    hidden = [m["name"] for m in core.list_models() if m["name"] not in seen]
+    return visitors.hide_names(message, hidden)
+
+
+def claim(plan):
+    """Public mode: the plan's runs saved as this visitor's (owner hash in run.json, names prefixed with
+    the visitor's tag so names never collide across visitors), after the quota check (LimitError)."""
+    who = owner()
+    if who is None:
+        return plan
+    if who == visitors.NOBODY:
+        raise core.InputError("This page has no owner token yet: reload the page, then start again.")
+    visitors.check_quota(runs_dir(), who, app_state().limits, new_runs=len(plan.modes))
+    tag = visitors.owner_tag(who)
+    names = []
+    for mode, name in zip(plan.modes, plan.names):
+        stem = f"{tag}-{name or f'{mode}-{plan.train.data_hash[:8]}'}"
+        if len(stem) > 64:
+            raise core.InputError(f"Run names may be at most {64 - len(tag) - 1} characters here; "
+                                  f"{name!r} is longer.")
+        chosen, k = stem, 2
+        while (runs_dir() / chosen).exists():  # the visitor's own earlier run of the same name or data
+            if name:
+                raise core.InputError(f"You already have a run named {name!r}: choose another name.")
+            chosen, k = f"{stem}-{k}", k + 1
+        names.append(chosen)
+    return replace(plan, owner=who, names=tuple(names))
+
+
+def finetune_concurrency() -> int:
+    """Fine-tune events that may run at once: 1 locally (gradio's queue orders them); in public mode
+    the queue of ``FinetuneQueue`` (one at a time per visitor, positions shown) plus the running one."""
+    return 1 + core.get_settings().finetune_queue if public() else 1
+
+
+def one_at_a_time(train, status, offer=None):
+    """Wrap the Fine-tune tab's streaming handler: in public mode it joins the fine-tune queue first
+    (a visitor's second fine-tune is refused; a waiting one sees its position in ``status``). Past the
+    visitor's run limit the refusal is shown in ``status`` and the oldest run is chosen in ``offer``
+    (the run dropdown beside *Delete this run*)."""
+
+    @functools.wraps(train)
+    def wrapper(*args, **kwargs):
+        who = owner()
+        if who is None:
+            yield from train(*args, **kwargs)
+            return
+        if who == visitors.NOBODY:
+            raise core.InputError("This page has no owner token yet: reload the page, then start again.")
+        queue = app_state().queue
+        ticket = queue.join(who)
+        flag = next((a for a in args if hasattr(a, "event") and hasattr(a, "arm")), None)
+        try:
+            for pos in queue.waiting(ticket, cancelled=lambda: flag is not None and flag.event.is_set()):
+                yield {status: f"**Waiting:** {pos} fine-tune(s) ahead of yours; it starts when they finish "
+                               "(one fine-tune runs at a time on this app)."}
+            yield from train(*args, **kwargs)
+        except core.LimitError as exc:
+            if offer is None or not exc.oldest:
+                raise
+            yield {status: f"**{common_esc(exc)}**", offer: gr.update(value=exc.oldest)}
+        finally:
+            queue.leave(ticket)
+
+    return wrapper
+
+
+def upload(path: str | None) -> None:
+    """Public mode: count an upload (LimitError past ``max_uploads_per_hour``; the file is then
+    deleted unread)."""
+    who = owner()
+    if who is None or not path:
+        return
+    try:
+        app_state().uploads.count(who)
+    except core.LimitError:
+        discard(path)
+        raise
+
+
+def discard(path: str | None) -> None:
+    """Public mode: delete an uploaded file once it has been read (its table lives in the session)."""
+    if owner() is None or not path:
+        return
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+
+
+def owner_folder(who: str | None) -> Path:
+    """Where this visitor's zips wait to be served (removed with the visitor's data)."""
+    tag = visitors.owner_tag(who) if who else "local"
+    return Path(tempfile.gettempdir()) / f"bertviz-visitor-{tag}"
+
+
+def own_file(path: str | os.PathLike | None) -> str | None:
+    """Public mode: a file made for this visitor (a zip, the misclassified rows, an Explain-a-file
+    output) copied into gradio's cache now, so its served path is known, and recorded as this
+    visitor's: ``ZipGuard`` serves it only to the browser whose token made it. The original is
+    removed. Local mode (or outside an app's event): the path as it is."""
+    who = owner()
+    if who is None or path is None:
+        return None if path is None else str(path)
+    from gradio import processing_utils
+    from gradio.context import LocalContext
+
+    blocks, app = LocalContext.blocks.get(None), _app()
+    if blocks is None or app is None:
+        return str(path)
+    cached = str(Path(processing_utils.save_file_to_cache(path, blocks.GRADIO_CACHE)).resolve())
+    Path(path).unlink(missing_ok=True)
+    try:
+        Path(path).parent.rmdir()  # the fresh temporary folder it was made in, when now empty
+    except OSError:
+        pass
+    app.add_zip(cached, who)
+    return cached
+
+
+def keep_zip(path: Path) -> str:
+    """Public mode: a run's fresh zip served to this visitor only (``own_file``); outside an app's
+    event it goes to the visitor's own temporary folder."""
+    who = owner()
+    if who is None:
+        return str(path)
+    from gradio.context import LocalContext
+
+    if LocalContext.blocks.get(None) is not None and _app() is not None:
+        return own_file(path)
+    folder = owner_folder(who)
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.glob("*.zip"):
+        if time.time() - old.stat().st_mtime > ZIP_KEEP_S:
+            old.unlink(missing_ok=True)
+    dest = folder / Path(path).name
+    shutil.move(str(path), dest)
+    shutil.rmtree(Path(path).parent, ignore_errors=True)
+    return str(dest)
+
+
+def delete_run(run: str | None) -> str:
+    if not public():
+        raise core.InputError("Deleting runs from the page is for the public mode; locally, delete the folder "
+                              "under models/runs/.")
+    name = visitors.delete_run(runs_dir(), run, owner())
+    core.clear_cache()
+    return f"Deleted **{common_esc(name)}**."
+
+
+def delete_my_data(markdown: bool = True) -> str:
+    if not public():
+        raise core.InputError("There is no per-visitor data outside public mode (BERTVIZ_PUBLIC=1): locally, "
+                              "delete folders under models/runs/ yourself.")
+    who = owner()
+    app = _app()
+    cached = [Path(p).parent for p in app.pop_zips(who)] if app is not None else []
+    removed = visitors.delete_owner_data(runs_dir(), who, [owner_folder(who), *cached])
+    core.clear_cache()
+    runs = [r for r in removed if r.startswith("runs/")]
+    show = common_esc if markdown else str
+    return (f"Deleted your data: {len(runs)} run(s)" + (f" ({', '.join(map(show, runs))})" if runs else "")
+            + " and your downloads. Files you uploaded were already deleted once read.")
+
+
+def common_esc(text: str) -> str:
+    from .common import esc
+
+    return esc(text)
+
+
+# --------------------------------------------------------------------------- page wiring
+def register(demo: gr.Blocks, limits: visitors.Limits | None = None):
+    """Public mode: the browser's owner token (made on its first visit) mapped to this session on page
+    load. Returns the load event (``on_page_load`` chains after it), or None in local mode."""
+    if not public():
+        return None
+    demo.bertviz_visitors = Visitors(limits or visitors.Limits.from_settings(core.get_settings()))
+    token = gr.BrowserState(None, storage_key=STORAGE_KEY, secret=SECRET)
+
+    def on_load(value, request: gr.Request):
+        if not visitors.valid_token(value):
+            value = visitors.new_token()
+        demo.bertviz_visitors.register(request.session_hash, visitors.owner_hash(value))
+        return value
+
+    demo.bertviz_owner_ready = demo.load(on_load, inputs=[token], outputs=[token], api_visibility="private",
+                                         queue=False, show_progress="hidden")
+    # the same token as a cookie, so this browser's zip downloads (plain GETs) say whose they are
+    demo.bertviz_owner_ready.then(None, inputs=[token], js=f"(t) => {{ document.cookie = '{COOKIE}=' + t + "
+                                  "'; path=/; SameSite=Strict'; }")
+    return demo.bertviz_owner_ready
+
+
+def on_page_load(demo: gr.Blocks, fn, outputs, inputs=None) -> None:
+    """``demo.load(fn)``, run after the owner is known in public mode."""
+    ready_event = getattr(demo, "bertviz_owner_ready", None)
+    if ready_event is not None:
+        ready_event.then(fn, inputs=inputs, outputs=outputs, api_visibility="private", queue=False)
+    else:
+        demo.load(fn, inputs=inputs, outputs=outputs, api_visibility="private", queue=False)
+
+
+# --------------------------------------------------------------------------- the sweeper
+def start_sweeper(models_dir: Path, ttl_s: float, every_s: float | None = None) -> threading.Event:
+    """A daemon thread removing visitors' runs not opened for ``ttl_s`` (every ``every_s``, default
+    min(10 min, ttl / 4)); set the returned event to stop it."""
+    stop = threading.Event()
+    every = every_s or max(1.0, min(600.0, ttl_s / 4))
+
+    def loop():
+        while not stop.wait(every):
+            try:
+                removed = visitors.sweep(Path(models_dir) / "runs", ttl_s)
+            except Exception:  # noqa: BLE001 - a failed sweep must not stop the next one
+                log.exception("the run sweeper failed")
+                continue
+            if removed:
+                core.clear_cache()
+                log.info("removed %d run(s) not opened for %.0f h", len(removed), ttl_s / 3600)
+
+    threading.Thread(target=loop, name="bertviz-sweeper", daemon=True).start()
+    return stop
+
+
+# --------------------------------------------------------------------------- files served to their owner only
+class ZipGuard:
+    """ASGI middleware (``launch`` adds it in public mode): a visitor's file (``own_file``: a run's zip,
+    misclassified rows, an Explain-a-file output) in gradio's cache is served
+    only to a request carrying the token of the visitor it was made for (the ``bertviz_owner``
+    cookie the page sets, or the X-Bertviz-Owner header); anyone else gets 404, as for no file."""
+
+    def __init__(self, app, demo):
+        self.app, self.demo = app, demo
+
+    async def __call__(self, scope, receive, send):
+        if scope.get("type") == "http" and "/file=" in scope.get("path", ""):
+            vis = getattr(self.demo, "bertviz_visitors", None)
+            asked = scope["path"].split("/file=", 1)[1]
+            try:
+                key = str(Path(asked).resolve())
+            except (OSError, ValueError):
+                key = asked
+            made_for = vis.zips.get(key) if vis is not None else None
+            if made_for is not None and _token_owner(scope) != made_for:
+                body = b'{"detail": "File not found."}'
+                await send({"type": "http.response.start", "status": 404,
+                            "headers": [(b"content-type", b"application/json"),
+                                        (b"content-length", str(len(body)).encode())]})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
+def _token_owner(scope) -> str:
+    from http.cookies import SimpleCookie
+
+    headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+    token = headers.get(HEADER.lower())
+    if not token and headers.get("cookie"):
+        jar = SimpleCookie()
+        try:
+            jar.load(headers["cookie"])
+        except Exception:  # noqa: BLE001 - a malformed cookie header carries no token
+            jar = SimpleCookie()
+        token = jar[COOKIE].value if COOKIE in jar else None
+    return visitors.owner_hash(token)

@@ -1,0 +1,183 @@
+"""Public mode in a real browser (Playwright + Debian's Chromium): two separate browser contexts are
+two visitors. A fine-tunes (probe mode, a small file) and downloads the zip; B sees none of A's runs
+anywhere on the page, cannot open A's run by typing its name, and cannot fetch A's zip or run files
+by URL; a second fine-tune from another tab of A is refused; A deletes its run, then all its data."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from conftest import CHROMIUM, free_port, served_app  # noqa: E402
+
+if not os.path.exists(CHROMIUM):
+    pytest.skip(f"browser tests need Chromium at {CHROMIUM} (not installed here)", allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
+expect = sync_api.expect
+
+from test_finetune_ui import write_csv  # noqa: E402
+
+TIMEOUT_MS = 120_000
+
+
+@pytest.fixture(scope="module")
+def public_app(tiny_model_dir, tmp_path_factory):
+    models = tmp_path_factory.mktemp("public-browser-registry")
+    with served_app(str(tiny_model_dir), BERTVIZ_MODELS_DIR=models, BERTVIZ_PUBLIC=1,
+                    BERTVIZ_MAX_RUNS_PER_VISITOR=1) as url:
+        yield url, models
+
+
+def open_finetune(browser, url):
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True)
+    page = ctx.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(url)
+    page.get_by_role("tab", name="Fine-tune").click()
+    return ctx, page
+
+
+def start_probe(page, csv_path, tiny_model_dir, name):
+    page.locator("#bv-ft-upload input[type=file]").set_input_files(str(csv_path))
+    expect(page.locator("#bv-ft-report")).to_contain_text("Ready to train")
+    base = page.locator("#bv-ft-base input")  # the app's default model (a folder, allowed as the default)
+    base.fill(str(tiny_model_dir))
+    base.press("Enter")
+    page.get_by_text("probe: frozen encoder").click()
+    page.locator("#bv-ft-name textarea, #bv-ft-name input").first.fill(name)
+    page.locator("#bv-ft-start").click()
+
+
+def dropdown_options(page, selector) -> list[str]:
+    box = page.locator(f"{selector} input")
+    box.click()
+    box.press("Control+a")
+    box.press("Backspace")  # an empty filter: every option is listed
+    page.wait_for_timeout(500)
+    options = page.locator("[role=option]").all_inner_texts()
+    page.keyboard.press("Escape")
+    return [o.replace("✓", "").strip() for o in options]
+
+
+def test_two_visitors_each_see_and_reach_only_their_own_runs(browser, public_app, tiny_model_dir, tmp_path):
+    url, models = public_app
+    csv_path = write_csv(tmp_path / "reviews.csv", n=24)
+    ctx_a, a = open_finetune(browser, url)
+    start_probe(a, csv_path, tiny_model_dir, "a-run")
+    expect(a.locator("#bv-ft-status")).to_contain_text("Done", timeout=TIMEOUT_MS)
+    run = a.locator("#bv-ft-run input").input_value()
+    assert run.startswith("runs/") and run.endswith("a-run"), run
+    folder = models / run
+    assert (folder / "config.json").is_file()
+    assert run in dropdown_options(a, "#bv-ft-run")  # the owner's lists hold it (what B's must not)
+    assert run in dropdown_options(a, "#bv-ft-base")
+    expect(a.locator("#bv-ft-runs")).to_contain_text("a-run")
+
+    # A downloads the zip
+    a.locator("#bv-ft-zip").click()
+    link = a.locator("#bv-ft-zip-file a").first
+    expect(link).to_be_attached(timeout=TIMEOUT_MS)
+    href = link.get_attribute("href")
+    assert href and ".zip" in href
+    zip_url = href if href.startswith("http") else url.rstrip("/") + href
+    assert a.request.get(zip_url).status == 200
+
+    # B: a separate browser (context) sees none of A's runs anywhere
+    ctx_b, b = open_finetune(browser, url)
+    b.wait_for_timeout(2000)  # the page-load refresh has run
+    expect(b.locator("#bv-ft-runs")).not_to_contain_text("a-run")
+    assert not any("a-run" in o for o in dropdown_options(b, "#bv-ft-run"))
+    assert not any("a-run" in o for o in dropdown_options(b, "#bv-ft-base"))
+    b.get_by_role("tab", name="Model").click()
+    assert not any("a-run" in o for o in dropdown_options(b, "#bv-model"))
+    assert "a-run" not in b.content()
+    # ... cannot open it by typing its name (the answer of a run that does not exist) ...
+    model = b.locator("#bv-model input")
+    model.fill(run)
+    model.press("Enter")
+    b.get_by_role("button", name=re.compile("Load", re.I)).first.click()
+    expect(b.locator(".toast-body").filter(has_text=f"No run '{run}' among your runs").first).to_be_visible()
+    # ... nor fetch A's zip or the run's files by URL
+    assert b.request.get(zip_url).status == 404
+    for f in ("model.safetensors", "run.json", "config.json"):
+        assert b.request.get(f"{url}gradio_api/file={folder / f}").status in (403, 404)
+    ctx_b.close()
+
+    # A's second tab is the same visitor: its run list holds A's run; past the limit of 1 run it is refused
+    tab2 = ctx_a.new_page()
+    tab2.set_default_timeout(TIMEOUT_MS)
+    tab2.goto(url)
+    tab2.get_by_role("tab", name="Fine-tune").click()
+    expect(tab2.locator("#bv-ft-runs")).to_contain_text("a-run")
+    start_probe(tab2, csv_path, tiny_model_dir, "a-run-2")
+    expect(tab2.locator("#bv-ft-status")).to_contain_text("a visitor may keep 1")
+    expect(tab2.locator("#bv-ft-run input")).to_have_value(run)  # the oldest run, offered beside Delete this run
+    assert not any(p.name.endswith("a-run-2") for p in (models / "runs").iterdir())
+    tab2.locator("#bv-ft-delete").click()  # A takes the offer
+    expect(tab2.locator("#bv-ft-delete-md")).to_contain_text("Deleted runs/")
+    assert not folder.exists()
+    tab2.close()
+
+    # then deletes all its data (the zip goes with it)
+    a.get_by_role("tab", name="Fine-tune").click()
+    a.locator("#bv-ft-delete-all").click()
+    expect(a.locator("#bv-ft-delete-md")).to_contain_text("Deleted your data")
+    assert a.request.get(zip_url).status in (403, 404)  # removed from the cache
+    assert "Traceback" not in a.content()
+    ctx_a.close()
+    assert re.fullmatch(r"runs/[0-9a-f]{8}-a-run", run), run  # the visitor's tag: names never collide
+
+
+@contextmanager
+def serve_on(port: int, model: str, **env):
+    """``served_app`` on a given port: a browser's storage is per origin, so a restarted server must
+    come back on the same port for the page to find its owner token."""
+    from bertviz_app import ui
+
+    mp = pytest.MonkeyPatch()
+    try:
+        for name, value in env.items():
+            mp.setenv(name, str(value))
+        demo = ui.launch(host="127.0.0.1", port=port, model=model, prevent_thread_lock=True, quiet=True)
+        try:
+            yield f"http://127.0.0.1:{port}/"
+        finally:
+            demo.close()
+    finally:
+        mp.undo()
+
+
+def test_a_visitors_runs_stay_theirs_after_a_server_restart(browser, tiny_model_dir, tmp_path):
+    models = tmp_path / "models"
+    models.mkdir()
+    env = dict(BERTVIZ_MODELS_DIR=models, BERTVIZ_PUBLIC=1)
+    port = free_port()
+    ctx_a = browser.new_context(viewport={"width": 1280, "height": 900})
+    with serve_on(port, str(tiny_model_dir), **env) as url:
+        a = ctx_a.new_page()
+        a.set_default_timeout(TIMEOUT_MS)
+        a.goto(url)
+        a.get_by_role("tab", name="Fine-tune").click()
+        start_probe(a, write_csv(tmp_path / "reviews.csv", n=24), tiny_model_dir, "kept")
+        expect(a.locator("#bv-ft-status")).to_contain_text("Done", timeout=TIMEOUT_MS)
+        run = a.locator("#bv-ft-run input").input_value()
+        a.close()
+    with serve_on(port, str(tiny_model_dir), **env) as url:  # the server restarted
+        a = ctx_a.new_page()  # the same browser, a fresh page
+        a.set_default_timeout(TIMEOUT_MS)
+        a.goto(url)
+        a.get_by_role("tab", name="Fine-tune").click()
+        expect(a.locator("#bv-ft-runs")).to_contain_text("kept")
+        assert run in dropdown_options(a, "#bv-ft-run")
+        ctx_b, b = open_finetune(browser, url)
+        b.wait_for_timeout(2000)
+        expect(b.locator("#bv-ft-runs")).not_to_contain_text("kept")
+        assert run not in dropdown_options(b, "#bv-ft-run")
+        ctx_b.close()
+    ctx_a.close()
