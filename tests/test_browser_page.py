@@ -215,3 +215,21 @@ def test_strong_cancelling_words_are_not_called_pale_in_the_exported_page(browse
     expect(warning).not_to_contain_text("pale")
     expect(page.locator(".bv-legend")).not_to_contain_text("pale")
     ctx.close()
+
+
+def test_no_table_shows_placeholder_headers_before_a_run(page, app_url):
+    """Issue 22: empty tables showed gradio's placeholder headers "1 2 3" before a run. Every table
+    on every tab shows its real headers from the start, or is hidden until it has data."""
+    page.goto(app_url)
+    expect(page.locator("#bv-text textarea")).to_be_visible()
+    seen = {}
+    for tab in ("Predict", "Attention", "Attributions", "Model", "Fine-tune", "Explain a file"):
+        page.get_by_role("tab", name=tab).click()
+        page.wait_for_timeout(300)
+        for table in page.locator("table:visible").all():
+            headers = [h.strip() for h in table.locator("thead th").all_inner_texts() if h.strip()]
+            seen.setdefault(tab, []).append(headers)
+            assert not {"1", "2", "3"} <= set(headers), (tab, headers)
+    # the tables that are there before a run name their columns
+    assert any("precision" in h for h in seen["Fine-tune"]) and any("confidence" in h for h in seen["Fine-tune"])
+    assert any("mean attribution" in h for h in seen["Explain a file"])

@@ -54,7 +54,7 @@ def build() -> SimpleNamespace:
         cancel = gr.Button("Cancel", variant="stop", elem_id="bv-bx-cancel")
     status = gr.Markdown(elem_id="bv-bx-status")
     result = gr.File(label="Results", interactive=False, elem_id="bv-bx-file", height=90)
-    words = gr.Dataframe(label="Words with the largest mean attribution towards each class (at least 2 occurrences)",
+    words = gr.Dataframe(value=words_frame(None), label="Words with the largest mean attribution towards each class (at least 2 occurrences)",
                          interactive=False, elem_id="bv-bx-words")
     return SimpleNamespace(upload=upload, text_col=text_col, pair_col=pair_col, fmt=fmt, raw=raw, methods=methods,
                            start=start, cancel=cancel, status=status, result=result, words=words,
@@ -77,9 +77,10 @@ def on_upload(path: str | None):
     return (gr.update(choices=cols, value=guess.text), gr.update(choices=[NONE, *cols], value=guess.pair or NONE), msg)
 
 
-def words_frame(res: core.BatchExplanation) -> pd.DataFrame:
-    """Per class (and per method, when there are several) the words with the largest mean attribution."""
-    tables = res.method_top_words or {res.methods[0]: res.top_words}
+def words_frame(res: core.BatchExplanation | None) -> pd.DataFrame:
+    """Per class (and per method, when there are several) the words with the largest mean attribution;
+    no result: the table's headers alone (an empty gradio table would show placeholder headers)."""
+    tables = {} if res is None else res.method_top_words or {res.methods[0]: res.top_words}
     rows = [{"method": method, "class": c, "word": w, "mean attribution": round(m, 4), "rows": n}
             for method, table in tables.items() for c, ws in table.items() for w, m, n in ws]
     cols = ["method", "class", "word", "mean attribution", "rows"]
@@ -144,7 +145,7 @@ def wire(ui: SimpleNamespace, model_dd, default: str) -> None:
             yield from explain(flag, model_name, path, text_col, pair_col, fmt, raw, methods)
         except Exception as exc:  # noqa: BLE001 - this is the translation edge (user_error logs the unexpected)
             yield {ui.status: f"**Error:** {esc(common.user_error(exc).message)}  \nNo file was written.",
-                   ui.result: None, ui.words: pd.DataFrame()}
+                   ui.result: None, ui.words: words_frame(None)}
 
     def explain(flag: CancelFlag, model_name, path, text_col, pair_col, fmt, raw, methods):
         cancel = flag.event
@@ -168,7 +169,7 @@ def wire(ui: SimpleNamespace, model_dd, default: str) -> None:
 
         worker = threading.Thread(target=work, name="explain-csv", daemon=True)
         worker.start()
-        yield {ui.status: "**Starting…**", ui.result: None, ui.words: pd.DataFrame()}
+        yield {ui.status: "**Starting…**", ui.result: None, ui.words: words_frame(None)}
         try:
             while worker.is_alive():
                 worker.join(UPDATE_EVERY)

@@ -66,8 +66,9 @@ def build(default: str) -> SimpleNamespace:
                                        elem_id="bv-ft-pair-col")
                 multi = gr.Checkbox(value=False, label="Multi-label", info="labels like a|b: a row can have several")
             report = gr.Markdown(elem_id="bv-ft-report")
+    # Hidden until a file is read: its columns are the file's (an empty table would show placeholder headers).
     preview = gr.Dataframe(label="Preview (first rows as read; row = spreadsheet row)", interactive=False,
-                           wrap=True, max_height=300, elem_id="bv-ft-preview")
+                           wrap=True, max_height=300, visible=False, elem_id="bv-ft-preview")
     with gr.Row():
         base_choices = common.model_choices(default, first=(core.DEFAULT_BASE,))
         base = gr.Dropdown(choices=base_choices, value=core.DEFAULT_BASE, allow_custom_value=True, label="Base model",
@@ -109,9 +110,10 @@ def build(default: str) -> SimpleNamespace:
     curves = gr.Plot(label="Training curves", elem_id="bv-ft-curves")
     metrics = gr.Markdown(elem_id="bv-ft-metrics")
     with gr.Row():
-        per_class = gr.Dataframe(label="Per-class metrics (validation)", interactive=False, elem_id="bv-ft-per-class")
+        per_class = gr.Dataframe(value=per_class_frame([]), label="Per-class metrics (validation)", interactive=False,
+                                 elem_id="bv-ft-per-class")
         confusion = gr.Plot(label="Confusion matrix", elem_id="bv-ft-confusion")
-    wrong = gr.Dataframe(label="Misclassified validation rows (most confident first): select a row to send it to the "
+    wrong = gr.Dataframe(value=wrong_frame([]), label="Misclassified validation rows (most confident first): select a row to send it to the "
                          "explorer or compare", interactive=False, wrap=True, max_height=400, elem_id="bv-ft-wrong")
     with gr.Row():
         selected_md = gr.Markdown(elem_id="bv-ft-selected")
@@ -537,12 +539,14 @@ def wire(f: SimpleNamespace, *, demo: gr.Blocks | None = None, default: str, mod
         visitor.discard(path)
         if table is None:
             empty = gr.update(choices=[], value=None)
-            return {f.table: None, f.refused: refused, f.notices: notes, f.preview: pd.DataFrame(), f.text_col: empty,
+            return {f.table: None, f.refused: refused, f.notices: notes,
+                    f.preview: gr.update(value=None, visible=False), f.text_col: empty,
                     f.label_col: empty, f.pair_col: gr.update(choices=[("(none)", NONE)], value=NONE),
                     f.multi: False, f.report: ""}
         cols = list(table.columns)
         return {
-            f.table: table, f.refused: None, f.notices: notes, f.preview: table.preview(PREVIEW_ROWS),
+            f.table: table, f.refused: None, f.notices: notes,
+            f.preview: gr.update(value=table.preview(PREVIEW_ROWS), visible=True),
             f.text_col: gr.update(choices=cols, value=guess.text),
             f.label_col: gr.update(choices=cols, value=guess.label),
             f.pair_col: gr.update(choices=[("(none)", NONE), *[(c, c) for c in cols]], value=guess.pair or NONE),
@@ -603,8 +607,8 @@ def wire(f: SimpleNamespace, *, demo: gr.Blocks | None = None, default: str, mod
         yield {f.status: "**Starting…** loading the base model", f.bar: progress_html(0, 1, None, "starting"),
                f.verdict: settings_md,
                f.curves: plots.empty_figure("The curves appear after the first logged steps."), f.metrics: "",
-               f.per_class: pd.DataFrame(), f.confusion: plots.empty_figure("The confusion matrix appears at the end."),
-               f.wrong: pd.DataFrame(), f.wrong_csv: None, f.results: None, f.selected: None, f.selected_md: ""}
+               f.per_class: per_class_frame([]), f.confusion: plots.empty_figure("The confusion matrix appears at the end."),
+               f.wrong: wrong_frame([]), f.wrong_csv: None, f.results: None, f.selected: None, f.selected_md: ""}
         job = core.FinetuneJob(plan, cancel=cancel).start()
         last, dirty = 0.0, False
         try:
