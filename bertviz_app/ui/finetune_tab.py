@@ -37,6 +37,7 @@ UPDATE_EVERY = 0.5  # seconds between streamed redraws (at most ~2 a second)
 PREVIEW_ROWS = 10
 COMPARE_STEPS = 32  # Integrated Gradients steps for the base-vs-fine-tuned comparison
 AUTO = "blank = automatic (from the data size)"
+EMPTY_PREVIEW = pd.DataFrame(columns=["row"])  # the preview before a file is read
 
 
 # --------------------------------------------------------------------------- layout
@@ -66,9 +67,9 @@ def build(default: str) -> SimpleNamespace:
                                        elem_id="bv-ft-pair-col")
                 multi = gr.Checkbox(value=False, label="Multi-label", info="labels like a|b: a row can have several")
             report = gr.Markdown(elem_id="bv-ft-report")
-    # Hidden until a file is read: its columns are the file's (an empty table would show placeholder headers).
-    preview = gr.Dataframe(label="Preview (first rows as read; row = spreadsheet row)", interactive=False,
-                           wrap=True, max_height=300, visible=False, elem_id="bv-ft-preview")
+    # Its columns are the file's: until one is read only "row" (an empty table would show placeholder headers).
+    preview = gr.Dataframe(value=EMPTY_PREVIEW, label="Preview (first rows as read; row = spreadsheet row)",
+                           interactive=False, wrap=True, max_height=300, elem_id="bv-ft-preview")
     with gr.Row():
         base_choices = common.model_choices(default, first=(core.DEFAULT_BASE,))
         base = gr.Dropdown(choices=base_choices, value=core.DEFAULT_BASE, allow_custom_value=True, label="Base model",
@@ -540,13 +541,13 @@ def wire(f: SimpleNamespace, *, demo: gr.Blocks | None = None, default: str, mod
         if table is None:
             empty = gr.update(choices=[], value=None)
             return {f.table: None, f.refused: refused, f.notices: notes,
-                    f.preview: gr.update(value=None, visible=False), f.text_col: empty,
+                    f.preview: EMPTY_PREVIEW, f.text_col: empty,
                     f.label_col: empty, f.pair_col: gr.update(choices=[("(none)", NONE)], value=NONE),
                     f.multi: False, f.report: ""}
         cols = list(table.columns)
         return {
             f.table: table, f.refused: None, f.notices: notes,
-            f.preview: gr.update(value=table.preview(PREVIEW_ROWS), visible=True),
+            f.preview: table.preview(PREVIEW_ROWS),
             f.text_col: gr.update(choices=cols, value=guess.text),
             f.label_col: gr.update(choices=cols, value=guess.label),
             f.pair_col: gr.update(choices=[("(none)", NONE), *[(c, c) for c in cols]], value=guess.pair or NONE),
