@@ -686,9 +686,10 @@ def auto_config(n_train: int, hidden_size: int = 384, *, epochs: float | None = 
         auto.append(f"batch size {batch_size} ({'small' if n < 2000 else 'larger'} data: {n:,} training rows)")
     if epochs is None:
         epochs = float(min(AUTO_MAX_EPOCHS, max(1, math.ceil(AUTO_EXAMPLES / n))))
-        auto.append(f"{epochs:g} epochs at most ({int(epochs * n):,} examples seen for {n:,} training rows: about "
-                    f"{AUTO_EXAMPLES:,}, but at most {AUTO_MAX_EPOCHS} passes over small data, which overfits beyond "
-                    "that; early stopping ends it sooner)")
+        why = (f"small data gets at most {AUTO_MAX_EPOCHS} passes: it overfits beyond that" if epochs >= AUTO_MAX_EPOCHS
+               else f"the aim is about {AUTO_EXAMPLES:,}, at least one pass")
+        auto.append(f"{epochs:g} epoch{'s' if epochs != 1 else ''} at most ({int(epochs * n):,} examples seen for "
+                    f"{n:,} training rows; {why}; early stopping ends it sooner)")
     if learning_rate is None:
         learning_rate = next(lr for h, lr in AUTO_LR if hidden_size <= h)
         auto.append(f"learning rate {learning_rate:g} (encoder width {hidden_size})")
