@@ -105,6 +105,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--no-today", action="store_true", help="skip the automatic settings before issue 22 (the peer)")
     ap.add_argument("--fixed", action="store_true", help="also run the fixed defaults before issue 12 (3 ep, 5e-5, b32)")
+    ap.add_argument("--parallel", action="store_true",
+                    help="run the before-issue-22 peer in a second process at the same time (a busy shared machine)")
     ap.add_argument("--base", default=None, help="base model (default: the service's; a folder for a smoke test)")
     ap.add_argument("--per-class", type=int, default=PER_CLASS, help="rows per class (%(default)s; fewer for a smoke test)")
     args = ap.parse_args()
@@ -137,6 +139,16 @@ def main() -> int:
 
     plan = bv.plan_finetune(data, mode="both", base=args.base, allow_paths=True)
     print("automatic settings: " + "; ".join(plan.auto), flush=True)
+    n_train = max(1, int(len(plan.train) * (1 - plan.val_fraction)))
+    today_config = old_auto_config(n_train, _hidden_size(base_model_path(plan.base)), seed=plan.config.seed)
+    today_job = None
+    if not args.no_today and args.parallel:  # the peer in a second process (nice as this one), started now
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        pool = ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"))
+        today_job = pool.submit(_peer_job, str(data), args.base, today_config, "today-before-22")
+        print(f"-- full, automatic settings before issue 22, in a second process: {today_config}", flush=True)
     t0 = time.time()
     probe, full = bv.run_plan(plan, progress=show)
     both_s = time.time() - t0
@@ -151,12 +163,14 @@ def main() -> int:
                 steps=_steps(full), load=load_full)]
     runs = {"full, automatic settings": full}
 
-    def peer(what: str, config):
-        print(f"-- {what}: {config}", flush=True)
-        # the same split and probe as the automatic run: run_finetune with the plan's data, the peer's config
-        res = run_finetune(plan.train, plan.val, base=plan.base, mode="full", config=config,
-                           val_fraction=plan.val_fraction, source=plan.source, progress=lambda e: show({"kind": "progress", **e}),
-                           probe=probe.metrics, allow_paths=plan.allow_paths)
+    def peer(what: str, config, res=None):
+        if res is None:
+            print(f"-- {what}: {config}", flush=True)
+            # the same split and probe as the automatic run: run_finetune with the plan's data, the peer's config
+            res = run_finetune(plan.train, plan.val, base=plan.base, mode="full", config=config,
+                               val_fraction=plan.val_fraction, source=plan.source,
+                               progress=lambda e: show({"kind": "progress", **e}), probe=probe.metrics,
+                               allow_paths=plan.allow_paths)
         show({"kind": "result", "result": res})
         runs[what] = res
         rows.append(row(what, res.metrics, res.seconds, f"{config.epochs:g} epochs max, eval every "
@@ -166,9 +180,8 @@ def main() -> int:
 
     today = None
     if not args.no_today:
-        n_train = max(1, int(len(plan.train) * (1 - plan.val_fraction)))
-        today = peer("full, automatic settings before issue 22",
-                     old_auto_config(n_train, _hidden_size(base_model_path(plan.base)), seed=plan.config.seed))
+        today = peer("full, automatic settings before issue 22", today_config,
+                     today_job.result() if today_job is not None else None)
     fixed = None
     if args.fixed:
         import dataclasses
@@ -215,6 +228,23 @@ def main() -> int:
     ok = full.metrics["macro_f1"] > max(0.6, probe.metrics["macro_f1"])
     print("PASS: defaults beat the probe and 0.6 macro-F1" if ok else "FAIL: defaults do not beat the probe and 0.6 macro-F1")
     return 0 if ok else 1
+
+
+def _peer_job(data: str, base, config, name: str):
+    """The peer in its own process: the same data, split (the config's seed) and base as the main run."""
+    import bertviz_app as bv
+    from bertviz_app.finetune import run_finetune
+
+    plan = bv.plan_finetune(data, mode="full", base=base, allow_paths=True)
+
+    def say(e):
+        logs = {k: v for k, v in (e.get("logs") or {}).items() if k in ("loss", "eval_macro_f1", "eval_loss", "eval_ece")}
+        if logs:
+            print(f"   [peer] step {e['step']}/{e['max_steps']} " + " ".join(f"{k} {v:.4f}" for k, v in logs.items())
+                  + f"  (load {os.getloadavg()[0]:.1f})", flush=True)
+
+    return run_finetune(plan.train, plan.val, base=plan.base, mode="full", name=name, config=config,
+                        val_fraction=plan.val_fraction, source=plan.source, progress=say, allow_paths=True)
 
 
 def _run_info(result) -> dict:
