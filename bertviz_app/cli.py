@@ -465,8 +465,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup", type=float, default=None, help="fraction of steps with linear warm-up" + auto)
     p.add_argument("--max-length", type=int, default=None, help="tokens per text (default: the data's 99th percentile)")
     p.add_argument("--patience", type=int, default=None,
-                   help="early stopping: evaluations in which neither validation macro-F1 rose nor validation loss "
-                        "fell (0 = off)" + auto)
+                   help="early stopping: evaluations without validation macro-F1 rising, or without validation loss "
+                        "falling (0 = off)" + auto)
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--push-to", default=None, metavar="OWNER/NAME",
                    help="after training, upload the (last) run to this Hugging Face Hub repository")

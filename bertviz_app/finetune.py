@@ -358,6 +358,7 @@ def run_finetune(
         "steps": info.get("steps"),
         "max_steps": info.get("max_steps"),
         "best_step": info.get("best_step"),
+        "stopped_by": info.get("stopped_by"),  # metric or loss: which signal ended it early
         "world_size": info.get("world_size", 1),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "notices": notices,
@@ -700,9 +701,10 @@ def auto_config(n_train: int, hidden_size: int = 384, *, epochs: float | None = 
     eval_every = max(1, math.ceil(steps / AUTO_EVALS))
     if patience is None:
         patience = AUTO_PATIENCE
-        auto.append(f"early stopping after {patience} evaluations in which neither validation macro-F1 rose by more "
-                    f"than {TrainConfig.min_delta:g} nor validation loss fell (evaluated every {eval_every} steps); "
-                    "the checkpoint kept is the one with the best macro-F1 (ties: lower validation loss)")
+        auto.append(f"early stopping after {patience} evaluations without validation macro-F1 rising by more than "
+                    f"{TrainConfig.min_delta:g}, or {patience} without validation loss falling, whichever comes first "
+                    f"(evaluated every {eval_every} steps); the checkpoint kept is the one with the best macro-F1 "
+                    "(ties: lower validation loss)")
     config = TrainConfig(epochs=float(epochs), learning_rate=float(learning_rate), batch_size=int(batch_size),
                          max_length=max_length, warmup_ratio=float(warmup_ratio), seed=int(seed),
                          eval_every=int(eval_every), early_stopping_patience=int(patience),

@@ -175,15 +175,18 @@ def test_stopping_rule_stops_when_validation_loss_rises_while_macro_f1_is_flat()
     assert float(keeper.best_state["bias"][0]) == 4
     old = _BestKeeper("macro_f1", patience=3, stop_on="metric", min_delta=0.0)  # the rule before: every rise resets
     assert _feed(old, overfitting) is None and old.best_step == 7
-    # a falling validation loss is progress: a flat macro-F1 alone does not stop a model still getting surer when right
-    learning = [(0.80, 0.90), (0.80, 0.80), (0.80, 0.70), (0.80, 0.65), (0.80, 0.60)]
-    assert _feed(_BestKeeper("macro_f1", patience=2, stop_on="metric_or_loss", min_delta=0.01), learning) is None
-    # ...but a loss that falls by less than 0.1% is flat
-    creeping = [(0.80, 0.9), (0.80, 0.89999), (0.80, 0.89998), (0.80, 0.89997)]
-    assert _feed(_BestKeeper("macro_f1", patience=2, stop_on="metric_or_loss", min_delta=0.01), creeping) == 3
-    # and a clear rise of macro-F1 is progress while the loss rises
+    # a rising validation loss stops training even while macro-F1 still rises (the bench's 10-epoch run: 0.816 ->
+    # 0.826 while the loss went 0.41 -> 0.66); the rule before went on
     rising = [(0.60, 0.70), (0.65, 0.75), (0.70, 0.80), (0.75, 0.85), (0.80, 0.90)]
-    assert _feed(_BestKeeper("macro_f1", patience=2, stop_on="metric_or_loss", min_delta=0.01), rising) is None
+    keeper = _BestKeeper("macro_f1", patience=2, stop_on="metric_or_loss", min_delta=0.01)
+    assert _feed(keeper, rising) == 3 and keeper.stopped_by == "loss" and keeper.best_step == 3
+    assert _feed(_BestKeeper("macro_f1", patience=2, stop_on="metric", min_delta=0.0), rising) is None
+    # a loss that falls by less than 0.1% has not fallen
+    creeping = [(0.60, 0.9), (0.70, 0.89999), (0.80, 0.89998), (0.90, 0.89997)]
+    assert _feed(_BestKeeper("macro_f1", patience=2, stop_on="metric_or_loss", min_delta=0.01), creeping) == 3
+    # while both improve, training goes on
+    learning = [(0.60, 0.90), (0.65, 0.80), (0.70, 0.70), (0.75, 0.65), (0.80, 0.60)]
+    assert _feed(_BestKeeper("macro_f1", patience=2, stop_on="metric_or_loss", min_delta=0.01), learning) is None
     with pytest.raises(InputError, match="stop_on='loss' must be metric_or_loss or metric"):
         TrainConfig(stop_on="loss")
 
@@ -251,7 +254,7 @@ def test_epoch_cap_scales_with_data_size():
     assert math.ceil(480 / c480.batch_size) * c480.epochs <= 300 / 2  # at most half the steps of the cap before
     line = next(w for w in why if "epochs" in w)
     assert "2,400 examples seen for 480 training rows" in line
-    assert any("neither validation macro-F1 rose" in w and "nor validation loss fell" in w for w in why)
+    assert any("without validation loss falling, whichever comes first" in w for w in why)
 
 
 def test_learning_rate_groups_follow_head_scale_and_layer_decay(tiny_model_dir, tmp_path):
