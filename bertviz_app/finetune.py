@@ -701,8 +701,8 @@ def auto_config(n_train: int, hidden_size: int = 384, *, epochs: float | None = 
     eval_every = max(1, math.ceil(steps / AUTO_EVALS))
     if patience is None:
         patience = AUTO_PATIENCE
-        auto.append(f"early stopping after {patience} evaluations without validation macro-F1 rising by more than "
-                    f"{TrainConfig.min_delta:g}, or {patience} without validation loss falling, whichever comes first "
+        auto.append(f"early stopping after {patience} evaluations without a higher validation macro-F1, or "
+                    f"{patience} without a lower validation loss, whichever comes first "
                     f"(evaluated every {eval_every} steps); the checkpoint kept is the one with the best macro-F1 "
                     "(ties: lower validation loss)")
     config = TrainConfig(epochs=float(epochs), learning_rate=float(learning_rate), batch_size=int(batch_size),

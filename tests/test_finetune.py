@@ -168,9 +168,9 @@ def test_stopping_rule_stops_when_validation_loss_rises_while_macro_f1_is_flat()
     # issue 22: the loss climbs from its low while macro-F1 creeps up by less than one validation row at a time
     overfitting = [(0.60, 0.90), (0.80, 0.75), (0.803, 0.80), (0.806, 0.88), (0.806, 0.95), (0.809, 1.00), (0.812, 1.05)]
     config = TrainConfig()
-    assert (config.stop_on, config.min_delta) == ("metric_or_loss", 0.01)
+    assert (config.stop_on, config.min_delta) == ("metric_or_loss", 0.0)
     keeper = _BestKeeper("macro_f1", patience=3, stop_on=config.stop_on, min_delta=config.min_delta)
-    assert _feed(keeper, overfitting) == 5  # three evaluations after the loss's low, macro-F1 within 0.01
+    assert _feed(keeper, overfitting) == 5 and keeper.stopped_by == "loss"  # three evaluations after the loss's low
     assert keeper.best == pytest.approx(0.806) and keeper.best_step == 4  # the tie at 0.806 goes to the lower loss
     assert float(keeper.best_state["bias"][0]) == 4
     old = _BestKeeper("macro_f1", patience=3, stop_on="metric", min_delta=0.0)  # the rule before: every rise resets
@@ -181,6 +181,8 @@ def test_stopping_rule_stops_when_validation_loss_rises_while_macro_f1_is_flat()
     keeper = _BestKeeper("macro_f1", patience=2, stop_on="metric_or_loss", min_delta=0.01)
     assert _feed(keeper, rising) == 3 and keeper.stopped_by == "loss" and keeper.best_step == 3
     assert _feed(_BestKeeper("macro_f1", patience=2, stop_on="metric", min_delta=0.0), rising) is None
+    # min_delta: a rise of macro-F1 within it is no rise
+    assert _feed(_BestKeeper("macro_f1", patience=3, stop_on="metric", min_delta=0.01), overfitting) == 5
     # a loss that falls by less than 0.1% has not fallen
     creeping = [(0.60, 0.9), (0.70, 0.89999), (0.80, 0.89998), (0.90, 0.89997)]
     assert _feed(_BestKeeper("macro_f1", patience=2, stop_on="metric_or_loss", min_delta=0.01), creeping) == 3
@@ -254,7 +256,7 @@ def test_epoch_cap_scales_with_data_size():
     assert math.ceil(480 / c480.batch_size) * c480.epochs <= 300 / 2  # at most half the steps of the cap before
     line = next(w for w in why if "epochs" in w)
     assert "2,400 examples seen for 480 training rows" in line
-    assert any("without validation loss falling, whichever comes first" in w for w in why)
+    assert any("without a lower validation loss, whichever comes first" in w for w in why)
 
 
 def test_learning_rate_groups_follow_head_scale_and_layer_decay(tiny_model_dir, tmp_path):
