@@ -325,8 +325,10 @@ def cmd_finetune(args) -> int:
     for result in results:
         m, v = result.metrics, result.verdict
         state = " (cancelled)" if result.cancelled else " (stopped early: best weights kept)" if result.stopped_early else ""
-        say(f"saved {result.name} ({result.path}){state}: accuracy {m['accuracy']:.4f}, macro-F1 {m['macro_f1']:.4f}, "
-            f"{len(result.misclassified)} misclassified validation rows, {result.seconds:.0f}s")
+        calib = (f", val NLL {m['val_nll']:.4f}, ECE {m['ece']:.4f}" if m.get("val_nll") is not None
+                 and m.get("ece") is not None else "")
+        say(f"saved {result.name} ({result.path}){state}: accuracy {m['accuracy']:.4f}, macro-F1 {m['macro_f1']:.4f}"
+            f"{calib}, {len(result.misclassified)} misclassified validation rows, {result.seconds:.0f}s")
         say(f"verdict: {v.message}")
         for tip in v.suggestions:
             say(f"  try: {tip}")
@@ -337,7 +339,7 @@ def cmd_finetune(args) -> int:
         for result in results:
             v = result.verdict
             _out({"model": result.name, "path": str(result.path), "mode": result.mode,
-                  "metrics": {"accuracy": result.metrics["accuracy"], "macro_f1": result.metrics["macro_f1"]},
+                  "metrics": {k: result.metrics.get(k) for k in ("accuracy", "macro_f1", "val_nll", "ece")},
                   "verdict": {"status": v.status, "learned": v.learned, "message": v.message,
                               "suggestions": list(v.suggestions), "majority": v.majority, "probe": v.probe},
                   **({"pushed": url} if url and result is results[-1] else {})})
@@ -513,7 +515,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup", type=float, default=None, help="fraction of steps with linear warm-up" + auto)
     p.add_argument("--max-length", type=int, default=None, help="tokens per text (default: the data's 99th percentile)")
     p.add_argument("--patience", type=int, default=None,
-                   help="early stopping: evaluations without a better validation macro-F1 (0 = off)" + auto)
+                   help="early stopping: evaluations without validation macro-F1 rising, or without validation loss "
+                        "falling (0 = off)" + auto)
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--push-to", default=None, metavar="OWNER/NAME",
                    help="after training, upload the (last) run to this Hugging Face Hub repository")

@@ -36,10 +36,14 @@ from transformers import logging as hf_logging
 from .errors import InputError, TrainingError
 from .families import SUPPORTED_MODEL_TYPES, family_of
 
-__all__ = ["TrainConfig", "TrainResult", "train_classifier", "atomic_save", "evaluate_predictions"]
+__all__ = ["TrainConfig", "TrainResult", "train_classifier", "atomic_save", "evaluate_predictions", "calibration_metrics",
+           "expected_calibration_error"]
 
 log = logging.getLogger(__name__)
 Progress = Callable[[dict], None]
+STOP_RULES = ("metric_or_loss", "metric")  # TrainConfig.stop_on
+ECE_BINS = 15
+LOSS_REL_DELTA = 1e-3  # a validation loss falling by less than 0.1% of its lowest has not fallen (early stopping)
 
 
 @dataclass
@@ -57,9 +61,19 @@ class TrainConfig:
     logging_steps: int = field(default=10, metadata={"help": "Report the training loss every N steps."})
     bf16: bool | None = field(default=None, metadata={"help": "bf16 mixed precision; None = on when the GPU supports it."})
     early_stopping_patience: int = field(
-        default=2, metadata={"help": "Stop after this many evaluations without a better validation metric (0 = never)."}
+        default=2, metadata={"help": "Stop after this many evaluations without a rise of the validation metric, or "
+                             "without a fall of the validation loss (0 = never)."}
     )
     metric: str = field(default="macro_f1", metadata={"help": "Validation metric that picks the best checkpoint: macro_f1 or accuracy."})
+    stop_on: str = field(
+        default="metric_or_loss", metadata={"help": "What stops training early: 'metric_or_loss' = patience evaluations "
+                                            "without the validation metric rising by more than min_delta, or patience "
+                                            "evaluations without the validation loss falling, whichever comes first; "
+                                            "'metric' = the metric alone (the rule before issue 22)."})
+    min_delta: float = field(
+        default=0.0, metadata={"help": "How much the validation metric must rise to count as a rise for early stopping; "
+                               "0 = any rise (with the loss stop, 0.01 stopped the bench's run too early: "
+                               "bench/finetune_defaults_results.md)."})
     freeze_word_embeddings: bool = field(
         default=False, metadata={"help": "Keep the word-embedding matrix (about half of a small BERT's parameters) fixed: "
                                  "fewer optimizer updates, and words absent from the training data keep their pre-trained meaning."})
@@ -87,6 +101,8 @@ class TrainConfig:
             "eval_every": (self.eval_every >= 0, "0 or more"),
             "early_stopping_patience": (self.early_stopping_patience >= 0, "0 (never stop early) or more"),
             "metric": (self.metric in ("macro_f1", "accuracy"), "macro_f1 or accuracy"),
+            "stop_on": (self.stop_on in STOP_RULES, " or ".join(STOP_RULES)),
+            "min_delta": (0 <= self.min_delta < 1, "from 0 to below 1"),
             "max_length": (self.max_length is None or 8 <= self.max_length <= 4096, "from 8 to 4096 tokens, or automatic"),
             "head_lr_scale": (0 < self.head_lr_scale <= 1000, "more than 0, at most 1000"),
             "label_smoothing": (0 <= self.label_smoothing < 0.5, "from 0 to below 0.5"),
@@ -157,28 +173,64 @@ class _Reporter(TrainerCallback):
 
 
 class _BestKeeper(TrainerCallback):
-    """Keeps the weights of the best evaluation in memory (no checkpoint files) and stops early
-    after ``patience`` evaluations without improvement; restored at the end of training."""
+    """Keeps the weights of the best evaluation in memory (no checkpoint files), restored at the
+    end of training, and stops early when validation says so.
 
-    def __init__(self, metric: str, patience: int):
+    Best: the highest validation metric; with ``stop_on="metric_or_loss"`` an exact tie goes to the
+    lower validation loss (on 100-odd validation rows macro-F1 moves in steps of one row, so ties
+    are common, and the lower loss is the less over-confident model).
+    Stop: after ``patience`` evaluations in which the metric did not rise more than ``min_delta``
+    above its best so far, or (``metric_or_loss``) after ``patience`` evaluations in which the
+    validation loss did not fall below its lowest by more than LOSS_REL_DELTA of it, whichever
+    comes first. Measured on 480 rows (bench/finetune_defaults_results.md, 2026-11-25), requiring
+    both to stall never fired: macro-F1 on 120 rows still jumps a row or two late in training
+    (0.816 -> 0.826 while the loss rose 0.41 -> 0.66), so only the loss said "overfitting" in time;
+    a min_delta of 0.01 made the macro-F1 side stop the 5-epoch run at step 105 with 0.777
+    instead of 0.808 at step 120, hence 0 by default.
+    ``stop_on="metric", min_delta=0`` is the rule before issue 22."""
+
+    def __init__(self, metric: str, patience: int, stop_on: str = "metric_or_loss", min_delta: float = 0.0):
         self.key = f"eval_{metric}"
         self.patience = patience
+        self.use_loss = stop_on == "metric_or_loss"
+        self.min_delta = float(min_delta)
         self.best: float | None = None
+        self.best_loss: float | None = None  # validation loss of the kept evaluation
+        self.lowest_loss: float | None = None
         self.best_step: int | None = None
         self.best_state: dict | None = None
-        self.bad_evals = 0
+        self.bad_evals = 0  # evaluations since the metric last rose by more than min_delta
+        self.bad_loss_evals = 0  # evaluations since the validation loss last fell
+        self.stopped_by: str | None = None  # "metric" or "loss"
+        self.last_step: int | None = None  # the step of the latest evaluation
 
     def on_evaluate(self, args, state, control, metrics=None, model=None, **kw):
         value = (metrics or {}).get(self.key)
         if value is None:
             return control
-        if self.best is None or value > self.best:
-            self.best, self.best_step, self.bad_evals = float(value), state.global_step, 0
+        self.last_step = state.global_step
+        value = float(value)
+        loss = (metrics or {}).get("eval_loss")
+        loss = float(loss) if self.use_loss and loss is not None and math.isfinite(float(loss)) else None
+        first = self.best is None
+        better = first or value > self.best or (
+            self.use_loss and value == self.best and loss is not None
+            and (self.best_loss is None or loss < self.best_loss))
+        self.bad_evals = 0 if first or value > self.best + self.min_delta else self.bad_evals + 1
+        if loss is not None:
+            fell = self.lowest_loss is None or loss < self.lowest_loss * (1 - LOSS_REL_DELTA)
+            self.bad_loss_evals = 0 if fell else self.bad_loss_evals + 1
+            self.lowest_loss = loss if self.lowest_loss is None else min(self.lowest_loss, loss)
+        if better:
+            self.best, self.best_loss, self.best_step = value, loss, state.global_step
             self.best_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
-        else:
-            self.bad_evals += 1
-            if self.patience and self.bad_evals >= self.patience:
-                control.should_training_stop = True
+        if self.patience and self.stopped_by is None:
+            if self.bad_evals >= self.patience:
+                self.stopped_by = "metric"
+            elif self.bad_loss_evals >= self.patience:
+                self.stopped_by = "loss"
+        if self.stopped_by is not None:
+            control.should_training_stop = True
         return control
 
 
@@ -280,6 +332,46 @@ def evaluate_predictions(y_true, y_pred, labels: Sequence[str]) -> dict:
     }
 
 
+def expected_calibration_error(confidence, correct, bins: int = ECE_BINS) -> float | None:
+    """Expected calibration error (Guo et al. 2017): the predictions are put into ``bins`` equal-width
+    bins of their confidence on [0, 1] (a bin holds (lower, upper]), and ECE is the sum over bins of
+    (share of the rows in the bin) x |accuracy in the bin - mean confidence in the bin|. None
+    without rows."""
+    conf = np.asarray(confidence, dtype=np.float64).ravel()  # (N,)
+    ok = np.asarray(correct, dtype=np.float64).ravel()  # (N,) 1 = right
+    if conf.size == 0:
+        return None
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    idx = np.searchsorted(edges[1:-1], conf, side="left")  # (N,) bin b holds edges[b] < conf <= edges[b+1]
+    ece = 0.0
+    for b in np.unique(idx):
+        inside = idx == b
+        ece += inside.mean() * abs(ok[inside].mean() - conf[inside].mean())
+    return float(ece)
+
+
+def calibration_metrics(logits, targets, multi_label: bool = False, bins: int = ECE_BINS) -> dict:
+    """``val_nll``: the mean cross-entropy of the true labels (single-label: -log softmax(logits)[y];
+    multi-label: the binary cross-entropy averaged over rows and classes, as the training loss).
+    ``ece``: expected calibration error of the top probability (multi-label: of every class's
+    yes/no decision, confidence max(p, 1 - p)), ``bins`` equal-width bins."""
+    z = np.asarray(logits, dtype=np.float64)  # (N, C)
+    if z.size == 0:
+        return {"val_nll": None, "ece": None}
+    if multi_label:
+        y = np.asarray(targets, dtype=np.float64)  # (N, C) multi-hot
+        nll = float(np.mean(y * np.logaddexp(0.0, -z) + (1 - y) * np.logaddexp(0.0, z)))  # -log sigmoid, -log(1 - sigmoid)
+        p = 1.0 / (1.0 + np.exp(-z))  # (N, C)
+        conf, correct = np.maximum(p, 1 - p), (p >= 0.5) == (y >= 0.5)
+    else:
+        y = np.asarray(targets, dtype=np.int64)  # (N,)
+        logp = z - np.logaddexp.reduce(z, axis=-1, keepdims=True)  # (N, C) log softmax
+        nll = float(-logp[np.arange(len(y)), y].mean())
+        p = np.exp(logp)
+        conf, correct = p.max(-1), p.argmax(-1) == y
+    return {"val_nll": nll, "ece": expected_calibration_error(conf, correct, bins)}
+
+
 def train_classifier(
     base_path: str | Path,
     labels: Sequence[str],
@@ -373,7 +465,8 @@ def train_classifier(
         scores = np.asarray(p.predictions)  # (N, C) logits
         preds = (scores > 0).astype(int) if multi_label else scores.argmax(-1)
         m = evaluate_predictions(p.label_ids, preds, label_names)
-        return {"accuracy": m["accuracy"], "macro_f1": m["macro_f1"]}
+        ece = calibration_metrics(scores, p.label_ids, multi_label)["ece"]  # logged beside eval_loss (the NLL)
+        return {"accuracy": m["accuracy"], "macro_f1": m["macro_f1"], "ece": ece}
 
     args = TrainingArguments(
         output_dir=str(tmp_out),
@@ -398,7 +491,7 @@ def train_classifier(
     )
     started = time.time()
     reporter = _Reporter(progress, cancel, started)
-    keeper = _BestKeeper(config.metric, config.early_stopping_patience)
+    keeper = _BestKeeper(config.metric, config.early_stopping_patience, config.stop_on, config.min_delta)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer = _Trainer(
@@ -415,7 +508,7 @@ def train_classifier(
         trainer.remove_callback(PrinterCallback)  # progress goes through ``progress`` instead
         try:
             out = trainer.train()
-            if eval_ds is not None and (keeper.best_step != trainer.state.global_step):
+            if eval_ds is not None and keeper.last_step != trainer.state.global_step:
                 trainer.evaluate()  # the final weights compete with the best evaluation so far
         except torch.OutOfMemoryError as exc:
             shutil.rmtree(tmp_out, ignore_errors=True)
@@ -442,6 +535,8 @@ def train_classifier(
         "stopped_early": (not reporter.cancelled) and steps_done < trainer.state.max_steps,
         "best_step": keeper.best_step,
         "best_metric": keeper.best,
+        "best_val_loss": keeper.best_loss,
+        "stopped_by": keeper.stopped_by,
         "is_main_process": trainer.is_world_process_zero(),
         "world_size": args.world_size,
         "config": asdict(config) | {"max_length": max_length, "bf16": bf16, "eval_every": eval_every},

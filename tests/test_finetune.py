@@ -64,6 +64,11 @@ def test_full_finetune_saves_a_complete_registered_run(models_dir, tiny_model_di
     assert cm.shape == (2, 2) and cm.sum() == info["val_rows"]
     assert len(result.misclassified) == cm.sum() - np.trace(cm)
     assert dataset.data_hash in (result.path / "README.md").read_text()
+    # the kept checkpoint's validation loss and calibration, in the metrics, run.json and the verdict
+    assert info["metrics"]["val_nll"] == pytest.approx(result.metrics["val_nll"]) and result.metrics["val_nll"] > 0
+    assert 0 <= info["metrics"]["ece"] <= 1 and info["verdict"]["ece"] == pytest.approx(info["metrics"]["ece"])
+    assert f"Validation loss (NLL) {result.metrics['val_nll']:.3f}" in result.verdict.message
+    assert "calibration error (ECE, 15 bins)" in result.verdict.message
     # live progress: training losses and validation metrics arrived while training
     assert any("loss" in e.get("logs", {}) for e in events)
     assert any("eval_macro_f1" in e.get("logs", {}) for e in events)
@@ -133,6 +138,125 @@ def test_best_keeper_restores_best_and_stops_early():
         keeper.on_evaluate(None, state, ctl, metrics={"eval_macro_f1": value}, model=model)
     assert keeper.best == 0.8 and keeper.best_step == 2 and ctl.should_training_stop
     assert float(keeper.best_state["bias"][0]) == pytest.approx(0.8)
+
+
+class _Ctl:
+    should_training_stop = False
+
+
+class _State:
+    global_step = 0
+
+
+def _feed(keeper, evals):
+    """Evaluations (macro-F1, validation loss) through the keeper, each with its own weights (bias =
+    the step); returns the step after which training was told to stop (None: it was not)."""
+    import torch
+
+    model, state, ctl = torch.nn.Linear(2, 1), _State(), _Ctl()
+    for step, (f1, loss) in enumerate(evals, start=1):
+        state.global_step = step
+        with torch.no_grad():
+            model.bias.fill_(step)
+        keeper.on_evaluate(None, state, ctl, metrics={"eval_macro_f1": f1, "eval_loss": loss}, model=model)
+        if ctl.should_training_stop:
+            return step
+    return None
+
+
+def test_stopping_rule_stops_when_validation_loss_rises_while_macro_f1_is_flat():
+    # issue 22: the loss climbs from its low while macro-F1 creeps up by less than one validation row at a time
+    overfitting = [(0.60, 0.90), (0.80, 0.75), (0.803, 0.80), (0.806, 0.88), (0.806, 0.95), (0.809, 1.00), (0.812, 1.05)]
+    config = TrainConfig()
+    assert (config.stop_on, config.min_delta) == ("metric_or_loss", 0.0)
+    keeper = _BestKeeper("macro_f1", patience=3, stop_on=config.stop_on, min_delta=config.min_delta)
+    assert _feed(keeper, overfitting) == 5 and keeper.stopped_by == "loss"  # three evaluations after the loss's low
+    assert keeper.best == pytest.approx(0.806) and keeper.best_step == 4  # the tie at 0.806 goes to the lower loss
+    assert float(keeper.best_state["bias"][0]) == 4
+    old = _BestKeeper("macro_f1", patience=3, stop_on="metric", min_delta=0.0)  # the rule before: every rise resets
+    assert _feed(old, overfitting) is None and old.best_step == 7
+    # a rising validation loss stops training even while macro-F1 still rises (the bench's 10-epoch run: 0.816 ->
+    # 0.826 while the loss went 0.41 -> 0.66); the rule before went on
+    rising = [(0.60, 0.70), (0.65, 0.75), (0.70, 0.80), (0.75, 0.85), (0.80, 0.90)]
+    keeper = _BestKeeper("macro_f1", patience=2, stop_on="metric_or_loss", min_delta=0.01)
+    assert _feed(keeper, rising) == 3 and keeper.stopped_by == "loss" and keeper.best_step == 3
+    assert _feed(_BestKeeper("macro_f1", patience=2, stop_on="metric", min_delta=0.0), rising) is None
+    # min_delta: a rise of macro-F1 within it is no rise
+    assert _feed(_BestKeeper("macro_f1", patience=3, stop_on="metric", min_delta=0.01), overfitting) == 5
+    # a loss that falls by less than 0.1% has not fallen
+    creeping = [(0.60, 0.9), (0.70, 0.89999), (0.80, 0.89998), (0.90, 0.89997)]
+    assert _feed(_BestKeeper("macro_f1", patience=2, stop_on="metric_or_loss", min_delta=0.01), creeping) == 3
+    # while both improve, training goes on
+    learning = [(0.60, 0.90), (0.65, 0.80), (0.70, 0.70), (0.75, 0.65), (0.80, 0.60)]
+    assert _feed(_BestKeeper("macro_f1", patience=2, stop_on="metric_or_loss", min_delta=0.01), learning) is None
+    with pytest.raises(InputError, match="stop_on='loss' must be metric_or_loss or metric"):
+        TrainConfig(stop_on="loss")
+
+
+def test_kept_checkpoint_is_the_best_macro_f1_with_ties_going_to_the_lower_validation_loss(tiny_model_dir, dataset):
+    keeper = _BestKeeper("macro_f1", patience=0, stop_on="metric_or_loss", min_delta=0.01)
+    _feed(keeper, [(0.70, 0.50), (0.80, 0.60), (0.80, 0.55), (0.80, 0.58), (0.75, 0.40)])
+    assert (keeper.best, keeper.best_loss, keeper.best_step) == (0.80, 0.55, 3)
+    assert float(keeper.best_state["bias"][0]) == 3
+    # through the trainer: the returned weights are the kept evaluation's (its macro-F1 and validation loss)
+    from bertviz_app.data import split_dataset
+    from bertviz_app.finetune import _evaluate
+    from bertviz_app.training import train_classifier
+
+    train, val, _ = split_dataset(dataset, val_fraction=0.3, seed=0)
+    config = TrainConfig(epochs=6, batch_size=8, learning_rate=5e-4, eval_every=2, early_stopping_patience=0, seed=1)
+    model, tokenizer, info = train_classifier(tiny_model_dir, dataset.label_names, train.texts, train.labels,
+                                              val.texts, val.labels, config=config)
+    evals = [e for e in info["log_history"] if "eval_macro_f1" in e]
+    best = max(evals, key=lambda e: (e["eval_macro_f1"], -e["eval_loss"]))
+    assert info["best_metric"] == pytest.approx(best["eval_macro_f1"]) and info["best_val_loss"] == pytest.approx(best["eval_loss"])
+    metrics, _ = _evaluate(model, tokenizer, val, info["max_length"])
+    assert metrics["macro_f1"] == pytest.approx(best["eval_macro_f1"])
+    assert metrics["val_nll"] == pytest.approx(best["eval_loss"], abs=1e-4)
+    assert all(0 <= e["eval_ece"] <= 1 for e in evals)
+
+
+def test_ece_and_nll_on_a_hand_made_example():
+    from bertviz_app.training import calibration_metrics, expected_calibration_error
+
+    probs = np.array([[0.95, 0.05], [0.97, 0.03], [0.30, 0.70], [0.55, 0.45]])
+    labels = [0, 1, 1, 1]
+    # confidences 0.95 (right) and 0.97 (wrong) share the bin (14/15, 1]; 0.70 (right) is in (10/15, 11/15];
+    # 0.55 (wrong) in (8/15, 9/15]: ECE = 2/4 |0.5 - 0.96| + 1/4 |1 - 0.7| + 1/4 |0 - 0.55|
+    m = calibration_metrics(np.log(probs), labels)
+    assert m["ece"] == pytest.approx(0.5 * 0.46 + 0.25 * 0.3 + 0.25 * 0.55, abs=1e-9)
+    assert m["val_nll"] == pytest.approx(-(np.log(0.95) + np.log(0.03) + np.log(0.70) + np.log(0.45)) / 4, abs=1e-9)
+    # softmax of the logits is what is binned: shifting every logit of a row changes nothing
+    assert calibration_metrics(np.log(probs) + 3.0, labels) == pytest.approx(m)
+    # a perfectly calibrated bin: 0.75 confidence, right 3 times in 4
+    assert expected_calibration_error([0.75] * 4, [1, 1, 1, 0]) == pytest.approx(0.0)
+    assert expected_calibration_error([], []) is None
+    # multi-label: each class's yes/no decision, confidence max(p, 1 - p); NLL = the mean binary cross-entropy
+    ml = calibration_metrics(np.array([[2.0, -1.0]]), np.array([[1, 0]]), multi_label=True)
+    sig = 1 / (1 + np.exp(-np.array([2.0, -1.0])))
+    assert ml["val_nll"] == pytest.approx(-(np.log(sig[0]) + np.log(1 - sig[1])) / 2, abs=1e-9)
+    assert ml["ece"] == pytest.approx(0.5 * (1 - sig[0]) + 0.5 * sig[1], abs=1e-9)
+
+
+def test_epoch_cap_scales_with_data_size():
+    import math
+
+    from bertviz_app.finetune import AUTO_EXAMPLES, auto_config
+
+    sizes = [60, 200, 480, 1000, 2000, 5000, 20000]
+    configs = {n: auto_config(n, hidden_size=384) for n in sizes}
+    epochs = [configs[n][0].epochs for n in sizes]
+    assert epochs == sorted(epochs, reverse=True) and epochs[-1] == 1  # fewer passes over more data
+    seen = {n: n * e for n, e in zip(sizes, epochs)}
+    assert [seen[n] for n in (60, 200, 480, 1000)] == [300, 1000, 2400, 5000]  # small data: 5 passes, in proportion
+    assert all(AUTO_EXAMPLES <= seen[n] < AUTO_EXAMPLES + n for n in (1000, 2000, 5000))  # then about AUTO_EXAMPLES
+    # small data: the cap in examples seen shrinks with the data (issue 22: 475 rows x 10 epochs overfitted)
+    c480, why = configs[480]
+    assert c480.epochs == 5 and 480 * c480.epochs <= AUTO_EXAMPLES / 2
+    assert math.ceil(480 / c480.batch_size) * c480.epochs <= 300 / 2  # at most half the steps of the cap before
+    line = next(w for w in why if "epochs" in w)
+    assert "2,400 examples seen for 480 training rows" in line
+    assert any("without a lower validation loss, whichever comes first" in w for w in why)
 
 
 def test_learning_rate_groups_follow_head_scale_and_layer_decay(tiny_model_dir, tmp_path):
@@ -245,7 +369,8 @@ def test_cli_finetune_json_contract(models_dir, tiny_model_dir, tmp_path, capsys
     assert code == 0, err
     result = json.loads(out.strip().splitlines()[-1])
     assert result["model"] == "runs/cli-run" and Path(result["path"]).is_dir()
-    assert set(result["metrics"]) == {"accuracy", "macro_f1"}
+    assert set(result["metrics"]) == {"accuracy", "macro_f1", "val_nll", "ece"}
+    assert result["metrics"]["val_nll"] > 0 and 0 <= result["metrics"]["ece"] <= 1
     code = main(["finetune", str(data), "--text-column", "nope", "--label-column", "sentiment", "--base", str(tiny_model_dir)])
     out, err = capsys.readouterr()
     assert code == 2 and "nope" in err and "review" in err and err.count("\n") == 1
