@@ -157,6 +157,7 @@ class RunResult:
     data_hash: str = ""
     cancelled: bool = False
     stopped_early: bool = False
+    stopped_by: str | None = None  # "metric" (macro-F1) or "loss" (validation loss) when stopped early
     notices: tuple[str, ...] = ()
     verdict: Verdict | None = None
     hyperparameters: dict = field(default_factory=dict)
@@ -384,7 +385,8 @@ def run_finetune(
         name=f"runs/{name}", path=dest, mode=mode, base=base, metrics=metrics, misclassified=wrong,
         labels=tuple(train.label_names), log_history=info.get("log_history", []), seconds=seconds,
         examples_per_second=info.get("examples_per_second"), data_hash=data_hash,
-        cancelled=bool(info.get("cancelled")), stopped_early=bool(info.get("stopped_early")), notices=tuple(notices),
+        cancelled=bool(info.get("cancelled")), stopped_early=bool(info.get("stopped_early")),
+        stopped_by=info.get("stopped_by"), notices=tuple(notices),
         verdict=verdict, hyperparameters=dict(info["config"]),
     )
 

@@ -360,3 +360,22 @@ def test_progress_says_measuring_until_the_step_rate_is_measured():
     assert "about 10.0 min left" in progress_html(live.step, live.max_steps, live.eta, live.what, live.timed)
     live.add({"kind": "mode", "mode": "probe", "index": 1, "of": 1})  # two steps: nothing to measure
     assert "measuring" not in progress_html(live.step, live.max_steps, live.eta, live.what, live.timed)
+
+
+def test_metrics_say_which_validation_signal_stopped_the_run_and_show_nll_and_ece(tmp_path):
+    """Issue 22: a run stopped by a rising validation loss said 'the validation metric stopped
+    improving'; the panel names the signal and shows the kept checkpoint's NLL and ECE."""
+    import bertviz_app as core
+    from bertviz_app.ui.finetune_tab import metrics_md
+
+    metrics = {"accuracy": 0.8, "macro_f1": 0.79, "n": 120, "val_nll": 0.43, "ece": 0.091, "per_class": {}}
+    base = dict(path=tmp_path, mode="full", base="encoder", metrics=metrics, misclassified=[], labels=("a", "b"),
+                stopped_early=True)
+    by_loss = metrics_md([core.RunResult(name="runs/x", stopped_by="loss", **base)])
+    assert "validation loss stopped falling" in by_loss and "validation metric stopped improving" not in by_loss
+    assert "NLL) 0.430" in by_loss and "15 bins) 0.091" in by_loss
+    by_metric = metrics_md([core.RunResult(name="runs/x", stopped_by="metric", **base)])
+    assert "validation macro-F1 stopped rising" in by_metric
+    both = metrics_md([core.RunResult(name="runs/p", stopped_by="metric", **{**base, "mode": "probe"}),
+                       core.RunResult(name="runs/f", stopped_by="loss", **base)])
+    assert "| validation loss (NLL) | 0.430 | 0.430 |" in both and "| calibration error (ECE) | 0.091 | 0.091 |" in both

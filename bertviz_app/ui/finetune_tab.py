@@ -38,6 +38,11 @@ PREVIEW_ROWS = 10
 COMPARE_STEPS = 32  # Integrated Gradients steps for the base-vs-fine-tuned comparison
 AUTO = "blank = automatic (from the data size)"
 EMPTY_PREVIEW = pd.DataFrame(columns=["row"])  # the preview before a file is read
+STOPPED_BY = {  # which validation signal ended a run early (RunResult.stopped_by)
+    "metric": "the validation macro-F1 stopped rising",
+    "loss": "the validation loss stopped falling (the model was starting to memorise the training rows)",
+    None: "the validation scores stopped improving",
+}
 
 
 # --------------------------------------------------------------------------- layout
@@ -82,7 +87,8 @@ def build(default: str) -> SimpleNamespace:
         help_ = {f: core_train_help(f) for f in ("epochs", "learning_rate", "batch_size", "max_length", "seed",
                                                  "early_stopping_patience", "warmup_ratio")}
         gr.Markdown("Leave epochs, learning rate, batch size, warm-up and patience blank to have them chosen from "
-                    "the data size (small data gets more epochs, with early stopping on the validation macro-F1).")
+                    "the data size (small data gets more epochs, with early stopping when the validation macro-F1 stops "
+                    "rising or the validation loss stops falling).")
         with gr.Row():
             # Text boxes, not gr.Number: gradio's Number shows a blank value as 0 and sends 0, which
             # would turn "automatic" into a bad value (0 epochs) or a different one (no warm-up).
@@ -330,6 +336,10 @@ def verdict_md(results: list) -> str:
     return "  \n".join(lines)
 
 
+def _num(x) -> str:
+    return "–" if x is None else f"{x:.3f}"
+
+
 def metrics_md(results: list) -> str:
     if not results:
         return ""
@@ -340,12 +350,16 @@ def metrics_md(results: list) -> str:
         lines.append(f"### {esc(r.name)} ({r.mode})")
         lines.append(f"**Accuracy {m['accuracy']:.1%}** · **macro-F1 {m['macro_f1']:.3f}** on {m.get('n', '?')} "
                      f"validation rows · {len(r.misclassified)} misclassified · {r.seconds:.0f} s")
+        lines.append(f"Validation loss (NLL) {_num(m.get('val_nll'))} · calibration error (ECE, 15 bins) "
+                     f"{_num(m.get('ece'))}: lower is better for both")
     else:
         lines.append("### Probe vs full fine-tuning (same split)")
         lines.append("| | " + " | ".join(f"{esc(r.name)} ({r.mode})" for r in results) + " |")
         lines.append("|---|" + "---|" * len(results))
         lines.append("| accuracy | " + " | ".join(f"{r.metrics['accuracy']:.1%}" for r in results) + " |")
         lines.append("| macro-F1 | " + " | ".join(f"{r.metrics['macro_f1']:.3f}" for r in results) + " |")
+        lines.append("| validation loss (NLL) | " + " | ".join(_num(r.metrics.get("val_nll")) for r in results) + " |")
+        lines.append("| calibration error (ECE) | " + " | ".join(_num(r.metrics.get("ece")) for r in results) + " |")
         lines.append("| misclassified | " + " | ".join(str(len(r.misclassified)) for r in results) + " |")
         lines.append("| time | " + " | ".join(f"{r.seconds:.0f} s" for r in results) + " |")
         lines.append("")
@@ -353,8 +367,8 @@ def metrics_md(results: list) -> str:
         if r.cancelled:
             lines.append(f"**Cancelled:** {esc(r.name)} holds the best weights found before the cancel.")
         elif r.stopped_early:
-            lines.append(f"**Stopped early:** {esc(r.name)}: the validation metric stopped improving; "
-                         "the best weights were kept.")
+            lines.append(f"**Stopped early:** {esc(r.name)}: {STOPPED_BY.get(r.stopped_by, STOPPED_BY[None])}; "
+                         "the weights with the best validation macro-F1 were kept.")
     notices = dict.fromkeys(n for r in results for n in r.notices)
     lines += [f"Note: {esc(n)}" for n in notices]
     lines.append(f"The model is selected in the explorer tabs as **{esc(results[-1].name)}**.")
