@@ -139,9 +139,9 @@ def free_port() -> int:
 
 
 @contextmanager
-def served_app(model: str, **env):
-    """The web app served in-process on a free loopback port, with BERTVIZ_*/other environment
-    variables set for its lifetime: ``with served_app(model, BERTVIZ_MODELS_DIR=d) as url: ...``.
+def served_app(model: str, port: int | None = None, **env):
+    """The web app served in-process on loopback (``port``, default a free one), with BERTVIZ_*/other
+    environment variables set for its lifetime: ``with served_app(model, BERTVIZ_MODELS_DIR=d) as url: ...``.
     The app is closed and the environment restored on exit."""
     from bertviz_app import ui
 
@@ -149,7 +149,7 @@ def served_app(model: str, **env):
     try:
         for name, value in env.items():
             mp.setenv(name, str(value))
-        port = free_port()
+        port = port or free_port()
         demo = ui.launch(host="127.0.0.1", port=port, model=model, prevent_thread_lock=True, quiet=True)
         try:
             yield f"http://127.0.0.1:{port}/"
@@ -157,6 +157,15 @@ def served_app(model: str, **env):
             demo.close()
     finally:
         mp.undo()
+
+
+def open_page(browser, timeout_ms: int):
+    """A page in a fresh browser context (1280 x 900, its own storage) with ``timeout_ms`` as the default
+    timeout; close it with ``page.context.close()``."""
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = ctx.new_page()
+    page.set_default_timeout(timeout_ms)
+    return page
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conftest import CHROMIUM, served_app  # noqa: E402
+from conftest import CHROMIUM, open_page, served_app  # noqa: E402
 
 if not os.path.exists(CHROMIUM):
     pytest.skip(f"browser tests need Chromium at {CHROMIUM} (not installed here)", allow_module_level=True)
@@ -32,9 +32,7 @@ def app_url(tiny_model_dir, tmp_path_factory):
 
 def test_upload_train_and_see_curves_and_confusion_matrix(browser, app_url, tiny_model_dir, tmp_path):
     csv_path = write_csv(tmp_path / "reviews.csv", n=48)
-    ctx = browser.new_context(viewport={"width": 1280, "height": 900})
-    page = ctx.new_page()
-    page.set_default_timeout(TIMEOUT_MS)
+    page = open_page(browser, TIMEOUT_MS)
     page.goto(app_url)
     page.get_by_role("tab", name="Fine-tune").click()
 
@@ -78,15 +76,13 @@ def test_upload_train_and_see_curves_and_confusion_matrix(browser, app_url, tiny
     # the Model tab's dropdown now holds the new run, selected
     page.get_by_role("tab", name="Model").click()
     sync_api.expect(page.locator("#bv-model input")).to_have_value("runs/browser-run")
-    ctx.close()
+    page.context.close()
 
 
 def test_after_a_reload_the_run_list_holds_the_run_and_its_buttons_wait_for_a_choice(browser, app_url, tiny_model_dir,
                                                                                       tmp_path):
     csv_path = write_csv(tmp_path / "reviews.csv", n=24)
-    ctx = browser.new_context(viewport={"width": 1280, "height": 900})
-    page = ctx.new_page()
-    page.set_default_timeout(TIMEOUT_MS)
+    page = open_page(browser, TIMEOUT_MS)
     page.goto(app_url)
     page.get_by_role("tab", name="Fine-tune").click()
     page.locator("#bv-ft-upload input[type=file]").set_input_files(str(csv_path))
@@ -123,4 +119,4 @@ def test_after_a_reload_the_run_list_holds_the_run_and_its_buttons_wait_for_a_ch
     cmp_btn.click()
     sync_api.expect(page.locator("#bv-ft-cmp-md")).to_contain_text("fine-tuned")
     assert page.locator("span.error").count() == 0, "error badges on the page"
-    ctx.close()
+    page.context.close()

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import re
 import sys
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -134,32 +133,13 @@ def test_two_visitors_each_see_and_reach_only_their_own_runs(browser, public_app
     assert re.fullmatch(r"runs/[0-9a-f]{8}-a-run", run), run  # the visitor's tag: names never collide
 
 
-@contextmanager
-def serve_on(port: int, model: str, **env):
-    """``served_app`` on a given port: a browser's storage is per origin, so a restarted server must
-    come back on the same port for the page to find its owner token."""
-    from bertviz_app import ui
-
-    mp = pytest.MonkeyPatch()
-    try:
-        for name, value in env.items():
-            mp.setenv(name, str(value))
-        demo = ui.launch(host="127.0.0.1", port=port, model=model, prevent_thread_lock=True, quiet=True)
-        try:
-            yield f"http://127.0.0.1:{port}/"
-        finally:
-            demo.close()
-    finally:
-        mp.undo()
-
-
 def test_a_visitors_runs_stay_theirs_after_a_server_restart(browser, tiny_model_dir, tmp_path):
     models = tmp_path / "models"
     models.mkdir()
     env = dict(BERTVIZ_MODELS_DIR=models, BERTVIZ_PUBLIC=1)
-    port = free_port()
+    port = free_port()  # a browser's storage is per origin: the restarted server comes back on this port
     ctx_a = browser.new_context(viewport={"width": 1280, "height": 900})
-    with serve_on(port, str(tiny_model_dir), **env) as url:
+    with served_app(str(tiny_model_dir), port=port, **env) as url:
         a = ctx_a.new_page()
         a.set_default_timeout(TIMEOUT_MS)
         a.goto(url)
@@ -168,7 +148,7 @@ def test_a_visitors_runs_stay_theirs_after_a_server_restart(browser, tiny_model_
         expect(a.locator("#bv-ft-status")).to_contain_text("Done", timeout=TIMEOUT_MS)
         run = a.locator("#bv-ft-run input").input_value()
         a.close()
-    with serve_on(port, str(tiny_model_dir), **env) as url:  # the server restarted
+    with served_app(str(tiny_model_dir), port=port, **env) as url:  # restarted, same origin
         a = ctx_a.new_page()  # the same browser, a fresh page
         a.set_default_timeout(TIMEOUT_MS)
         a.goto(url)
