@@ -146,6 +146,7 @@ done < <(pip_local_paths)
 [ ${#volumes[@]} = 0 ] || say "bind-mounting pip's local folders into the build: ${volumes[*]}"
 say "building $IMAGE from ./Dockerfile (buildah bud --isolation chroot; pip installs torch, then the default model is trained: minutes)"
 build_log="$(mktemp /var/tmp/bertviz-build.XXXXXX.log)"
+old_id=$(buildah images --noheading --format '{{.ID}}' "$IMAGE" 2>/dev/null | head -1 || true)
 t0=$(now)
 # --format docker keeps the HEALTHCHECK (OCI images have none); --force-rm: no container left by a failed step.
 if ! nice -n "$NICE" buildah bud --isolation chroot --pull=never --layers --force-rm --format docker \
@@ -154,6 +155,10 @@ if ! nice -n "$NICE" buildah bud --isolation chroot --pull=never --layers --forc
 fi
 build_s=$(secs "$t0" "$(now)")
 say "built $IMAGE in $build_s s (log: $build_log)"
+new_id=$(buildah images --noheading --format '{{.ID}}' "$IMAGE" | head -1)
+if [ -n "$old_id" ] && [ "$old_id" != "$new_id" ]; then  # the previous check's image, untagged now
+  buildah rmi "$old_id" >/dev/null 2>&1 && say "removed the previous $IMAGE ($old_id)"
+fi
 
 # --- 3. run it as uid 1000 --------------------------------------------------------------------------
 ctr=""; app_pid=""
@@ -164,7 +169,8 @@ descendants() {  # the pids started, directly or not, by process $1
 app_pids() {  # the app's python process(es) inside buildah run, by pid
   local p
   for p in $(descendants "$app_pid"); do
-    ps -o args= -p "$p" 2>/dev/null | grep -q 'python app\.py' && echo "$p"
+    # the python itself, not buildah-chroot-exec (whose arguments name it too): a SIGTERM there is a SIGKILL below
+    ps -o args= -p "$p" 2>/dev/null | grep -Eq '^ *([^ ]*/)?python3? app\.py' && echo "$p"
   done
 }
 cleanup() {
