@@ -26,7 +26,7 @@ USER user
 # own. PIP_USER=1 rather than PIP="pip --user": setup.sh runs `$PIP install ...`, and pip refuses an
 # option before its command. The requirements are already satisfied above, so this only adds the
 # editable package (and the `bertviz-app` command) under ~/.local. --build-model trains models/default
-# into the image (about 8 minutes on a quiet 2-core CPU, less on a faster one), so the Space never
+# into the image (2 to 3 minutes on a quiet 2-core CPU, 7 at load 6: scripts/container_check.sh), so the Space never
 # builds at start-up.
 RUN PIP_USER=1 bash scripts/setup.sh --build-model
 
