@@ -11,18 +11,24 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 MALLOC_ARENA
 
 # Spaces run the container as uid 1000.
 RUN useradd -m -u 1000 user
+ENV HOME=/home/user PATH=/home/user/.local/bin:$PATH
 WORKDIR /home/user/app
 
-# Dependencies first, so code changes do not reinstall them (layer caching).
+# Dependencies first, as root into the system site-packages (read-only to the app's user), so code
+# changes do not reinstall them (layer caching).
 COPY --chown=user requirements.txt requirements-nodeps.txt requirements-dev.txt pyproject.toml ./
 COPY --chown=user scripts/setup.sh scripts/setup.sh
 RUN pip install -q -r requirements.txt && pip install -q --no-deps -r requirements-nodeps.txt
 
 COPY --chown=user . .
 USER user
-# The same script as the README; --build-model trains models/default into the image (about 8 minutes
-# on a quiet 2-core CPU, less on a faster one), so the Space never builds at start-up.
-RUN PIP="pip --user" bash scripts/setup.sh --build-model
+# The same script as the README, run as uid 1000 so that models/ (default model, runs/) is the app's
+# own. PIP_USER=1 rather than PIP="pip --user": setup.sh runs `$PIP install ...`, and pip refuses an
+# option before its command. The requirements are already satisfied above, so this only adds the
+# editable package (and the `bertviz-app` command) under ~/.local. --build-model trains models/default
+# into the image (2 to 3 minutes on a quiet 2-core CPU, 7 at load 6: scripts/container_check.sh), so the Space never
+# builds at start-up.
+RUN PIP_USER=1 bash scripts/setup.sh --build-model
 
 EXPOSE 7860
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \

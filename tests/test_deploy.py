@@ -87,3 +87,16 @@ def test_the_image_runs_in_public_mode_and_the_readme_says_what_it_changes(monke
     readme = (ROOT / "README.md").read_text()
     space = readme.split("## Deploy to Hugging Face Spaces", 1)[1]
     assert "### Public mode (`BERTVIZ_PUBLIC=1`" in space and "Delete my data" in space
+
+
+def test_setup_script_gets_no_pip_option_before_pips_command():
+    # setup.sh runs `$PIP install ...`: PIP="pip --user" made pip see `--user` before `install` and stop the
+    # build with "no such option: --user". Options go in pip's own environment (PIP_USER=1) instead.
+    for line in LINES:
+        assert not re.search(r"\bPIP=[\"']?[^\"']*\bpip3?\s+-", line), line
+
+
+def test_the_container_check_is_a_maintainers_script_not_ci():
+    script = ROOT / "scripts" / "container_check.sh"
+    assert script.is_file() and "buildah bud --isolation chroot" in script.read_text()
+    assert "container_check" not in (ROOT / ".ci" / "run").read_text()  # CI has no buildah and 90 minutes
