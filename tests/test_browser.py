@@ -281,3 +281,36 @@ def test_screenshot_for_the_readme(browser, registry, tiny_model_dir):
         page.screenshot(path=str(out), full_page=True)
         assert out.stat().st_size > 10_000
         ctx.close()
+
+
+def test_explain_a_file_tab_shows_progress_and_cancels(page, app_url, tmp_path, monkeypatch):
+    """The tab's run streams its progress and stops on Cancel, saying so, with no file written
+    (the explain is a stand-in that waits for the cancel, so the test does not race the real one)."""
+    import threading
+
+    import bertviz_app as core
+    from bertviz_app.ui import batch_tab
+
+    started = threading.Event()
+
+    def slow_explain_csv(lm, path, out, *, progress, cancel, **kw):
+        progress(0, 10)
+        started.set()
+        if not cancel.wait(60):
+            raise AssertionError("Cancel never reached the run")
+        raise core.CancelledError("Cancelled after 0 of 10 rows; no file was written.")
+
+    monkeypatch.setattr(batch_tab.core, "explain_csv", slow_explain_csv)
+    data = tmp_path / "reviews.csv"
+    data.write_text("review\nthe film was good\nthe film was bad\n", encoding="utf-8")
+    page.goto(app_url)
+    page.get_by_role("tab", name="Explain a file").click()
+    page.locator("#bv-bx-upload input[type=file]").set_input_files(str(data))
+    sync_api.expect(page.locator("#bv-bx-upload")).to_contain_text("reviews.csv")
+    page.locator("#bv-bx-start").click()
+    status = page.locator("#bv-bx-status")
+    sync_api.expect(status).to_contain_text("Explaining: 0 of 10 rows")
+    assert started.is_set()
+    page.locator("#bv-bx-cancel").click()
+    sync_api.expect(status).to_contain_text("Cancelled after 0 of 10 rows")
+    assert page.locator(".toast-title").count() == 0

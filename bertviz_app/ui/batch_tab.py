@@ -6,7 +6,6 @@ words with the largest mean attribution. Event wiring and rendering only."""
 from __future__ import annotations
 
 import tempfile
-import threading
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -18,7 +17,6 @@ import bertviz_app as core
 from . import attribution_tab, common, visitor
 from .common import CancelFlag, esc
 
-UPDATE_EVERY = 0.5  # seconds between progress updates
 NONE = "(none)"
 # (label, value) of the methods a table can be explained with (core.explain_csv's short names)
 METHOD_CHOICES = [(common.METHOD_LABELS["integrated_gradients" if m == "ig" else m], m) for m in core.BATCH_METHODS]
@@ -156,39 +154,28 @@ def wire(ui: SimpleNamespace, model_dd, default: str) -> None:
         lm = common.load(model_name, default)
         out = _run_folder() / f"explained-{Path(path).stem[:60] or 'table'}.{fmt if fmt in ('csv', 'jsonl') else 'csv'}"
         done = {"n": 0, "total": 0}
-        box: dict = {}
 
         def work():
-            try:
-                box["result"] = core.explain_csv(
-                    lm, path, out, text_column=text_col or None, pair_column=None if pair_col in (None, NONE) else pair_col,
-                    progress=lambda d, n: done.update(n=d, total=n), cancel=cancel, methods=list(methods),
-                    raw=bool(raw))
-            except BaseException as exc:  # noqa: BLE001 - handed to the event below
-                box["error"] = exc
+            return core.explain_csv(
+                lm, path, out, text_column=text_col or None, pair_column=None if pair_col in (None, NONE) else pair_col,
+                progress=lambda d, n: done.update(n=d, total=n), cancel=cancel, methods=list(methods), raw=bool(raw))
 
-        worker = threading.Thread(target=work, name="explain-csv", daemon=True)
-        worker.start()
+        def update():
+            if not done["total"]:
+                return {ui.status: "**Starting…**"}
+            note = " · cancelling after this chunk…" if cancel.is_set() else ""
+            return {ui.status: f"**Explaining:** {done['n']:,} of {done['total']:,} rows{note}"}
+
         yield {ui.status: "**Starting…**", ui.result: None, ui.words: words_frame(None)}
-        try:
-            while worker.is_alive():
-                worker.join(UPDATE_EVERY)
-                if done["total"]:
-                    note = " · cancelling after this chunk…" if cancel.is_set() else ""
-                    yield {ui.status: f"**Explaining:** {done['n']:,} of {done['total']:,} rows{note}"}
+        try:  # the page going away (the generator closed) cancels the run; the work is waited for either way
+            res = yield from common.stream_work(work, update, on_abandon=cancel.set)
+        except core.CancelledError as exc:
+            yield {ui.status: f"**Cancelled:** {esc(exc)}"}
+            return
         finally:
-            if worker.is_alive():  # the page went away: stop the orphan run
-                cancel.set()
-            else:
-                visitor.discard(path)  # public mode: the upload is deleted once read
+            visitor.discard(path)  # public mode: the upload is deleted once read
             if flag.event is cancel:
                 flag.arm()
-        if "error" in box:
-            if isinstance(box["error"], core.CancelledError):
-                yield {ui.status: f"**Cancelled:** {esc(box['error'])}"}
-                return
-            raise box["error"]
-        res = box["result"]
         yield {ui.status: summary_md(res), ui.result: visitor.own_file(res.path), ui.words: words_frame(res)}
 
     outputs = [ui.status, ui.result, ui.words]

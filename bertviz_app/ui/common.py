@@ -359,11 +359,12 @@ STARTING = "**Starting\u2026** " + AnalyzeProgress.SKIP_HINT
 UPDATE_EVERY = 0.5  # seconds between two progress updates of a streamed handler
 
 
-def stream_work(work: Callable[[], Any], update: Callable[[], dict]):
+def stream_work(work: Callable[[], Any], update: Callable[[], dict], on_abandon: Callable[[], Any] | None = None):
     """For a generator handler: run ``work()`` in a thread, yield ``update()`` at once and every
     ``UPDATE_EVERY`` seconds while it runs, and return its result (``out = yield from ...``) or
-    raise its error. If the page goes away (the generator is closed), it waits for the work to
-    end, so the event's concurrency slot stays taken as long as the model is busy."""
+    raise its error. If the page goes away (the generator is closed), ``on_abandon()`` is called
+    (e.g. to cancel the work) and the work is waited for, so the event's concurrency slot stays
+    taken as long as the model is busy."""
     box: dict = {}
 
     def run():
@@ -382,6 +383,8 @@ def stream_work(work: Callable[[], Any], update: Callable[[], dict]):
                 break
             yield update()
     finally:
+        if worker.is_alive() and on_abandon is not None:
+            on_abandon()
         worker.join()
     if "error" in box:
         raise box["error"]
