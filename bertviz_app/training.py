@@ -34,6 +34,7 @@ from transformers import (
 from transformers import logging as hf_logging
 
 from .errors import InputError, TrainingError
+from .eta import RateEta
 from .families import SUPPORTED_MODEL_TYPES, family_of
 
 __all__ = ["TrainConfig", "TrainResult", "train_classifier", "atomic_save", "evaluate_predictions", "calibration_metrics",
@@ -148,8 +149,6 @@ class _Reporter(TrainerCallback):
     (``eta.RateEta``); "rate" is that rate in steps per second."""
 
     def __init__(self, progress: Progress | None, cancel: threading.Event | None, started: float):
-        from .eta import RateEta
-
         self.progress, self.cancel, self.started = progress, cancel, started
         self.cancelled = False
         self.steps = RateEta()
