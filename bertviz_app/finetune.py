@@ -202,12 +202,9 @@ def valid_run_name(name: str) -> str:
 
 def base_model_path(base: str, allow_paths: bool = True) -> Path:
     """A folder with the base model's safetensors: a registered name, a folder or a Hub id.
-    ``encoder`` is the bare pip-shipped MiniLM-L6 encoder the default model starts from.
+    ``encoder`` is the bare pip-shipped MiniLM-L6 encoder the default model starts from (unless a
+    ``models/encoder`` folder takes the name: the registry resolves shipped names, as it lists them).
     Raises InputError for a base of a family that cannot be fine-tuned (``training.check_trainable``)."""
-    if base == ENCODER:
-        from .default_model import encoder_path
-
-        return encoder_path()
     from .registry import model_folder
 
     path = model_folder(base, allow_paths=allow_paths)

@@ -209,6 +209,7 @@ def test_models_lists_every_name_the_registry_opens_by_name(capsys, models_dir, 
 def test_a_models_folder_named_encoder_is_listed_once_and_opened(capsys, models_dir, tiny_model_dir):
     """models/encoder, where someone saved their own model, takes the name from the shipped encoder in
     the listing exactly as it does in resolution."""
+    from bertviz_app import base_model_path
     from bertviz_app.registry import model_folder
 
     shutil.copytree(tiny_model_dir, models_dir / "encoder")
@@ -216,3 +217,4 @@ def test_a_models_folder_named_encoder_is_listed_once_and_opened(capsys, models_
     listed = [m for m in json.loads(out) if m["name"] == "encoder"]
     assert code == 0 and listed == [{"name": "encoder", "path": str(models_dir / "encoder"), "built": True}]
     assert model_folder("encoder") == models_dir / "encoder"
+    assert base_model_path("encoder") == models_dir / "encoder"  # the fine-tune's base resolves it the same way
