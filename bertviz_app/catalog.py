@@ -6,18 +6,32 @@ imports for it. The registry resolves names from the same table (``shipped_model
 from __future__ import annotations
 
 import importlib.util
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from .config import get_settings
 from .errors import ModelLoadError
 
-__all__ = ["ENCODER", "SHIPPED_MODELS", "ShippedModel", "list_models", "model_dir", "package_dir", "shipped_model"]
+__all__ = ["ENCODER", "RUN_INFO", "SHIPPED_MODELS", "ShippedModel", "list_models", "load_run_info", "model_dir",
+           "package_dir", "shipped_model"]
 
 # The registered name of the bare pip-shipped MiniLM-L6 encoder (fresh head): the default model
 # starts from it, the fine-tune tab and CLI use it as their base, and the page opens it while the
 # default model builds.
 ENCODER = "encoder"
+
+
+RUN_INFO = "run.json"  # a fine-tuned run's record (metrics, settings, owner), beside its weights
+
+
+def load_run_info(path: Path) -> dict | None:
+    """The run.json of the run folder ``path`` (None: missing, unreadable or not an object)."""
+    try:
+        info = json.loads((Path(path) / RUN_INFO).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return info if isinstance(info, dict) else None
 
 
 def package_dir(name: str) -> Path:

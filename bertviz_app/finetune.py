@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .catalog import ENCODER
+from .catalog import ENCODER, RUN_INFO, load_run_info
 from .config import get_settings
 from .data import (
     Dataset,
@@ -94,7 +94,6 @@ MODES = ("full", "probe", "both")  # "both": probe, then full, on the same split
 # always installed (no build needed) and carries no task of its own, so a new task's classes start
 # from general-purpose features instead of a sentiment model's.
 DEFAULT_BASE = ENCODER
-RUN_INFO = "run.json"
 _RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _HUB_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 MAX_MISCLASSIFIED = 500
@@ -505,13 +504,6 @@ def _evaluate(model, tokenizer, val: Dataset, max_length: int) -> tuple[dict, li
     metrics["mean_confidence"] = float(top.mean()) if len(top) else None
     metrics.update(calibration_metrics(logits_all, truth, multi_label=val.multi_label))
     return metrics, wrong
-
-
-def load_run_info(path: Path) -> dict | None:
-    try:
-        return json.loads((Path(path) / RUN_INFO).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
 
 
 def list_runs() -> list[dict]:

@@ -18,7 +18,6 @@ and pass them down.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import secrets
@@ -30,6 +29,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from .catalog import RUN_INFO, load_run_info
 from .errors import InputError, LimitError, ModelNotFoundError
 
 __all__ = [
@@ -57,7 +57,6 @@ __all__ = [
 ]
 
 NOBODY = "nobody"  # the owner of a public request without a valid token: owns no run (never a sha256 hex)
-RUN_INFO = "run.json"  # as finetune.RUN_INFO (not imported: this module stays free of torch)
 _TOKEN = re.compile(r"^[0-9a-f]{64}$")
 _SALT = b"bertviz-owner-v1:"
 
@@ -111,17 +110,9 @@ def is_run_name(name: str | None) -> bool:
     return len(parts) > 1 and parts[0] == "runs"
 
 
-def _read_info(path: Path) -> dict | None:
-    try:
-        info = json.loads((Path(path) / RUN_INFO).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return info if isinstance(info, dict) else None
-
-
 def run_owner(path: Path) -> str | None:
     """The owner hash stored with the run at ``path`` (None: a run saved without one, e.g. by the CLI)."""
-    info = _read_info(path)
+    info = load_run_info(path)
     owner = (info or {}).get("owner")
     return owner if isinstance(owner, str) else None
 
