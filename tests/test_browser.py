@@ -309,8 +309,8 @@ def test_explain_a_file_tab_shows_progress_and_cancels(page, app_url, tmp_path, 
     sync_api.expect(page.locator("#bv-bx-upload")).to_contain_text("reviews.csv")
     page.locator("#bv-bx-start").click()
     status = page.locator("#bv-bx-status")
-    sync_api.expect(status).to_contain_text("Explaining: 0 of 10 rows")
+    sync_api.expect(status).to_contain_text("Explaining: 0 of 10 rows", timeout=60_000)
     assert started.is_set()
     page.locator("#bv-bx-cancel").click()
-    sync_api.expect(status).to_contain_text("Cancelled after 0 of 10 rows")
+    sync_api.expect(status).to_contain_text("Cancelled after 0 of 10 rows", timeout=60_000)  # a loaded CI took > 5 s
     assert page.locator(".toast-title").count() == 0
