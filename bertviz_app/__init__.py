@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 # used, so ``bertviz_app.data``, ``--help`` and ``models`` start in a fraction of a second
 # instead of paying ~5 s of torch + transformers + captum imports.
 _EXPORTS = {
-    "attention": ("attention", "cls_rows", "mean_heads", "rollout"),
+    "attention_maps": ("attention", "cls_rows", "mean_heads", "rollout"),
     "batching": ("predict_one", "explain_one"),
     "batch_explain": ("BATCH_METHODS", "BatchExplanation", "explain_csv"),
     "attribution": ("BASELINES", "OUTPUTS", "attribute", "attribute_many", "baseline_jumps", "cls_lens", "cls_path",
@@ -31,7 +31,7 @@ _EXPORTS = {
     "export": ("ColourScale", "Explanation", "attribution_tokens_html", "attribution_units", "change_warning",
                "check_output_path", "colour_scale", "explanation_dict", "explanation_from_dict", "explanation_html", "explanation_json", "export_files",
                "is_signed", "per_text_scale", "tokens_html", "write_html", "write_json"),
-    "faithfulness": ("faithfulness", "faithfulness_many"),
+    "faithfulness_eval": ("faithfulness", "faithfulness_many"),
     "methods": ("METHODS", "compare_methods", "explain"),
     "errors": ("BertvizError", "CancelledError", "DataError", "InputError", "ModelLoadError",
                "ModelNotFoundError", "ResourceError", "TrainingError", "LimitError"),
@@ -41,7 +41,7 @@ _EXPORTS = {
     "results": ("AttentionMaps", "Attribution", "ClsLens", "ClsPath", "DEFAULT_TOLERANCE", "FAITHFULNESS_TIE",
                 "FIXED_N_STEPS", "Faithfulness",
                 "METHOD_LABELS", "MethodComparison", "ModelSummary", "Prediction", "TokenInfo", "method_label"),
-    "summary": ("summary",),
+    "model_summary": ("summary",),
     "words": ("WordGroups", "merge_attention", "merge_rows", "merge_scores", "word_groups"),
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
@@ -49,7 +49,7 @@ _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 # Static imports for type checkers and IDEs, which cannot follow __getattr__: they repeat
 # _EXPORTS, and tests/test_packaging.py checks the two agree name for name.
 if TYPE_CHECKING:
-    from .attention import attention, cls_rows, mean_heads, rollout
+    from .attention_maps import attention, cls_rows, mean_heads, rollout
     from .attribution import (
         BASELINES,
         OUTPUTS,
@@ -98,7 +98,7 @@ if TYPE_CHECKING:
         write_html,
         write_json,
     )
-    from .faithfulness import faithfulness, faithfulness_many
+    from .faithfulness_eval import faithfulness, faithfulness_many
     from .finetune import (
         DEFAULT_BASE,
         MODES,
@@ -118,6 +118,7 @@ if TYPE_CHECKING:
     )
     from .inference import predict
     from .methods import METHODS, compare_methods, explain
+    from .model_summary import summary
     from .registry import LoadedModel, clear_cache, load_model, resolve_device
     from .results import (
         DEFAULT_TOLERANCE,
@@ -135,7 +136,6 @@ if TYPE_CHECKING:
         TokenInfo,
         method_label,
     )
-    from .summary import summary
     from .training import TrainConfig
     from .words import WordGroups, merge_attention, merge_rows, merge_scores, word_groups
 

@@ -271,7 +271,7 @@ def _explain_chunk(lm, chunk: list[tuple[int, str, str | None]], keys: tuple[str
     """One chunk of rows: their predictions, then per method their attributions (or each row's
     refusal) and the faithfulness of those attributions in one padded batch."""
     from .attribution import attribute_many
-    from .faithfulness import faithfulness_many
+    from .faithfulness_eval import faithfulness_many
     from .inference import predict
     from .methods import explain
 

@@ -10,11 +10,14 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import get_settings
+from .config import PROJECT_ROOT
 from .errors import ModelLoadError
 
-__all__ = ["ENCODER", "RUN_INFO", "SHIPPED_MODELS", "ShippedModel", "list_models", "load_run_info", "model_dir",
-           "package_dir", "shipped_model"]
+__all__ = ["DEFAULT_MODELS_DIR", "ENCODER", "RUN_INFO", "SHIPPED_MODELS", "ShippedModel", "is_model_folder", "list_models",
+           "load_run_info", "package_dir", "shipped_model"]
+
+# Where registered models live unless the caller names another folder (Settings.models_dir).
+DEFAULT_MODELS_DIR = PROJECT_ROOT / "models"
 
 # The registered name of the bare pip-shipped MiniLM-L6 encoder (fresh head): the default model
 # starts from it, the fine-tune tab and CLI use it as their base, and the page opens it while the
@@ -71,36 +74,33 @@ SHIPPED_MODELS: dict[str, ShippedModel] = {
 }
 
 
-def shipped_model(name: str, root: Path | None = None) -> ShippedModel | None:
+def shipped_model(name: str, root: Path = DEFAULT_MODELS_DIR) -> ShippedModel | None:
     """The shipped model that ``name`` opens: None for other names, and where a folder
     ``models/<name>`` exists (someone's own model of that name takes precedence)."""
     shipped = SHIPPED_MODELS.get(name)
-    if shipped is None or ((root if root is not None else model_dir()) / name).is_dir():
+    if shipped is None or (Path(root) / name).is_dir():
         return None
     return shipped
 
 
-def model_dir() -> Path:
-    return get_settings().models_dir
-
-
-def _is_model_folder(path: Path) -> bool:
+def is_model_folder(path: Path) -> bool:
+    """Whether ``path`` holds a saved model (its config.json)."""
     return (path / "config.json").is_file()
 
 
-def list_models() -> list[dict]:
+def list_models(models_dir: Path = DEFAULT_MODELS_DIR) -> list[dict]:
     """Registered models: ``default`` first (built or not), then ``models/<name>``, ``runs/<name>``
     newest first, then the shipped models (``SHIPPED_MODELS``; "built": installed). Folders being
     written (``.tmp-*``) or missing a config are ignored."""
-    root = model_dir()
-    out = [{"name": "default", "path": str(root / "default"), "built": _is_model_folder(root / "default")}]
+    root = Path(models_dir)
+    out = [{"name": "default", "path": str(root / "default"), "built": is_model_folder(root / "default")}]
     for sub in sorted(root.glob("*")) if root.is_dir() else []:
-        if sub.name in ("default", "runs") or sub.name.startswith(".") or not _is_model_folder(sub):
+        if sub.name in ("default", "runs") or sub.name.startswith(".") or not is_model_folder(sub):
             continue
         out.append({"name": sub.name, "path": str(sub), "built": True})
     runs = root / "runs"
     if runs.is_dir():
-        found = [p for p in runs.iterdir() if p.is_dir() and not p.name.startswith(".") and _is_model_folder(p)]
+        found = [p for p in runs.iterdir() if p.is_dir() and not p.name.startswith(".") and is_model_folder(p)]
         for p in sorted(found, key=lambda p: p.stat().st_mtime, reverse=True):
             out.append({"name": f"runs/{p.name}", "path": str(p), "built": True})
     for name in SHIPPED_MODELS:

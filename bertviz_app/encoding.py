@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from transformers import BatchEncoding
 
-from .config import get_settings
+from .config import Settings
 from .errors import InputError
 from .families import family_of
 from .registry import LoadedModel
@@ -14,8 +14,9 @@ from .results import TokenInfo
 __all__ = ["check_text", "check_texts", "encode", "encode_batch", "token_info"]
 
 
-def check_text(text: object, what: str = "Text") -> str:
-    """Return ``text`` if it can be analysed; otherwise raise InputError saying what to fix."""
+def check_text(text: object, what: str = "Text", max_chars: int = Settings.max_chars) -> str:
+    """Return ``text`` if it can be analysed (at most ``max_chars`` characters); otherwise raise
+    InputError saying what to fix."""
     if text is None:
         raise InputError(f"{what} is empty: enter a sentence to analyse.")
     if not isinstance(text, str):
@@ -24,7 +25,7 @@ def check_text(text: object, what: str = "Text") -> str:
         text = text.replace("\x00", "")
     if not text.strip():
         raise InputError(f"{what} is empty or whitespace only: enter a sentence to analyse.")
-    limit = get_settings().max_chars
+    limit = max_chars
     if len(text) > limit:
         raise InputError(
             f"{what} is {len(text):,} characters; the limit is {limit:,}. Shorten it (the model reads "
@@ -33,10 +34,12 @@ def check_text(text: object, what: str = "Text") -> str:
     return text
 
 
-def check_texts(texts, pairs=None, optional_pairs: bool = False) -> tuple[list[str], list[str | None] | None]:
-    """Validate a batch: ``texts`` (a string or a list) and, for sentence-pair models, one second
-    text per text. With ``optional_pairs`` a None or blank second text means "no pair" for that
-    text; otherwise every second text must be usable. Raises InputError saying what to fix."""
+def check_texts(texts, pairs=None, optional_pairs: bool = False, *, max_chars: int = Settings.max_chars,
+                max_batch_texts: int = Settings.max_batch_texts) -> tuple[list[str], list[str | None] | None]:
+    """Validate a batch: ``texts`` (a string or a list, at most ``max_batch_texts``) and, for
+    sentence-pair models, one second text per text. With ``optional_pairs`` a None or blank second
+    text means "no pair" for that text; otherwise every second text must be usable. Raises
+    InputError saying what to fix."""
     if isinstance(texts, str):
         texts = [texts]
     if isinstance(pairs, str):
@@ -44,11 +47,11 @@ def check_texts(texts, pairs=None, optional_pairs: bool = False) -> tuple[list[s
     texts = list(texts)
     if not texts:
         raise InputError("No text given: enter at least one sentence.")
-    limit = get_settings().max_batch_texts
+    limit = max_batch_texts
     if len(texts) > limit:
         raise InputError(f"{len(texts):,} texts in one call; the limit is {limit:,}. Split the input.")
     many = len(texts) > 1
-    texts = [check_text(t, f"Text {i + 1}" if many else "Text") for i, t in enumerate(texts)]
+    texts = [check_text(t, f"Text {i + 1}" if many else "Text", max_chars) for i, t in enumerate(texts)]
     if pairs is None:
         return texts, None
     pairs = list(pairs)
@@ -59,7 +62,7 @@ def check_texts(texts, pairs=None, optional_pairs: bool = False) -> tuple[list[s
         if optional_pairs and (p is None or (isinstance(p, str) and not p.strip())):
             out.append(None)
         else:
-            out.append(check_text(p, f"Second text {i + 1}" if many else "Second text"))
+            out.append(check_text(p, f"Second text {i + 1}" if many else "Second text", max_chars))
     return texts, out
 
 
@@ -94,11 +97,11 @@ def token_info(enc: BatchEncoding, row: int, text: str, pair: str | None) -> Tok
 
 def encode(lm: LoadedModel, text: str, pair: str | None = None, device: torch.device | None = None):
     """One text (and optional pair) -> (model inputs on ``device``, TokenInfo)."""
-    text = check_text(text)
+    text = check_text(text, max_chars=lm.settings.max_chars)
     if pair is not None and pair.strip() == "":
         pair = None
     if pair is not None:
-        pair = check_text(pair, "Second text")
+        pair = check_text(pair, "Second text", lm.settings.max_chars)
     enc = encode_batch(lm, [text], [pair] if pair is not None else None)
     info = token_info(enc, 0, text, pair)
     fam = family_of(lm.model)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .config import get_settings
 from .encoding import check_texts
 from .errors import InputError
 from .forward import classifier_logits
@@ -28,9 +27,9 @@ def probabilities(lm: LoadedModel, logits: torch.Tensor) -> torch.Tensor:
     return torch.sigmoid(logits) if lm.multi_label else torch.softmax(logits, dim=-1)
 
 
-def _options(attention, sort_by_length, cls_only_last_layer):
-    """The speed options of one call: an argument, or the settings' value where it is None."""
-    settings = get_settings()
+def _options(lm: LoadedModel, attention, sort_by_length, cls_only_last_layer):
+    """The speed options of one call: an argument, or the model's settings' value where it is None."""
+    settings = lm.settings
     attention = settings.predict_attention if attention is None else attention
     if attention not in PREDICT_ATTENTIONS:
         raise InputError(f"attention must be one of {', '.join(PREDICT_ATTENTIONS)}, got {attention!r}.")
@@ -89,10 +88,10 @@ def predict(
         return predict_windows(lm, texts, pairs, stride=stride, pool=pool, batch_size=batch_size,
                                attention=attention, sort_by_length=sort_by_length,
                                cls_only_last_layer=cls_only_last_layer)
-    texts, pairs = check_texts(texts, pairs)
+    texts, pairs = check_texts(texts, pairs, max_chars=lm.settings.max_chars, max_batch_texts=lm.settings.max_batch_texts)
     if batch_size < 1:
         raise InputError("batch_size must be at least 1.")
-    options = _options(attention, sort_by_length, cls_only_last_layer)
+    options = _options(lm, attention, sort_by_length, cls_only_last_layer)
     enc = lm.tokenizer(texts, pairs, truncation=True, max_length=lm.max_length)
     probs = probabilities(lm, _batched_logits(lm, enc, batch_size, *options)).numpy()  # (N, C)
     labels = lm.labels
@@ -152,11 +151,11 @@ def predict_windows(lm: LoadedModel, texts, pairs=None, stride: int = 128, pool:
     A text that fits is one window: the same probabilities as ``predict``. The result's
     ``truncated`` is False (nothing was dropped), ``n_tokens`` counts the whole text and
     ``windows`` says how many windows were read. The speed options are ``predict``'s."""
-    texts, pairs = check_texts(texts, pairs)
+    texts, pairs = check_texts(texts, pairs, max_chars=lm.settings.max_chars, max_batch_texts=lm.settings.max_batch_texts)
     check_window(lm, stride, pool)
     if batch_size < 1:
         raise InputError("batch_size must be at least 1.")
-    options = _options(attention, sort_by_length, cls_only_last_layer)
+    options = _options(lm, attention, sort_by_length, cls_only_last_layer)
     enc, owner, totals, n_windows = _window_plan(lm, texts, pairs, stride)
     window_logits = _batched_logits(lm, enc, batch_size, *options).numpy()  # (W, C)
     owner_arr = np.asarray(owner)  # (W,)

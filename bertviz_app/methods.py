@@ -35,7 +35,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from .attention import attention, rollout
+from .attention_maps import attention, rollout
 from .attribution import TOKEN_BUDGET, _check_args, _Group, _options, attribute
 from .config import get_settings
 from .encoding import check_texts
@@ -298,7 +298,7 @@ def compare_methods(
     agreement of every pair (Spearman and top-k overlap over the non-special tokens, on score
     magnitudes) and each one's agreement with attention rollout's [CLS] row at the last layer.
     Always explains the probability of one class (``target``; default: the predicted class)."""
-    from .faithfulness import faithfulness
+    from .faithfulness_eval import faithfulness
 
     methods = tuple(methods)
     if not methods:

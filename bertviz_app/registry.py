@@ -30,12 +30,13 @@ from transformers import (
 )
 from transformers import logging as hf_logging
 
-from .catalog import _is_model_folder, list_models, model_dir, shipped_model
-from .config import get_settings
+from .catalog import DEFAULT_MODELS_DIR, is_model_folder, list_models, shipped_model
+from .config import Settings
 from .errors import ModelLoadError, ModelNotFoundError
 from .families import SUPPORTED_MODEL_TYPES, family_for_type, family_of
 
-__all__ = ["LoadedModel", "load_model", "list_models", "resolve_device", "clear_cache", "model_dir", "clean_stale_folders"]
+__all__ = ["LoadedModel", "load_model", "model_folder", "list_models", "resolve_device", "clear_cache",
+           "clean_stale_folders"]
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,10 @@ class LoadedModel:
     device: torch.device
     dtype: torch.dtype
     warnings: tuple[str, ...] = ()
+    # What the analyses of this model read: the input limits (max_chars, max_batch_texts, max_n_steps,
+    # max_method_seconds, min_change), the speed options' defaults and cpu_int8. ``load_model`` sets
+    # the settings it was given; a call's own keyword arguments override the speed options.
+    settings: Settings = field(default_factory=Settings, repr=False)
     # Attributions kept by ``memo`` (LRU; 0: no cache). ``load_model`` sets it from the settings'
     # ``memo_size`` when the model is loaded.
     memo_size: int = 256
@@ -100,10 +105,19 @@ class LoadedModel:
     def device_label(self) -> str:
         """What the UI shows, e.g. "cpu" or "cuda, bf16"."""
         if self.device.type == "cpu" and self.dtype == torch.float32:
-            from .config import get_settings
-
-            return "cpu, int8 predictions" if get_settings().cpu_int8 else "cpu"
+            return "cpu, int8 predictions" if self.settings.cpu_int8 else "cpu"
         return f"{self.device.type}, {_DTYPE_NAMES.get(self.dtype, str(self.dtype))}"
+
+    def with_settings(self, **changes) -> LoadedModel:
+        """The same weights under other settings (``max_chars=1000``, ``cpu_int8=True``...): a new
+        handle with its own result cache, sharing the model, its fp32 copy and its run lock."""
+        from dataclasses import replace
+
+        settings = replace(self.settings, **changes)
+        new = replace(self, settings=settings, memo_size=settings.memo_size if "memo_size" in changes else self.memo_size,
+                      _int8=None if "cpu_int8" in changes else self._int8, _memo=OrderedDict())
+        new.run_lock = self.run_lock
+        return new
 
     def fp32_model(self) -> PreTrainedModel:
         """The model in float32 on the same device: attributions always run in fp32, even when
@@ -118,11 +132,9 @@ class LoadedModel:
             return self._fp32
 
     def predict_model(self) -> PreTrainedModel:
-        """The model predictions run on: ``model``, or with ``BERTVIZ_CPU_INT8=1`` on a CPU a copy whose
+        """The model predictions run on: ``model``, or with ``settings.cpu_int8`` on a CPU a copy whose
         Linear layers are int8 dynamically quantised (made once, on first use)."""
-        from .config import get_settings
-
-        if self.device.type != "cpu" or not get_settings().cpu_int8:
+        if self.device.type != "cpu" or not self.settings.cpu_int8:
             return self.model
         with self._lock:
             if self._int8 is None:
@@ -179,7 +191,7 @@ class LoadedModel:
 
 
 _DTYPE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
-_CACHE: dict[tuple[str, str, str], LoadedModel] = {}
+_CACHE: dict[tuple, LoadedModel] = {}
 _CACHE_LOCK = threading.Lock()
 
 
@@ -212,11 +224,11 @@ def _inference_dtype(device: torch.device, gpu_dtype: str) -> torch.dtype:
     return torch.float16
 
 
-# model_dir, _is_model_folder and list_models live in catalog.py (no torch: `bertviz-app models`
-# starts in a fraction of a second); re-exported here for the callers that import them from registry.
+# is_model_folder and list_models live in catalog.py (no torch: `bertviz-app models` starts in a
+# fraction of a second); list_models is re-exported here for the callers that import it from registry.
 
 
-def clean_stale_folders(max_age_s: float = 3600) -> list[Path]:
+def clean_stale_folders(models_dir: Path = DEFAULT_MODELS_DIR, max_age_s: float = 3600) -> list[Path]:
     """Remove ``.tmp-*`` / ``.old-*`` folders (left by a kill during a save) older than
     ``max_age_s`` from models/ and models/runs/. Younger ones may be a save in progress in
     another process and are kept; they are never listed either way. Returns what was removed."""
@@ -224,7 +236,7 @@ def clean_stale_folders(max_age_s: float = 3600) -> list[Path]:
     import time
 
     removed = []
-    root = model_dir()
+    root = Path(models_dir)
     for folder in (root, root / "runs"):
         if not folder.is_dir():
             continue
@@ -237,19 +249,19 @@ def clean_stale_folders(max_age_s: float = 3600) -> list[Path]:
     return removed
 
 
-def _local_alternatives() -> str:
-    names = [m["name"] for m in list_models() if m["built"]]
+def _local_alternatives(root: Path) -> str:
+    names = [m["name"] for m in list_models(root) if m["built"]]
     return ", ".join(names) if names else "none built yet (run: python -m bertviz_app build-default)"
 
 
-def _resolve(name_or_path: str, allow_paths: bool = True) -> tuple[str, Path | str]:
-    """-> ("registered" | "folder", Path) or ("hub", repo_id)."""
+def _resolve(name_or_path: str, allow_paths: bool, root: Path) -> tuple[str, Path | str]:
+    """-> ("registered" | "folder", Path) or ("hub", repo_id); registered names live in ``root``."""
+    root = Path(root)
     name = (name_or_path or "").strip()
     if not name:
         raise ModelNotFoundError("No model given: use 'default', a folder saved with save_pretrained, or a Hub id.")
     if "\x00" in name or len(name) > 300:
         raise ModelNotFoundError("That model name is not valid: use 'default', a registered run name, a folder or a Hub id.")
-    root = model_dir()
     shipped = shipped_model(name, root)  # the bare pip-shipped encoder (fresh head), as list_models lists it
     if shipped is not None:
         return "registered", shipped.path()
@@ -261,28 +273,28 @@ def _resolve(name_or_path: str, allow_paths: bool = True) -> tuple[str, Path | s
         path = (root / name).resolve()
         if not path.is_relative_to(root.resolve()):
             raise ModelNotFoundError(f"Model name {name!r} points outside the models folder.")
-        if not _is_model_folder(path):
+        if not is_model_folder(path):
             if name == "default":
                 from .build_job import not_built_message
 
                 raise ModelNotFoundError(not_built_message(root))
-            raise ModelNotFoundError(f"No registered model {name!r}. Available: {_local_alternatives()}.")
+            raise ModelNotFoundError(f"No registered model {name!r}. Available: {_local_alternatives(root)}.")
         return "registered", path
     # 2. a local folder the user typed (the CLI's --model ./my-model, or an absolute path)
     looks_like_path = name.startswith((".", "/", "~", "\\")) or os.sep in name and Path(name).expanduser().exists()
     if looks_like_path and not allow_paths:
         raise ModelNotFoundError(
             f"Opening model folders by path is turned off here (BERTVIZ_ALLOW_LOCAL_PATHS=0): use a registered "
-            f"name or a Hub id. Available models: {_local_alternatives()}."
+            f"name or a Hub id. Available models: {_local_alternatives(root)}."
         )
     if looks_like_path:
         path = Path(name).expanduser().resolve()
         if not path.is_dir():
-            raise ModelNotFoundError(f"Folder {name!r} does not exist. Available models: {_local_alternatives()}.")
-        if not _is_model_folder(path):
+            raise ModelNotFoundError(f"Folder {name!r} does not exist. Available models: {_local_alternatives(root)}.")
+        if not is_model_folder(path):
             raise ModelNotFoundError(
                 f"Folder {name!r} has no config.json, so it is not a saved model (save one with "
-                f"save_pretrained()). Available models: {_local_alternatives()}."
+                f"save_pretrained()). Available models: {_local_alternatives(root)}."
             )
         return "folder", path
     # 3. a Hub id "owner/name"
@@ -290,15 +302,17 @@ def _resolve(name_or_path: str, allow_paths: bool = True) -> tuple[str, Path | s
         return "hub", name
     raise ModelNotFoundError(
         f"Unknown model {name!r}: not a registered name, an existing folder, or a Hub id of the form "
-        f"owner/name. Available models: {_local_alternatives()}."
+        f"owner/name. Available models: {_local_alternatives(root)}."
     )
 
 
 def _hub_reachable(timeout: float = 3.0) -> str | None:
     """None when the Hub answers a TCP connect; otherwise the reason it does not."""
-    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False"):
+    from huggingface_hub import constants  # it reads HF_HUB_OFFLINE and HF_ENDPOINT from the environment
+
+    if constants.HF_HUB_OFFLINE:
         return "HF_HUB_OFFLINE is set"
-    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+    endpoint = constants.ENDPOINT
     host = re.sub(r"^https?://", "", endpoint).split("/")[0].split(":")[0]
     try:
         with socket.create_connection((host, 443), timeout=timeout):
@@ -307,12 +321,12 @@ def _hub_reachable(timeout: float = 3.0) -> str | None:
         return f"cannot reach {host} ({exc.__class__.__name__}: {exc})"
 
 
-def _download_from_hub(repo_id: str) -> Path:
+def _download_from_hub(repo_id: str, root: Path) -> Path:
     reason = _hub_reachable()
     if reason:
         raise ModelNotFoundError(
             f"Cannot load {repo_id!r} from the Hugging Face Hub: {reason}. "
-            f"Use a local model instead: {_local_alternatives()}, or a folder saved with save_pretrained."
+            f"Use a local model instead: {_local_alternatives(root)}, or a folder saved with save_pretrained."
         )
     from huggingface_hub import list_repo_files, snapshot_download
     from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
@@ -345,12 +359,12 @@ def _check_folder(path: Path) -> None:
         raise ModelLoadError(f"{path.name!r} has no model.safetensors: save the model with save_pretrained().")
 
 
-def model_folder(name_or_path: str, allow_paths: bool = True) -> Path:
-    """The local folder of a model (registered name, folder or Hub id, downloaded if need be),
-    checked to hold safetensors weights: what a fine-tune starts from. Raises the same clear
+def model_folder(name_or_path: str, allow_paths: bool = True, models_dir: Path = DEFAULT_MODELS_DIR) -> Path:
+    """The local folder of a model (registered name in ``models_dir``, folder or Hub id, downloaded if
+    need be), checked to hold safetensors weights: what a fine-tune starts from. Raises the same clear
     errors as ``load_model``."""
-    kind, where = _resolve(name_or_path, allow_paths=allow_paths)
-    path = _download_from_hub(where) if kind == "hub" else Path(where)
+    kind, where = _resolve(name_or_path, allow_paths, models_dir)
+    path = _download_from_hub(where, models_dir) if kind == "hub" else Path(where)
     _check_folder(path)
     return path
 
@@ -360,24 +374,30 @@ def load_model(
     device: str | None = None,
     gpu_dtype: str | None = None,
     allow_paths: bool = True,
+    *,
+    settings: Settings | None = None,
 ) -> LoadedModel:
     """Load (or return the cached) model by registered name, local folder or Hub id.
 
-    ``device``: "auto" (default from settings) picks cuda > mps > cpu. On CUDA inference runs in
-    bf16 (fp16 where bf16 is unsupported) unless ``gpu_dtype`` says otherwise; attributions use
-    an fp32 copy (``LoadedModel.fp32_model``). The same model is loaded once per (path, device, dtype).
+    ``settings`` (default: ``Settings()``, the defaults) gives the models folder registered names
+    live in, the device and GPU dtype when ``device``/``gpu_dtype`` are None, and what the analyses
+    of this model read (``LoadedModel.settings``: limits, speed options, cpu_int8, memo_size).
+    ``device``: "auto" picks cuda > mps > cpu. On CUDA inference runs in bf16 (fp16 where bf16 is
+    unsupported) unless ``gpu_dtype`` says otherwise; attributions use an fp32 copy
+    (``LoadedModel.fp32_model``). The same model is loaded once per (path, device, dtype, settings).
     ``allow_paths=False`` (the web app, when BERTVIZ_ALLOW_LOCAL_PATHS=0) refuses folder paths.
     """
-    settings = get_settings()
+    settings = settings if settings is not None else Settings()
     dev = resolve_device(device or settings.device)
     dtype = _inference_dtype(dev, gpu_dtype or settings.gpu_dtype)
-    kind, where = _resolve(name_or_path, allow_paths=allow_paths)
-    key = (f"{kind}:{where}", str(dev), str(dtype))
+    kind, where = _resolve(name_or_path, allow_paths, settings.models_dir)
+    key = (f"{kind}:{where}", str(dev), str(dtype), settings)
     with _CACHE_LOCK:
         if key in _CACHE:
             return _CACHE[key]
-        path = _download_from_hub(where) if kind == "hub" else where
+        path = _download_from_hub(where, settings.models_dir) if kind == "hub" else where
         loaded = _load_from_folder(str(name_or_path).strip(), kind, Path(path), dev, dtype)
+        loaded.settings = settings
         loaded.memo_size = settings.memo_size
         _CACHE[key] = loaded
         return loaded

@@ -90,11 +90,10 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 @pytest.fixture(autouse=True)
 def _no_result_cache(monkeypatch):
     """Analyses compute afresh in every test (the result cache has its own tests, which turn it on):
-    models loaded during the test get BERTVIZ_MEMO_SIZE=0, and those loaded before it (the
-    session's ``tiny``) have their cache turned off for the test; both are undone after it."""
+    models loaded before the test (the session's ``tiny``, the registry's cache) have their cache
+    turned off for the test, undone after it. Models a test loads itself get its ``settings``."""
     import bertviz_app.registry as reg
 
-    monkeypatch.setenv("BERTVIZ_MEMO_SIZE", "0")
     # the registry's cache, and the session's own models (a test that clears the registry's cache
     # would otherwise leave `tiny`, loaded before this switch, caching for every later test)
     for lm in {id(m): m for m in [*reg._CACHE.values(), *_SESSION_MODELS]}.values():
@@ -107,19 +106,29 @@ _SESSION_MODELS: list = []  # session-scoped LoadedModels, whose result cache ev
 @pytest.fixture(scope="session")
 def tiny(tiny_model_dir):
     from bertviz_app import load_model
+    from bertviz_app.config import Settings
 
-    lm = load_model(str(tiny_model_dir), device="cpu")
+    lm = load_model(str(tiny_model_dir), device="cpu", settings=Settings(memo_size=0))
     _SESSION_MODELS.append(lm)
     return lm
 
 
 @pytest.fixture()
-def models_dir(tmp_path, monkeypatch) -> Path:
-    """An empty registry folder for this test (BERTVIZ_MODELS_DIR)."""
+def models_dir(tmp_path) -> Path:
+    """An empty registry folder for this test (pass it on as ``Settings(models_dir=...)``, or use
+    the ``settings`` fixture)."""
     d = tmp_path / "models"
     d.mkdir()
-    monkeypatch.setenv("BERTVIZ_MODELS_DIR", str(d))
     return d
+
+
+@pytest.fixture()
+def settings(models_dir):
+    """The settings a test hands the code under test: the defaults, with this test's empty models
+    folder and no result cache (``dataclasses.replace(settings, ...)`` for other values)."""
+    from bertviz_app.config import Settings
+
+    return Settings(models_dir=models_dir, memo_size=0)
 
 
 # --- serving the app and driving a browser (shared by the API, hostile-input and browser tests) ---

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import bertviz_app as bv
-from bertviz_app.faithfulness import faithfulness
+from bertviz_app.faithfulness_eval import faithfulness
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -56,10 +56,9 @@ def test_empty_text_is_refused_with_a_message(tiny, bad):
         bv.predict(tiny, [bad])
 
 
-def test_huge_text_is_refused_with_the_limit(tiny, monkeypatch):
-    monkeypatch.setenv("BERTVIZ_MAX_CHARS", "1000")
+def test_huge_text_is_refused_with_the_limit(tiny):
     with pytest.raises(InputError, match="limit is 1,000"):
-        bv.predict(tiny, "a" * 1001)
+        bv.predict(tiny.with_settings(max_chars=1000), "a" * 1001)
 
 
 def test_nul_bytes_are_dropped_not_fatal(tiny):

@@ -12,7 +12,7 @@ import torch
 
 import bertviz_app as bv
 from bertviz_app import InputError
-from bertviz_app.faithfulness import faithfulness
+from bertviz_app.faithfulness_eval import faithfulness
 from bertviz_app.methods import METHODS, compare_methods, explain, spearman, top_k_overlap
 from bertviz_app.words import merge_scores, word_groups
 
@@ -363,7 +363,7 @@ def test_attributions_tab_shows_faithfulness_and_the_methods_side_by_side(sentim
 def test_faithfulness_of_many_attributions_padded_together_equals_one_at_a_time(tiny):
     """faithfulness_many pads texts of other lengths (and other targets) into shared batches: the
     values are those of one call per attribution."""
-    from bertviz_app.faithfulness import faithfulness_many
+    from bertviz_app.faithfulness_eval import faithfulness_many
 
     texts = ["the film was good", "a tedious slog !", "the movie is great , moving .", "it"]
     attrs = [explain(tiny, t, m, target=i % 2) for i, t in enumerate(texts) for m in ("saliency", "occlusion")]

@@ -21,42 +21,46 @@ def test_same_model_is_loaded_once(tiny_model_dir):
     assert a is b and a.model is b.model
 
 
-def test_registered_names_resolve_inside_models_dir(models_dir):
+def test_registered_names_resolve_inside_models_dir(models_dir, settings):
     make_tiny_model(models_dir / "runs" / "my-run")
     make_tiny_model(models_dir / "default")
-    names = [m["name"] for m in bv.list_models()]
+    names = [m["name"] for m in bv.list_models(models_dir)]
     assert names == ["default", "runs/my-run", "encoder"]
-    lm = bv.load_model("runs/my-run", device="cpu")
+    lm = bv.load_model("runs/my-run", device="cpu", settings=settings)
     assert lm.source == "registered" and lm.labels == ("negative", "positive")
-    assert bv.load_model("default", device="cpu").source == "registered"
+    assert bv.load_model("default", device="cpu", settings=settings).source == "registered"
+    with pytest.raises(ModelNotFoundError, match="build-default"):  # the default folder holds no model
+        bv.load_model("default", device="cpu")
 
 
 def test_half_written_folders_are_not_listed(models_dir):
     make_tiny_model(models_dir / "runs" / "ok")
     (models_dir / "runs" / ".tmp-ok-1234").mkdir()
     (models_dir / "runs" / "broken").mkdir()  # no config.json
-    assert [m["name"] for m in bv.list_models()] == ["default", "runs/ok", "encoder"]
+    assert [m["name"] for m in bv.list_models(models_dir)] == ["default", "runs/ok", "encoder"]
 
 
-def test_missing_default_says_how_to_build(models_dir):
+def test_missing_default_says_how_to_build(settings):
     with pytest.raises(ModelNotFoundError, match="build-default"):
-        bv.load_model("default", device="cpu")
+        bv.load_model("default", device="cpu", settings=settings)
 
 
 @pytest.mark.parametrize("name", ["runs/../../etc", "runs/nope", "../../etc", "/no/such/folder", "nonsense name!", "", "a/b/c"])
-def test_bad_names_get_a_message_listing_alternatives(models_dir, name):
+def test_bad_names_get_a_message_listing_alternatives(models_dir, settings, name):
     make_tiny_model(models_dir / "default")
     with pytest.raises(ModelNotFoundError) as err:
-        bv.load_model(name, device="cpu")
+        bv.load_model(name, device="cpu", settings=settings)
     assert "Traceback" not in str(err.value)
     assert any(word in str(err.value) for word in ("Available", "default", "does not exist", "No model"))
 
 
-def test_hub_id_offline_fails_at_once_naming_the_cause(models_dir, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+def test_hub_id_offline_fails_at_once_naming_the_cause(settings, monkeypatch):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)  # what HF_HUB_OFFLINE=1 sets when the Hub is imported
     started = time.monotonic()
     with pytest.raises(ModelNotFoundError, match="HF_HUB_OFFLINE.*local model"):
-        bv.load_model("google-bert/bert-base-uncased", device="cpu")
+        bv.load_model("google-bert/bert-base-uncased", device="cpu", settings=settings)
     assert time.monotonic() - started < 5  # a bound on hanging, not a benchmark
 
 
@@ -138,21 +142,34 @@ def test_atomic_save_never_leaves_a_half_written_model(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("name", ["/etc", "../models", "./x", "~/x"])
-def test_paths_can_be_turned_off_for_public_deployments(models_dir, name):
+def test_paths_can_be_turned_off_for_public_deployments(models_dir, settings, name):
     make_tiny_model(models_dir / "default")
     with pytest.raises(ModelNotFoundError, match="BERTVIZ_ALLOW_LOCAL_PATHS=0.*Available models: default"):
-        bv.load_model(name, device="cpu", allow_paths=False)
-    assert bv.load_model("default", device="cpu", allow_paths=False).source == "registered"
+        bv.load_model(name, device="cpu", allow_paths=False, settings=settings)
+    assert bv.load_model("default", device="cpu", allow_paths=False, settings=settings).source == "registered"
 
 
-def test_settings_read_from_the_environment(monkeypatch):
-    monkeypatch.setenv("BERTVIZ_ALLOW_LOCAL_PATHS", "0")
-    monkeypatch.setenv("BERTVIZ_MAX_CHARS", "123")
-    s = bv.get_settings()
-    assert s.allow_local_paths is False and s.max_chars == 123
-    monkeypatch.setenv("BERTVIZ_MAX_CHARS", "0")
-    with pytest.raises(ValueError, match="BERTVIZ_MAX_CHARS must be a positive integer"):
-        bv.get_settings()
+def test_settings_are_read_from_an_environment_only_when_asked(monkeypatch):
+    env = {"BERTVIZ_ALLOW_LOCAL_PATHS": "0", "BERTVIZ_MAX_CHARS": "123", "BERTVIZ_MODELS_DIR": "/srv/models",
+           "BERTVIZ_MIN_CHANGE": "0.1", "BERTVIZ_PORT": " ", "UNRELATED": "x"}
+    s = bv.Settings.from_env(env)
+    assert s.allow_local_paths is False and s.max_chars == 123 and s.min_change == pytest.approx(0.1)
+    assert str(s.models_dir) == "/srv/models" and s.port == 7860  # blank: the default
+    monkeypatch.setenv("BERTVIZ_MAX_CHARS", "77")
+    assert bv.Settings().max_chars == 20000  # the defaults never read the environment
+    assert bv.Settings.from_env().max_chars == 77  # this process's environment, when asked
+    for name, value, message in [("MAX_CHARS", "0", "must be a positive integer"), ("MAX_CHARS", "many", "must be an integer"),
+                                 ("PUBLIC", "maybe", "must be 1 or 0"), ("MIN_CHANGE", "x", "must be a number")]:
+        with pytest.raises(ValueError, match=f"BERTVIZ_{name} {message}"):
+            bv.Settings.from_env({f"BERTVIZ_{name}": value})
+
+
+def test_a_model_carries_the_settings_it_was_loaded_with(tiny):
+    short = tiny.with_settings(max_chars=1000)
+    assert short.model is tiny.model and short.settings.max_chars == 1000 and tiny.settings.max_chars == 20000
+    with pytest.raises(bv.InputError, match="limit is 1,000"):
+        bv.predict(short, "a" * 1001)
+    assert len(bv.predict(tiny, "a " * 600)) == 1  # the original keeps its own limit
 
 
 def test_allocator_tuning_follows_its_setting(monkeypatch):
@@ -162,18 +179,15 @@ def test_allocator_tuning_follows_its_setting(monkeypatch):
 
     from bertviz_app.allocator import tune_allocator
 
-    assert bv.get_settings().mmap_threshold_kb == 1024
+    assert bv.Settings().mmap_threshold_kb == 1024
     assert tune_allocator(0) is False
     if sys.platform.startswith("linux"):
         import platform
 
         if platform.libc_ver()[0] == "glibc":
-            assert tune_allocator() is True
-    monkeypatch.setenv("BERTVIZ_MMAP_THRESHOLD_KB", "0")
-    assert bv.get_settings().mmap_threshold_kb == 0 and tune_allocator() is False
-    monkeypatch.setenv("BERTVIZ_MMAP_THRESHOLD_KB", "-5")
+            assert tune_allocator(1024) is True
     with pytest.raises(ValueError, match="BERTVIZ_MMAP_THRESHOLD_KB must be 0 \\(glibc's default\\) or a positive"):
-        bv.get_settings()
+        bv.Settings(mmap_threshold_kb=-5)
 
 
 def test_ui_model_choices_list_each_model_once(models_dir):
