@@ -16,13 +16,14 @@ Attributions always run in float32 (``LoadedModel.fp32_model``).
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 from captum.attr import IntegratedGradients
 
-from .config import get_settings
+from .config import Settings
 from .encoding import check_texts, encode, encode_batch, token_info
 from .errors import InputError, ResourceError
 from .families import family_of
@@ -31,7 +32,9 @@ from .inference import probabilities
 from .registry import LoadedModel
 from .results import DEFAULT_TOLERANCE, Attribution, ClsLens, ClsPath, TokenInfo
 
-__all__ = ["attribute", "attribute_many", "cls_path", "cls_lens", "steps_mode", "BASELINES", "OUTPUTS"]
+__all__ = ["attribute", "attribute_many", "cls_path", "cls_lens", "steps_mode", "check_args", "speed_options",
+           "baseline_ids", "baseline_jumps", "recommended_baseline", "AttributionEngine", "BASELINES", "OUTPUTS",
+           "TOKEN_BUDGET"]
 
 BASELINES = ("pad", "mask", "unk", "zero")
 OUTPUTS = ("prob", "logit")
@@ -40,10 +43,11 @@ TOKEN_BUDGET = 4096
 log = logging.getLogger(__name__)
 
 
-def _options(attention: str | None, cls_only_last_layer: bool | None) -> tuple[str, bool]:
-    """The speed options of one call: its arguments, or the settings' ``ig_attention`` and
-    ``cls_only_last_layer`` where they are None."""
-    settings = get_settings()
+def speed_options(lm: LoadedModel, attention: str | None = None,
+                  cls_only_last_layer: bool | None = None) -> tuple[str, bool]:
+    """The speed options of one attribution call, (attention, cls_only): its arguments, or the
+    model's settings' ``ig_attention`` and ``cls_only_last_layer`` where they are None."""
+    settings = lm.settings
     attention = settings.ig_attention if attention is None else attention
     if attention not in ATTENTIONS:
         raise InputError(f"attention must be one of {', '.join(ATTENTIONS)}, got {attention!r}.")
@@ -62,7 +66,11 @@ def steps_mode(n_steps: int | None = None, tolerance: float | None = None) -> tu
     return None, DEFAULT_TOLERANCE
 
 
-def _check_args(baseline: str, n_steps: int | None, output: str, tolerance: float | None = None) -> None:
+def check_args(baseline: str, n_steps: int | None, output: str, tolerance: float | None = None, *,
+               max_n_steps: int = Settings.max_n_steps) -> None:
+    """Refuse (InputError, saying what to use) a baseline not in BASELINES, an output not in OUTPUTS,
+    a tolerance outside (0, 1), or fixed ``n_steps`` outside 2..``max_n_steps`` (callers with a model
+    pass ``lm.settings.max_n_steps``). ``n_steps`` None with a tolerance: adaptive, nothing to check."""
     if tolerance is not None and (
         isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0 < tolerance < 1
     ):
@@ -73,7 +81,7 @@ def _check_args(baseline: str, n_steps: int | None, output: str, tolerance: floa
         raise InputError(f"Unknown output {output!r}: choose prob or logit.")
     if n_steps is None and tolerance is not None:  # adaptive: the steps are chosen, not given
         return
-    limit = get_settings().max_n_steps
+    limit = max_n_steps
     if isinstance(n_steps, bool) or not isinstance(n_steps, (int, np.integer)) or not 2 <= n_steps <= limit:
         raise InputError(f"n_steps must be a whole number from 2 to {limit}, got {n_steps!r}.")
 
@@ -140,7 +148,7 @@ def recommended_baseline(lm: LoadedModel) -> str:
     return "pad"
 
 
-def _baseline_ids(lm: LoadedModel, input_ids: torch.Tensor, baseline: str) -> torch.Tensor:
+def baseline_ids(lm: LoadedModel, input_ids: torch.Tensor, baseline: str) -> torch.Tensor:
     """Every token replaced by [PAD]/[MASK]/[UNK], keeping [CLS] and [SEP] where they are."""
     tok = lm.tokenizer
     name = "pad" if baseline == "zero" else baseline
@@ -157,13 +165,13 @@ def _baseline_ids(lm: LoadedModel, input_ids: torch.Tensor, baseline: str) -> to
 
 def _setup(lm: LoadedModel, text, pair, target, baseline: str, n_steps: int, output: str) -> _Setup:
     """One text with a token baseline (pad/mask/unk), for ``cls_path``: it has no "zero" baseline."""
-    _check_args(baseline, n_steps, output)
+    check_args(baseline, n_steps, output, max_n_steps=lm.settings.max_n_steps)
     model = lm.fp32_model()
     inputs, info = encode(lm, text, pair)
     ids = inputs["input_ids"]  # (1, T)
     mask = inputs["attention_mask"]  # (1, T)
     types = inputs.get("token_type_ids", torch.zeros_like(ids))  # (1, T)
-    base_ids = _baseline_ids(lm, ids, baseline)  # (1, T)
+    base_ids = baseline_ids(lm, ids, baseline)  # (1, T)
     target_idx = lm.label_index(target)
     s = _Setup(model, info, ids, base_ids, mask, types, -1, 0.0, 0.0,
                max(1, min(n_steps, TOKEN_BUDGET // ids.shape[1])), output, lm)
@@ -212,9 +220,9 @@ def attribute(
     ``cls_only_last_layer``. They change the scores by float rounding at most, and never the shared model.
     """
     n_steps, tolerance = steps_mode(n_steps, tolerance)
-    attention, cls_only = _options(attention, cls_only_last_layer)
+    attention, cls_only = speed_options(lm, attention, cls_only_last_layer)
     key = ("attribute", text, pair, target, baseline, n_steps, output, tolerance,
-           get_settings().max_n_steps if tolerance is not None else None, attention, cls_only)
+           lm.settings.max_n_steps if tolerance is not None else None, attention, cls_only)
     return lm.memo(key, lambda: attribute_many(lm, [text], target=target, baseline=baseline, n_steps=n_steps,
                                                pairs=None if pair is None else [pair], output=output,
                                                tolerance=tolerance, attention=attention,
@@ -240,24 +248,27 @@ def attribute_many(
     ``tolerance``; default: adaptive at ``DEFAULT_TOLERANCE``), ``attention`` and
     ``cls_only_last_layer`` as for ``attribute``."""
     n_steps, tolerance = steps_mode(n_steps, tolerance)
-    _check_args(baseline, n_steps, output, tolerance)
-    attention, cls_only = _options(attention, cls_only_last_layer)
-    texts, pairs = check_texts(texts, pairs, optional_pairs=True)
+    check_args(baseline, n_steps, output, tolerance, max_n_steps=lm.settings.max_n_steps)
+    attention, cls_only = speed_options(lm, attention, cls_only_last_layer)
+    texts, pairs = check_texts(texts, pairs, optional_pairs=True, max_chars=lm.settings.max_chars,
+                               max_batch_texts=lm.settings.max_batch_texts)
     items = list(zip(texts, pairs or [None] * len(texts)))
     target_idx = lm.label_index(target)
     results: list[Attribution | None] = [None] * len(items)
     with lm.run_lock:
         # Texts with and without a second text never share a batch (their encodings differ).
-        order = sorted(range(len(items)), key=lambda i: (items[i][1] is not None, len(items[i][0]) + len(items[i][1] or "")))
+        order = sorted(range(len(items)),
+                       key=lambda i: (items[i][1] is not None, len(items[i][0]) + len(items[i][1] or "")))
         groups: list[list[int]] = []
         for i in order:
-            if not groups or len(groups[-1]) == GROUP_TEXTS or (items[groups[-1][0]][1] is None) != (items[i][1] is None):
+            if (not groups or len(groups[-1]) == GROUP_TEXTS
+                    or (items[groups[-1][0]][1] is None) != (items[i][1] is None)):
                 groups.append([])
             groups[-1].append(i)
         for idx in groups:
-            group = _Group(lm, [items[i] for i in idx], baseline, output, target_idx, adaptive=tolerance is not None,
-                           attention=attention, cls_only=cls_only)
-            for i, res in zip(idx, group.run(n_steps, tolerance)):
+            engine = AttributionEngine(lm, [items[i] for i in idx], baseline, output, target_idx,
+                                       attention=attention, cls_only=cls_only)
+            for i, res in zip(idx, engine.integrated_gradients(n_steps, tolerance)):
                 results[i] = res
     return results  # type: ignore[return-value]
 
@@ -324,24 +335,44 @@ class _Segment:
         self.err = 0.0  # scores.sum() - (f_hi - f_lo): this segment's share of the convergence delta
 
 
-class _Group:
-    """Several texts of similar length, padded to one length, explained together.
+class AttributionEngine:
+    """The shared batched forward/gradient engine of every attribution method.
+
+    Several texts (``items``: (text, pair or None) each; all with a pair or none) of similar length
+    are encoded together and padded to one length; the engine holds, per text row r, its word
+    vectors ``emb[r]`` (G, T, D), the baseline's ``base[r]`` (the word vectors of [PAD]/[MASK]/[UNK],
+    or zero vectors for the "zero" baseline; special tokens keep theirs) and ``diff = emb - base``,
+    with ``ids``, ``base_ids``, ``mask`` and ``types`` (G, T) and the ``infos`` (TokenInfo) of each.
+    Every method explains the same f: the target's probability (``output="prob"``) or logit of the
+    composed [CLS] path (``forward.classifier_logits``: the family adapter's word embeddings,
+    layers and head), run in float32 with this call's ``attention`` and ``cls_only`` (None: the
+    model's settings, ``speed_options``).
+
+    - ``forward(embeds, rows)``: f for any word vectors of the given text rows, one batched pass.
+    - ``forward_ids(input_ids, attention_mask, token_type_ids)``: f for token ids (what Captum's
+      Layer* methods hook into).
+    - ``gradients(points)``: f and the per-token gradient x (x - b) at path points (r, alpha),
+      in batched forward/backward passes of at most TOKEN_BUDGET tokens (``gradient_pass``),
+      halved on out-of-memory.
+    - ``evaluate_ends()``: f(x), f(baseline) and the target of every text (one forward).
+    - ``integrated_gradients(n_steps, tolerance)``: one ``Attribution`` per text.
+
+    ``targets[r]`` is the class explained for text r (``target_idx``, or its argmax at alpha = 1);
+    ``f_x`` and ``f_b`` are filled by ``evaluate_ends`` or by the adaptive rule's first pass.
 
     Integrated Gradients of text r is the path integral of grad f(b + a (x - b)) . (x - b) over
     a in [0, 1], per token. Every quadrature node (r, a) is one row of one batched
-    forward/backward pass (``_gradients``, ``torch.autograd.grad`` on the word vectors); a rule's
+    forward/backward pass (``torch.autograd.grad`` on the word vectors); a rule's
     attribution is its weighted sum of the nodes' per-token gradient x (x - b). Fixed steps:
     Captum's Gauss-Legendre rule on [0, 1] (the same nodes and weights as its IntegratedGradients).
-    Adaptive: Gauss-Lobatto segments (``run``), whose ends are nodes, so f at the ends comes from
-    the same pass.
+    Adaptive: Gauss-Lobatto segments, whose ends are nodes, so f at the ends comes from the same
+    pass (no ``evaluate_ends`` needed)."""
 
-    ``adaptive``: f(x) and f(baseline) (and the target, where none is given) come from the first
-    gradient pass, not from a forward in ``__init__``."""
-
-    def __init__(self, lm: LoadedModel, items, baseline: str, output: str, target_idx: int | None, adaptive: bool,
-                 attention: str = "sdpa", cls_only: bool = True):
+    def __init__(self, lm: LoadedModel, items: Sequence[tuple[str, str | None]], baseline: str = "pad",
+                 output: str = "prob", target_idx: int | None = None, *, attention: str | None = None,
+                 cls_only: bool | None = None):
         self.lm, self.baseline, self.output = lm, baseline, output
-        self.attention, self.cls_only = attention, cls_only
+        self.attention, self.cls_only = speed_options(lm, attention, cls_only)
         self.model = model = lm.fp32_model()
         device = next(model.parameters()).device
         texts, pairs = [t for t, _ in items], [p for _, p in items]
@@ -350,7 +381,8 @@ class _Group:
         self.ids = enc["input_ids"].to(device)  # (G, T)
         self.mask = enc["attention_mask"].to(device)  # (G, T)
         self.types = enc.get("token_type_ids", torch.zeros_like(enc["input_ids"])).to(device)  # (G, T)
-        base_ids = torch.cat([_baseline_ids(lm, self.ids[r : r + 1], baseline) for r in range(len(items))])  # (G, T)
+        self.base_ids = torch.cat([baseline_ids(lm, self.ids[r : r + 1], baseline)
+                                   for r in range(len(items))])  # (G, T)
         words = family_of(model).word_embeddings(model)  # the (V, E) lookup IG varies
         g = len(items)
         self.targets: list[int | None] = [target_idx] * g
@@ -359,43 +391,85 @@ class _Group:
         with torch.no_grad():
             self.emb = words(self.ids)  # (G, T, D)
             if baseline == "zero":
-                keep = (base_ids == self.ids).unsqueeze(-1)  # (G, T, 1): specials keep their vectors
+                keep = (self.base_ids == self.ids).unsqueeze(-1)  # (G, T, 1): specials keep their vectors
                 self.base = self.emb * keep  # zero vectors except [CLS]/[SEP]/[PAD]
             else:
-                self.base = words(base_ids)  # (G, T, D)
+                self.base = words(self.base_ids)  # (G, T, D)
             self.diff = self.emb - self.base  # (G, T, D)
-            if not adaptive:  # f(x) and f(baseline): the fixed rule's nodes are inside the path
-                out = self._forward(torch.cat([self.emb, self.base]), torch.arange(2 * g) % g)  # (2G, C)
-                self.targets = [int(out[r].argmax()) if target_idx is None else target_idx for r in range(g)]
-                self.f_x = [float(out[r, self.targets[r]]) for r in range(g)]
-                self.f_b = [float(out[g + r, self.targets[r]]) for r in range(g)]
 
-    def _forward(self, embeds: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    @classmethod
+    def for_text(cls, lm: LoadedModel, text: str, pair: str | None = None, target: str | int | None = None,
+                 baseline: str = "pad", output: str = "prob", *, attention: str | None = None,
+                 cls_only: bool | None = None, evaluate: bool = True) -> AttributionEngine:
+        """One text, checked (its length against ``lm.settings.max_chars``, the baseline, output
+        and target), with f(x), f(baseline) and the target evaluated (``evaluate_ends``) unless
+        ``evaluate`` is False."""
+        check_args(baseline, 2, output)
+        texts, pairs = check_texts([text], None if pair is None else [pair], optional_pairs=True,
+                                   max_chars=lm.settings.max_chars, max_batch_texts=lm.settings.max_batch_texts)
+        engine = cls(lm, [(texts[0], pairs[0] if pairs else None)], baseline, output, lm.label_index(target),
+                     attention=attention, cls_only=cls_only)
+        if evaluate:
+            engine.evaluate_ends()
+        return engine
+
+    def __len__(self) -> int:
+        return len(self.infos)
+
+    def evaluate_ends(self) -> None:
+        """f(x) and f(baseline) of every text, and its target where none was given (the argmax at x):
+        one forward pass of 2G rows."""
+        g = len(self)
+        with torch.no_grad():
+            out = self.forward(torch.cat([self.emb, self.base]), torch.arange(2 * g) % g)  # (2G, C)
+        self.targets = [int(out[r].argmax()) if t is None else t for r, t in enumerate(self.targets)]
+        self.f_x = [float(out[r, self.targets[r]]) for r in range(g)]
+        self.f_b = [float(out[g + r, self.targets[r]]) for r in range(g)]
+
+    def head(self, logits: torch.Tensor) -> torch.Tensor:
+        """logits (B, C) -> what is attributed (B, C): the logits, or the probabilities predict reports."""
+        return _head(self.lm, self.output, logits)
+
+    def forward(self, embeds: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
         """Class outputs (R, C) for word vectors (R, T, D) of texts ``rows`` (R,)."""
         logits = classifier_logits(self.model, inputs_embeds=embeds, attention_mask=self.mask[rows],
                                    token_type_ids=self.types[rows], attention=self.attention,
                                    cls_only=self.cls_only)  # (R, C)
-        return _head(self.lm, self.output, logits)  # (R, C)
+        return self.head(logits)  # (R, C)
 
-    def _gradients(self, points: list[tuple[int, float]]) -> tuple[list[float], np.ndarray]:
+    def forward_ids(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                    token_type_ids: torch.Tensor) -> torch.Tensor:
+        """Class outputs (B, C) for token ids (B, T) with one text's mask and token types (1, T),
+        through the model's own forward (eager, every layer): the f Captum's Layer* methods see."""
+        n = input_ids.shape[0]
+        logits = self.model(**family_of(self.model).inputs(
+            input_ids=input_ids,
+            attention_mask=attention_mask.expand(n, -1),
+            token_type_ids=token_type_ids.expand(n, -1),
+        )).logits  # (B, C)
+        return self.head(logits)
+
+    def gradients(self, points: list[tuple[int, float]]) -> tuple[list[float], np.ndarray]:
         """f and the per-token gradient x (x - b) (N, T) at the path points (text row r, alpha):
         batched forward/backward passes of at most TOKEN_BUDGET tokens, halved on out-of-memory.
         A text without a target takes the argmax at its alpha = 1 point, which must come before
         its other points."""
         batch = max(1, min(len(points), TOKEN_BUDGET // self.ids.shape[1]))
-        return _halving_on_oom(lambda b: self._gradients_in(points, b), batch)
+        return _halving_on_oom(lambda b: self.gradient_pass(points, b), batch)
 
-    def _gradients_in(self, points: list[tuple[int, float]], batch: int) -> tuple[list[float], np.ndarray]:
+    def gradient_pass(self, points: list[tuple[int, float]], batch: int) -> tuple[list[float], np.ndarray]:
+        """``gradients`` in chunks of exactly ``batch`` points (no retry on out-of-memory)."""
         f: list[float] = []
         grads: list[np.ndarray] = []
         device = self.ids.device
         for s in range(0, len(points), batch):
             chunk = points[s : s + batch]
             rows = torch.tensor([r for r, _ in chunk], device=device)  # (R,)
-            alpha = torch.tensor([a for _, a in chunk], dtype=self.diff.dtype, device=device).view(-1, 1, 1)  # (R, 1, 1)
+            alpha = torch.tensor([a for _, a in chunk], dtype=self.diff.dtype,
+                                 device=device).view(-1, 1, 1)  # (R, 1, 1)
             with torch.enable_grad():
                 x = (self.base[rows] + alpha * self.diff[rows]).requires_grad_()  # (R, T, D)
-                out = self._forward(x, rows)  # (R, C)
+                out = self.forward(x, rows)  # (R, C)
                 for k, (r, a) in enumerate(chunk):
                     if self.targets[r] is None and a == 1.0:
                         self.targets[r] = int(out[k].argmax())
@@ -406,11 +480,16 @@ class _Group:
             grads.append((grad * self.diff[rows]).sum(dim=-1).float().cpu().numpy())  # (R, T)
         return f, np.concatenate(grads)  # (N,), (N, T)
 
-    def run(self, n_steps: int, tolerance: float | None) -> list[Attribution]:
-        g = len(self.infos)
+    def integrated_gradients(self, n_steps: int | None, tolerance: float | None) -> list[Attribution]:
+        """Integrated Gradients of every text, in row order: ``tolerance`` None: exactly ``n_steps``
+        Gauss-Legendre nodes; otherwise adaptive Gauss-Lobatto segments until the relative delta is
+        within ``tolerance`` (or the settings' max_n_steps gradient evaluations are spent)."""
+        g = len(self)
         if tolerance is None:
+            if len(self.f_x) != g:
+                self.evaluate_ends()
             nodes, weights = _gauss_legendre(int(n_steps))
-            _, grads = self._gradients([(r, float(a)) for r in range(g) for a in nodes])
+            _, grads = self.gradients([(r, float(a)) for r in range(g) for a in nodes])
             grads = grads.reshape(g, len(nodes), -1)  # (G, n, T)
             segs = []
             for r in range(g):
@@ -436,7 +515,7 @@ class _Group:
         segs = [[self._segment(r, lo, hi, n) for lo, hi, n in FIRST_SEGMENTS] for r in range(g)]
         used = [len(first)] * g
         per_split = 2 * (SEGMENT_STEPS - 2) + 1
-        limit = get_settings().max_n_steps
+        limit = self.lm.settings.max_n_steps
         given_up: set[int] = set()
         while True:
             splits: list[tuple[int, _Segment]] = []
@@ -472,7 +551,7 @@ class _Group:
                 segs[r] += [self._segment(r, p.lo, m, SEGMENT_STEPS), self._segment(r, m, p.hi, SEGMENT_STEPS)]
 
     def _evaluate(self, points: list[tuple[int, float]]) -> None:
-        f, grads = self._gradients(points)
+        f, grads = self.gradients(points)
         for (r, a), fa, ga in zip(points, f, grads):
             self._nodes[r][a] = (fa, ga)
 
@@ -528,7 +607,7 @@ def cls_path(
     on that layer (a test checks they agree) at about half the layer passes, with no hooks.
     ``cls_only_last_layer`` (None: the settings') as for ``attribute``; the passes run eager.
     """
-    _, cls_only = _options(None, cls_only_last_layer)
+    _, cls_only = speed_options(lm, None, cls_only_last_layer)
     key = ("cls_path", text, pair, target, baseline, n_steps, output, cls_only)
     return lm.memo(key, lambda: _cls_path(lm, text, target, baseline, n_steps, pair, output, cls_only))
 

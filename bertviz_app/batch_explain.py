@@ -138,19 +138,20 @@ def check_output(out: str | os.PathLike) -> Path:
     return check_output_path(path)
 
 
-def process_device() -> str | None:
-    """The device this process should load its model on under accelerate launch/torchrun
-    (cuda:LOCAL_RANK, or cpu on a machine without CUDA); None when not launched that way."""
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+def process_device(world_size: int = 1, local_rank: int = 0) -> str | None:
+    """The device this process should load its model on under accelerate launch/torchrun, given the
+    launcher's WORLD_SIZE and LOCAL_RANK (the CLI reads them): cuda:``local_rank``, or cpu on a
+    machine without CUDA; None when not launched that way (``world_size`` 1)."""
+    if int(world_size) <= 1:
         return None
     import torch
 
-    return f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}" if torch.cuda.is_available() else "cpu"
+    return f"cuda:{int(local_rank)}" if torch.cuda.is_available() else "cpu"
 
 
-def _distributed() -> tuple[int, int, object | None]:
+def _distributed(world_size: int, local_rank: int) -> tuple[int, int, object | None]:
     """(rank, world size, accelerate state or None) under accelerate launch/torchrun, else (0, 1, None)."""
-    device = process_device()
+    device = process_device(world_size, local_rank)
     if device is None:
         return 0, 1, None
     from accelerate import PartialState
@@ -164,7 +165,7 @@ def explain_csv(lm, source, out: str | os.PathLike, text_column: str | None = No
                 target: str | int | None = None, baseline: str = "pad", tolerance: float | None = None,
                 n_steps: int | None = None, progress: Callable[[int, int], None] | None = None,
                 cancel: threading.Event | None = None, methods: str | Sequence[str] = ("ig",),
-                raw: bool = False) -> BatchExplanation:
+                raw: bool = False, *, world_size: int = 1, local_rank: int = 0) -> BatchExplanation:
     """Predict and explain every row of ``source`` (a CSV/TSV path or its bytes) and write ``out``
     (.csv or .jsonl). ``text_column``: default the guessed text column. ``target``: a class for
     every row (default: each row's predicted class). ``methods``: the attribution methods, short
@@ -175,14 +176,18 @@ def explain_csv(lm, source, out: str | os.PathLike, text_column: str | None = No
     at most this; ``n_steps`` alone: exactly that many. ``progress(done, total)``
     after each chunk; ``cancel`` set: stop after the current row (IG: the current chunk), raise
     CancelledError, write nothing. ``raw``: write the CSV without the spreadsheet guard (every cell
-    exactly as given; a spreadsheet may then run cells starting with = + - @ as formulas)."""
-    from .attribution import _check_args, steps_mode
+    exactly as given; a spreadsheet may then run cells starting with = + - @ as formulas).
+    ``world_size``, ``local_rank``: the launcher's WORLD_SIZE and LOCAL_RANK under accelerate
+    launch/torchrun (the CLI passes them): each process then explains every world_size-th row and
+    the main one merges the shards; 1 and 0: this process alone. Text limits and IG's max_n_steps
+    come from ``lm.settings``."""
+    from .attribution import check_args, steps_mode
 
     started = time.perf_counter()
     n_steps, tolerance = steps_mode(n_steps, tolerance)
     path = check_output(out)
     keys = method_keys(methods)
-    _check_args(baseline, n_steps, "prob", tolerance)
+    check_args(baseline, n_steps, "prob", tolerance, max_n_steps=lm.settings.max_n_steps)
     lm.label_index(target)  # an unknown class fails now, not after the first chunk
     table = read_table(source, min_columns=1)  # a table of texts alone is enough to explain
     guess = guess_columns(table)
@@ -198,9 +203,10 @@ def explain_csv(lm, source, out: str | os.PathLike, text_column: str | None = No
     for row, value in table.df[text_col].items():
         pair = table.df.at[row, pair_column] if pair_column else None
         try:
-            text = check_text(None if isinstance(value, float) and math.isnan(value) else value)
+            text = check_text(None if isinstance(value, float) and math.isnan(value) else value,
+                              max_chars=lm.settings.max_chars)
             pair = None if pair is None or (isinstance(pair, float) and math.isnan(pair)) or not str(pair).strip() \
-                else check_text(pair, "Second text")
+                else check_text(pair, "Second text", lm.settings.max_chars)
         except InputError as exc:
             skipped.append((int(row), str(exc)))
             continue
@@ -209,7 +215,7 @@ def explain_csv(lm, source, out: str | os.PathLike, text_column: str | None = No
         raise InputError(f"No row of {table.name} has a text to explain in column {text_col!r} "
                          f"({len(skipped)} rows skipped: {skipped[0][1] if skipped else 'the table is empty'}).")
 
-    rank, world, state = _distributed()
+    rank, world, state = _distributed(world_size, local_rank)
     mine = rows[rank::world]
     records: list[dict] = []
     # rows with and without a second text never share a chunk (predict takes all or none)

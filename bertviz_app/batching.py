@@ -73,6 +73,16 @@ class MicroBatcher:
         self.items = 0
         self._last_size = 1
 
+    @property
+    def waiting(self) -> int:
+        """Calls queued and not yet taken into a batch (approximate while the worker runs)."""
+        return self._queue.qsize()
+
+    @property
+    def worker(self) -> threading.Thread | None:
+        """The worker thread, or None while none runs (it ends after IDLE_EXIT_S without work)."""
+        return self._thread
+
     def submit(self, key: Hashable, payload: Any) -> Any:
         """Queue one item and block until its own result is ready (or raise its own error)."""
         fut: Future = Future()
@@ -164,12 +174,13 @@ def batcher_stats(lm: LoadedModel) -> dict[str, tuple[int, int]]:
         return {k: (b.batches, b.items) for k, b in _BATCHERS.get(lm, {}).items()}
 
 
-def _checked(text: str, pair: str | None) -> tuple[str, str | None]:
-    """The text, and the second text or None (a blank one means none), checked in the caller's thread."""
-    text = check_text(text)
+def _checked(lm: LoadedModel, text: str, pair: str | None) -> tuple[str, str | None]:
+    """The text, and the second text or None (a blank one means none), checked in the caller's thread
+    (at most the model's settings' ``max_chars``)."""
+    text = check_text(text, max_chars=lm.settings.max_chars)
     if pair is not None and not (isinstance(pair, str) and pair.strip()):
         pair = None
-    return text, None if pair is None else check_text(pair, "Second text")
+    return text, None if pair is None else check_text(pair, "Second text", lm.settings.max_chars)
 
 
 def _make_predict(lm: LoadedModel) -> MicroBatcher:
@@ -196,7 +207,7 @@ def predict_one(lm: LoadedModel, text: str, pair: str | None = None, window: boo
     """``predict(lm, text, pair, window=..., stride=..., pool=...)[0]``, batched with whatever other
     threads are predicting on the same model with the same options right now. Raises the same
     InputError as ``predict`` for a bad text or option, in the caller's thread, before queueing."""
-    text, pair = _checked(text, pair)
+    text, pair = _checked(lm, text, pair)
     window = bool(window)
     if window:
         from .inference import check_window
@@ -233,11 +244,11 @@ def explain_one(lm: LoadedModel, text: str, target: str | int | None = None, bas
     match (target, baseline, n_steps, output, tolerance): they share attribute_many's passes.
     Steps as for ``attribute`` (default: adaptive at ``DEFAULT_TOLERANCE``).
     Arguments are checked in the caller's thread first, so a bad one fails only its own call."""
-    from .attribution import _check_args, steps_mode
+    from .attribution import check_args, steps_mode
 
     n_steps, tolerance = steps_mode(n_steps, tolerance)
-    text, pair = _checked(text, pair)
-    _check_args(baseline, n_steps, output, tolerance)
+    text, pair = _checked(lm, text, pair)
+    check_args(baseline, n_steps, output, tolerance, max_n_steps=lm.settings.max_n_steps)
     lm.label_index(target)  # an unknown class fails here, for this caller only
     key = (target, baseline, n_steps, output, tolerance)
     return _batcher(lm, "explain", _make_explain).submit(key, (text, pair))

@@ -350,8 +350,9 @@ def cmd_explain_csv(args) -> int:
     from . import explain_csv, load_model
     from .batch_explain import process_device
 
-    # under accelerate launch each process takes its own GPU (or the CPU)
-    lm = load_model(args.model, device=args.device or process_device())
+    # under accelerate launch/torchrun each process takes its own GPU (or the CPU) and its share of rows
+    world_size, local_rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("LOCAL_RANK", "0"))
+    lm = load_model(args.model, device=args.device or process_device(world_size, local_rank))
 
     def progress(done: int, total: int) -> None:
         sys.stderr.write(f"\rexplained {done}/{total} rows")
@@ -360,7 +361,8 @@ def cmd_explain_csv(args) -> int:
     n_steps, tolerance = _steps(args)
     res = explain_csv(lm, args.data, args.out, text_column=args.text_column, pair_column=args.pair_column,
                       target=args.target, baseline=args.baseline, tolerance=tolerance, n_steps=n_steps,
-                      progress=progress, methods=args.methods, raw=args.raw)
+                      progress=progress, methods=args.methods, raw=args.raw, world_size=world_size,
+                      local_rank=local_rank)
     sys.stderr.write("\n")
     if res.path is None:  # a non-main process under accelerate launch: the main one reports
         return 0

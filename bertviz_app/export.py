@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .config import Settings
 from .errors import InputError
 from .results import Attribution, Faithfulness, Prediction, TokenInfo
 
@@ -113,10 +114,8 @@ class ColourScale:
 
 
 def _threshold(output: str, min_change: float | None) -> float:
-    if min_change is None:
-        from .config import get_settings
-
-        min_change = get_settings().min_change
+    if min_change is None:  # callers that pass None on mean the default
+        min_change = Settings.min_change
     return float(min_change) * (LOGIT_FACTOR if output == "logit" else 1.0)
 
 
@@ -127,7 +126,7 @@ def per_text_scale(scores: Sequence[float] | np.ndarray, output: str = "") -> Co
     return ColourScale(full=top if top > 0 and math.isfinite(top) else 1.0, change=None, threshold=0.0, output=output)
 
 
-def colour_scale(attr, min_change: float | None = None, output: str | None = None) -> ColourScale:
+def colour_scale(attr, min_change: float = Settings.min_change, output: str | None = None) -> ColourScale:
     """The absolute scale of an ``Attribution`` (or ``ClsPath``: anything with f_x and f_baseline):
     full colour at max(|f(x) - f(baseline)|, the threshold). ``min_change``: default Settings."""
     output = output or getattr(attr, "output", "prob")
@@ -224,7 +223,7 @@ def tokens_html(labels: Sequence[str], scores: Sequence[float] | np.ndarray, spe
 
 
 def attribution_tokens_html(attr: Attribution, merge: bool = True, title: str = "",
-                            min_change: float | None = None) -> str:
+                            min_change: float = Settings.min_change) -> str:
     """``tokens_html`` for an attribution on its absolute scale, with the too-small warning."""
     scale = colour_scale(attr, min_change)
     labels, scores, special = attribution_units(attr, merge)
@@ -248,7 +247,7 @@ def _finite(x: float) -> float | None:
 
 
 def explanation_dict(attr: Attribution, prediction: Prediction | None = None, model: str = "",
-                     min_change: float | None = None, faith: Faithfulness | None = None) -> dict:
+                     min_change: float = Settings.min_change, faith: Faithfulness | None = None) -> dict:
     """``attr.to_dict()`` (under "attribution") plus the prediction, the model, the input text
     with its token offsets, the colour scale and (``faith``) its ERASER faithfulness. JSON-safe:
     non-finite numbers become null."""
@@ -308,7 +307,7 @@ def explanation_from_dict(d: dict) -> Explanation:
 
 
 def explanation_json(attr: Attribution, prediction: Prediction | None = None, model: str = "",
-                     min_change: float | None = None, faith: Faithfulness | None = None) -> str:
+                     min_change: float = Settings.min_change, faith: Faithfulness | None = None) -> str:
     return json.dumps(explanation_dict(attr, prediction, model, min_change, faith), ensure_ascii=False, indent=1,
                       allow_nan=False) + "\n"
 
@@ -348,7 +347,7 @@ METHOD_TEXT = {
 
 
 def explanation_html(attr: Attribution, prediction: Prediction | None = None, model: str = "", merge: bool = True,
-                     min_change: float | None = None, faith: Faithfulness | None = None) -> str:
+                     min_change: float = Settings.min_change, faith: Faithfulness | None = None) -> str:
     """One standalone page: coloured words (or tokens), method, target, f(x), f(baseline),
     change, delta and relative delta, (``faith``) the ERASER faithfulness with its reading, the
     model, the prediction, and a table of every token with its attribution. Opens offline; all
@@ -449,13 +448,13 @@ def write_text(path: str | os.PathLike, text: str) -> Path:
 
 
 def write_html(path: str | os.PathLike, attr: Attribution, prediction: Prediction | None = None, model: str = "",
-               merge: bool = True, min_change: float | None = None, faith: Faithfulness | None = None) -> Path:
+               merge: bool = True, min_change: float = Settings.min_change, faith: Faithfulness | None = None) -> Path:
     """Save ``explanation_html`` to ``path``; returns the path."""
     return write_text(path, explanation_html(attr, prediction, model, merge, min_change, faith))
 
 
 def write_json(path: str | os.PathLike, attr: Attribution, prediction: Prediction | None = None, model: str = "",
-               min_change: float | None = None, faith: Faithfulness | None = None) -> Path:
+               min_change: float = Settings.min_change, faith: Faithfulness | None = None) -> Path:
     """Save ``explanation_dict`` as JSON to ``path``; returns the path."""
     return write_text(path, explanation_json(attr, prediction, model, min_change, faith))
 

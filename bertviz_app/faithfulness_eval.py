@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from .attribution import TOKEN_BUDGET, _baseline_ids, _options
+from .attribution import TOKEN_BUDGET, baseline_ids, speed_options
 from .encoding import encode
 from .errors import InputError
 from .forward import classifier_logits
@@ -87,7 +87,7 @@ def faithfulness_many(lm: LoadedModel, attributions: Sequence[Attribution], ks: 
             raise InputError("This attribution was made with another model's tokenizer: explain the text with this "
                              "model.")
         ids = inputs["input_ids"]  # (1, T)
-        base = _baseline_ids(lm, ids, name)[0]  # (T,)
+        base = baseline_ids(lm, ids, name)[0]  # (T,)
         real = [i for i, s in enumerate(info.sequence_ids) if s is not None]
         scores = np.asarray(a.scores, dtype=np.float64)
         order = sorted(real, key=lambda i: (-scores[i], i))  # highest first; ties by position
@@ -114,7 +114,7 @@ def faithfulness_many(lm: LoadedModel, attributions: Sequence[Attribution], ks: 
             groups[-1].append(i)
         else:
             groups.append([i])
-    attn, cls_only = _options(None, None)
+    attn, cls_only = speed_options(lm)
     with lm.run_lock, torch.no_grad():
         for idx in groups:
             t = max(items[i][0].shape[1] for i in idx)

@@ -2,11 +2,13 @@
 side-by-side comparison of them.
 
 Every method explains the same f (the target's probability, or logit) of the same composed
-[CLS] path (``forward.classifier_logits`` through ``attribution._Group``: the family adapter's
-word embeddings, layers and head) and returns the same ``Attribution`` record, with its
-``method``, passes and seconds filled in:
+[CLS] path (``forward.classifier_logits`` through ``attribution.AttributionEngine``: the family
+adapter's word embeddings, layers and head) and returns the same ``Attribution`` record, with its
+``method``, passes and seconds filled in. Each method is a small class with one ``attribute``
+(``Method``), found by its name in ``METHOD_CLASSES`` (``register_method`` adds one), as Captum's
+attribution classes are:
 
-- ``integrated_gradients``: ``attribution.attribute`` (the path integral; completeness up to delta).
+- ``integrated_gradients``: the engine's path integral, as ``attribution.attribute`` (completeness up to delta).
 - ``gradient_x_input``: grad_e f . e per token, e = the token's word-embedding vector (one backward).
 - ``saliency``: the L2 norm over the embedding dimension of grad_e f (one backward; >= 0, no sign).
 - ``occlusion``: per word, f(x) - f(x with that word's pieces replaced by the baseline token), all
@@ -30,31 +32,106 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import ClassVar
 
 import numpy as np
 import torch
 
 from .attention_maps import attention, rollout
-from .attribution import TOKEN_BUDGET, _check_args, _Group, _options, attribute
-from .config import get_settings
-from .encoding import check_texts
+from .attribution import TOKEN_BUDGET, AttributionEngine, attribute, speed_options, steps_mode
 from .errors import InputError
 from .registry import LoadedModel
 from .results import Attribution, MethodComparison
 from .words import word_groups
 
-__all__ = ["METHODS", "explain", "compare_methods", "estimate_seconds"]
+__all__ = ["METHODS", "METHOD_CLASSES", "Method", "register_method", "method_class", "explain", "compare_methods",
+           "estimate_seconds", "default_samples", "spearman", "top_k_overlap", "IntegratedGradients",
+           "GradientXInput", "Saliency", "Occlusion", "KernelShap", "Lime", "WordFeatures"]
 
-METHODS = ("integrated_gradients", "gradient_x_input", "saliency", "occlusion", "kernel_shap", "lime")
-_PER_WORD = ("occlusion", "kernel_shap", "lime")  # cost grows with the number of words
 MAX_SAMPLES = 2000
+PROBE_ROWS = 8
 
 
-def _check_method(method: str) -> str:
-    if method not in METHODS:
-        raise InputError(f"Unknown attribution method {method!r}: choose one of {', '.join(METHODS)}.")
-    return method
+class Method:
+    """One attribution method over an ``AttributionEngine`` holding one text (as Captum's
+    attribution classes hold their forward function): ``Saliency(engine).attribute()``.
+
+    ``attribute(n_steps=, tolerance=, n_samples=, seed=)`` returns the text's ``Attribution`` with
+    the method's name, passes and seconds filled in; a method ignores the options it has no use for.
+    Class attributes: ``name`` (its key in ``METHOD_CLASSES``), ``per_word`` (its cost grows with the
+    number of words: estimated and refused above the settings' ``max_method_seconds``) and
+    ``sampled`` (``n_samples`` and ``seed`` change its scores)."""
+
+    name: ClassVar[str] = ""
+    per_word: ClassVar[bool] = False
+    sampled: ClassVar[bool] = False
+
+    def __init__(self, engine: AttributionEngine):
+        self.engine = engine
+
+    @classmethod
+    def rows_needed(cls, n_words: int, n_samples: int | None) -> int:
+        """Forward rows one explanation needs (what ``estimate_seconds`` multiplies)."""
+        return 1
+
+    def attribute(self, *, n_steps: int | None = None, tolerance: float | None = None,
+                  n_samples: int | None = None, seed: int = 0) -> Attribution:
+        raise NotImplementedError
+
+    @classmethod
+    def explain(cls, lm: LoadedModel, text: str, target: str | int | None, baseline: str, pair: str | None,
+                output: str, *, n_steps: int | None = None, tolerance: float | None = None,
+                n_samples: int | None = None, seed: int = 0) -> Attribution:
+        """The whole of ``methods.explain`` for this method: the options checked, the engine made for
+        ``text`` and ``attribute`` run under the model's run lock, the result kept in the model's
+        LRU (asked again, it comes back with the seconds of the computation that made it)."""
+        if n_samples is not None and (isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer))
+                                      or not 2 <= n_samples <= MAX_SAMPLES):
+            raise InputError(f"n_samples must be a whole number from 2 to {MAX_SAMPLES}, got {n_samples!r}.")
+        attn, cls_only = speed_options(lm)
+        key = ("explain", cls.name, text, pair, target, baseline, output, n_samples if cls.sampled else None,
+               seed if cls.sampled else None, attn, cls_only)
+
+        def compute() -> Attribution:
+            with lm.run_lock:
+                start = time.perf_counter()
+                engine = AttributionEngine.for_text(lm, text, pair, target, baseline, output)
+                a = cls(engine).attribute(n_steps=n_steps, tolerance=tolerance, n_samples=n_samples, seed=seed)
+                return dataclasses.replace(a, seconds=time.perf_counter() - start)  # the setup counted too
+
+        return lm.memo(key, compute)
+
+    def record(self, scores: np.ndarray, n_steps: int, n_forward: int, n_backward: int, seconds: float) -> Attribution:
+        """The engine's text scored by this method (scores (T,), trimmed to the text's tokens)."""
+        g = self.engine
+        info = g.infos[0]
+        scores = np.asarray(scores, dtype=np.float32)[: len(info)]  # (T,)
+        return Attribution(
+            info=info, scores=scores, target=g.lm.labels[g.targets[0]], target_index=g.targets[0], output=g.output,
+            f_x=g.f_x[0], f_baseline=g.f_b[0], delta=float(g.f_x[0] - g.f_b[0] - scores.sum()),
+            n_steps=int(n_steps), baseline=g.baseline, method=self.name, n_forward=int(n_forward),
+            n_backward=int(n_backward), seconds=float(seconds),
+        )
+
+
+# The methods by name, in the order the UI lists them (``register_method`` adds one).
+METHOD_CLASSES: dict[str, type[Method]] = {}
+
+
+def register_method(cls: type[Method]) -> type[Method]:
+    """Class decorator: make ``cls`` available to ``explain``/``compare_methods`` as ``cls.name``."""
+    if not cls.name or cls.name in METHOD_CLASSES:
+        raise ValueError(f"An attribution method needs a new name, got {cls.name!r}.")
+    METHOD_CLASSES[cls.name] = cls
+    return cls
+
+
+def method_class(method: str) -> type[Method]:
+    """The class registered as ``method``; InputError naming the choices otherwise."""
+    if not isinstance(method, str) or method not in METHOD_CLASSES:
+        raise InputError(f"Unknown attribution method {method!r}: choose one of {', '.join(METHOD_CLASSES)}.")
+    return METHOD_CLASSES[method]
 
 
 def default_samples(n_words: int) -> int:
@@ -62,23 +139,72 @@ def default_samples(n_words: int) -> int:
     return int(min(400, max(64, 8 * n_words)))
 
 
-def _rows_needed(method: str, n_words: int, n_samples: int | None) -> int:
-    if method == "occlusion":
-        return n_words
-    if method in ("kernel_shap", "lime"):
-        return default_samples(n_words) if n_samples is None else int(n_samples)
-    return 1
+@register_method
+class IntegratedGradients(Method):
+    """The path integral from the baseline (``AttributionEngine.integrated_gradients``); completeness
+    up to its convergence delta. Steps as for ``attribution.attribute``."""
+
+    name = "integrated_gradients"
+
+    def attribute(self, *, n_steps=None, tolerance=None, n_samples=None, seed=0) -> Attribution:
+        start = time.perf_counter()
+        n_steps, tolerance = steps_mode(n_steps, tolerance)
+        a = self.engine.integrated_gradients(n_steps, tolerance)[0]
+        return dataclasses.replace(a, n_forward=2, n_backward=a.n_steps, seconds=time.perf_counter() - start)
+
+    @classmethod
+    def explain(cls, lm, text, target, baseline, pair, output, *, n_steps=None, tolerance=None, n_samples=None,
+                seed=0) -> Attribution:
+        """Through ``attribution.attribute`` and its cache (shared with the Attributions tab, so the
+        IG already shown costs nothing here), timed afresh."""
+        start = time.perf_counter()
+        a = attribute(lm, text, target=target, baseline=baseline, n_steps=n_steps, pair=pair, output=output,
+                      tolerance=tolerance)
+        return dataclasses.replace(a, n_forward=2, n_backward=a.n_steps, seconds=time.perf_counter() - start)
 
 
-def estimate_seconds(method: str, n_words: int, seconds_per_row: float, n_samples: int | None = None) -> float:
-    """Forward rows a per-word method needs times the measured time of one row."""
-    return _rows_needed(_check_method(method), n_words, n_samples) * seconds_per_row
+class _Gradient(Method):
+    """grad_e f at the text's word vectors e: one forward and one backward pass."""
+
+    def attribute(self, *, n_steps=None, tolerance=None, n_samples=None, seed=0) -> Attribution:
+        start = time.perf_counter()
+        g = self.engine
+        emb = g.emb.detach().clone().requires_grad_(True)  # (1, T, D)
+        out = g.forward(emb, torch.zeros(1, dtype=torch.long, device=g.ids.device))  # (1, C)
+        (grad,) = torch.autograd.grad(out[0, g.targets[0]], emb)  # (1, T, D)
+        scores = self.reduce(grad, emb)  # (T,)
+        return self.record(scores.detach().float().cpu().numpy(), 1, 2, 1, time.perf_counter() - start)
+
+    def reduce(self, grad: torch.Tensor, emb: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
 
 
-class _Words:
-    """The non-special words of one input and which token belongs to which of them."""
+@register_method
+class GradientXInput(_Gradient):
+    """grad_e f . e per token (signed)."""
 
-    def __init__(self, g: _Group):
+    name = "gradient_x_input"
+
+    def reduce(self, grad, emb):
+        return (grad * emb).sum(dim=-1)[0]  # (T,)
+
+
+@register_method
+class Saliency(_Gradient):
+    """The L2 norm over the embedding dimension of grad_e f (>= 0, no sign)."""
+
+    name = "saliency"
+
+    def reduce(self, grad, emb):
+        return grad.norm(dim=-1)[0]  # (T,) L2 over the embedding dimension
+
+
+class WordFeatures:
+    """The non-special words of an engine's (one) text, which token belongs to which of them, and
+    f of the text with some words replaced by the baseline (``forward``)."""
+
+    def __init__(self, g: AttributionEngine):
+        self.engine = g
         info = g.infos[0]
         groups = word_groups(info)
         self.groups = [grp for grp in groups.groups if info.sequence_ids[grp[0]] is not None]
@@ -99,68 +225,143 @@ class _Words:
             out[list(grp)] = per_word[w] / len(grp)
         return out
 
-
-def _word_forward(g: _Group, words: _Words):
-    """f(z) for z (B, W) in {0, 1}: word w kept where z[:, w] = 1, replaced by the baseline otherwise."""
-
-    def forward(z: torch.Tensor) -> torch.Tensor:  # (B, W)
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        """f(z) (B, C) for z (B, W) in {0, 1}: word w kept where z[:, w] = 1, replaced by the baseline otherwise."""
+        g = self.engine
         b = z.shape[0]
-        keep = z[:, words.owner.clamp(min=0)] > 0.5  # (B, T)
-        keep = keep | (words.owner < 0)  # specials (and padding) always kept
+        keep = z[:, self.owner.clamp(min=0)] > 0.5  # (B, T)
+        keep = keep | (self.owner < 0)  # specials (and padding) always kept
         embeds = torch.where(keep.unsqueeze(-1), g.emb[0], g.base[0])  # (B, T, D)
-        return g._forward(embeds, torch.zeros(b, dtype=torch.long, device=g.ids.device))  # (B, C)
+        return g.forward(embeds, torch.zeros(b, dtype=torch.long, device=g.ids.device))  # (B, C)
 
-    return forward
-
-
-def _group(lm: LoadedModel, text: str, pair, target, baseline: str, output: str) -> _Group:
-    """The shared setup: encoding, word vectors, baseline, f(x), f(baseline)."""
-    _check_args(baseline, 2, output)
-    texts, pairs = check_texts([text], None if pair is None else [pair], optional_pairs=True)
-    attn, cls_only = _options(None, None)
-    return _Group(lm, [(texts[0], pairs[0] if pairs else None)], baseline, output, lm.label_index(target),
-                  adaptive=False, attention=attn, cls_only=cls_only)
-
-
-PROBE_ROWS = 8
-
-
-def _seconds_per_row(g: _Group, words: _Words) -> float:
-    """Seconds one perturbed input costs in a batch: a batch of PROBE_ROWS timed twice, the faster
-    kept (a busy machine makes single timings noisy)."""
-    if not len(words):
-        return 0.0
-    forward = _word_forward(g, words)
-    z = torch.ones(PROBE_ROWS, len(words), device=g.ids.device)  # (P, W)
-    best = float("inf")
-    with torch.no_grad():
-        for _ in range(2):
-            start = time.perf_counter()
-            forward(z)
-            best = min(best, time.perf_counter() - start)
-    return best / PROBE_ROWS
+    def seconds_per_row(self) -> float:
+        """Seconds one perturbed input costs in a batch: a batch of PROBE_ROWS timed twice, the faster
+        kept (a busy machine makes single timings noisy)."""
+        if not len(self):
+            return 0.0
+        z = torch.ones(PROBE_ROWS, len(self), device=self.engine.ids.device)  # (P, W)
+        best = float("inf")
+        with torch.no_grad():
+            for _ in range(2):
+                start = time.perf_counter()
+                self.forward(z)
+                best = min(best, time.perf_counter() - start)
+        return best / PROBE_ROWS
 
 
-def _record(g: _Group, scores: np.ndarray, method: str, n_steps: int, n_forward: int, n_backward: int,
-            seconds: float) -> Attribution:
-    info = g.infos[0]
-    scores = np.asarray(scores, dtype=np.float32)[: len(info)]  # (T,)
-    return Attribution(
-        info=info, scores=scores, target=g.lm.labels[g.targets[0]], target_index=g.targets[0], output=g.output,
-        f_x=g.f_x[0], f_baseline=g.f_b[0], delta=float(g.f_x[0] - g.f_b[0] - scores.sum()), n_steps=int(n_steps),
-        baseline=g.baseline, method=method, n_forward=int(n_forward), n_backward=int(n_backward),
-        seconds=float(seconds),
-    )
+class _PerWord(Method):
+    """A method that replaces words by the baseline: its cost is estimated first and refused above
+    the settings' ``max_method_seconds``; a text without words scores all zeros."""
+
+    per_word = True
+
+    def attribute(self, *, n_steps=None, tolerance=None, n_samples=None, seed=0) -> Attribution:
+        start = time.perf_counter()
+        g = self.engine
+        words = WordFeatures(g)
+        if len(words) == 0:
+            return self.record(np.zeros(len(g.infos[0])), 0, 2, 0, time.perf_counter() - start)
+        refuse_if_slow(self.name, len(words), words.seconds_per_row(), n_samples,
+                       g.lm.settings.max_method_seconds)
+        per_call = max(1, TOKEN_BUDGET // g.ids.shape[1])
+        per_word, rows = self.word_scores(words, per_call, n_samples, seed)
+        setup = 2 + 2 * PROBE_ROWS  # f(x), f(baseline) and the timed probe batch
+        return self.record(words.spread(per_word), rows, setup + rows, 0, time.perf_counter() - start)
+
+    def word_scores(self, words: WordFeatures, per_call: int, n_samples: int | None,
+                    seed: int) -> tuple[np.ndarray, int]:
+        """(W,) scores and the forward rows they took."""
+        raise NotImplementedError
 
 
-def _refuse_if_slow(method: str, n_words: int, per_row: float, n_samples: int | None) -> None:
-    limit = get_settings().max_method_seconds
+@register_method
+class Occlusion(_PerWord):
+    """Per word, f(x) - f(x with that word's pieces replaced by the baseline), all occluded inputs
+    in batches; a word's drop is shared equally by its pieces."""
+
+    name = "occlusion"
+
+    @classmethod
+    def rows_needed(cls, n_words: int, n_samples: int | None) -> int:
+        return n_words
+
+    def word_scores(self, words, per_call, n_samples, seed):
+        g = self.engine
+        z = 1.0 - torch.eye(len(words), device=g.ids.device)  # (W, W): row w drops word w
+        with torch.no_grad():
+            f = torch.cat([words.forward(z[s : s + per_call]) for s in range(0, len(words), per_call)])  # (W, C)
+        return g.f_x[0] - f[:, g.targets[0]].float().cpu().numpy(), len(words)  # (W,)
+
+
+class _Sampled(_PerWord):
+    """A linear model fitted to f over random subsets of the words (Captum), seeded, batched."""
+
+    sampled = True
+
+    @classmethod
+    def rows_needed(cls, n_words: int, n_samples: int | None) -> int:
+        return default_samples(n_words) if n_samples is None else int(n_samples)
+
+    def explainer(self, forward: Callable[[torch.Tensor], torch.Tensor]):
+        raise NotImplementedError
+
+    def word_scores(self, words, per_call, n_samples, seed):
+        g = self.engine
+        explainer = self.explainer(words.forward)
+        n = self.rows_needed(len(words), n_samples)
+        ones = torch.ones(1, len(words), device=g.ids.device)  # (1, W)
+        cuda = [g.ids.device.index or 0] if g.ids.device.type == "cuda" else []
+        with torch.no_grad(), torch.random.fork_rng(devices=cuda):  # seeded here, the global RNG untouched
+            torch.manual_seed(seed)
+            attrs = explainer.attribute(ones, baselines=torch.zeros_like(ones), target=g.targets[0],
+                                        n_samples=n, perturbations_per_eval=min(n, per_call))  # (1, W)
+        return attrs[0].float().cpu().numpy(), n
+
+
+@register_method
+class KernelShap(_Sampled):
+    """Captum KernelShap over words (kept, or replaced by the baseline token)."""
+
+    name = "kernel_shap"
+
+    def explainer(self, forward):
+        from captum.attr import KernelShap as CaptumKernelShap
+
+        return CaptumKernelShap(forward)
+
+
+@register_method
+class Lime(_Sampled):
+    """Captum Lime over the same word features (its default sampling and exponential cosine
+    kernel; a ridge regression with alpha 1, as the original LIME for text)."""
+
+    name = "lime"
+
+    def explainer(self, forward):
+        from captum._utils.models.linear_model import SkLearnRidge
+        from captum.attr import Lime as CaptumLime
+
+        return CaptumLime(forward, SkLearnRidge(alpha=1.0))
+
+
+METHODS = tuple(METHOD_CLASSES)  # the names, in the order registered above
+
+
+def estimate_seconds(method: str, n_words: int, seconds_per_row: float, n_samples: int | None = None) -> float:
+    """Forward rows a per-word method needs times the measured time of one row."""
+    return method_class(method).rows_needed(n_words, n_samples) * seconds_per_row
+
+
+def refuse_if_slow(method: str, n_words: int, per_row: float, n_samples: int | None,
+                   max_seconds: float) -> None:
+    """InputError (with the estimate and cheaper methods) when ``method`` on ``n_words`` words would
+    take longer than ``max_seconds``."""
     est = estimate_seconds(method, n_words, per_row, n_samples)
-    if est > limit:
-        rows = _rows_needed(method, n_words, n_samples)
+    if est > max_seconds:
+        rows = method_class(method).rows_needed(n_words, n_samples)
         raise InputError(
             f"{method} on this text ({n_words} words) needs {rows} forward passes, about {est:.3g} s; the limit is "
-            f"{limit:g} s (BERTVIZ_MAX_METHOD_SECONDS). Use gradient_x_input or saliency (one forward and one "
+            f"{max_seconds:g} s (BERTVIZ_MAX_METHOD_SECONDS). Use gradient_x_input or saliency (one forward and one "
             "backward pass) or integrated_gradients, or shorten the text."
         )
 
@@ -185,67 +386,8 @@ def explain(
     ``DEFAULT_TOLERANCE``; ``n_steps`` alone: exactly that many);
     ``n_samples`` (None: ``default_samples``) and ``seed``: KernelSHAP's and LIME's perturbed
     inputs and their random draw (the same seed gives the same scores)."""
-    _check_method(method)
-    if method == "integrated_gradients":
-        start = time.perf_counter()
-        a = attribute(lm, text, target=target, baseline=baseline, n_steps=n_steps, pair=pair, output=output,
-                      tolerance=tolerance)
-        return dataclasses.replace(a, n_forward=2, n_backward=a.n_steps, seconds=time.perf_counter() - start)
-    if n_samples is not None and (isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer))
-                                  or not 2 <= n_samples <= MAX_SAMPLES):
-        raise InputError(f"n_samples must be a whole number from 2 to {MAX_SAMPLES}, got {n_samples!r}.")
-    attn, cls_only = _options(None, None)
-    sampled = method in ("kernel_shap", "lime")
-    key = ("explain", method, text, pair, target, baseline, output, n_samples if sampled else None,
-           seed if sampled else None, attn, cls_only)
-    # Asked again (another view of the same text), the result comes from the model's LRU; its
-    # seconds are those of the computation that made it.
-    return lm.memo(key, lambda: _explain(lm, text, method, target, baseline, pair, output, n_samples, seed))
-
-
-def _explain(lm: LoadedModel, text: str, method: str, target, baseline: str, pair, output: str,
-             n_samples: int | None, seed: int) -> Attribution:
-    with lm.run_lock:
-        start = time.perf_counter()
-        g = _group(lm, text, pair, target, baseline, output)
-        target_idx = g.targets[0]
-        if method in ("gradient_x_input", "saliency"):
-            emb = g.emb.detach().clone().requires_grad_(True)  # (1, T, D)
-            out = g._forward(emb, torch.zeros(1, dtype=torch.long, device=g.ids.device))  # (1, C)
-            (grad,) = torch.autograd.grad(out[0, target_idx], emb)  # (1, T, D)
-            if method == "gradient_x_input":
-                scores = (grad * emb).sum(dim=-1)[0]  # (T,)
-            else:
-                scores = grad.norm(dim=-1)[0]  # (T,) L2 over the embedding dimension
-            return _record(g, scores.detach().float().cpu().numpy(), method, 1, 2, 1, time.perf_counter() - start)
-        words = _Words(g)
-        if len(words) == 0:
-            return _record(g, np.zeros(len(g.infos[0])), method, 0, 2, 0, time.perf_counter() - start)
-        _refuse_if_slow(method, len(words), _seconds_per_row(g, words), n_samples)
-        setup = 2 + 2 * PROBE_ROWS  # f(x), f(baseline) and the timed probe batch
-        forward = _word_forward(g, words)
-        per_call = max(1, TOKEN_BUDGET // g.ids.shape[1])
-        if method == "occlusion":
-            z = 1.0 - torch.eye(len(words), device=g.ids.device)  # (W, W): row w drops word w
-            with torch.no_grad():
-                f = torch.cat([forward(z[s : s + per_call]) for s in range(0, len(words), per_call)])  # (W, C)
-            drops = g.f_x[0] - f[:, target_idx].float().cpu().numpy()  # (W,)
-            return _record(g, words.spread(drops), method, len(words), setup + len(words), 0,
-                           time.perf_counter() - start)
-        # kernel_shap, lime: a linear model fitted to f over random subsets of the words
-        from captum._utils.models.linear_model import SkLearnRidge
-        from captum.attr import KernelShap, Lime
-
-        explainer = KernelShap(forward) if method == "kernel_shap" else Lime(forward, SkLearnRidge(alpha=1.0))
-        n = default_samples(len(words)) if n_samples is None else int(n_samples)
-        ones = torch.ones(1, len(words), device=g.ids.device)  # (1, W)
-        cuda = [g.ids.device.index or 0] if g.ids.device.type == "cuda" else []
-        with torch.no_grad(), torch.random.fork_rng(devices=cuda):  # seeded here, the global RNG untouched
-            torch.manual_seed(seed)
-            attrs = explainer.attribute(ones, baselines=torch.zeros_like(ones), target=target_idx,
-                                        n_samples=n, perturbations_per_eval=min(n, per_call))  # (1, W)
-        per_word = attrs[0].float().cpu().numpy()
-        return _record(g, words.spread(per_word), method, n, setup + n, 0, time.perf_counter() - start)
+    return method_class(method).explain(lm, text, target, baseline, pair, output, n_steps=n_steps,
+                                        tolerance=tolerance, n_samples=n_samples, seed=seed)
 
 
 def _ranks(x: np.ndarray) -> np.ndarray:
@@ -303,20 +445,18 @@ def compare_methods(
     methods = tuple(methods)
     if not methods:
         raise InputError(f"No method given: choose some of {', '.join(METHODS)}.")
-    for m in methods:
-        _check_method(m)
+    classes = [method_class(m) for m in methods]
     if len(set(methods)) != len(methods):
         raise InputError("A method is listed twice: name each once.")
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise InputError(f"top_k must be a positive whole number, got {top_k!r}.")
-    if any(m in _PER_WORD for m in methods):  # refuse before anything runs, not after the cheap methods
+    if any(c.per_word for c in classes):  # refuse before anything runs, not after the cheap methods
         with lm.run_lock:
-            g = _group(lm, text, pair, target, baseline, "prob")
-            words = _Words(g)
-            n_words, per_row = len(words), _seconds_per_row(g, words)
-        for m in methods:
-            if m in _PER_WORD:
-                _refuse_if_slow(m, n_words, per_row, n_samples)
+            words = WordFeatures(AttributionEngine.for_text(lm, text, pair, target, baseline, "prob"))
+            n_words, per_row = len(words), words.seconds_per_row()
+        for c in classes:
+            if c.per_word:
+                refuse_if_slow(c.name, n_words, per_row, n_samples, lm.settings.max_method_seconds)
     results: list[Attribution] = []
     for m in methods:
         a = explain(lm, text, m, target=target, baseline=baseline, pair=pair, n_steps=n_steps, n_samples=n_samples,

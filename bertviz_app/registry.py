@@ -36,7 +36,7 @@ from .errors import ModelLoadError, ModelNotFoundError
 from .families import SUPPORTED_MODEL_TYPES, family_for_type, family_of
 
 __all__ = ["LoadedModel", "load_model", "model_folder", "list_models", "resolve_device", "clear_cache",
-           "clean_stale_folders"]
+           "clean_stale_folders", "cached_models", "load_from_folder"]
 
 log = logging.getLogger(__name__)
 
@@ -171,6 +171,11 @@ class LoadedModel:
             while len(self._memo) > size:
                 self._memo.popitem(last=False)
         return value
+
+    def clear_memo(self) -> None:
+        """Forget every result ``memo`` keeps (a benchmark's cold run, a test's own cache)."""
+        with self._lock:
+            self._memo.clear()
 
     def label_index(self, label: str | int | None) -> int | None:
         """Class index from a label name (case-insensitive) or an index; None stays None."""
@@ -396,7 +401,7 @@ def load_model(
         if key in _CACHE:
             return _CACHE[key]
         path = _download_from_hub(where, settings.models_dir) if kind == "hub" else where
-        loaded = _load_from_folder(str(name_or_path).strip(), kind, Path(path), dev, dtype)
+        loaded = load_from_folder(str(name_or_path).strip(), kind, Path(path), dev, dtype)
         loaded.settings = settings
         loaded.memo_size = settings.memo_size
         _CACHE[key] = loaded
@@ -408,7 +413,15 @@ def clear_cache() -> None:
         _CACHE.clear()
 
 
-def _load_from_folder(name: str, kind: str, path: Path, dev: torch.device, dtype: torch.dtype) -> LoadedModel:
+def cached_models() -> list[LoadedModel]:
+    """The models ``load_model`` holds in its cache now."""
+    with _CACHE_LOCK:
+        return list(_CACHE.values())
+
+
+def load_from_folder(name: str, kind: str, path: Path, dev: torch.device, dtype: torch.dtype) -> LoadedModel:
+    """A model folder loaded on ``dev`` in ``dtype``, uncached and with default settings (``load_model``
+    is the cached way in; this one lets a test force a dtype, e.g. bf16 on a CPU)."""
     _check_folder(path)
     try:
         config = AutoConfig.from_pretrained(path, trust_remote_code=False)

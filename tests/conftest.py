@@ -96,7 +96,7 @@ def _no_result_cache(monkeypatch):
 
     # the registry's cache, and the session's own models (a test that clears the registry's cache
     # would otherwise leave `tiny`, loaded before this switch, caching for every later test)
-    for lm in {id(m): m for m in [*reg._CACHE.values(), *_SESSION_MODELS]}.values():
+    for lm in {id(m): m for m in [*reg.cached_models(), *_SESSION_MODELS]}.values():
         monkeypatch.setattr(lm, "memo_size", 0)
 
 

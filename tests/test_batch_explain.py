@@ -220,8 +220,8 @@ def test_a_method_refused_on_a_long_row_leaves_the_other_rows_and_methods(tiny, 
     rows of more than 5 words; those rows keep their other methods, the shorter rows everything."""
     import bertviz_app.methods as methods
 
-    monkeypatch.setattr(methods, "_seconds_per_row", lambda g, words: 1.0)
-    monkeypatch.setenv("BERTVIZ_MAX_METHOD_SECONDS", "5")
+    monkeypatch.setattr(methods.WordFeatures, "seconds_per_row", lambda self: 1.0)
+    tiny = tiny.with_settings(max_method_seconds=5)
     res = bv.explain_csv(tiny, table, tmp_path / "out.jsonl", methods=("occlusion", "saliency"))
     bv.explain_csv(tiny, table, tmp_path / "out.csv", methods=("occlusion", "saliency"))
     lines = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]

@@ -31,7 +31,7 @@ def test_waiting_callers_share_one_batch_and_get_their_own_results():
     threads = [threading.Thread(target=lambda i=i: out.__setitem__(i, b.submit("k", i))) for i in range(1, 9)]
     for t in threads:
         t.start()
-    while b._queue.qsize() < 8:  # all eight queued behind the busy worker
+    while b.waiting < 8:  # all eight queued behind the busy worker
         threading.Event().wait(0.005)
     release.set()
     for t in [first, *threads]:
@@ -198,10 +198,10 @@ def test_an_idle_worker_ends_and_a_new_one_starts_on_demand(monkeypatch):
     monkeypatch.setattr(batching, "IDLE_EXIT_S", 0.05)
     b = MicroBatcher(lambda key, payloads: [p + 1 for p in payloads], max_wait_s=0.001)
     assert b.submit("k", 1) == 2
-    first = b._thread
+    first = b.worker
     first.join(5)
-    assert not first.is_alive() and b._thread is None
-    assert b.submit("k", 2) == 3 and b._thread is not first
+    assert not first.is_alive() and b.worker is None
+    assert b.submit("k", 2) == 3 and b.worker is not first
     # many callers racing the idle exit: every one is answered
     out = {}
     for round_ in range(20):

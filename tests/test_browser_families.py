@@ -15,7 +15,7 @@ if not os.path.exists(CHROMIUM):
     pytest.skip(f"browser tests need Chromium at {CHROMIUM} (not installed here)", allow_module_level=True)
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
 
-from test_families import _build  # noqa: E402
+from test_families import build_family_model  # noqa: E402
 from test_finetune_ui import write_csv  # noqa: E402
 
 TIMEOUT_MS = 120_000
@@ -24,7 +24,7 @@ ARCH = {"distilbert": "DistilBertForSequenceClassification", "roberta": "Roberta
 
 @pytest.mark.parametrize("family", ["distilbert", "roberta"])
 def test_every_tab_works_on_another_family(browser, family, tmp_path_factory, tmp_path):
-    folder = _build(family, tmp_path_factory.mktemp("family-app") / family)
+    folder = build_family_model(family, tmp_path_factory.mktemp("family-app") / family)
     expect = sync_api.expect
     with served_app(str(folder), BERTVIZ_MODELS_DIR=tmp_path_factory.mktemp(f"{family}-registry")) as url:
         ctx = browser.new_context(viewport={"width": 1280, "height": 900})

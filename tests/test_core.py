@@ -215,14 +215,14 @@ def test_cls_path_equals_captum_layer_integrated_gradients(tiny):
     LayerIntegratedGradients computes with hooks on the whole model."""
     from captum.attr import LayerIntegratedGradients
 
-    from bertviz_app.attribution import _setup
+    from bertviz_app.attribution import AttributionEngine
 
     path = bv.cls_path(tiny, SENTENCE, n_steps=16, baseline="mask")
-    s = _setup(tiny, SENTENCE, None, None, "mask", 16, "prob")
+    s = AttributionEngine.for_text(tiny, SENTENCE, baseline="mask")
     layers = [s.model.bert.embeddings, *s.model.bert.encoder.layer]
     for row, layer in zip(path.scores, layers):
         ref = LayerIntegratedGradients(s.forward_ids, layer).attribute(
-            s.ids, baselines=s.base_ids, target=s.target_idx, n_steps=16, additional_forward_args=(s.mask, s.types)
+            s.ids, baselines=s.base_ids, target=s.targets[0], n_steps=16, additional_forward_args=(s.mask, s.types)
         )
         np.testing.assert_allclose(row, ref.sum(-1)[0].detach().numpy(), atol=2e-6)
 
@@ -230,9 +230,9 @@ def test_cls_path_equals_captum_layer_integrated_gradients(tiny):
 def test_attribution_retries_smaller_batches_on_out_of_memory(tiny, monkeypatch):
     """An OOM in Integrated Gradients halves the internal batch and retries; only at a batch of
     one does the request fail, with a ResourceError that says what to do."""
-    from bertviz_app.attribution import _Group
+    from bertviz_app.attribution import AttributionEngine
 
-    real = _Group._gradients_in
+    real = AttributionEngine.gradient_pass
     seen = []
 
     def limited(self, points, batch):
@@ -241,7 +241,7 @@ def test_attribution_retries_smaller_batches_on_out_of_memory(tiny, monkeypatch)
             raise RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory")
         return real(self, points, batch)
 
-    monkeypatch.setattr(_Group, "_gradients_in", limited)
+    monkeypatch.setattr(AttributionEngine, "gradient_pass", limited)
     a = bv.attribute(tiny, SENTENCE, n_steps=24)
     assert seen[:3] == [24, 12, 6] and seen[3] == 3
     assert float(a.scores.sum()) - a.delta == pytest.approx(a.f_x - a.f_baseline, abs=1e-5)
@@ -249,6 +249,6 @@ def test_attribution_retries_smaller_batches_on_out_of_memory(tiny, monkeypatch)
     def always(self, *args, **kwargs):
         raise torch.OutOfMemoryError("CUDA out of memory")
 
-    monkeypatch.setattr(_Group, "_gradients_in", always)
+    monkeypatch.setattr(AttributionEngine, "gradient_pass", always)
     with pytest.raises(bv.ResourceError, match="Out of memory.*shorten the text"):
         bv.attribute(tiny, SENTENCE, n_steps=8)

@@ -47,17 +47,21 @@ def test_tiny_change_is_pale_and_warned_large_change_is_strong():
     assert max(alphas(pale)) < 0.1 < 0.5 < max(alphas(strong))
 
 
-def test_scale_uses_the_setting_logit_units_and_a_printed_per_text_fallback(monkeypatch):
-    monkeypatch.setenv("BERTVIZ_MIN_CHANGE", "0.2")
-    assert core.colour_scale(fake_attr(0.1)).too_small
+def test_scale_uses_the_setting_logit_units_and_a_printed_per_text_fallback():
+    from bertviz_app.config import Settings
+
+    assert core.colour_scale(fake_attr(0.1), min_change=0.2).too_small
+    assert not core.colour_scale(fake_attr(0.1)).too_small  # the default, Settings.min_change = 0.05
+    assert core.colour_scale(fake_attr(0.04)).too_small
     logit = fake_attr(0.5)
     logit = Attribution(**{**logit.__dict__, "output": "logit"})
     assert core.colour_scale(logit, min_change=0.05).threshold == pytest.approx(0.2)
     fallback = core.per_text_scale([0.01, -0.03])
     assert not fallback.absolute and fallback.full == pytest.approx(0.03) and "0.03" in fallback.describe()
-    monkeypatch.setenv("BERTVIZ_MIN_CHANGE", "-1")
     with pytest.raises(ValueError, match="BERTVIZ_MIN_CHANGE"):
-        core.get_settings()
+        Settings(min_change=-1)
+    with pytest.raises(ValueError, match="BERTVIZ_MIN_CHANGE"):
+        Settings.from_env({"BERTVIZ_MIN_CHANGE": "-1"})
 
 
 # --------------------------------------------------------------------------- HTML

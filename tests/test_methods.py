@@ -256,8 +256,7 @@ def test_unknown_method_lists_the_methods(tiny):
 def test_per_word_methods_refuse_a_text_that_would_take_too_long(tiny, monkeypatch, method):
     # a result cached by an earlier test would (rightly) come back at no cost: compute afresh here
     # (the shared `tiny` can miss conftest's cache switch-off when the model cache was cleared)
-    monkeypatch.setattr(tiny, "memo_size", 0)
-    monkeypatch.setenv("BERTVIZ_MAX_METHOD_SECONDS", "1e-9")
+    tiny = tiny.with_settings(memo_size=0, max_method_seconds=1e-9)
     with pytest.raises(InputError) as err:
         explain(tiny, SENTENCE, method)
     msg = str(err.value)
@@ -267,17 +266,21 @@ def test_per_word_methods_refuse_a_text_that_would_take_too_long(tiny, monkeypat
         compare_methods(tiny, SENTENCE, methods=["gradient_x_input", method])
 
 
-def test_settings_refuse_a_nonpositive_method_limit(monkeypatch):
-    monkeypatch.setenv("BERTVIZ_MAX_METHOD_SECONDS", "0")
+def test_settings_refuse_a_nonpositive_method_limit():
+    from bertviz_app.config import Settings
+
     with pytest.raises(ValueError, match="BERTVIZ_MAX_METHOD_SECONDS"):
-        bv.get_settings()
+        Settings(max_method_seconds=0)
+    with pytest.raises(ValueError, match="BERTVIZ_MAX_METHOD_SECONDS"):
+        Settings.from_env({"BERTVIZ_MAX_METHOD_SECONDS": "0"})
 
 
 @pytest.fixture(scope="module")
 def roberta(tmp_path_factory):
-    from test_families import _build
+    from test_families import build_family_model
 
-    return bv.load_model(str(_build("roberta", tmp_path_factory.mktemp("meth") / "roberta")), device="cpu")
+    return bv.load_model(str(build_family_model("roberta", tmp_path_factory.mktemp("meth") / "roberta")),
+                         device="cpu")
 
 
 def test_another_family(roberta):
@@ -315,14 +318,15 @@ def test_cli_method_and_compare(capsys, tiny_model_dir):
     assert code == 2 and "kernel_shap" in err and err.count("\n") == 1
 
 
-def test_attributions_tab_shows_faithfulness_and_the_methods_side_by_side(sentiment, monkeypatch):
-    from collections import OrderedDict
+def test_attributions_tab_shows_faithfulness_and_the_methods_side_by_side(sentiment, monkeypatch, request):
     from types import SimpleNamespace
 
     from bertviz_app.ui import attribution_tab, common
 
-    monkeypatch.setattr(sentiment, "memo_size", 8)  # as served: the IG shown is reused by the comparison
-    monkeypatch.setattr(sentiment, "_memo", OrderedDict())  # its own cache, dropped after the test
+    # the UI loads the model by name (load_model's cached handle, this one): its cache as served, of 8
+    monkeypatch.setattr(sentiment, "memo_size", 8)  # the IG shown is reused by the comparison
+    sentiment.clear_memo()
+    request.addfinalizer(sentiment.clear_memo)  # dropped after the test
 
     rec = common.analyze_all(sentiment, "the film was awful", None, None, "pad", 20, auto=True)
     assert rec.faith is not None and rec.faith.method == "integrated_gradients"

@@ -105,10 +105,10 @@ def test_cpu_model_is_fp32_and_attributions_use_it(tiny):
 
 def test_bf16_inference_keeps_fp32_attributions(tmp_path):
     """The GPU path (bf16 inference, fp32 attributions), exercised on the CPU by forcing the dtype."""
-    from bertviz_app.registry import _load_from_folder
+    from bertviz_app.registry import load_from_folder
 
     d = make_tiny_model(tmp_path / "half")
-    lm = _load_from_folder("half", "folder", d, torch.device("cpu"), torch.bfloat16)
+    lm = load_from_folder("half", "folder", d, torch.device("cpu"), torch.bfloat16)
     assert lm.device_label == "cpu, bf16"
     p = bv.predict(lm, "good film")[0]
     assert sum(p.probs) == pytest.approx(1.0, abs=1e-3)

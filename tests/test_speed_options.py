@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_families import attention_maps_work
 
 import bertviz_app as bv
 
@@ -15,7 +16,7 @@ SENTENCE = "the film is not good, it was a tedious slog"
 def test_adaptive_steps_meet_the_tolerance(tiny, tolerance, baseline):
     a = bv.attribute(tiny, SENTENCE, baseline=baseline, tolerance=tolerance)
     assert a.relative_delta <= tolerance or abs(a.delta) <= 1e-6
-    assert 2 <= a.n_steps <= bv.get_settings().max_n_steps
+    assert 2 <= a.n_steps <= tiny.settings.max_n_steps
     # completeness still holds for the steps actually used
     assert float(a.scores.sum()) - a.delta == pytest.approx(a.f_x - a.f_baseline, abs=1e-5)
 
@@ -46,12 +47,12 @@ def test_attribute_equals_captum_layer_integrated_gradients(tiny, baseline):
     word-embedding layer (what attribute used before), with the same convergence delta."""
     from captum.attr import LayerIntegratedGradients
 
-    from bertviz_app.attribution import _setup
+    from bertviz_app.attribution import AttributionEngine
 
     a = bv.attribute(tiny, SENTENCE, baseline=baseline, n_steps=16)
-    s = _setup(tiny, SENTENCE, None, None, baseline, 16, "prob")
+    s = AttributionEngine.for_text(tiny, SENTENCE, baseline=baseline)
     ref, delta = LayerIntegratedGradients(s.forward_ids, s.model.bert.embeddings.word_embeddings).attribute(
-        s.ids, baselines=s.base_ids, target=s.target_idx, n_steps=16, additional_forward_args=(s.mask, s.types),
+        s.ids, baselines=s.base_ids, target=s.targets[0], n_steps=16, additional_forward_args=(s.mask, s.types),
         return_convergence_delta=True,
     )
     np.testing.assert_allclose(a.scores, ref.sum(-1)[0].detach().numpy(), atol=2e-6)
@@ -61,7 +62,7 @@ def test_attribute_equals_captum_layer_integrated_gradients(tiny, baseline):
 def test_predict_sdpa_switch_restores_eager(tiny):
     """predict runs with SDPA but leaves the shared model eager, so attention maps still work."""
     bv.predict(tiny, [SENTENCE, "great fun"])
-    assert tiny.model.config._attn_implementation == "eager"
+    assert attention_maps_work(tiny.model)
     maps = bv.attention(tiny, SENTENCE)
     np.testing.assert_allclose(maps.weights.sum(-1), 1.0, atol=1e-5)
 
@@ -82,9 +83,11 @@ def test_predict_same_with_every_speed_option(tiny):
 
 
 def test_speed_options_default_to_the_settings(tiny, monkeypatch):
-    """Without arguments a call reads the settings (BERTVIZ_*) at call time; a bad value says what to use."""
+    """Without arguments a call uses its model's settings (``lm.settings``, given to load_model or
+    ``with_settings``); a call's own arguments beat them; a bad value says what to use."""
     import bertviz_app.attribution as attr
     import bertviz_app.inference as inf
+    from bertviz_app.config import Settings
 
     seen = []
     real = inf.classifier_logits
@@ -94,31 +97,26 @@ def test_speed_options_default_to_the_settings(tiny, monkeypatch):
     bv.predict(tiny, "great fun")
     assert set(seen) == {("eager", True)}  # auto: eager below SDPA_MIN_TOKENS
     seen.clear()
-    monkeypatch.setenv("BERTVIZ_PREDICT_ATTENTION", "sdpa")
-    monkeypatch.setenv("BERTVIZ_CLS_ONLY_LAST_LAYER", "0")
-    bv.predict(tiny, "great fun")
+    other = tiny.with_settings(predict_attention="sdpa", cls_only_last_layer=False)
+    bv.predict(other, "great fun")
     assert set(seen) == {("sdpa", False)}
     seen.clear()
-    monkeypatch.setenv("BERTVIZ_IG_ATTENTION", "eager")
-    bv.attribute(tiny, SENTENCE, n_steps=4)
+    bv.attribute(other.with_settings(ig_attention="eager"), SENTENCE, n_steps=4)
     assert set(seen) == {("eager", False)}
     seen.clear()
-    bv.predict(tiny, "great fun", attention="eager", cls_only_last_layer=True)  # arguments beat settings
+    bv.attribute(tiny, SENTENCE, n_steps=4)  # the original handle keeps its own settings
+    assert set(seen) == {("sdpa", True)}
+    seen.clear()
+    bv.predict(other, "great fun", attention="eager", cls_only_last_layer=True)  # arguments beat settings
     assert set(seen) == {("eager", True)}
-    monkeypatch.setenv("BERTVIZ_PREDICT_ATTENTION", "flash")
     with pytest.raises(ValueError, match="BERTVIZ_PREDICT_ATTENTION must be auto, eager or sdpa"):
-        bv.predict(tiny, "great fun")
-    monkeypatch.setenv("BERTVIZ_PREDICT_ATTENTION", "auto")
-    monkeypatch.setenv("BERTVIZ_SORT_BY_LENGTH", "maybe")
+        tiny.with_settings(predict_attention="flash")
     with pytest.raises(ValueError, match="BERTVIZ_SORT_BY_LENGTH must be 1 or 0"):
-        bv.get_settings()
-    monkeypatch.setenv("BERTVIZ_SORT_BY_LENGTH", "")
-    assert bv.get_settings().sort_by_length is True  # empty: the default
-    monkeypatch.setenv("BERTVIZ_SORT_BY_LENGTH", " Off ")
-    assert bv.get_settings().sort_by_length is False
-    monkeypatch.setenv("BERTVIZ_MEMO_SIZE", "-1")
+        Settings.from_env({"BERTVIZ_SORT_BY_LENGTH": "maybe"})
+    assert Settings.from_env({"BERTVIZ_SORT_BY_LENGTH": ""}).sort_by_length is True  # empty: the default
+    assert Settings.from_env({"BERTVIZ_SORT_BY_LENGTH": " Off "}).sort_by_length is False
     with pytest.raises(ValueError, match="BERTVIZ_MEMO_SIZE must be 0"):
-        bv.get_settings()
+        Settings.from_env({"BERTVIZ_MEMO_SIZE": "-1"})
 
 
 def test_per_call_options_do_not_leak_to_other_callers(tiny, monkeypatch):
@@ -138,7 +136,7 @@ def test_per_call_options_do_not_leak_to_other_callers(tiny, monkeypatch):
 
     def spy(m, *a, **k):
         # what every forward pass sees: the caller's options, and the shared model as loaded
-        assert m.config._attn_implementation == "eager"
+        assert attention_maps_work(m)
         assert list(m.bert.encoder.layer) == layers and all(type(x).__name__ == "BertLayer" for x in layers)
         seen.setdefault(threading.current_thread().name, set()).add((k["attention"], k["cls_only"]))
         return real(m, *a, **k)
@@ -242,7 +240,7 @@ def test_forward_wrapper_gives_the_models_logits(tiny, pair):
                 got = classifier_logits(model, inputs_embeds=embeds, attention_mask=enc["attention_mask"],
                                         token_type_ids=enc["token_type_ids"], attention=attention, cls_only=cls_only)
                 torch.testing.assert_close(got, ref, atol=1e-6, rtol=1e-6)
-    assert model.config.to_dict() == config_before and model.config._attn_implementation == "eager"
+    assert model.config.to_dict() == config_before and attention_maps_work(model)
     assert list(model.bert.encoder.layer) == layers
     with pytest.raises(ValueError, match="attention must be one of eager, sdpa"):
         classifier_logits(model, **enc, attention="flash")
@@ -260,22 +258,23 @@ def test_cls_only_last_layer_keeps_the_attributions(tiny):
 
 
 def test_cpu_int8_predictions_are_opt_in_and_close(tiny, monkeypatch):
-    """BERTVIZ_CPU_INT8=1 predicts with int8 dynamically quantised Linear layers (a copy; the
+    """Settings' cpu_int8 (BERTVIZ_CPU_INT8=1) predicts with int8 dynamically quantised Linear layers (a copy; the
     float32 model that attention and attributions use is untouched); probabilities stay close."""
     import torch
 
     fp32 = bv.predict(tiny, TEXTS)
     assert tiny.predict_model() is tiny.model
-    monkeypatch.setenv("BERTVIZ_CPU_INT8", "1")
-    q = tiny.predict_model()
-    assert q is not tiny.model and q is tiny.predict_model()  # made once
+    quant = tiny.with_settings(cpu_int8=True)
+    q = quant.predict_model()
+    assert q is not tiny.model and q is quant.predict_model()  # made once
+    assert tiny.predict_model() is tiny.model  # the original handle is unchanged
     assert any(isinstance(m, torch.ao.nn.quantized.dynamic.Linear) for m in q.modules())
     assert not any(isinstance(m, torch.ao.nn.quantized.dynamic.Linear) for m in tiny.model.modules())
-    int8 = bv.predict(tiny, TEXTS)
+    int8 = bv.predict(quant, TEXTS)
     for a, b in zip(fp32, int8):
         np.testing.assert_allclose(a.probs, b.probs, atol=0.05)
         assert sum(b.probs) == pytest.approx(1.0, abs=1e-5)
-    assert "int8" in tiny.device_label
+    assert "int8" in quant.device_label and "int8" not in tiny.device_label
 
 
 def test_repeated_explanations_come_from_the_cache(tiny, monkeypatch):
@@ -283,8 +282,7 @@ def test_repeated_explanations_come_from_the_cache(tiny, monkeypatch):
     arguments compute; cached arrays are read-only; bad arguments still get their message."""
     import bertviz_app.attribution as attr
 
-    monkeypatch.setattr(tiny, "memo_size", 2)
-    tiny._memo.clear()
+    tiny = tiny.with_settings(memo_size=2)  # the same weights with an empty cache of 2
     calls = []
     real = attr.attribute_many
     monkeypatch.setattr(attr, "attribute_many", lambda *a, **k: calls.append(k) or real(*a, **k))
@@ -300,4 +298,3 @@ def test_repeated_explanations_come_from_the_cache(tiny, monkeypatch):
     assert bv.cls_path(tiny, SENTENCE, n_steps=4) is path
     with pytest.raises(bv.InputError, match="must be a string"):
         bv.attribute(tiny, ["a list"], n_steps=8)
-    tiny._memo.clear()
