@@ -655,8 +655,8 @@ def _is_oom(exc: BaseException) -> bool:
     if isinstance(exc, torch.OutOfMemoryError):
         return True
     text = str(exc).lower()
-    return isinstance(exc, (RuntimeError, MemoryError)) and ("out of memory" in text or "can't allocate memory" in text
-                                                              or "not enough memory" in text or isinstance(exc, MemoryError))
+    said = "out of memory" in text or "can't allocate memory" in text or "not enough memory" in text
+    return isinstance(exc, MemoryError) or (isinstance(exc, RuntimeError) and said)
 
 
 def _halving_on_oom(run, batch: int):

@@ -267,7 +267,8 @@ def guard_note(formula_cells: dict[str, tuple[int, ...]], raw: bool) -> str:
     cells = (f"{n:,} CSV cell{'s' if n != 1 else ''} start{'s' if n == 1 else ''} with =, +, -, @, a tab or a carriage "
              f"return ({where}{more}; rows as in the input file, whose header is row 1)")
     if raw:
-        return f"{cells}. The raw CSV has {'them' if n != 1 else 'it'} as given: a spreadsheet may run such a cell as a formula."
+        return (f"{cells}. The raw CSV has {'them' if n != 1 else 'it'} as given: a spreadsheet may run such a cell "
+                "as a formula.")
     return (f"{cells}. Each got a leading ' so a spreadsheet shows it instead of running it as a formula; the row's "
             "bv_guarded cell names its columns. The JSONL output and the raw CSV keep them as given.")
 
@@ -366,7 +367,8 @@ def method_stats(records: list[dict], key: str) -> dict:
             "texts_per_s": len(ok) / seconds if seconds > 0 else None}
 
 
-def top_words(records: list[dict], method: str = "ig", n: int = TABLE_WORDS, min_count: int = MIN_COUNT) -> dict[str, list]:
+def top_words(records: list[dict], method: str = "ig", n: int = TABLE_WORDS,
+              min_count: int = MIN_COUNT) -> dict[str, list]:
     """Per target class: the words (lower-cased) with the largest mean attribution towards it by ``method``."""
     sums: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in records:
@@ -441,7 +443,8 @@ def _method_cells(key: str, m: dict, top: str) -> list[str]:
 
 
 def _csv(records: list[dict], skipped: list[tuple[int, str]], labels: list[str], keys: tuple[str, ...],
-         input_columns: Sequence[str], inputs: dict[int, list[str]], raw: bool) -> tuple[str, dict[str, tuple[int, ...]]]:
+         input_columns: Sequence[str], inputs: dict[int, list[str]],
+         raw: bool) -> tuple[str, dict[str, tuple[int, ...]]]:
     """The CSV text, and the cells that start like a formula by column (input rows; 1: the header).
     Unless ``raw`` each of those gets a leading ' (``safe_csv_cell``) and its row's bv_guarded cell
     lists its columns (a JSON list)."""

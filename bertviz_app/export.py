@@ -152,7 +152,8 @@ def is_signed(method: str) -> bool:
     return method not in UNSIGNED_METHODS
 
 
-def change_warning(attr, scale: ColourScale | None = None, drawn: Sequence[float] | np.ndarray | None = None) -> str | None:
+def change_warning(attr, scale: ColourScale | None = None,
+                   drawn: Sequence[float] | np.ndarray | None = None) -> str | None:
     """Plain words when f(x) - f(baseline) is too small to read anything into; else None.
 
     ``drawn``: the scores as drawn (e.g. word pieces summed; default ``attr.scores``). The words
@@ -337,7 +338,8 @@ def _e(x: object) -> str:
 
 
 METHOD_TEXT = {
-    "integrated_gradients": "Integrated Gradients (Captum) on the word embeddings, along the [CLS] path to the classifier",
+    "integrated_gradients": ("Integrated Gradients (Captum) on the word embeddings, along the [CLS] path to the "
+                             "classifier"),
     "gradient_x_input": "gradient \u00d7 input on the word embeddings (one backward pass)",
     "saliency": "saliency: the L2 norm of the gradient on each word embedding (one backward pass; no sign)",
     "occlusion": "occlusion: the output's drop when each word is replaced by the baseline token",

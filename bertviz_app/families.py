@@ -101,9 +101,11 @@ class Family:
         return False
 
     # -- the path -----------------------------------------------------------------------------
-    def embed(self, model, input_ids=None, token_type_ids=None, inputs_embeds=None, attention_mask=None) -> torch.Tensor:
+    def embed(self, model, input_ids=None, token_type_ids=None, inputs_embeds=None,
+              attention_mask=None) -> torch.Tensor:
         """Depth 0 (B, T, D): ``hidden_states[0]`` of the model's own forward."""
-        return self.base(model).embeddings(input_ids=input_ids, token_type_ids=token_type_ids, inputs_embeds=inputs_embeds)
+        return self.base(model).embeddings(input_ids=input_ids, token_type_ids=token_type_ids,
+                                           inputs_embeds=inputs_embeds)
 
     def layer(self, layer, hidden: torch.Tensor, mask, attend, cls_only: bool = False) -> torch.Tensor:
         """One layer with attention function ``attend``: (B, T, D) -> (B, T, D), or (B, 1, D) for
@@ -159,9 +161,11 @@ class _BertLike(Family):
         q = _heads(sa.query(x), b, q_len, head)  # (B, H, Q, d)
         k = _heads(sa.key(hidden), b, t, head)  # (B, H, T, d)
         v = _heads(sa.value(hidden), b, t, head)  # (B, H, T, d)
-        out, _ = attend(sa, q, k, v, mask, dropout=sa.dropout.p if sa.training else 0.0, scaling=sa.scaling)  # (B, Q, H, d)
+        out, _ = attend(sa, q, k, v, mask, dropout=sa.dropout.p if sa.training else 0.0,
+                        scaling=sa.scaling)  # (B, Q, H, d)
         out = layer.attention.output(out.reshape(b, q_len, -1).contiguous(), x)  # (B, Q, D)
-        return apply_chunking_to_forward(layer.feed_forward_chunk, layer.chunk_size_feed_forward, layer.seq_len_dim, out)
+        return apply_chunking_to_forward(layer.feed_forward_chunk, layer.chunk_size_feed_forward, layer.seq_len_dim,
+                                         out)
 
 
 class Bert(_BertLike):
@@ -225,7 +229,8 @@ class Electra(Roberta):
 
     def embed(self, model, input_ids=None, token_type_ids=None, inputs_embeds=None, attention_mask=None):
         base = model.electra
-        h = base.embeddings(input_ids=input_ids, token_type_ids=token_type_ids, inputs_embeds=inputs_embeds)  # (B, T, E)
+        h = base.embeddings(input_ids=input_ids, token_type_ids=token_type_ids,
+                            inputs_embeds=inputs_embeds)  # (B, T, E)
         proj = getattr(base, "embeddings_project", None)
         return proj(h) if proj is not None else h  # (B, T, D)
 
@@ -294,7 +299,8 @@ class Albert(Family):
         return [m for g in model.albert.encoder.albert_layer_groups for m in g.albert_layers]
 
     def embed(self, model, input_ids=None, token_type_ids=None, inputs_embeds=None, attention_mask=None):
-        h = model.albert.embeddings(input_ids=input_ids, token_type_ids=token_type_ids, inputs_embeds=inputs_embeds)  # (B, T, E)
+        h = model.albert.embeddings(input_ids=input_ids, token_type_ids=token_type_ids,
+                                    inputs_embeds=inputs_embeds)  # (B, T, E)
         return model.albert.encoder.embedding_hidden_mapping_in(h)  # (B, T, D)
 
     def embedding_params(self, model):
@@ -319,7 +325,8 @@ class Albert(Family):
 
     def components(self, model):
         uses = len(self.layers(model)) // max(1, len(self.unique_layers(model)))  # calls of each shared layer
-        return [(f"{n} (used {uses}x)" if n.startswith("shared") and uses > 1 else n, k) for n, k in super().components(model)]
+        return [(f"{n} (used {uses}x)" if n.startswith("shared") and uses > 1 else n, k)
+                for n, k in super().components(model)]
 
     def layer_rows(self, i, layer):
         n = f"shared layer {i}"

@@ -88,7 +88,8 @@ def predict(
         return predict_windows(lm, texts, pairs, stride=stride, pool=pool, batch_size=batch_size,
                                attention=attention, sort_by_length=sort_by_length,
                                cls_only_last_layer=cls_only_last_layer)
-    texts, pairs = check_texts(texts, pairs, max_chars=lm.settings.max_chars, max_batch_texts=lm.settings.max_batch_texts)
+    texts, pairs = check_texts(texts, pairs, max_chars=lm.settings.max_chars,
+                               max_batch_texts=lm.settings.max_batch_texts)
     if batch_size < 1:
         raise InputError("batch_size must be at least 1.")
     options = _options(lm, attention, sort_by_length, cls_only_last_layer)
@@ -151,7 +152,8 @@ def predict_windows(lm: LoadedModel, texts, pairs=None, stride: int = 128, pool:
     A text that fits is one window: the same probabilities as ``predict``. The result's
     ``truncated`` is False (nothing was dropped), ``n_tokens`` counts the whole text and
     ``windows`` says how many windows were read. The speed options are ``predict``'s."""
-    texts, pairs = check_texts(texts, pairs, max_chars=lm.settings.max_chars, max_batch_texts=lm.settings.max_batch_texts)
+    texts, pairs = check_texts(texts, pairs, max_chars=lm.settings.max_chars,
+                               max_batch_texts=lm.settings.max_batch_texts)
     check_window(lm, stride, pool)
     if batch_size < 1:
         raise InputError("batch_size must be at least 1.")

@@ -170,7 +170,8 @@ class Attribution:
 
     def to_dict(self) -> dict:
         """The record as JSON types; the cost fields only where they were measured (``methods.explain``)."""
-        cost = {"n_forward": self.n_forward, "n_backward": self.n_backward, "seconds": self.seconds} if self.seconds else {}
+        cost = ({"n_forward": self.n_forward, "n_backward": self.n_backward, "seconds": self.seconds}
+                if self.seconds else {})
         return {
             "tokens": list(self.tokens),
             "attributions": [float(s) for s in self.scores],
@@ -314,7 +315,8 @@ class MethodComparison:
         order of ``methods``: two methods that rank the same tokens first score the same up to float
         rounding, which differs between CPUs, so such a difference names no winner."""
         best = max(f.comprehensiveness for f in self.faithfulness)
-        return tuple(m for m, f in zip(self.methods, self.faithfulness) if best - f.comprehensiveness <= FAITHFULNESS_TIE)
+        return tuple(m for m, f in zip(self.methods, self.faithfulness)
+                     if best - f.comprehensiveness <= FAITHFULNESS_TIE)
 
     @property
     def most_faithful(self) -> str:
@@ -331,8 +333,8 @@ class MethodComparison:
         if f.comprehensiveness < 0.05:
             return (f"no method's top-ranked tokens matter much to the model here (best AOPC comprehensiveness "
                     f"{f.comprehensiveness:+.2f}, {names}): the prediction does not rest on a few tokens")
-        others = ", ".join(f"{method_label(m)} {g.comprehensiveness:+.2f}" for m, g in zip(self.methods, self.faithfulness)
-                           if m not in tied)
+        others = ", ".join(f"{method_label(m)} {g.comprehensiveness:+.2f}"
+                           for m, g in zip(self.methods, self.faithfulness) if m not in tied)
         if len(tied) == 1:
             lead = f"{names} is the most faithful here: removing its top-ranked tokens lowers"
         else:
@@ -345,7 +347,8 @@ class MethodComparison:
         return {
             "tokens": list(self.tokens),
             "methods": {m: {**a.to_dict(), "faithfulness": f.to_dict(), "rollout_spearman": float(r)}
-                        for m, a, f, r in zip(self.methods, self.attributions, self.faithfulness, self.rollout_spearman)},
+                        for m, a, f, r in zip(self.methods, self.attributions, self.faithfulness,
+                                              self.rollout_spearman)},
             "spearman": np.round(self.spearman, 6).tolist(),
             "top_k": self.top_k,
             "top_k_overlap": np.round(self.top_k_overlap, 6).tolist(),

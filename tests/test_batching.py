@@ -206,7 +206,8 @@ def test_an_idle_worker_ends_and_a_new_one_starts_on_demand(monkeypatch):
     out = {}
     for round_ in range(20):
         threading.Event().wait(0.04 + 0.001 * round_)  # around the exit deadline
-        ts = [threading.Thread(target=lambda i=i, r=round_: out.__setitem__((r, i), b.submit("k", i))) for i in range(4)]
+        ts = [threading.Thread(target=lambda i=i, r=round_: out.__setitem__((r, i), b.submit("k", i)))
+              for i in range(4)]
         for t in ts:
             t.start()
         for t in ts:

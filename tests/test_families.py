@@ -19,7 +19,8 @@ TEXTS = ["the film was awful", SENTENCE, "it is not good, it is bad, it is awful
 WORDS = ["a", "the", "film", "movie", "good", "bad", "great", "awful", "is", "was", "not", "gorgeous", "moving",
          "tedious", "slog", "joy", "less", "fun", "it", ",", ".", "!"]
 LABELS = ["negative", "positive"]
-SMALL = dict(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)
+SMALL = dict(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
+             max_position_embeddings=64)
 
 
 def _wordpiece(cls, path):
@@ -168,7 +169,8 @@ def test_composed_forward_equals_the_models_logits(fam_lm, pair):
                 got = classifier_logits(model, **enc, attention=attention, cls_only=cls_only)
                 torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-5)
                 got = classifier_logits(model, inputs_embeds=embeds, attention_mask=enc["attention_mask"],
-                                        token_type_ids=enc.get("token_type_ids"), attention=attention, cls_only=cls_only)
+                                        token_type_ids=enc.get("token_type_ids"), attention=attention,
+                                        cls_only=cls_only)
                 torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-5)
     assert model.config.to_dict() == before and attention_maps_work(model)
 
@@ -178,6 +180,52 @@ def test_attention_rows_sum_to_one(fam_lm):
     t = len(maps.tokens)
     assert maps.weights.shape == (2, 2, t, t)
     np.testing.assert_allclose(maps.weights.sum(-1), 1.0, atol=1e-5)
+
+
+@pytest.mark.parametrize("pair", [None, "it was fun"])
+def test_attention_and_rollout_rows_sum_to_one(fam_lm, pair):
+    """Every head's attention row is a distribution over the tokens, with a second text too, and so is
+    every row of attention rollout (products of row-stochastic matrices)."""
+    maps = bv.attention(fam_lm, SENTENCE, pair)
+    np.testing.assert_allclose(maps.weights.sum(-1), 1.0, atol=1e-5)
+    assert (maps.weights >= 0).all()
+    flow = bv.rollout(maps)  # (L, T, T)
+    np.testing.assert_allclose(flow.sum(-1), 1.0, atol=1e-4)
+
+
+@pytest.mark.parametrize("output", ["prob", "logit"])
+def test_integrated_gradients_completeness_on_the_engine(fam_lm, output):
+    """The engine's Integrated Gradients (fixed and adaptive steps, both outputs, with a second
+    text): sum(attributions) - delta = f(x) - f(baseline) (Captum's delta), and f(x) is what the
+    model outputs for the text."""
+    from bertviz_app.attribution import AttributionEngine
+
+    for pair in (None, "it was fun"):
+        engine = AttributionEngine.for_text(fam_lm, SENTENCE, pair, output=output)
+        p = bv.predict(fam_lm, SENTENCE, pairs=None if pair is None else pair)[0]
+        for n_steps, tolerance in ((32, None), (None, 0.05)):
+            (a,) = engine.integrated_gradients(n_steps, tolerance)
+            assert float(a.scores.sum()) - a.delta == pytest.approx(a.f_x - a.f_baseline, abs=1e-5)
+            assert a.target == p.label
+            if output == "prob":
+                assert a.f_x == pytest.approx(max(p.probs), abs=1e-5)
+
+
+def test_every_registered_method_explains_every_family(fam_lm):
+    """Each method of the registry, looked up by name: one score per token, the record's identity
+    delta = f(x) - f(baseline) - sum(scores), the same class explained, and the per-word methods
+    scoring the special tokens 0."""
+    from bertviz_app.methods import METHOD_CLASSES
+
+    ref = bv.predict(fam_lm, SENTENCE)[0]
+    for name, cls in METHOD_CLASSES.items():
+        a = bv.explain(fam_lm, SENTENCE, name, n_steps=16, n_samples=32)
+        assert a.method == name and a.scores.shape == (len(a.tokens),) and np.isfinite(a.scores).all()
+        assert a.delta == pytest.approx(a.f_x - a.f_baseline - float(a.scores.sum()), abs=1e-5)
+        assert a.target == ref.label and a.f_x == pytest.approx(max(ref.probs), abs=1e-5)
+        if cls.per_word:
+            special = np.array([s is None for s in a.info.sequence_ids])
+            assert np.all(a.scores[special] == 0)
 
 
 @pytest.mark.parametrize("baseline", ["pad", "mask", "unk", "zero"])
@@ -247,7 +295,8 @@ def test_word_merge_maps_every_tokenizers_pieces_back_to_words(fam_lm):
     from bertviz_app.words import word_groups
 
     _, info = encode(fam_lm, SENTENCE, "it was fun")
-    words = [w for w, g in zip(word_groups(info).words, word_groups(info).groups) if info.sequence_ids[g[0]] is not None]
+    groups = word_groups(info)
+    words = [w for w, g in zip(groups.words, groups.groups) if info.sequence_ids[g[0]] is not None]
     assert words == ["a", "gorgeous,", "moving", "film!", "it", "was", "fun"]
 
 
@@ -287,7 +336,8 @@ def test_unsupported_model_type_lists_the_supported_ones(tmp_path):
 
     d = tmp_path / "gpt2"
     GPT2ForSequenceClassification(GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=20)).save_pretrained(d)
-    with pytest.raises(ModelLoadError, match="'gpt2' model.*bert, distilbert, roberta, xlm-roberta, albert, electra, deberta-v2"):
+    supported = "bert, distilbert, roberta, xlm-roberta, albert, electra, deberta-v2"
+    with pytest.raises(ModelLoadError, match=f"'gpt2' model.*{supported}"):
         bv.load_model(str(d), device="cpu")
 
 
@@ -317,7 +367,8 @@ def test_fine_tuning_starts_from_every_family(fam_lm, mode, settings, tmp_path, 
     info = json.loads((result.path / "run.json").read_text())
     lm = bv.load_model(f"runs/{mode}-run", device="cpu", settings=settings)
     assert lm.model.config.model_type == fam_lm.model.config.model_type and lm.labels == tuple(LABELS)
-    assert result.metrics["accuracy"] == pytest.approx(1 - len({r["row"] for r in result.misclassified}) / info["val_rows"])
+    wrong = len({r["row"] for r in result.misclassified})
+    assert result.metrics["accuracy"] == pytest.approx(1 - wrong / info["val_rows"])
     lens = bv.cls_lens(lm, SENTENCE)
     np.testing.assert_allclose(lens.probs[-1], bv.predict(lm, SENTENCE)[0].probs, atol=1e-5)
 
@@ -333,7 +384,8 @@ def test_fine_tuning_refuses_an_unsupported_base(tmp_path):
 
 @pytest.mark.parametrize("family, config, total, head", [
     ("distilbert", dict(), 66_955_010, 592_130),  # distilbert-base-uncased
-    ("roberta", dict(vocab_size=50265, max_position_embeddings=514, type_vocab_size=1), 124_647_170, 592_130),  # roberta-base
+    # roberta-base
+    ("roberta", dict(vocab_size=50265, max_position_embeddings=514, type_vocab_size=1), 124_647_170, 592_130),
     ("xlm-roberta", dict(vocab_size=250002, max_position_embeddings=514, type_vocab_size=1), 278_045_186, 592_130),
 ])
 def test_summary_reproduces_published_base_counts(family, config, total, head):

@@ -206,7 +206,8 @@ def test_a_tie_in_faithfulness_is_said_and_a_clear_lead_is_not(sentiment):
     starred = list(attribution_tab.compare_table(clear)["method"])
     assert starred == ["saliency (gradient norm)", "occlusion (per word) ★", "gradient × input"]
     low = _with_comprehensiveness(c, [0.01, 0.01, 0.0])
-    assert low.reading.startswith("no method's top-ranked tokens matter much") and "saliency (gradient norm) and" in low.reading
+    assert low.reading.startswith("no method's top-ranked tokens matter much")
+    assert "saliency (gradient norm) and" in low.reading
 
 
 def test_compare_methods_side_by_side(tiny):
@@ -308,7 +309,8 @@ def test_cli_method_and_compare(capsys, tiny_model_dir):
     assert code == 0 and r["method"] == "occlusion" and len(r["attributions"]) == len(r["tokens"])
     code, out, _ = _cli(capsys, "explain", SENTENCE, *model, "--method", "saliency")
     assert code == 0 and out.startswith("saliency, target") and "backward" in out
-    code, out, _ = _cli(capsys, "explain", SENTENCE, *model, "--compare", "--n-steps", "8", "--n-samples", "32", "--json")
+    code, out, _ = _cli(capsys, "explain", SENTENCE, *model, "--compare", "--n-steps", "8", "--n-samples", "32",
+                        "--json")
     r = json.loads(out)
     assert code == 0 and set(r["methods"]) == set(METHODS) and r["most_faithful"] in METHODS
     assert all("comprehensiveness" in m["faithfulness"] for m in r["methods"].values())
@@ -379,3 +381,40 @@ def test_faithfulness_of_many_attributions_padded_together_equals_one_at_a_time(
         assert f.sufficiency_k == pytest.approx(one.sufficiency_k, abs=1e-5)
         assert f.p_x == pytest.approx(one.p_x, abs=1e-5)
     assert faithfulness_many(tiny, []) == []
+
+
+def test_methods_are_classes_found_by_name_in_the_registry(tiny, monkeypatch):
+    """METHODS lists the registry's names in order; each class's attribute() on the public engine
+    gives what explain gives; a method registered from outside is found by explain and
+    compare_methods; an unknown name or a taken one is refused."""
+    import bertviz_app.methods as methods
+    from bertviz_app.attribution import AttributionEngine
+    from bertviz_app.methods import METHOD_CLASSES, Method, Saliency, method_class, register_method
+
+    assert METHODS == tuple(METHOD_CLASSES) and method_class("saliency") is Saliency
+    engine = AttributionEngine.for_text(tiny, SENTENCE)
+    direct = Saliency(engine).attribute()
+    np.testing.assert_allclose(direct.scores, explain(tiny, SENTENCE, "saliency").scores, atol=1e-7)
+    assert direct.method == "saliency" and direct.n_backward == 1
+
+    class Uniform(Method):
+        """Every real token gets an equal share of f(x) - f(baseline)."""
+
+        name = "uniform"
+
+        def attribute(self, **options):
+            real = np.array([s is not None for s in self.engine.infos[0].sequence_ids])
+            scores = real * (self.engine.f_x[0] - self.engine.f_b[0]) / real.sum()
+            return self.record(scores, 0, 2, 0, 0.0)
+
+    monkeypatch.setattr(methods, "METHOD_CLASSES", dict(METHOD_CLASSES))  # the registration is undone after the test
+    register_method(Uniform)
+    a = explain(tiny, SENTENCE, "uniform")
+    assert a.method == "uniform" and abs(a.delta) < 1e-6  # complete by construction
+    c = compare_methods(tiny, SENTENCE, methods=["uniform", "saliency"])
+    assert c.methods == ("uniform", "saliency") and len(c.faithfulness) == 2
+    with pytest.raises(ValueError, match="new name"):
+        register_method(Uniform)
+    assert "uniform" in methods.METHOD_CLASSES
+    with pytest.raises(InputError, match="Unknown attribution method 'magic'"):
+        explain(tiny, SENTENCE, "magic")

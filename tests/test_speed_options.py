@@ -177,7 +177,8 @@ def test_per_call_options_do_not_leak_to_other_callers(tiny, monkeypatch):
     np.testing.assert_allclose(maps.weights.sum(-1), 1.0, atol=1e-5)
 
 
-TEXTS = ["good", "the film is not good, it was a tedious slog", "a fine, warm and very funny film", SENTENCE + " indeed"]
+TEXTS = ["good", "the film is not good, it was a tedious slog", "a fine, warm and very funny film",
+         SENTENCE + " indeed"]
 
 
 @pytest.mark.parametrize("tolerance", [None, 0.05])
