@@ -47,7 +47,9 @@ OUT_OF_DOMAIN = [
     ("The printer jams constantly and the ink costs a fortune.", 0),
 ]
 
-BASE = dict(epochs=1.0, learning_rate=1e-4, batch_size=32, warmup_ratio=0.06, bf16=False)  # fp32 everywhere, as on a CPU
+BASE = dict(
+    epochs=1.0, learning_rate=1e-4, batch_size=32, warmup_ratio=0.06, bf16=False
+)  # fp32 everywhere, as on a CPU
 VARIANTS = {
     "current": {},  # the recipe up to now: 1 epoch, lr 1e-4, batch 32, linear decay, 6% warm-up
     "frozen-emb": dict(freeze_word_embeddings=True),
@@ -87,29 +89,42 @@ VARIANTS = {
 def run(name: str, train, test, progress_every: int = 50) -> dict:
     import torch
 
-    from bertviz_app.default_model import LABELS, _predict_labels, encoder_path
+    from bench.evaluate import predict_labels
+    from bertviz_app.default_model import LABELS, encoder_path
     from bertviz_app.training import TrainConfig, train_classifier
 
     kwargs = {**BASE, **VARIANTS[name]}
     config = TrainConfig(**{"seed": 42, **kwargs}, logging_steps=progress_every)
     started = time.perf_counter()
-    model, tok, info = train_classifier(encoder_path(), LABELS, train["text"].tolist(), train["label"].tolist(), config=config)
+    model, tok, info = train_classifier(
+        encoder_path(), LABELS, train["text"].tolist(), train["label"].tolist(), config=config
+    )
     train_s = time.perf_counter() - started
-    preds = _predict_labels(model, tok, test["text"].tolist(), info["max_length"])
+    preds = predict_labels(model, tok, test["text"].tolist(), info["max_length"])
     total_s = time.perf_counter() - started
     acc = float((torch.tensor(preds) == torch.tensor(test["label"].tolist())).float().mean())
-    ood = _predict_labels(model, tok, [t for t, _ in OUT_OF_DOMAIN], info["max_length"])
+    ood = predict_labels(model, tok, [t for t, _ in OUT_OF_DOMAIN], info["max_length"])
     ood_acc = sum(int(p == y) for p, (_, y) in zip(ood, OUT_OF_DOMAIN)) / len(OUT_OF_DOMAIN)
-    return {"variant": name, "config": kwargs, "accuracy": acc, "train_s": train_s, "train_and_eval_s": total_s,
-            "out_of_domain_accuracy": ood_acc, "max_length": info["max_length"], "steps": info["steps"],
-            "load_average": os.getloadavg()}
+    return {
+        "variant": name,
+        "config": kwargs,
+        "accuracy": acc,
+        "train_s": train_s,
+        "train_and_eval_s": total_s,
+        "out_of_domain_accuracy": ood_acc,
+        "max_length": info["max_length"],
+        "steps": info["steps"],
+        "load_average": os.getloadavg(),
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, from: " + ", ".join(VARIANTS))
     parser.add_argument("--max-train-rows", type=int, default=None)
-    parser.add_argument("--out", default=str(ROOT / "bench" / "out" / "default_recipe.json"), help="where the JSON goes")
+    parser.add_argument(
+        "--out", default=str(ROOT / "bench" / "out" / "default_recipe.json"), help="where the JSON goes"
+    )
     args = parser.parse_args()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     from bertviz_app.default_model import rotten_tomatoes_split
@@ -125,9 +140,12 @@ def main() -> None:
         r = run(name, train, test)
         results.append(r)
         ref = results[0]
-        print(f"{name:<20} accuracy {r['accuracy']:.4f}  out-of-domain {r['out_of_domain_accuracy']:.2f}  "
-              f"train {r['train_s']:.0f}s (x{r['train_s'] / ref['train_s']:.2f} of {ref['variant']})  "
-              f"load {r['load_average'][0]:.2f}", flush=True)
+        print(
+            f"{name:<20} accuracy {r['accuracy']:.4f}  out-of-domain {r['out_of_domain_accuracy']:.2f}  "
+            f"train {r['train_s']:.0f}s (x{r['train_s'] / ref['train_s']:.2f} of {ref['variant']})  "
+            f"load {r['load_average'][0]:.2f}",
+            flush=True,
+        )
         out.write_text(json.dumps({"train_rows": len(train), "results": results}, indent=2))
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -47,11 +48,15 @@ if str(ROOT) not in sys.path:  # ``python bench/explain_families.py``
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ["BERTVIZ_MEMO_SIZE"] = "0"  # every timed call computes
 warnings.filterwarnings("ignore")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+
+from bertviz_app.config import Settings  # noqa: E402
+
+# An entry point: BERTVIZ_* read once, here; every timed call computes (memo_size 0).
+SETTINGS = dataclasses.replace(Settings.from_env(), memo_size=0)
 
 FAMILIES = ["distilbert", "roberta", "xlm-roberta", "albert", "electra", "deberta-v2"]
 LABELS = ["negative", "positive"]
@@ -72,7 +77,8 @@ def _top_words(texts: list[str], n: int) -> list[str]:
 
 def _bytes_alphabet() -> list[str]:
     """GPT-2's byte-to-unicode alphabet (256 symbols), so byte-level BPE never needs <unk>."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    bs = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
+          + list(range(ord("®"), ord("ÿ") + 1)))
     cs, n = bs[:], 0
     for b in range(256):
         if b not in bs:
@@ -121,26 +127,58 @@ def build(family: str, path: Path, texts: list[str]) -> Path:
         cls = tf.DistilBertTokenizer if family == "distilbert" else tf.ElectraTokenizer
         tok = cls(vocab_file=str(path / "vocab.txt"), do_lower_case=True, model_max_length=512)
         if family == "distilbert":
-            cfg = tf.DistilBertConfig(vocab_size=len(tok), dim=SIZE["hidden_size"], n_layers=SIZE["num_hidden_layers"],
-                                      n_heads=SIZE["num_attention_heads"], hidden_dim=SIZE["intermediate_size"], **labels)
+            cfg = tf.DistilBertConfig(
+                vocab_size=len(tok),
+                dim=SIZE["hidden_size"],
+                n_layers=SIZE["num_hidden_layers"],
+                n_heads=SIZE["num_attention_heads"],
+                hidden_dim=SIZE["intermediate_size"],
+                **labels,
+            )
         else:
             cfg = tf.ElectraConfig(vocab_size=len(tok), embedding_size=128, **SIZE, **labels)  # projected 128 -> 256
     elif family == "roberta":
         tok = _bpe(words)
-        cfg = tf.RobertaConfig(vocab_size=len(tok), pad_token_id=1, bos_token_id=0, eos_token_id=2, type_vocab_size=1,
-                               max_position_embeddings=514, **SIZE, **labels)
+        cfg = tf.RobertaConfig(
+            vocab_size=len(tok),
+            pad_token_id=1,
+            bos_token_id=0,
+            eos_token_id=2,
+            type_vocab_size=1,
+            max_position_embeddings=514,
+            **SIZE,
+            **labels,
+        )
     elif family == "xlm-roberta":
         tok = _unigram(tf.XLMRobertaTokenizer, ["<s>", "<pad>", "</s>", "<unk>", "<mask>"], words, texts)
-        cfg = tf.XLMRobertaConfig(vocab_size=len(tok), pad_token_id=1, bos_token_id=0, eos_token_id=2, type_vocab_size=1,
-                                  max_position_embeddings=514, **SIZE, **labels)
+        cfg = tf.XLMRobertaConfig(
+            vocab_size=len(tok),
+            pad_token_id=1,
+            bos_token_id=0,
+            eos_token_id=2,
+            type_vocab_size=1,
+            max_position_embeddings=514,
+            **SIZE,
+            **labels,
+        )
     elif family == "albert":
         tok = _unigram(tf.AlbertTokenizer, ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"], words, texts)
         cfg = tf.AlbertConfig(vocab_size=len(tok), embedding_size=128, pad_token_id=0, **SIZE, **labels)
     elif family == "deberta-v2":
         tok = _unigram(tf.DebertaV2Tokenizer, ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"], words, texts)
-        cfg = tf.DebertaV2Config(vocab_size=len(tok), pad_token_id=0, relative_attention=True, position_buckets=64,
-                                 max_relative_positions=512, pos_att_type=["p2c", "c2p"], position_biased_input=False,
-                                 norm_rel_ebd="layer_norm", type_vocab_size=0, **SIZE, **labels)
+        cfg = tf.DebertaV2Config(
+            vocab_size=len(tok),
+            pad_token_id=0,
+            relative_attention=True,
+            position_buckets=64,
+            max_relative_positions=512,
+            pos_att_type=["p2c", "c2p"],
+            position_biased_input=False,
+            norm_rel_ebd="layer_norm",
+            type_vocab_size=0,
+            **SIZE,
+            **labels,
+        )
     else:
         raise ValueError(family)
     torch.manual_seed(0)
@@ -187,6 +225,7 @@ def bench_model(name: str, size: str, lm, texts: list[str], tolerance: float, lo
             a = bv.attribute(lm, t, tolerance=tol, baseline=baseline)
             steps[key].append(a.n_steps)
             return a.relative_delta
+
         return fn
 
     cands = {"ours": ours(tolerance, "ours"), "loose": ours(loose, "loose")}
@@ -200,7 +239,7 @@ def bench_model(name: str, size: str, lm, texts: list[str], tolerance: float, lo
     rel: dict[str, list[float]] = {k: [] for k in cands}
     for i, t in enumerate(texts):
         items = list(cands.items())
-        items = items[i % len(items):] + items[: i % len(items)]
+        items = items[i % len(items) :] + items[: i % len(items)]
         for k, fn in items:
             t0 = time.perf_counter()
             rel[k].append(fn(t))
@@ -209,19 +248,39 @@ def bench_model(name: str, size: str, lm, texts: list[str], tolerance: float, lo
     tokens = statistics.mean(len(lm.tokenizer(t)["input_ids"]) for t in texts)
     rows = []
     for key, tol in (("ours", tolerance), ("loose", loose)):
-        r = dict(model=name, size=size, texts=n, tokens=round(tokens, 1), tolerance=tol,
-                 label=("default tolerance" if key == "ours" else "looser tolerance") + f", ours from {baseline}",
-                 ours_ms=secs[key] / n * 1000, ours_rel=float(np.mean(rel[key])), ours_rel_max=float(np.max(rel[key])),
-                 steps=float(np.mean(steps[key])), within=all(x <= tol for x in rel[key]))
+        r = dict(
+            model=name,
+            size=size,
+            texts=n,
+            tokens=round(tokens, 1),
+            tolerance=tol,
+            label=("default tolerance" if key == "ours" else "looser tolerance") + f", ours from {baseline}",
+            ours_ms=secs[key] / n * 1000,
+            ours_rel=float(np.mean(rel[key])),
+            ours_rel_max=float(np.max(rel[key])),
+            steps=float(np.mean(steps[key])),
+            within=all(x <= tol for x in rel[key]),
+        )
         if peer is None:
             r.update(peer_ms=None, peer_rel=None, ratio=None, met=None, refused=refused)
         else:
             ratio = secs["peer"] / secs[key]
             pr = float(np.mean(rel["peer"]))
-            r.update(peer_ms=secs["peer"] / n * 1000, peer_rel=pr, ratio=ratio,
-                     met=bool(ratio >= TARGET and r["ours_rel"] <= pr), refused="")
-        say(f"{name} tol {tol}: ours {r['ours_ms']:.0f} ms rel {r['ours_rel']:.4f} | peer "
-            + (f"{r['peer_ms']:.0f} ms rel {r['peer_rel']:.4f} | ratio {r['ratio']:.2f}" if peer else f"refused ({refused})"))
+            r.update(
+                peer_ms=secs["peer"] / n * 1000,
+                peer_rel=pr,
+                ratio=ratio,
+                met=bool(ratio >= TARGET and r["ours_rel"] <= pr),
+                refused="",
+            )
+        say(
+            f"{name} tol {tol}: ours {r['ours_ms']:.0f} ms rel {r['ours_rel']:.4f} | peer "
+            + (
+                f"{r['peer_ms']:.0f} ms rel {r['peer_rel']:.4f} | ratio {r['ratio']:.2f}"
+                if peer
+                else f"refused ({refused})"
+            )
+        )
         rows.append(r)
     return rows
 
@@ -238,8 +297,12 @@ def machine() -> dict:
         if line.startswith("model name"):
             cpu = line.split(":", 1)[1].strip()
             break
-    versions = {"python": sys.version.split()[0], "torch": torch.__version__, "transformers": transformers.__version__,
-                "captum": captum.__version__}
+    versions = {
+        "python": sys.version.split()[0],
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "captum": captum.__version__,
+    }
     try:
         versions["transformers-interpret"] = metadata.version("transformers-interpret")
     except metadata.PackageNotFoundError:
@@ -249,28 +312,35 @@ def machine() -> dict:
 
 def write(rows: list[dict], info: dict, started, loads: list[float], seconds: float, mode: str, path: Path) -> None:
     busy = max(loads) > 0.6 * (info["cores"] or 1)
-    lines = [f"# Explain per text vs transformers-interpret, by family ({mode} mode)", "",
-             f"Date: {started:%Y-%m-%d %H:%M} UTC; run took {seconds / 60:.1f} min. Machine: {info['cpu']}, "
-             f"{info['cores']} cores, torch threads {info['torch_threads']}, no GPU."
-             + (f" Command: `python bench/explain_families.py {info['argv']}`." if info.get("argv") else ""),
-             "Versions: " + ", ".join(f"{k} {v}" for k, v in info["versions"].items()) + ".",
-             f"Load average (1 min) at start / per model / end: {' / '.join(f'{x:.2f}' for x in loads)}"
-             + (" -- other processes were using the CPU; absolute times are noisy, the ratios compare candidates "
-                "interleaved per text in the same process." if busy else "."),
-             "",
-             "Ours: `attribute(lm, text, tolerance=...)` (adaptive Integrated Gradients on the word vectors; "
-             "every text's relative delta is guaranteed <= the tolerance). Peer: transformers-interpret "
-             "`SequenceClassificationExplainer` (LayerIntegratedGradients, 50 steps, one batch) on the same model "
-             "object. Relative delta = |delta| / |f(x) - f(baseline)|, each tool's own f and baseline. "
-             f"Target (issue 11): >= {TARGET:g}x faster per text at <= the peer's mean relative delta. Rows marked "
-             "*looser tolerance* are not the default tolerance: they show what a tolerance still far below the "
-             "peer's mean relative delta buys.",
-             f"Family models: random weights (seed 0), {SIZE_TEXT}, saved with `save_pretrained` and loaded with "
-             "`bertviz_app.load_model`; tokenizers of each family's own class covering the reviews (see the script).",
-             "",
-             "| model | texts (mean tokens) | tolerance | ours ms/text | ours mean rel. delta (max) | ours evals/text "
-             "| peer ms/text | peer mean rel. delta | ratio | >= 4x at <= peer's delta? |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"# Explain per text vs transformers-interpret, by family ({mode} mode)",
+        "",
+        f"Date: {started:%Y-%m-%d %H:%M} UTC; run took {seconds / 60:.1f} min. Machine: {info['cpu']}, "
+        f"{info['cores']} cores, torch threads {info['torch_threads']}, no GPU."
+        + (f" Command: `python bench/explain_families.py {info['argv']}`." if info.get("argv") else ""),
+        "Versions: " + ", ".join(f"{k} {v}" for k, v in info["versions"].items()) + ".",
+        f"Load average (1 min) at start / per model / end: {' / '.join(f'{x:.2f}' for x in loads)}"
+        + (
+            " -- other processes were using the CPU; absolute times are noisy, the ratios compare candidates "
+            "interleaved per text in the same process."
+            if busy
+            else "."
+        ),
+        "",
+        "Ours: `attribute(lm, text, tolerance=...)` (adaptive Integrated Gradients on the word vectors; "
+        "every text's relative delta is guaranteed <= the tolerance). Peer: transformers-interpret "
+        "`SequenceClassificationExplainer` (LayerIntegratedGradients, 50 steps, one batch) on the same model "
+        "object. Relative delta = |delta| / |f(x) - f(baseline)|, each tool's own f and baseline. "
+        f"Target (issue 11): >= {TARGET:g}x faster per text at <= the peer's mean relative delta. Rows marked "
+        "*looser tolerance* are not the default tolerance: they show what a tolerance still far below the "
+        "peer's mean relative delta buys.",
+        f"Family models: random weights (seed 0), {SIZE_TEXT}, saved with `save_pretrained` and loaded with "
+        "`bertviz_app.load_model`; tokenizers of each family's own class covering the reviews (see the script).",
+        "",
+        "| model | texts (mean tokens) | tolerance | ours ms/text | ours mean rel. delta (max) | ours evals/text "
+        "| peer ms/text | peer mean rel. delta | ratio | >= 4x at <= peer's delta? |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         tol = f"{r['tolerance']:g}" + (" (*looser tolerance*)" if r["label"].startswith("looser") else "")
         tol += "; ours from " + r["label"].rsplit("ours from ", 1)[-1]
@@ -281,24 +351,35 @@ def write(rows: list[dict], info: dict, started, loads: list[float], seconds: fl
         else:
             peer, prel, ratio = f"{r['peer_ms']:.0f}", f"{r['peer_rel']:.4f}", f"{r['ratio']:.2f}"
             met = "yes" if r["met"] else "**no**"
-        lines.append(f"| {r['model']} ({r['size']}) | {r['texts']} ({r['tokens']:.0f}) | {tol} | {ours} | {rel} | "
-                     f"{r['steps']:.1f} | {peer} | {prel} | {ratio} | {met} |")
+        lines.append(
+            f"| {r['model']} ({r['size']}) | {r['texts']} ({r['tokens']:.0f}) | {tol} | {ours} | {rel} | "
+            f"{r['steps']:.1f} | {peer} | {prel} | {ratio} | {met} |"
+        )
     lines.append("")
     path.write_text("\n".join(lines), encoding="utf-8")
-    path.with_suffix(".json").write_text(json.dumps({"mode": mode, "machine": info, "loads": loads, "rows": rows},
-                                                    indent=2, default=str), encoding="utf-8")
+    path.with_suffix(".json").write_text(
+        json.dumps({"mode": mode, "machine": info, "loads": loads, "rows": rows}, indent=2, default=str),
+        encoding="utf-8",
+    )
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="8 texts per model (default: 30, 40 on the default model)")
     ap.add_argument("--texts", type=int, default=0, help="texts per model (overrides the mode's)")
-    ap.add_argument("--families", default=",".join(["default"] + FAMILIES), help="comma list: default," + ",".join(FAMILIES))
+    ap.add_argument(
+        "--families", default=",".join(["default"] + FAMILIES), help="comma list: default," + ",".join(FAMILIES)
+    )
     ap.add_argument("--tolerance", type=float, default=0.05)
     ap.add_argument("--loose", type=float, default=0.25, help="the looser tolerance of the second row per model")
     ap.add_argument("--out", default=str(HERE / "explain_families_results.md"))
-    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default); on a machine whose "
-                    "cores other processes are using, 1 avoids OpenMP threads waiting on each other")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="torch threads (0: torch's default); on a machine whose "
+        "cores other processes are using, 1 avoids OpenMP threads waiting on each other",
+    )
     a = ap.parse_args(argv)
     if a.threads:
         torch.set_num_threads(a.threads)
@@ -320,10 +401,11 @@ def main(argv=None) -> int:
     for fam in [f.strip() for f in a.families.split(",") if f.strip()]:
         n = a.texts or (8 if a.quick else (40 if fam == "default" else 30))
         if fam == "default":
-            lm = bv.load_model("default", device="cpu")
-            size = f"MiniLM-L6, hidden {lm.model.config.hidden_size}, {lm.model.config.num_hidden_layers} layers, fine-tuned"
+            lm = bv.load_model("default", device="cpu", settings=SETTINGS)
+            cfg = lm.model.config
+            size = f"MiniLM-L6, hidden {cfg.hidden_size}, {cfg.num_hidden_layers} layers, fine-tuned"
         else:
-            lm = bv.load_model(str(build(fam, tmp / fam, train.text.tolist())), device="cpu")
+            lm = bv.load_model(str(build(fam, tmp / fam, train.text.tolist())), device="cpu", settings=SETTINGS)
             size = f"{type(lm.model).__name__}, random, {SIZE_TEXT}"
         say(f"{fam}: {n} texts")
         rows += bench_model(fam, size, lm, texts[:n], a.tolerance, a.loose)

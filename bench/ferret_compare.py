@@ -32,6 +32,7 @@ import platform
 import sys
 import time
 import types
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -40,6 +41,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # ``python bench/ferret_compare.py``
     sys.path.insert(0, str(ROOT))
+
+from bertviz_app.config import Settings  # noqa: E402
+
+# An entry point: BERTVIZ_* read once, here; every explanation computed (memo_size 0).
+SETTINGS = replace(Settings.from_env(), memo_size=0)
 
 METHODS = ("integrated_gradients", "gradient_x_input", "saliency", "occlusion", "kernel_shap", "lime")
 
@@ -176,7 +182,6 @@ def main(argv=None) -> int:
     ap.add_argument("--no-ids-check", dest="ids_check", action="store_false",
                     help="skip the run of ferret's evaluators without their decode/re-tokenize round trip")
     args = ap.parse_args(argv)
-    os.environ["BERTVIZ_MEMO_SIZE"] = "0"
     methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
     head = ["# Faithfulness: ours vs ferret", "",
             f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.machine()}, {os.cpu_count()} cores, CPU only, "
@@ -197,7 +202,7 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(max(1, torch.get_num_threads()))
     texts = rotten_tomatoes_split()[1]["text"].tolist()[: args.n]
-    lm = bv.load_model(args.model, device="cpu")
+    lm = bv.load_model(args.model, device="cpu", settings=SETTINGS)
     model, tok = lm.fp32_model(), lm.tokenizer
     comp_eval, suff_eval = Comp(model, tok), Suff(model, tok)
     ids_tok = IdsTokenizer(tok)
@@ -248,7 +253,8 @@ def main(argv=None) -> int:
 
     def block(title, ours_key, ferret_key):
         out = [f"### {title}", "", "| method | comprehensiveness: ours / ferret (means) | MAD | Pearson | Spearman "
-               "| sufficiency: ours / ferret (means) | MAD | Pearson | Spearman |", "|---|---|---|---|---|---|---|---|---|"]
+               "| sufficiency: ours / ferret (means) | MAD | Pearson | Spearman |",
+               "|---|---|---|---|---|---|---|---|---|"]
         for m in methods:
             o = np.array([r[ours_key] for r in rows[m]])  # (N, 2)
             f = np.array([r[ferret_key] for r in rows[m]])  # (N, 2)
@@ -266,27 +272,49 @@ def main(argv=None) -> int:
         "its `__init__`, which needs `datasets` and `seaborn`), torch " + torch.__version__ + f", {n} held-out "
         f"Rotten Tomatoes reviews (`rotten_tomatoes_split()[1][:{n}]`), each explained by every method of ours "
         f"(`bv.explain`, baseline [PAD], defaults); both implementations score the same explanation for the "
-        f"same target (the predicted class). Load average {load_before:.1f} before / {load_after:.1f} after.", "",
+        f"same target (the predicted class). Load average {load_before:.1f} before / {load_after:.1f} after.",
+        "",
         "MAD: mean absolute difference of the per-text AOPC values (probabilities, so in [0, 2]); Pearson and "
-        "Spearman over the texts.", "",
+        "Spearman over the texts.",
+        "",
     ]
-    lines += block("Aligned settings: [MASK] replacement, the same token counts, every token ranked", "mask",
-                   "ferret_aligned")
-    lines += block("Same-k: as aligned, ours averaged over distinct token counts only (ferret skips a k whose "
-                   "token set repeats the previous one)", "same_k", "ferret_aligned")
+    lines += block(
+        "Aligned settings: [MASK] replacement, the same token counts, every token ranked", "mask", "ferret_aligned"
+    )
+    lines += block(
+        "Same-k: as aligned, ours averaged over distinct token counts only (ferret skips a k whose "
+        "token set repeats the previous one)",
+        "same_k",
+        "ferret_aligned",
+    )
     if args.ids_check:
-        lines += block("Same-k without ferret's text round trip: its evaluators given the id sequences they build "
-                       "(`IdsTokenizer`; what is left is tie order and float rounding)", "same_k", "ferret_ids")
+        lines += block(
+            "Same-k without ferret's text round trip: its evaluators given the id sequences they build "
+            "(`IdsTokenizer`; what is left is tie order and float rounding)",
+            "same_k",
+            "ferret_ids",
+        )
     lines += block("Shipped settings: ours as the app computes it vs ferret's defaults", "pad", "ferret_default")
-    lines += ["### Time", "", "| method | explain (s/text) | ours, one call (ms/expl.) | ours, `faithfulness_many` "
-              "over all texts (ms/expl.) | ferret comp + suff (ms/expl.) | ferret / ours |", "|---|---|---|---|---|---|"]
+    lines += [
+        "### Time",
+        "",
+        "| method | explain (s/text) | ours, one call (ms/expl.) | ours, `faithfulness_many` "
+        "over all texts (ms/expl.) | ferret comp + suff (ms/expl.) | ferret / ours |",
+        "|---|---|---|---|---|---|",
+    ]
     for m in methods:
-        lines.append(f"| {m} | {explain_s[m] / n:.3f} | {1000 * t_ours[m] / n:.1f} | {1000 * t_many[m] / n:.1f} | "
-                     f"{1000 * t_ferret[m] / n:.1f} | {t_ferret[m] / t_ours[m]:.2f}x |")
+        lines.append(
+            f"| {m} | {explain_s[m] / n:.3f} | {1000 * t_ours[m] / n:.1f} | {1000 * t_many[m] / n:.1f} | "
+            f"{1000 * t_ferret[m] / n:.1f} | {t_ferret[m] / t_ours[m]:.2f}x |"
+        )
     changed, pieces = roundtrip_changes(tok, texts)
     lines += ["", DIFFERENCES.format(changed=changed, pieces=pieces, n=n)]
-    lines += ["", f"{repeats} of the {n} texts are short enough that two of our k = 10..50% give the same token "
-              "count (the same-k table accounts for it).", ""]
+    lines += [
+        "",
+        f"{repeats} of the {n} texts are short enough that two of our k = 10..50% give the same token "
+        "count (the same-k table accounts for it).",
+        "",
+    ]
     text = "\n".join(lines)
     Path(args.out).write_text(text + "\n", encoding="utf-8")
     print(text)

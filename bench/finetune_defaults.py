@@ -34,6 +34,9 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# TRANSITIONAL: plan_finetune/run_finetune still find the models folder through config.get_settings() (the
+# runs go to a scratch folder, not the repository's models/); once they take it as an argument, pass
+# SETTINGS.models_dir there and drop this line.
 os.environ.setdefault("BERTVIZ_MODELS_DIR", tempfile.mkdtemp(prefix="bertviz-bench-ft-"))
 
 PER_CLASS = 200
@@ -104,11 +107,18 @@ def alternatives(evals: list[dict]) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--no-today", action="store_true", help="skip the automatic settings before issue 22 (the peer)")
-    ap.add_argument("--fixed", action="store_true", help="also run the fixed defaults before issue 12 (3 ep, 5e-5, b32)")
-    ap.add_argument("--parallel", action="store_true",
-                    help="run the before-issue-22 peer in a second process at the same time (a busy shared machine)")
+    ap.add_argument(
+        "--fixed", action="store_true", help="also run the fixed defaults before issue 12 (3 ep, 5e-5, b32)"
+    )
+    ap.add_argument(
+        "--parallel",
+        action="store_true",
+        help="run the before-issue-22 peer in a second process at the same time (a busy shared machine)",
+    )
     ap.add_argument("--base", default=None, help="base model (default: the service's; a folder for a smoke test)")
-    ap.add_argument("--per-class", type=int, default=PER_CLASS, help="rows per class (%(default)s; fewer for a smoke test)")
+    ap.add_argument(
+        "--per-class", type=int, default=PER_CLASS, help="rows per class (%(default)s; fewer for a smoke test)"
+    )
     args = ap.parse_args()
     import torch
 
@@ -116,8 +126,11 @@ def main() -> int:
 
     data = write_data(HERE / "out" / "rt600.csv", args.per_class)
     load = os.getloadavg()
-    print(f"data: {data} ({3 * args.per_class} rows, fresh/rotten/plot); base {args.base or bv.DEFAULT_BASE}; "
-          f"torch threads {torch.get_num_threads()}; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}", flush=True)
+    print(
+        f"data: {data} ({3 * args.per_class} rows, fresh/rotten/plot); base {args.base or bv.DEFAULT_BASE}; "
+        f"torch threads {torch.get_num_threads()}; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}",
+        flush=True,
+    )
 
     started = time.time()
 
@@ -126,21 +139,32 @@ def main() -> int:
             print(f"-- {e['mode']} ({e['index']} of {e['of']}) at {time.time() - started:.0f}s", flush=True)
         elif e.get("kind") == "result":
             r = e["result"]
-            print(f"== {r.name}: macro-F1 {r.metrics['macro_f1']:.4f}, accuracy {r.metrics['accuracy']:.4f}, "
-                  f"{r.seconds:.0f}s; verdict {r.verdict.status}: {r.verdict.message}", flush=True)
+            print(
+                f"== {r.name}: macro-F1 {r.metrics['macro_f1']:.4f}, accuracy {r.metrics['accuracy']:.4f}, "
+                f"{r.seconds:.0f}s; verdict {r.verdict.status}: {r.verdict.message}",
+                flush=True,
+            )
         elif e.get("kind") == "progress":
-            logs = {k: v for k, v in (e.get("logs") or {}).items()
-                    if k in ("loss", "eval_macro_f1", "eval_accuracy", "eval_loss", "eval_ece")}
+            logs = {
+                k: v
+                for k, v in (e.get("logs") or {}).items()
+                if k in ("loss", "eval_macro_f1", "eval_accuracy", "eval_loss", "eval_ece")
+            }
             if logs:
-                print(f"   step {e['step']}/{e['max_steps']} " + " ".join(f"{k} {v:.4f}" for k, v in logs.items())
-                      + f"  ({time.time() - started:.0f}s, load {os.getloadavg()[0]:.1f})", flush=True)
+                print(
+                    f"   step {e['step']}/{e['max_steps']} "
+                    + " ".join(f"{k} {v:.4f}" for k, v in logs.items())
+                    + f"  ({time.time() - started:.0f}s, load {os.getloadavg()[0]:.1f})",
+                    flush=True,
+                )
 
-    from bertviz_app.finetune import _hidden_size, base_model_path, run_finetune
+    from bench.evaluate import hidden_size
+    from bertviz_app.finetune import base_model_path, run_finetune
 
     plan = bv.plan_finetune(data, mode="both", base=args.base, allow_paths=True)
     print("automatic settings: " + "; ".join(plan.auto), flush=True)
     n_train = max(1, int(len(plan.train) * (1 - plan.val_fraction)))
-    today_config = old_auto_config(n_train, _hidden_size(base_model_path(plan.base)), seed=plan.config.seed)
+    today_config = old_auto_config(n_train, hidden_size(base_model_path(plan.base)), seed=plan.config.seed)
     today_job = None
     if not args.no_today and args.parallel:  # the peer in a second process (nice as this one), started now
         import multiprocessing as mp
@@ -154,79 +178,148 @@ def main() -> int:
     both_s = time.time() - t0
     load_full = os.getloadavg()
     v = full.verdict
-    rows = [row("majority class", v.majority, None, f"always {v.majority['class']!r}"),
-            row("probe (frozen encoder + LR)", probe.metrics, probe.seconds),
-            row("full, automatic settings", full.metrics, full.seconds,
-                f"{full.hyperparameters.get('epochs')} epochs max, lr {full.hyperparameters.get('learning_rate')}, "
-                f"batch {full.hyperparameters.get('batch_size')}, eval every {full.hyperparameters.get('eval_every')}, "
-                f"stopped early: {full.stopped_early}, verdict {v.status}",
-                steps=_steps(full), load=load_full)]
+    rows = [
+        row("majority class", v.majority, None, f"always {v.majority['class']!r}"),
+        row("probe (frozen encoder + LR)", probe.metrics, probe.seconds),
+        row(
+            "full, automatic settings",
+            full.metrics,
+            full.seconds,
+            f"{full.hyperparameters.get('epochs')} epochs max, lr {full.hyperparameters.get('learning_rate')}, "
+            f"batch {full.hyperparameters.get('batch_size')}, eval every {full.hyperparameters.get('eval_every')}, "
+            f"stopped early: {full.stopped_early}, verdict {v.status}",
+            steps=_steps(full),
+            load=load_full,
+        ),
+    ]
     runs = {"full, automatic settings": full}
 
     def peer(what: str, config, res=None):
         if res is None:
             print(f"-- {what}: {config}", flush=True)
             # the same split and probe as the automatic run: run_finetune with the plan's data, the peer's config
-            res = run_finetune(plan.train, plan.val, base=plan.base, mode="full", config=config,
-                               val_fraction=plan.val_fraction, source=plan.source,
-                               progress=lambda e: show({"kind": "progress", **e}), probe=probe.metrics,
-                               allow_paths=plan.allow_paths)
+            res = run_finetune(
+                plan.train,
+                plan.val,
+                base=plan.base,
+                mode="full",
+                config=config,
+                val_fraction=plan.val_fraction,
+                source=plan.source,
+                progress=lambda e: show({"kind": "progress", **e}),
+                probe=probe.metrics,
+                allow_paths=plan.allow_paths,
+            )
         show({"kind": "result", "result": res})
         runs[what] = res
-        rows.append(row(what, res.metrics, res.seconds, f"{config.epochs:g} epochs max, eval every "
-                        f"{res.hyperparameters.get('eval_every')}, stopped early: {res.stopped_early}, verdict "
-                        f"{res.verdict.status}", steps=_steps(res), load=os.getloadavg()))
+        rows.append(
+            row(
+                what,
+                res.metrics,
+                res.seconds,
+                f"{config.epochs:g} epochs max, eval every "
+                f"{res.hyperparameters.get('eval_every')}, stopped early: {res.stopped_early}, verdict "
+                f"{res.verdict.status}",
+                steps=_steps(res),
+                load=os.getloadavg(),
+            )
+        )
         return res
 
     today = None
     if not args.no_today:
-        today = peer("full, automatic settings before issue 22", today_config,
-                     today_job.result() if today_job is not None else None)
+        today = peer(
+            "full, automatic settings before issue 22",
+            today_config,
+            today_job.result() if today_job is not None else None,
+        )
     fixed = None
     if args.fixed:
         import dataclasses
 
-        plan_fixed = bv.plan_finetune(data, mode="full", base=args.base, epochs=3, learning_rate=5e-5, batch_size=32,
-                                      warmup_ratio=0.06, patience=2)
-        fixed = peer("full, fixed defaults before issue 12 (3 ep, 5e-5, b32)",
-                     dataclasses.replace(plan_fixed.config, stop_on="metric", min_delta=0.0))
+        plan_fixed = bv.plan_finetune(
+            data,
+            mode="full",
+            base=args.base,
+            epochs=3,
+            learning_rate=5e-5,
+            batch_size=32,
+            warmup_ratio=0.06,
+            patience=2,
+        )
+        fixed = peer(
+            "full, fixed defaults before issue 12 (3 ep, 5e-5, b32)",
+            dataclasses.replace(plan_fixed.config, stop_on="metric", min_delta=0.0),
+        )
     load2 = os.getloadavg()
     print()
     print(f"{'':46} {'macro-F1':>8} {'accuracy':>8} {'steps':>6} {'seconds':>7} {'val NLL':>7} {'ECE':>6}")
     fmt = lambda x, f: "-" if x is None else format(x, f)  # noqa: E731
     for r in rows:
-        print(f"{r['what']:46} {r['macro_f1']:8.3f} {r['accuracy']:8.3f} {fmt(r['steps'], 'd'):>6} "
-              f"{fmt(r['seconds'], '.0f'):>7} {fmt(r['val_nll'], '.3f'):>7} {fmt(r['ece'], '.3f'):>6}  {r['note']}")
+        print(
+            f"{r['what']:46} {r['macro_f1']:8.3f} {r['accuracy']:8.3f} {fmt(r['steps'], 'd'):>6} "
+            f"{fmt(r['seconds'], '.0f'):>7} {fmt(r['val_nll'], '.3f'):>7} {fmt(r['ece'], '.3f'):>6}  {r['note']}"
+        )
     trajectories = {what: evaluations(res) for what, res in runs.items()}
     for what, evals in trajectories.items():
         print(f"\nevaluations of {what} (kept: step {_run_info(runs[what]).get('best_step')}):")
         for e in evals:
-            print(f"  step {e['step']:>4}  macro-F1 {e['macro_f1']:.4f}  val loss {e['loss']:.4f}  ECE {e.get('ece', float('nan')):.4f}")
+            print(
+                f"  step {e['step']:>4}  macro-F1 {e['macro_f1']:.4f}  val loss {e['loss']:.4f}  ECE "
+                f"{e.get('ece', float('nan')):.4f}"
+            )
         for k, a in alternatives(evals).items():
-            print(f"  {k}: step {a['step']}, macro-F1 {a['macro_f1']:.4f}, val NLL {a['val_nll']:.4f}, ECE {a['ece']:.4f}")
-    print(f"\nfull(auto) - probe macro-F1: {full.metrics['macro_f1'] - probe.metrics['macro_f1']:+.3f}; verdict: {v.message}")
+            print(
+                f"  {k}: step {a['step']}, macro-F1 {a['macro_f1']:.4f}, val NLL {a['val_nll']:.4f}, ECE {a['ece']:.4f}"
+            )
+    print(
+        f"\nfull(auto) - probe macro-F1: {full.metrics['macro_f1'] - probe.metrics['macro_f1']:+.3f}; verdict: "
+        f"{v.message}"
+    )
     target = None
     if today is not None:
         d_f1 = full.metrics["macro_f1"] - today.metrics["macro_f1"]
         ratio = _steps(full) / max(1, _steps(today))
         target = d_f1 >= -0.01 and ratio <= 0.5
-        print(f"automatic vs before issue 22: macro-F1 {d_f1:+.4f}, optimizer steps {_steps(full)} / {_steps(today)} = "
-              f"{ratio:.2f}x, seconds {full.seconds / max(today.seconds, 1e-9):.2f}x, val NLL {full.metrics['val_nll']:.3f} vs "
-              f"{today.metrics['val_nll']:.3f}, ECE {full.metrics['ece']:.3f} vs {today.metrics['ece']:.3f}")
+        print(
+            f"automatic vs before issue 22: macro-F1 {d_f1:+.4f}, optimizer steps {_steps(full)} / {_steps(today)} = "
+            f"{ratio:.2f}x, seconds {full.seconds / max(today.seconds, 1e-9):.2f}x, val NLL "
+            f"{full.metrics['val_nll']:.3f} vs "
+            f"{today.metrics['val_nll']:.3f}, ECE {full.metrics['ece']:.3f} vs {today.metrics['ece']:.3f}"
+        )
         print(f"before-issue-22 verdict: {today.verdict.message}")
-        print("TARGET MET: macro-F1 within 0.01 or better with at most half the optimizer steps" if target else
-              "TARGET MISSED: macro-F1 within 0.01 or better with at most half the optimizer steps")
-    print(f"load average: start {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, end {load2[0]:.2f} {load2[1]:.2f} {load2[2]:.2f}; "
-          f"probe+full wall {both_s:.0f}s")
-    out = {"rows": rows, "auto": list(plan.auto), "verdict": v.message,
-           "today_verdict": today.verdict.message if today else None,
-           "fixed_verdict": fixed.verdict.message if fixed else None, "evaluations": trajectories,
-           "alternatives": {w: alternatives(e) for w, e in trajectories.items()}, "target_met": target,
-           "load_start": load, "load_end": load2, "device": str(full.hyperparameters.get("bf16")),
-           "val_rows": full.metrics["n"], "train_rows": len(plan.train) - full.metrics["n"]}
+        print(
+            "TARGET MET: macro-F1 within 0.01 or better with at most half the optimizer steps"
+            if target
+            else "TARGET MISSED: macro-F1 within 0.01 or better with at most half the optimizer steps"
+        )
+    print(
+        f"load average: start {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, end {load2[0]:.2f} {load2[1]:.2f} "
+        f"{load2[2]:.2f}; "
+        f"probe+full wall {both_s:.0f}s"
+    )
+    out = {
+        "rows": rows,
+        "auto": list(plan.auto),
+        "verdict": v.message,
+        "today_verdict": today.verdict.message if today else None,
+        "fixed_verdict": fixed.verdict.message if fixed else None,
+        "evaluations": trajectories,
+        "alternatives": {w: alternatives(e) for w, e in trajectories.items()},
+        "target_met": target,
+        "load_start": load,
+        "load_end": load2,
+        "device": str(full.hyperparameters.get("bf16")),
+        "val_rows": full.metrics["n"],
+        "train_rows": len(plan.train) - full.metrics["n"],
+    }
     (HERE / "out" / "finetune_defaults.json").write_text(json.dumps(out, indent=2))
     ok = full.metrics["macro_f1"] > max(0.6, probe.metrics["macro_f1"])
-    print("PASS: defaults beat the probe and 0.6 macro-F1" if ok else "FAIL: defaults do not beat the probe and 0.6 macro-F1")
+    print(
+        "PASS: defaults beat the probe and 0.6 macro-F1"
+        if ok
+        else "FAIL: defaults do not beat the probe and 0.6 macro-F1"
+    )
     return 0 if ok else 1
 
 
@@ -238,13 +331,29 @@ def _peer_job(data: str, base, config, name: str):
     plan = bv.plan_finetune(data, mode="full", base=base, allow_paths=True)
 
     def say(e):
-        logs = {k: v for k, v in (e.get("logs") or {}).items() if k in ("loss", "eval_macro_f1", "eval_loss", "eval_ece")}
+        logs = {
+            k: v for k, v in (e.get("logs") or {}).items() if k in ("loss", "eval_macro_f1", "eval_loss", "eval_ece")
+        }
         if logs:
-            print(f"   [peer] step {e['step']}/{e['max_steps']} " + " ".join(f"{k} {v:.4f}" for k, v in logs.items())
-                  + f"  (load {os.getloadavg()[0]:.1f})", flush=True)
+            print(
+                f"   [peer] step {e['step']}/{e['max_steps']} "
+                + " ".join(f"{k} {v:.4f}" for k, v in logs.items())
+                + f"  (load {os.getloadavg()[0]:.1f})",
+                flush=True,
+            )
 
-    return run_finetune(plan.train, plan.val, base=plan.base, mode="full", name=name, config=config,
-                        val_fraction=plan.val_fraction, source=plan.source, progress=say, allow_paths=True)
+    return run_finetune(
+        plan.train,
+        plan.val,
+        base=plan.base,
+        mode="full",
+        name=name,
+        config=config,
+        val_fraction=plan.val_fraction,
+        source=plan.source,
+        progress=say,
+        allow_paths=True,
+    )
 
 
 def _run_info(result) -> dict:
