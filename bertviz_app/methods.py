@@ -47,7 +47,7 @@ from .words import word_groups
 
 __all__ = ["METHODS", "METHOD_CLASSES", "Method", "register_method", "method_class", "explain", "compare_methods",
            "estimate_seconds", "default_samples", "spearman", "top_k_overlap", "IntegratedGradients",
-           "GradientXInput", "Saliency", "Occlusion", "KernelShap", "Lime", "WordFeatures"]
+           "GradientXInput", "Saliency", "Occlusion", "KernelShap", "Lime", "WordFeatures", "refuse_if_slow"]
 
 MAX_SAMPLES = 2000
 PROBE_ROWS = 8
@@ -344,7 +344,7 @@ class Lime(_Sampled):
         return CaptumLime(forward, SkLearnRidge(alpha=1.0))
 
 
-METHODS = tuple(METHOD_CLASSES)  # the names, in the order registered above
+METHODS = tuple(METHOD_CLASSES)  # the built-in methods' names, in the order registered above
 
 
 def estimate_seconds(method: str, n_words: int, seconds_per_row: float, n_samples: int | None = None) -> float:
