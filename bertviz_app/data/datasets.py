@@ -100,7 +100,8 @@ def validation_dataset(
         leak_set = set(leak)
         x = _replace_keep(x, tuple(i for i in x.keep if i not in leak_set))
     if not x.keep:
-        raise DataError(f"The validation file {table.name!r} has no usable rows (each needs a text in {quoted(text_col)}, a "
+        raise DataError(f"The validation file {table.name!r} has no usable rows (each needs a text in "
+                        f"{quoted(text_col)}, a "
                         f"label in {quoted(label_col)}, and a text not already in the training data).")
     return _dataset_from(x, train.label_names, train.multi_label, max_chars), tuple(notices)
 

@@ -67,7 +67,8 @@ def read_table(source: str | os.PathLike | bytes, name: str | None = None, min_c
     head = text[:200].lstrip().lower()
     if head.startswith(("{", "[{", "[\n", "[ ")) or head.startswith(("<?xml", "<!doctype", "<html")):
         kind = "JSON" if head[0] in "{[" else "XML/HTML"
-        raise DataError(f"{shown} contains {kind}, not a table. Save the data as CSV with a header row (e.g. text,label) "
+        raise DataError(f"{shown} contains {kind}, not a table. Save the data as CSV with a header row (e.g. "
+                        f"text,label) "
                         "and upload that.")
     header_end = text.find("\n")
     header_len = len(text) if header_end < 0 else header_end
@@ -80,7 +81,8 @@ def read_table(source: str | os.PathLike | bytes, name: str | None = None, min_c
     delimiter, n_header = _sniff(text.replace("\r", " ") if n_inline_cr else text, ext)
     if n_header > _MAX_COLUMNS:
         raise DataError(
-            f"{shown} has {n_header:,} columns; at most {_MAX_COLUMNS:,} are supported. Keep the text and label columns."
+            f"{shown} has {n_header:,} columns; at most {_MAX_COLUMNS:,} are supported. Keep the text and label "
+            f"columns."
         )
     raw = _parse(text, delimiter, max_rows, shown)  # (1 + n_rows, n_columns), header in row 0
     df = raw.iloc[1:].copy()

@@ -45,12 +45,15 @@ def check_columns(table: Table, text_col, label_col, pair_col) -> None:
         if col is None or (isinstance(col, str) and not col.strip()):
             raise DataError(f"Choose the {what} column. Available columns: {shown}.")
         if col not in cols:
-            raise DataError(f"There is no column {quoted(str(col))} in {table.name!r}; choose the {what} column from: {shown}.")
+            raise DataError(f"There is no column {quoted(str(col))} in {table.name!r}; choose the {what} column from: "
+                            f"{shown}.")
     if text_col == label_col:
-        raise DataError(f"The text and label columns are both {quoted(text_col)}; choose two different columns from: {shown}.")
+        raise DataError(f"The text and label columns are both {quoted(text_col)}; choose two different columns from: "
+                        f"{shown}.")
     if pair_col is not None and pair_col in (text_col, label_col):
         raise DataError(
-            f"The second text column {quoted(pair_col)} is already used as the text or label column; choose another or none."
+            f"The second text column {quoted(pair_col)} is already used as the text or label column; choose another "
+            f"or none."
         )
 
 

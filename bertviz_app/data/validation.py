@@ -61,11 +61,13 @@ def validate(
             f"(columns: {quote_list(table.columns)}).")
     if x.empty_text:
         add("warning", "empty_text",
-            f"{len(x.empty_text):,} row{'s' if len(x.empty_text) > 1 else ''} with empty text in {quoted(text_col)} will be "
+            f"{len(x.empty_text):,} row{'s' if len(x.empty_text) > 1 else ''} with empty text in {quoted(text_col)} "
+            f"will be "
             f"skipped: {format_rows(x.empty_text)} ({ROW_NOTE}). Fill in the text or delete those rows.", x.empty_text)
     if x.missing_label and any_label:
         add("warning", "missing_label",
-            f"{len(x.missing_label):,} row{'s' if len(x.missing_label) > 1 else ''} without a label in {quoted(label_col)} "
+            f"{len(x.missing_label):,} row{'s' if len(x.missing_label) > 1 else ''} without a label in "
+            f"{quoted(label_col)} "
             f"will be skipped: {format_rows(x.missing_label)} ({ROW_NOTE}). Add the labels or delete those rows.",
             x.missing_label)
     if x.empty_pair:
@@ -91,20 +93,24 @@ def validate(
     if not multi_label and any(label_sep in p for p in counts) and sum(
             c for p, c in counts.items() if label_sep in p) >= max(2, n_used // 10):
         add("warning", "looks_multi_label",
-            f"Many labels contain {label_sep!r} (e.g. {quoted(next(p for p in counts if label_sep in p))}); if rows can have "
+            f"Many labels contain {label_sep!r} (e.g. {quoted(next(p for p in counts if label_sep in p))}); if rows "
+            f"can have "
             "several labels, tick multi-label so they are split.")
     too_many = n_classes > MAX_CLASSES or (n_used >= 10 and n_classes > n_used / 2)
     if n_used == 0 and not any(p.code in ("label_all_missing", "text_all_missing") for p in problems):
-        add("error", "no_rows", f"No row has both a text in {quoted(text_col)} and a label in {quoted(label_col)}. Fill them in, "
+        add("error", "no_rows", f"No row has both a text in {quoted(text_col)} and a label in {quoted(label_col)}. "
+                                f"Fill them in, "
                                 "or choose other columns.")
     elif too_many:
         add("error", "too_many_classes",
-            f"The label column {quoted(label_col)} has {n_classes:,} different values in {n_used:,} rows; it looks like free "
+            f"The label column {quoted(label_col)} has {n_classes:,} different values in {n_used:,} rows; it looks "
+            f"like free "
             f"text, not classes. Choose the column that holds the classes (columns: {quote_list(table.columns)}).")
     elif n_classes == 1:
         only = next(iter(class_counts))
         add("error", "single_class",
-            f"Every usable row has the same label, {quoted(only)} ({n_used:,} row{'s' if n_used > 1 else ''}); a classifier "
+            f"Every usable row has the same label, {quoted(only)} ({n_used:,} row{'s' if n_used > 1 else ''}); a "
+            f"classifier "
             "needs at least two classes. Add examples of another class or choose another label column.")
     if n_classes >= 2 and not too_many:
         rows_of: dict[str, list[int]] = {}
