@@ -87,7 +87,7 @@ VARIANTS = {
 def run(name: str, train, test, progress_every: int = 50) -> dict:
     import torch
 
-    from bertviz_app.default_model import LABELS, _predict_labels, encoder_path
+    from bertviz_app.default_model import LABELS, encoder_path, predict_labels
     from bertviz_app.training import TrainConfig, train_classifier
 
     kwargs = {**BASE, **VARIANTS[name]}
@@ -95,10 +95,10 @@ def run(name: str, train, test, progress_every: int = 50) -> dict:
     started = time.perf_counter()
     model, tok, info = train_classifier(encoder_path(), LABELS, train["text"].tolist(), train["label"].tolist(), config=config)
     train_s = time.perf_counter() - started
-    preds = _predict_labels(model, tok, test["text"].tolist(), info["max_length"])
+    preds = predict_labels(model, tok, test["text"].tolist(), info["max_length"])
     total_s = time.perf_counter() - started
     acc = float((torch.tensor(preds) == torch.tensor(test["label"].tolist())).float().mean())
-    ood = _predict_labels(model, tok, [t for t, _ in OUT_OF_DOMAIN], info["max_length"])
+    ood = predict_labels(model, tok, [t for t, _ in OUT_OF_DOMAIN], info["max_length"])
     ood_acc = sum(int(p == y) for p, (_, y) in zip(ood, OUT_OF_DOMAIN)) / len(OUT_OF_DOMAIN)
     return {"variant": name, "config": kwargs, "accuracy": acc, "train_s": train_s, "train_and_eval_s": total_s,
             "out_of_domain_accuracy": ood_acc, "max_length": info["max_length"], "steps": info["steps"],

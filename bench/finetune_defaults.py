@@ -135,12 +135,17 @@ def main() -> int:
                 print(f"   step {e['step']}/{e['max_steps']} " + " ".join(f"{k} {v:.4f}" for k, v in logs.items())
                       + f"  ({time.time() - started:.0f}s, load {os.getloadavg()[0]:.1f})", flush=True)
 
-    from bertviz_app.finetune import _hidden_size, base_model_path, run_finetune
+    from bertviz_app.config import Settings
+    from bertviz_app.finetune import base_model_path, run_finetune
+    from bertviz_app.finetune.auto import base_hidden_size
 
-    plan = bv.plan_finetune(data, mode="both", base=args.base, allow_paths=True)
+    settings = Settings.from_env()  # this script is an entry point: BERTVIZ_MODELS_DIR (a fresh folder, above)
+
+    plan = bv.plan_finetune(data, mode="both", base=args.base, allow_paths=True, settings=settings)
     print("automatic settings: " + "; ".join(plan.auto), flush=True)
     n_train = max(1, int(len(plan.train) * (1 - plan.val_fraction)))
-    today_config = old_auto_config(n_train, _hidden_size(base_model_path(plan.base)), seed=plan.config.seed)
+    width = base_hidden_size(base_model_path(plan.base, models_dir=plan.models_dir))
+    today_config = old_auto_config(n_train, width, seed=plan.config.seed)
     today_job = None
     if not args.no_today and args.parallel:  # the peer in a second process (nice as this one), started now
         import multiprocessing as mp
@@ -170,7 +175,7 @@ def main() -> int:
             res = run_finetune(plan.train, plan.val, base=plan.base, mode="full", config=config,
                                val_fraction=plan.val_fraction, source=plan.source,
                                progress=lambda e: show({"kind": "progress", **e}), probe=probe.metrics,
-                               allow_paths=plan.allow_paths)
+                               allow_paths=plan.allow_paths, models_dir=plan.models_dir)
         show({"kind": "result", "result": res})
         runs[what] = res
         rows.append(row(what, res.metrics, res.seconds, f"{config.epochs:g} epochs max, eval every "
@@ -187,7 +192,7 @@ def main() -> int:
         import dataclasses
 
         plan_fixed = bv.plan_finetune(data, mode="full", base=args.base, epochs=3, learning_rate=5e-5, batch_size=32,
-                                      warmup_ratio=0.06, patience=2)
+                                      warmup_ratio=0.06, patience=2, settings=settings)
         fixed = peer("full, fixed defaults before issue 12 (3 ep, 5e-5, b32)",
                      dataclasses.replace(plan_fixed.config, stop_on="metric", min_delta=0.0))
     load2 = os.getloadavg()
@@ -233,9 +238,10 @@ def main() -> int:
 def _peer_job(data: str, base, config, name: str):
     """The peer in its own process: the same data, split (the config's seed) and base as the main run."""
     import bertviz_app as bv
+    from bertviz_app.config import Settings
     from bertviz_app.finetune import run_finetune
 
-    plan = bv.plan_finetune(data, mode="full", base=base, allow_paths=True)
+    plan = bv.plan_finetune(data, mode="full", base=base, allow_paths=True, settings=Settings.from_env())
 
     def say(e):
         logs = {k: v for k, v in (e.get("logs") or {}).items() if k in ("loss", "eval_macro_f1", "eval_loss", "eval_ece")}
@@ -244,7 +250,8 @@ def _peer_job(data: str, base, config, name: str):
                   + f"  (load {os.getloadavg()[0]:.1f})", flush=True)
 
     return run_finetune(plan.train, plan.val, base=plan.base, mode="full", name=name, config=config,
-                        val_fraction=plan.val_fraction, source=plan.source, progress=say, allow_paths=True)
+                        val_fraction=plan.val_fraction, source=plan.source, progress=say, allow_paths=True,
+                        models_dir=plan.models_dir)
 
 
 def _run_info(result) -> dict:

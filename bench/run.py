@@ -497,7 +497,7 @@ def bench_finetune(train, test, n_train, n_test):
         default_data_collator,
     )
 
-    from bertviz_app.default_model import LABELS, _predict_labels, encoder_path
+    from bertviz_app.default_model import LABELS, encoder_path, predict_labels
     from bertviz_app.training import TrainConfig, train_classifier
 
     tr = train.sample(n=min(n_train, len(train)), random_state=0).reset_index(drop=True)
@@ -505,7 +505,7 @@ def bench_finetune(train, test, n_train, n_test):
     texts, labels = tr.text.tolist(), tr.label.tolist()
 
     def accuracy(model, tok, max_len):
-        preds = _predict_labels(model, tok, te.text.tolist(), max_len)
+        preds = predict_labels(model, tok, te.text.tolist(), max_len)
         return float(np.mean(np.asarray(preds) == te.label.to_numpy()))
 
     say(f"fine-tuning ours on {len(tr)} reviews...")

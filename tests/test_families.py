@@ -284,7 +284,7 @@ def test_unsupported_model_type_lists_the_supported_ones(tmp_path):
 
 
 @pytest.mark.parametrize("mode", ["probe", "full"])
-def test_fine_tuning_starts_from_every_family(fam_lm, mode, models_dir, tmp_path):
+def test_fine_tuning_starts_from_every_family(fam_lm, mode, settings, tmp_path):
     """A run from a base of each family is saved, reopens as that family, and (probe) the saved
     head reproduces the logistic regression's validation accuracy exactly: the weights sit in the
     head's last linear layer on the features the model itself computes."""
@@ -301,9 +301,10 @@ def test_fine_tuning_starts_from_every_family(fam_lm, mode, models_dir, tmp_path
 
     dataset = build_dataset(read_table(write_csv(tmp_path / "reviews.csv", n=24)), "review", "sentiment")
     config = replace(FAST, epochs=1, batch_size=16, eval_every=100) if mode == "full" else None  # 2 steps
-    result = run_finetune(dataset, base=str(fam_lm.path), mode=mode, name=f"{mode}-run", config=config)
+    result = run_finetune(dataset, base=str(fam_lm.path), mode=mode, name=f"{mode}-run", config=config,
+                          models_dir=settings.models_dir)
     info = json.loads((result.path / "run.json").read_text())
-    lm = bv.load_model(f"runs/{mode}-run", device="cpu")
+    lm = bv.load_model(f"runs/{mode}-run", device="cpu", settings=settings)
     assert lm.model.config.model_type == fam_lm.model.config.model_type and lm.labels == tuple(LABELS)
     assert result.metrics["accuracy"] == pytest.approx(1 - len({r["row"] for r in result.misclassified}) / info["val_rows"])
     lens = bv.cls_lens(lm, SENTENCE)

@@ -42,7 +42,8 @@ HEAVY = dict(concurrency_limit=1, concurrency_id="heavy")  # model work, one at 
 
 def build_app(model: str | None = None) -> gr.Blocks:
     """The app, not launched. ``model``: what it opens with (default: settings.default_model)."""
-    default = (model or core.get_settings().default_model).strip()
+    settings = core.get_settings()  # TRANSITIONAL (data branch): the server/UI branch passes its Settings in
+    default = (model or settings.default_model).strip()
 
     # Uploaded files live in gradio's cache; delete_cache removes them hourly (older than an hour).
     with gr.Blocks(title="BERT classifier explorer", delete_cache=(3600, 3600)) as demo:
@@ -66,9 +67,9 @@ def build_app(model: str | None = None) -> gr.Blocks:
             with gr.Tab("Model", id="model"):
                 m = model_tab.build(default)
             with gr.Tab("Fine-tune", id="finetune"):
-                f = finetune_tab.build(default)
+                f = finetune_tab.build(default, settings=settings)
             with gr.Tab("Explain a file", id="batch"):
-                b = batch_tab.build()
+                b = batch_tab.build(settings=settings)
 
         # ------------------------------------------------------------- Analyze: everything once
         analyze_outputs = {state, p.model_info, p.warnings, p.notice, p.label, p.bar, p.tokens,
@@ -275,11 +276,11 @@ def build_app(model: str | None = None) -> gr.Blocks:
                          on_built=(load_model, [m.model, t.target], model_outputs))
 
         # ------------------------------------------------------------- explain a file
-        batch_tab.wire(b, model_dd=m.model, default=default)
+        batch_tab.wire(b, model_dd=m.model, default=default, settings=settings)
 
         # ------------------------------------------------------------- fine-tune tab
         finetune_tab.wire(f, demo=demo, default=default, model_dd=m.model, predict_text=p.text, predict_pair=p.pair, tabs=tabs,
-                          heavy=HEAVY, after_run=(load_model, [m.model, t.target], model_outputs))
+                          heavy=HEAVY, after_run=(load_model, [m.model, t.target], model_outputs), settings=settings)
 
         # ------------------------------------------------------------- public API (stable names)
         api.register(default, HEAVY)
