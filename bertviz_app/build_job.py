@@ -33,11 +33,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .catalog import DEFAULT_MODELS_DIR
+from .config import Settings
 from .errors import ModelLoadError
 from .eta import MEASURING
 
 __all__ = ["BuildStatus", "read_status", "start_background_build", "build_lock", "EventLog", "not_built_message",
-           "EXPECTED_BUILD_TEXT", "BackgroundBuild", "build_command", "read_events"]
+           "EXPECTED_BUILD_TEXT", "BackgroundBuild", "build_command", "read_events", "start_default_build",
+           "default_build_status"]
 
 log = logging.getLogger("bertviz_app.build")
 
@@ -342,3 +344,21 @@ def start_background_build(models_dir: Path = DEFAULT_MODELS_DIR, max_train_rows
         else:
             _JOB.start()
         return read_status(models_dir)
+
+
+# ---------------------------------------------------------------------------- the facade's names
+
+
+def start_default_build(settings: Settings | None = None) -> BuildStatus:
+    """Start building ``settings.models_dir``/default in a background process (a reduced build when
+    ``settings.build_*`` say so) unless it is built or being built; returns its ``BuildStatus`` at once.
+    ``None``: ``Settings()``. Call from the main thread."""
+    s = Settings() if settings is None else settings
+    return start_background_build(s.models_dir, max_train_rows=s.build_max_train_rows, test_size=s.build_test_size,
+                                  epochs=s.build_epochs)
+
+
+def default_build_status(models_dir: Path = DEFAULT_MODELS_DIR) -> BuildStatus:
+    """Where the default model's build in ``models_dir`` stands: built, building (progress, ETA,
+    log tail), failed (why) or missing."""
+    return read_status(Path(models_dir))

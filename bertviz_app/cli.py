@@ -409,7 +409,7 @@ def cmd_serve(args) -> int:
     with page:
         if args.model == "default":  # the model builds in the background, its progress in this terminal
             logging.getLogger("bertviz_app.build").setLevel(logging.INFO)
-            print(start_default_build().line(), flush=True)
+            print(start_default_build(args.settings).line(), flush=True)
         from .ui import launch
 
         launch(host=args.host, port=args.port, model=args.model, before_serving=page.close)

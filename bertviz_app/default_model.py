@@ -19,11 +19,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .build_job import EXPECTED_BUILD_TEXT, build_lock
 from .catalog import DEFAULT_MODELS_DIR, ENCODER, SHIPPED_MODELS, package_dir
 from .errors import ModelLoadError
 
 __all__ = ["encoder_path", "encoder_tokenizer", "rotten_tomatoes", "rotten_tomatoes_split", "build_default",
-           "predict_labels", "LABELS"]
+           "ensure_default_model", "predict_labels", "LABELS"]
 
 LABELS = ("negative", "positive")  # rotten -> negative, fresh -> positive
 SEED = 42
@@ -235,3 +236,15 @@ Python {v['python']}, torch {v['torch']}, transformers {v['transformers']}, {v['
 Short English movie-review snippets; expect weaker results on other domains, long texts
 (anything past {hp['max_length']} tokens was never seen in training), sarcasm and negation scope.
 """
+
+
+def ensure_default_model(models_dir: Path = DEFAULT_MODELS_DIR, progress: Callable[[str], None] = print) -> bool:
+    """Build ``models_dir/default`` here and now if it is missing (waits for it). Returns True when a
+    build ran. The app uses ``build_job.start_default_build`` instead, which does not wait."""
+    path = Path(models_dir) / "default"
+    if (path / "config.json").is_file():
+        return False
+    progress(f"The default model is not built yet; building it now ({EXPECTED_BUILD_TEXT}; once)...")
+    with build_lock(models_dir):
+        build_default(path, progress=progress)
+    return True

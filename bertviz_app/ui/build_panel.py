@@ -22,7 +22,7 @@ BAR = 30
 def start_model(model_name: str | None, default: str) -> str:
     """What a fresh page opens: the bare encoder while the default model is not built yet."""
     name = (model_name or "").strip() or default
-    if name == "default" and core.default_build_status().state != "built":
+    if name == "default" and core.default_build_status(core.get_settings().models_dir).state != "built":
         return ENCODER
     return name
 
@@ -57,7 +57,8 @@ def panel_md(status: core.BuildStatus) -> str:
 
 def build(default: str) -> SimpleNamespace:
     """The panel (hidden unless the app's default is the default model and it is not built yet)."""
-    status = core.default_build_status() if default == "default" else core.BuildStatus("built")
+    models_dir = core.get_settings().models_dir
+    status = core.default_build_status(models_dir) if default == "default" else core.BuildStatus("built")
     md = gr.Markdown(panel_md(status), visible=status.state != "built", elem_id="bv-build")
     timer = gr.Timer(1.0, active=status.state == "building")
     # the state the page last showed: switch once, on the change to built ("known": built before the app
@@ -88,7 +89,7 @@ def wire(ui: SimpleNamespace, *, demo: gr.Blocks, default: str, model_dd: gr.Dro
     def refresh(model_name, seen):
         if default != "default":  # the app opens another model: the default model's build is not its business
             return {ui.md: gr.skip(), ui.timer: gr.Timer(active=False), model_dd: gr.skip(), ui.seen: seen}
-        status = core.default_build_status()
+        status = core.default_build_status(core.get_settings().models_dir)
         out = {ui.seen: status.state, ui.md: gr.update(value=panel_md(status), visible=status.state != "built")}
         out[ui.timer] = gr.Timer(active=status.state == "building")
         out[model_dd] = gr.skip()
