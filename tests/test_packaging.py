@@ -160,3 +160,38 @@ print("ok")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "BERTVIZ_MODELS_DIR": str(tmp_path), "HF_HUB_OFFLINE": "1"}
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
     assert out.returncode == 0 and out.stdout.strip().splitlines()[-1] == "ok", out.stdout[-2000:] + out.stderr[-4000:]
+
+
+def test_settings_page_lists_every_setting_with_its_default():
+    """docs/settings.md is generated from the Settings fields (scripts/settings_doc.py); it must stay true."""
+    from dataclasses import fields
+
+    from bertviz_app.config import Settings, env_name
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import settings_doc
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    page = (ROOT / "docs" / "settings.md").read_text(encoding="utf-8")
+    rows = {line.split("|")[1].strip(): line for line in page.splitlines() if line.startswith("| `BERTVIZ_")}
+    hint = "docs/settings.md is out of date: run python scripts/settings_doc.py"
+    for f in fields(Settings):
+        assert f"`{env_name(f)}`" in rows, f"{env_name(f)} missing; {hint}"
+        default = settings_doc._value(getattr(Settings(), f.name))
+        assert rows[f"`{env_name(f)}`"].split("|")[2].strip() == f"`{default}`", hint
+    assert len(rows) == len(fields(Settings)), hint
+
+
+def test_readme_is_short_and_points_to_pages_that_exist():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 200
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", readme)
+    assert "docs/screenshot.png" in links and "docs/settings.md" in links and "docs/api.md" in links
+    for link in links:
+        if not link.startswith("http"):
+            assert (ROOT / link).exists(), link
+    for page in (ROOT / "docs").glob("*.md"):
+        for link in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", page.read_text(encoding="utf-8")):
+            if not link.startswith("http"):
+                assert (page.parent / link).exists(), f"{page.name}: {link}"
