@@ -51,7 +51,8 @@ def build_app(model: str | None = None) -> gr.Blocks:
                     "Integrated Gradients attributions along the [CLS] path. Type a text and press **Analyze**.")
         state = gr.State(None, time_to_live=3600)
         visitor.register(demo)  # public mode: the browser's owner token, known on page load
-        build = build_panel.build(default)  # the default model's background build, while it runs
+        # the default model's background build, while it runs
+        build = build_panel.build(default, models_dir=settings.models_dir)
         # Which tab is open, and which record each chart tab last drew: a tab's charts are drawn when
         # it is open (on Analyze) or when it is opened, never for a hidden tab (bench/load_results.md:
         # drawing every tab on each Analyze cost more than the model's own forward passes).
@@ -260,7 +261,7 @@ def build_app(model: str | None = None) -> gr.Blocks:
         def on_start(model_name, target, baseline):
             """First page load: show the model, or say plainly why it cannot be loaded (no error toast).
             While the default model builds, the page opens the bare encoder."""
-            opened = build_panel.start_model(model_name, default)
+            opened = build_panel.start_model(model_name, default, models_dir=settings.models_dir)
             try:
                 out = load_model(opened, target, baseline)
             except gr.Error as exc:
@@ -273,7 +274,7 @@ def build_app(model: str | None = None) -> gr.Blocks:
         demo.load(on_start, inputs=[m.model, t.target, t.baseline], outputs=model_outputs | {m.model}, api_visibility="private",
                   **HEAVY)
         build_panel.wire(build, demo=demo, default=default, model_dd=m.model,
-                         on_built=(load_model, [m.model, t.target], model_outputs))
+                         on_built=(load_model, [m.model, t.target], model_outputs), models_dir=settings.models_dir)
 
         # ------------------------------------------------------------- explain a file
         batch_tab.wire(b, model_dd=m.model, default=default, settings=settings)
