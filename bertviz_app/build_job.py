@@ -43,8 +43,8 @@ __all__ = ["BuildStatus", "read_status", "start_background_build", "build_lock",
 
 log = logging.getLogger("bertviz_app.build")
 
-# One honest build time, measured (README "Default model": 474 s on a quiet 2-core CPU, 152 s on a faster
-# one): shown in the README, the page, the terminal and the "not built yet" message, as what to expect.
+# One honest build time, measured (docs/models.md: 474 s on a quiet 2-core CPU, 152 s on a faster one):
+# shown in the README, the page, the terminal and the "not built yet" message, as what to expect.
 # It is never an ETA: the ETA is measured (eta.RateEta), "measuring..." until then.
 EXPECTED_BUILD_TEXT = "about 8 minutes on a quiet 2-core CPU, less on a faster one, longer while the CPU is busy"
 LOG_TAIL = 12

@@ -29,7 +29,7 @@ __all__ = ["encoder_path", "encoder_tokenizer", "rotten_tomatoes", "rotten_tomat
 LABELS = ("negative", "positive")  # rotten -> negative, fresh -> positive
 SEED = 42
 TEST_SIZE = 2000
-# The training recipe (README "Default model"; bench/default_recipe.py compares variants). The fresh
+# The training recipe (docs/models.md; bench/default_recipe.py compares variants). The fresh
 # pooler + classifier learn 10x faster than the pretrained encoder, with 10% warm-up (GPU, fp32: 0.8435
 # against 0.8325 for lr 1e-4 everywhere and 6% warm-up), and no dropout: one epoch underfits rather than
 # overfits, so dropout only costs accuracy and time (2-core CPU, two seeds: 0.8440/0.8430 against
