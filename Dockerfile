@@ -4,7 +4,7 @@ FROM python:3.11-slim
 # BERTVIZ_HOST=0.0.0.0 on purpose: inside a container the app must listen on every interface to be
 # reachable through the published port (outside Docker it defaults to 127.0.0.1). Local folder
 # loading stays off here, since the app is public, and public mode keeps each visitor's runs and
-# uploads their own, within limits (README "Deploy to Hugging Face Spaces").
+# uploads their own, within limits (docs/deploy.md).
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 MALLOC_ARENA_MAX=2 \
     TOKENIZERS_PARALLELISM=false HF_HUB_DISABLE_TELEMETRY=1 GRADIO_ANALYTICS_ENABLED=False \
     BERTVIZ_HOST=0.0.0.0 BERTVIZ_PORT=7860 BERTVIZ_ALLOW_LOCAL_PATHS=0 BERTVIZ_PUBLIC=1

@@ -24,10 +24,10 @@ def main() -> None:
     from bertviz_app.allocator import tune_allocator
 
     tune_allocator()  # before any thread starts, so its arena limit holds for all of them
-    from bertviz_app import get_settings, start_default_build
+    from bertviz_app import Settings, start_default_build
     from bertviz_app.startup_page import StartupPage
 
-    settings = get_settings()
+    settings = Settings.from_env()  # the entry point reads the environment, once
     try:  # a page at once, while gradio, torch and the app load (10 s quiet, minutes on a busy CPU)
         page = StartupPage(settings.host, settings.port, settings.models_dir)
     except OSError as exc:
@@ -37,7 +37,7 @@ def main() -> None:
         logging.getLogger("bertviz_app").info("starting; the page answers at http://%s:%d/ now", settings.host,
                                               settings.port)
         if settings.default_model == "default":
-            logging.getLogger("bertviz_app.build").info("%s", start_default_build().line())
+            logging.getLogger("bertviz_app.build").info("%s", start_default_build(settings).line())
         from bertviz_app import ui
 
         ui.launch(before_serving=page.close)

@@ -89,8 +89,7 @@ VARIANTS = {
 def run(name: str, train, test, progress_every: int = 50) -> dict:
     import torch
 
-    from bench.evaluate import predict_labels
-    from bertviz_app.default_model import LABELS, encoder_path
+    from bertviz_app.default_model import LABELS, encoder_path, predict_labels
     from bertviz_app.training import TrainConfig, train_classifier
 
     kwargs = {**BASE, **VARIANTS[name]}

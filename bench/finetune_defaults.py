@@ -34,9 +34,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-# TRANSITIONAL: plan_finetune/run_finetune still find the models folder through config.get_settings() (the
-# runs go to a scratch folder, not the repository's models/); once they take it as an argument, pass
-# SETTINGS.models_dir there and drop this line.
+# The runs go to a scratch folder, not the repository's models/: set for Settings.from_env() below and for the
+# peer's spawned process, which reads it the same way.
 os.environ.setdefault("BERTVIZ_MODELS_DIR", tempfile.mkdtemp(prefix="bertviz-bench-ft-"))
 
 PER_CLASS = 200
@@ -158,13 +157,17 @@ def main() -> int:
                     flush=True,
                 )
 
-    from bench.evaluate import hidden_size
+    from bertviz_app.config import Settings
     from bertviz_app.finetune import base_model_path, run_finetune
+    from bertviz_app.finetune.auto import base_hidden_size
 
-    plan = bv.plan_finetune(data, mode="both", base=args.base, allow_paths=True)
+    settings = Settings.from_env()  # this script is an entry point: BERTVIZ_MODELS_DIR (a fresh folder, above)
+
+    plan = bv.plan_finetune(data, mode="both", base=args.base, allow_paths=True, settings=settings)
     print("automatic settings: " + "; ".join(plan.auto), flush=True)
     n_train = max(1, int(len(plan.train) * (1 - plan.val_fraction)))
-    today_config = old_auto_config(n_train, hidden_size(base_model_path(plan.base)), seed=plan.config.seed)
+    width = base_hidden_size(base_model_path(plan.base, models_dir=plan.models_dir))
+    today_config = old_auto_config(n_train, width, seed=plan.config.seed)
     today_job = None
     if not args.no_today and args.parallel:  # the peer in a second process (nice as this one), started now
         import multiprocessing as mp
@@ -198,18 +201,10 @@ def main() -> int:
         if res is None:
             print(f"-- {what}: {config}", flush=True)
             # the same split and probe as the automatic run: run_finetune with the plan's data, the peer's config
-            res = run_finetune(
-                plan.train,
-                plan.val,
-                base=plan.base,
-                mode="full",
-                config=config,
-                val_fraction=plan.val_fraction,
-                source=plan.source,
-                progress=lambda e: show({"kind": "progress", **e}),
-                probe=probe.metrics,
-                allow_paths=plan.allow_paths,
-            )
+            res = run_finetune(plan.train, plan.val, base=plan.base, mode="full", config=config,
+                               val_fraction=plan.val_fraction, source=plan.source,
+                               progress=lambda e: show({"kind": "progress", **e}), probe=probe.metrics,
+                               allow_paths=plan.allow_paths, models_dir=plan.models_dir)
         show({"kind": "result", "result": res})
         runs[what] = res
         rows.append(
@@ -237,20 +232,10 @@ def main() -> int:
     if args.fixed:
         import dataclasses
 
-        plan_fixed = bv.plan_finetune(
-            data,
-            mode="full",
-            base=args.base,
-            epochs=3,
-            learning_rate=5e-5,
-            batch_size=32,
-            warmup_ratio=0.06,
-            patience=2,
-        )
-        fixed = peer(
-            "full, fixed defaults before issue 12 (3 ep, 5e-5, b32)",
-            dataclasses.replace(plan_fixed.config, stop_on="metric", min_delta=0.0),
-        )
+        plan_fixed = bv.plan_finetune(data, mode="full", base=args.base, epochs=3, learning_rate=5e-5, batch_size=32,
+                                      warmup_ratio=0.06, patience=2, settings=settings)
+        fixed = peer("full, fixed defaults before issue 12 (3 ep, 5e-5, b32)",
+                     dataclasses.replace(plan_fixed.config, stop_on="metric", min_delta=0.0))
     load2 = os.getloadavg()
     print()
     print(f"{'':46} {'macro-F1':>8} {'accuracy':>8} {'steps':>6} {'seconds':>7} {'val NLL':>7} {'ECE':>6}")
@@ -326,9 +311,10 @@ def main() -> int:
 def _peer_job(data: str, base, config, name: str):
     """The peer in its own process: the same data, split (the config's seed) and base as the main run."""
     import bertviz_app as bv
+    from bertviz_app.config import Settings
     from bertviz_app.finetune import run_finetune
 
-    plan = bv.plan_finetune(data, mode="full", base=base, allow_paths=True)
+    plan = bv.plan_finetune(data, mode="full", base=base, allow_paths=True, settings=Settings.from_env())
 
     def say(e):
         logs = {
@@ -342,18 +328,9 @@ def _peer_job(data: str, base, config, name: str):
                 flush=True,
             )
 
-    return run_finetune(
-        plan.train,
-        plan.val,
-        base=plan.base,
-        mode="full",
-        name=name,
-        config=config,
-        val_fraction=plan.val_fraction,
-        source=plan.source,
-        progress=say,
-        allow_paths=True,
-    )
+    return run_finetune(plan.train, plan.val, base=plan.base, mode="full", name=name, config=config,
+                        val_fraction=plan.val_fraction, source=plan.source, progress=say, allow_paths=True,
+                        models_dir=plan.models_dir)
 
 
 def _run_info(result) -> dict:

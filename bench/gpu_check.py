@@ -154,17 +154,15 @@ def main() -> int:
     rows = [{"text": " ".join(rng.choice(["good", "great", "fun"] if y else ["bad", "awful", "boring"])
                                 for _ in range(12)), "label": "positive" if y else "negative"}
             for y in [i % 2 for i in range(400)]]
-    import os
-
-    # TRANSITIONAL: plan_finetune/run_plan still find the models folder through config.get_settings(); once
-    # they take it as an argument, pass replace(SETTINGS, models_dir=tmp / "models").models_dir there instead
-    os.environ["BERTVIZ_MODELS_DIR"] = str(tmp / "models")
     import pandas as pd
+
+    from bertviz_app.config import Settings
 
     csv = tmp / "train.csv"
     pd.DataFrame(rows).to_csv(csv, index=False)
     t0 = time.perf_counter()
-    plan = bv.plan_finetune(str(csv), base=path, name="gpu-check", epochs=2)
+    plan = bv.plan_finetune(str(csv), base=path, name="gpu-check", epochs=2,
+                            settings=Settings(models_dir=tmp / "models"))
     res = bv.run_plan(plan)[-1]
     out["finetune"] = {"seconds": round(time.perf_counter() - t0, 1), "accuracy": res.metrics.get("accuracy"),
                        "bf16": res.hyperparameters.get("bf16"), "verdict": res.verdict.status if res.verdict else None,

@@ -662,8 +662,7 @@ def bench_finetune(train, test, n_train, n_test):
         default_data_collator,
     )
 
-    from bench.evaluate import predict_labels
-    from bertviz_app.default_model import LABELS, encoder_path
+    from bertviz_app.default_model import LABELS, encoder_path, predict_labels
     from bertviz_app.training import TrainConfig, train_classifier
 
     tr = train.sample(n=min(n_train, len(train)), random_state=0).reset_index(drop=True)

@@ -32,23 +32,21 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from .catalog import DEFAULT_MODELS_DIR
+from .config import Settings
 from .errors import ModelLoadError
 from .eta import MEASURING
 
 __all__ = ["BuildStatus", "read_status", "start_background_build", "build_lock", "EventLog", "not_built_message",
-           "EXPECTED_BUILD_TEXT"]
+           "EXPECTED_BUILD_TEXT", "BackgroundBuild", "build_command", "read_events", "start_default_build",
+           "default_build_status"]
 
 log = logging.getLogger("bertviz_app.build")
 
-# One honest build time, measured (README "Default model": 474 s on a quiet 2-core CPU, 152 s on a faster
-# one): shown in the README, the page, the terminal and the "not built yet" message, as what to expect.
+# One honest build time, measured (docs/models.md: 474 s on a quiet 2-core CPU, 152 s on a faster one):
+# shown in the README, the page, the terminal and the "not built yet" message, as what to expect.
 # It is never an ETA: the ETA is measured (eta.RateEta), "measuring..." until then.
 EXPECTED_BUILD_TEXT = "about 8 minutes on a quiet 2-core CPU, less on a faster one, longer while the CPU is busy"
-ENV_KNOBS = {  # reduced builds for tests and CI: the same code path on fewer reviews
-    "BERTVIZ_BUILD_MAX_TRAIN_ROWS": "--max-train-rows",
-    "BERTVIZ_BUILD_TEST_SIZE": "--test-size",
-    "BERTVIZ_BUILD_EPOCHS": "--epochs",
-}
 LOG_TAIL = 12
 
 
@@ -175,7 +173,8 @@ class EventLog:
             f.write(json.dumps(event) + "\n")
 
 
-def _events(path: Path) -> list[dict]:
+def read_events(path: Path) -> list[dict]:
+    """The progress events of ``default.jsonl`` so far (a line being written is skipped)."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:
@@ -189,14 +188,10 @@ def _events(path: Path) -> list[dict]:
     return out
 
 
-def read_status(models_dir: Path | None = None) -> BuildStatus:
-    """The default model's build status, from the files any process can read."""
-    if models_dir is None:
-        from .config import get_settings
-
-        models_dir = get_settings().models_dir
+def read_status(models_dir: Path = DEFAULT_MODELS_DIR) -> BuildStatus:
+    """The build status of ``models_dir``/default, from the files any process can read."""
     lock_path, events_path, log_path = _files(models_dir)
-    events = _events(events_path)
+    events = read_events(events_path)
     tail = tuple(e.get("message", "") for e in events[-LOG_TAIL:])
     last = events[-1] if events else {}
     if _built(models_dir):
@@ -223,7 +218,7 @@ def read_status(models_dir: Path | None = None) -> BuildStatus:
     return BuildStatus("missing")
 
 
-def not_built_message(models_dir: Path | None = None) -> str:
+def not_built_message(models_dir: Path = DEFAULT_MODELS_DIR) -> str:
     """What a request for the default model is told while it is not built yet."""
     status = read_status(models_dir)
     now = f" It is being built now: {status.line().split(': ', 1)[1]}." if status.state == "building" else ""
@@ -250,12 +245,25 @@ def _child_setup() -> None:  # runs in the child between fork and exec
         pass
 
 
-class _Build:
-    """One child process building the default model, followed by a thread that logs its progress
-    to the terminal."""
+def build_command(models_dir: Path, progress_file: Path, max_train_rows: int = 0, test_size: int = 0,
+                  epochs: float = 0.0) -> list[str]:
+    """The child's command line: ``python -m bertviz_app build-default`` into ``models_dir``, with the
+    reduced-build knobs (``Settings.build_*``; 0: the build's own default) as its options."""
+    cmd = [sys.executable, "-m", "bertviz_app", "build-default", "--models-dir", str(models_dir),
+           "--progress-file", str(progress_file)]
+    for flag, value in (("--max-train-rows", max_train_rows), ("--test-size", test_size), ("--epochs", epochs)):
+        if value:
+            cmd += [flag, f"{value:g}" if isinstance(value, float) else str(int(value))]
+    return cmd
 
-    def __init__(self, models_dir: Path):
+
+class BackgroundBuild:
+    """One child process building the default model, followed by a thread that logs its progress
+    to the terminal. ``knobs``: ``build_command``'s max_train_rows, test_size, epochs."""
+
+    def __init__(self, models_dir: Path, **knobs):
         self.models_dir = Path(models_dir)
+        self.knobs = knobs
         self.proc: subprocess.Popen | None = None
         self.thread: threading.Thread | None = None
         self.stopping = threading.Event()
@@ -263,18 +271,15 @@ class _Build:
     def start(self) -> None:
         lock_path, events_path, log_path = _files(self.models_dir)
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-m", "bertviz_app", "build-default", "--progress-file", str(events_path)]
-        for env, flag in ENV_KNOBS.items():
-            if os.environ.get(env):
-                cmd += [flag, os.environ[env]]
-        root = str(Path(__file__).resolve().parent.parent)  # this copy of bertviz_app, whatever the cwd
-        env = {**os.environ, "BERTVIZ_MODELS_DIR": str(self.models_dir), "TOKENIZERS_PARALLELISM": "false",
-               "PYTHONPATH": os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])])}
+        cmd = build_command(self.models_dir, events_path, **self.knobs)
+        # cwd = the folder holding this copy of bertviz_app: ``-m`` imports it from there, whatever the
+        # server's cwd. The environment is inherited as it is; the settings the build needs are options.
+        root = str(Path(__file__).resolve().parent.parent)
         EventLog(events_path)({"stage": "start", "fraction": 0.0, "eta": None,
                                "message": "starting the build process..."})
         with log_path.open("w", encoding="utf-8") as out:
             # Called from the main thread: PDEATHSIG fires when the creating *thread* ends.
-            self.proc = subprocess.Popen(cmd, cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+            self.proc = subprocess.Popen(cmd, cwd=root, env=None, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
                                          preexec_fn=_child_setup if os.name == "posix" else None)
         atexit.register(self.stop)
         log.info("building the default model in the background (pid %d, %s); the page works meanwhile. "
@@ -289,7 +294,7 @@ class _Build:
         events_path = _files(self.models_dir)[1]
         seen = 0
         while not self.stopping.is_set():
-            events = _events(events_path)
+            events = read_events(events_path)
             for e in events[seen:]:
                 eta = e.get("eta")
                 log.info("default model build %3.0f%%%s  %s", 100 * float(e.get("fraction", 0)),
@@ -316,28 +321,44 @@ class _Build:
                 self.proc.wait()
 
 
-_JOB: _Build | None = None
+_JOB: BackgroundBuild | None = None
 _JOB_LOCK = threading.Lock()
 
 
-def start_background_build(models_dir: Path | None = None) -> BuildStatus:
-    """Start building the default model in a child process unless it is built or being built
+def start_background_build(models_dir: Path = DEFAULT_MODELS_DIR, max_train_rows: int = 0, test_size: int = 0,
+                           epochs: float = 0.0) -> BuildStatus:
+    """Start building ``models_dir``/default in a child process unless it is built or being built
     (then only follow that build's progress in the terminal); returns at once. Call it from the
-    main thread. The child is stopped when this process exits."""
+    main thread. The child is stopped when this process exits. ``max_train_rows``, ``test_size``,
+    ``epochs``: a reduced build (``Settings.build_*``; 0: the build's own defaults)."""
     global _JOB
-    if models_dir is None:
-        from .config import get_settings
-
-        models_dir = get_settings().models_dir
     with _JOB_LOCK:
         status = read_status(models_dir)
         if status.state == "built" or (_JOB is not None and _JOB.models_dir == Path(models_dir)
                                        and (_JOB.proc is None or _JOB.proc.poll() is None)):
             return status
-        _JOB = _Build(Path(models_dir))
+        _JOB = BackgroundBuild(Path(models_dir), max_train_rows=max_train_rows, test_size=test_size, epochs=epochs)
         if status.state == "building":  # another process builds it: follow, do not start a second build
             log.info("another process (pid %s) is building the default model; following its progress", status.pid)
             _JOB.follow()
         else:
             _JOB.start()
         return read_status(models_dir)
+
+
+# ---------------------------------------------------------------------------- the facade's names
+
+
+def start_default_build(settings: Settings | None = None) -> BuildStatus:
+    """Start building ``settings.models_dir``/default in a background process (a reduced build when
+    ``settings.build_*`` say so) unless it is built or being built; returns its ``BuildStatus`` at once.
+    ``None``: ``Settings()``. Call from the main thread."""
+    s = Settings() if settings is None else settings
+    return start_background_build(s.models_dir, max_train_rows=s.build_max_train_rows, test_size=s.build_test_size,
+                                  epochs=s.build_epochs)
+
+
+def default_build_status(models_dir: Path = DEFAULT_MODELS_DIR) -> BuildStatus:
+    """Where the default model's build in ``models_dir`` stands: built, building (progress, ETA,
+    log tail), failed (why) or missing."""
+    return read_status(Path(models_dir))

@@ -20,6 +20,8 @@ import os
 import sys
 import traceback
 
+from .config import Settings
+
 __all__ = ["main"]
 
 EXIT_ERROR = 2
@@ -70,7 +72,7 @@ def _steps(args) -> tuple[int | None, float | None]:
 def _load(args):
     from . import load_model
 
-    return load_model(args.model, device=args.device)
+    return load_model(args.model, device=args.device, settings=args.settings)
 
 
 def cmd_predict(args) -> int:
@@ -225,12 +227,13 @@ def cmd_models(args) -> int:
     from . import list_models
     from .catalog import shipped_model
 
-    models = list_models()
+    models_dir = args.settings.models_dir
+    models = list_models(models_dir)
     if args.json:
         _out(models)
         return 0
     for m in models:
-        shipped = shipped_model(m["name"])  # None for models/<name> folders, even one named like a shipped model
+        shipped = shipped_model(m["name"], models_dir)  # None for models/<name> folders, even one named like a shipped model
         if shipped is not None and m["built"]:
             state = shipped.about
         elif shipped is not None:
@@ -242,11 +245,13 @@ def cmd_models(args) -> int:
 
 
 def cmd_build_default(args) -> int:
-    from . import build_default, get_settings
+    from pathlib import Path
+
+    from . import build_default
     from .build_job import EventLog, build_lock
     from .errors import BertvizError
 
-    models_dir = get_settings().models_dir
+    models_dir = Path(args.models_dir) if args.models_dir else args.settings.models_dir
     dest = models_dir / "default"
     with build_lock(models_dir):  # one build of the default model at a time, whoever starts it
         events = EventLog(args.progress_file) if args.progress_file else None
@@ -256,7 +261,8 @@ def cmd_build_default(args) -> int:
                 max_train_rows=args.max_train_rows,
                 test_size=args.test_size,
                 epochs=args.epochs,
-                progress=(lambda msg: print(msg, file=sys.stderr, flush=True)) if args.json else (lambda msg: print(msg, flush=True)),
+                progress=(lambda msg: print(msg, file=sys.stderr, flush=True)) if args.json
+                else (lambda msg: print(msg, flush=True)),
                 events=events,
             )
         except BaseException as exc:  # the page shows why the build stopped
@@ -265,7 +271,8 @@ def cmd_build_default(args) -> int:
                 events({"stage": "error", "message": why or type(exc).__name__, "fraction": 0.0, "eta": None})
             raise
     if args.json:
-        _out({"model": "default", "path": str(dest), "metrics": {"accuracy": info["accuracy"], "macro_f1": info["macro_f1"]},
+        _out({"model": "default", "path": str(dest),
+              "metrics": {"accuracy": info["accuracy"], "macro_f1": info["macro_f1"]},
               "build_seconds": info["build_seconds"]})
     return 0
 
@@ -274,7 +281,8 @@ def cmd_finetune(args) -> int:
     """The same chain as the Fine-tune tab: plan (columns, checks, settings), run, verdict, push."""
     from . import DataError, InputError, plan_finetune, push_run, run_plan
 
-    rank0 = os.environ.get("RANK", "0") == "0"
+    rank0 = os.environ.get("RANK", "0") == "0"  # torchrun / accelerate launch: read here, at the edge
+    world_size = int(os.environ.get("WORLD_SIZE", "1") or 1)
     say = (lambda m: print(m, file=sys.stderr, flush=True)) if args.json else (lambda m: print(m, flush=True))
     if not rank0:
         say = lambda m: None
@@ -289,7 +297,7 @@ def cmd_finetune(args) -> int:
             multi_label=args.multi_label, val_table=args.val_data, base=args.base, mode=args.mode, name=args.name,
             epochs=args.epochs, learning_rate=args.lr, batch_size=args.batch_size, warmup_ratio=args.warmup,
             max_length=args.max_length, seed=args.seed, patience=args.patience, val_fraction=args.val_fraction,
-            allow_paths=True,
+            allow_paths=True, settings=args.settings, world_size=world_size,
         )
     except DataError as exc:  # several problems come as a list: keep the one-line error contract
         raise DataError(str(exc).replace(":\n- ", ": ").replace("\n- ", "; ")) from None
@@ -332,7 +340,8 @@ def cmd_finetune(args) -> int:
         say(f"verdict: {v.message}")
         for tip in v.suggestions:
             say(f"  try: {tip}")
-    url = push_run(results[-1].name, args.push_to, token, private=not args.public) if args.push_to else None
+    url = (push_run(results[-1].name, args.push_to, token, private=not args.public,
+                    models_dir=args.settings.models_dir) if args.push_to else None)
     if url:
         say(f"pushed {results[-1].name} to {url}")
     if args.json:
@@ -352,7 +361,7 @@ def cmd_explain_csv(args) -> int:
 
     # under accelerate launch/torchrun each process takes its own GPU (or the CPU) and its share of rows
     world_size, local_rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("LOCAL_RANK", "0"))
-    lm = load_model(args.model, device=args.device or process_device(world_size, local_rank))
+    lm = load_model(args.model, device=args.device or process_device(world_size, local_rank), settings=args.settings)
 
     def progress(done: int, total: int) -> None:
         sys.stderr.write(f"\rexplained {done}/{total} rows")
@@ -402,7 +411,7 @@ def cmd_serve(args) -> int:
     with page:
         if args.model == "default":  # the model builds in the background, its progress in this terminal
             logging.getLogger("bertviz_app.build").setLevel(logging.INFO)
-            print(start_default_build().line(), flush=True)
+            print(start_default_build(args.settings).line(), flush=True)
         from .ui import launch
 
         launch(host=args.host, port=args.port, model=args.model, before_serving=page.close)
@@ -416,10 +425,9 @@ def _single(args) -> str:
     return texts[0]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from .config import get_settings
-
-    settings = get_settings()
+def build_parser(settings: Settings | None = None) -> argparse.ArgumentParser:
+    """The parser; ``settings`` (default: read from the environment) gives the defaults it shows."""
+    settings = settings if settings is not None else Settings.from_env()
     from .catalog import ENCODER as FT_DEFAULT_BASE  # = finetune.DEFAULT_BASE, without importing torch
     from .results import DEFAULT_TOLERANCE, FIXED_N_STEPS  # the core's step defaults, without importing torch
     parser = argparse.ArgumentParser(prog="bertviz-app", description="See inside, and adapt, BERT text classifiers.")
@@ -497,6 +505,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--epochs", type=float, default=1.0)
     p.add_argument("--progress-file", default=None,
                    help="also append progress as JSON lines to this file (what `python app.py` shows while it builds)")
+    p.add_argument("--models-dir", default=None, metavar="DIR",
+                   help="build into DIR/default (default: the settings' models folder, BERTVIZ_MODELS_DIR)")
     p = add("finetune", cmd_finetune, "fine-tune a model on a labelled CSV/TSV/TXT file into models/runs/<name>")
     p.add_argument("data", help="training file with a header row (.csv, .tsv, .txt)")
     p.add_argument("--text-column", default=None, help="column with the text (default: guessed)")
@@ -540,9 +550,11 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
     try:
-        args = build_parser().parse_args(argv)
+        settings = Settings.from_env()  # the one read of the environment's BERTVIZ_* settings
     except ValueError as exc:  # a bad BERTVIZ_* setting
         return _fail(str(exc))
+    args = build_parser(settings).parse_args(argv)
+    args.settings = settings  # every command takes its settings from here
     if args.func not in NO_MODEL_COMMANDS:  # only the commands that load a model pay for transformers
         from transformers.utils import logging as hf_logging
 
@@ -563,7 +575,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:
         return int(exc.code) if isinstance(exc.code, int) else EXIT_ERROR
     except Exception as exc:
-        if os.environ.get("BERTVIZ_DEBUG"):
+        if settings.debug:
             traceback.print_exc()
         return _fail(f"unexpected {type(exc).__name__}: {exc} (set BERTVIZ_DEBUG=1 for details)")
 

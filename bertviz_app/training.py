@@ -12,6 +12,7 @@ import math
 import os
 import re
 import shutil
+import tempfile
 import threading
 import time
 import uuid
@@ -37,8 +38,9 @@ from .errors import InputError, TrainingError
 from .eta import RateEta
 from .families import SUPPORTED_MODEL_TYPES, family_of
 
-__all__ = ["TrainConfig", "TrainResult", "train_classifier", "atomic_save", "evaluate_predictions", "calibration_metrics",
-           "expected_calibration_error"]
+__all__ = ["TrainConfig", "TrainResult", "train_classifier", "atomic_save", "evaluate_predictions",
+           "calibration_metrics", "expected_calibration_error", "check_trainable", "choose_max_length", "metrics_tables",
+           "ECE_BINS", "BestKeeper", "ProgressReporter", "ScaledLrTrainer"]
 
 log = logging.getLogger(__name__)
 Progress = Callable[[dict], None]
@@ -143,7 +145,7 @@ class _ListDataset(torch.utils.data.Dataset):
         return item
 
 
-class _Reporter(TrainerCallback):
+class ProgressReporter(TrainerCallback):
     """Forwards progress to the caller and stops within one step when cancelled. The event's "eta"
     (seconds) is None until the steps' rate is measured, then it follows the recent rate
     (``eta.RateEta``); "rate" is that rate in steps per second."""
@@ -171,7 +173,7 @@ class _Reporter(TrainerCallback):
         self._emit(state, logs=dict(logs or {}))
 
 
-class _BestKeeper(TrainerCallback):
+class BestKeeper(TrainerCallback):
     """Keeps the weights of the best evaluation in memory (no checkpoint files), restored at the
     end of training, and stops early when validation says so.
 
@@ -248,7 +250,7 @@ def _layer_of(name: str) -> int | None:
     return -1 if "embeddings" in name else None
 
 
-class _Trainer(Trainer):
+class ScaledLrTrainer(Trainer):
     """The Hugging Face Trainer, with per-parameter learning-rate scales: the pooler and classifier
     (trained from scratch) at ``head_lr_scale`` times the rate, and the encoder layers decaying by
     ``layer_lr_decay`` per layer downwards (their own optimizer groups; the schedule scales every group alike)."""
@@ -385,6 +387,7 @@ def train_classifier(
     work_dir: str | Path | None = None,
     progress: Progress | None = None,
     cancel: threading.Event | None = None,
+    world_size: int = 1,
 ):
     """Fine-tune every parameter of a BERT encoder (folder with safetensors) as a
     ``*ForSequenceClassification`` of its family (``families.py``) with these labels.
@@ -394,7 +397,9 @@ def train_classifier(
     the best evaluation's weights are restored at the end, and training stops early after
     ``early_stopping_patience`` evaluations without improvement. A cancel (``cancel.set()``)
     stops within one step and also restores the best weights so far (the current ones are
-    evaluated first when no evaluation has run yet).
+    evaluated first when no evaluation has run yet). ``world_size``: processes training together
+    (``accelerate launch``/torchrun; the caller knows it), for the default evaluation interval.
+    Checkpoints go to ``work_dir`` (default: a fresh folder in the system's temporary folder).
 
     Returns (model, tokenizer, info); saving is the caller's (see ``atomic_save``). Under
     ``accelerate launch`` every process runs this; ``info["is_main_process"]`` says who saves.
@@ -454,9 +459,8 @@ def train_classifier(
     if val_texts is not None and len(val_texts):
         eval_ds = _ListDataset(_tokenize(tokenizer, val_texts, val_pairs, max_length), as_targets(val_labels))
     bf16 = config.bf16 if config.bf16 is not None else bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
-    tmp_out = Path(work_dir) if work_dir else Path(os.environ.get("TMPDIR", "/tmp")) / f"bertviz-train-{uuid.uuid4().hex[:8]}"
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    steps_total = max(1, math.ceil(len(train_ds) / (config.batch_size * world)) * config.epochs)
+    tmp_out = Path(work_dir) if work_dir else Path(tempfile.gettempdir()) / f"bertviz-train-{uuid.uuid4().hex[:8]}"
+    steps_total = max(1, math.ceil(len(train_ds) / (config.batch_size * max(1, int(world_size)))) * config.epochs)
     eval_every = config.eval_every or max(5, int(steps_total // 5))
     label_names = [id2label[i] for i in range(len(labels))]
 
@@ -489,11 +493,11 @@ def train_classifier(
         label_smoothing_factor=0.0 if multi_label else config.label_smoothing,
     )
     started = time.time()
-    reporter = _Reporter(progress, cancel, started)
-    keeper = _BestKeeper(config.metric, config.early_stopping_patience, config.stop_on, config.min_delta)
+    reporter = ProgressReporter(progress, cancel, started)
+    keeper = BestKeeper(config.metric, config.early_stopping_patience, config.stop_on, config.min_delta)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        trainer = _Trainer(
+        trainer = ScaledLrTrainer(
             head_lr_scale=config.head_lr_scale,
             layer_lr_decay=config.layer_lr_decay,
             model=model,

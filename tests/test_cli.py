@@ -17,6 +17,13 @@ from bertviz_app.cli import main
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture()
+def cli_models(models_dir, monkeypatch):
+    """The CLI is an edge: it reads BERTVIZ_MODELS_DIR from the environment (once, in main)."""
+    monkeypatch.setenv("BERTVIZ_MODELS_DIR", str(models_dir))
+    return models_dir
+
+
 def run(capsys, *argv):
     code = main(list(argv))
     out, err = capsys.readouterr()
@@ -66,11 +73,11 @@ def test_attention_json_contract(capsys, tiny_model_dir):
     assert all(len(row) == t for row in r["weights"][1][1]) and len(r["weights"][1][1]) == t
 
 
-def test_summary_and_models(capsys, tiny_model_dir, models_dir):
+def test_summary_and_models(capsys, tiny_model_dir, cli_models):
     code, out, _ = run(capsys, "summary", "--model", str(tiny_model_dir), "--json")
     assert code == 0 and json.loads(out)["labels"] == ["negative", "positive"]
     code, out, _ = run(capsys, "models", "--json")
-    assert code == 0 and json.loads(out)[0] == {"name": "default", "path": str(models_dir / "default"), "built": False}
+    assert code == 0 and json.loads(out)[0] == {"name": "default", "path": str(cli_models / "default"), "built": False}
 
 
 @pytest.mark.parametrize(
@@ -188,7 +195,7 @@ def test_predict_json_of_many_texts_into_head_1(tiny_model_dir, tmp_path):
     assert (code, err) == (0, "")
 
 
-def test_models_lists_every_name_the_registry_opens_by_name(capsys, models_dir, tiny_model_dir):
+def test_models_lists_every_name_the_registry_opens_by_name(capsys, models_dir, cli_models, tiny_model_dir):
     """`models` lists the bare encoder the page and --model accept; each listed model opens by its
     listed name, at its listed path (one table behind both, so they cannot drift apart)."""
     from bertviz_app.default_model import encoder_path
@@ -201,12 +208,12 @@ def test_models_lists_every_name_the_registry_opens_by_name(capsys, models_dir, 
     assert listed[-1] == {"name": "encoder", "path": str(encoder_path()), "built": True}
     for m in listed:
         if m["built"]:
-            assert model_folder(m["name"]) == Path(m["path"])
+            assert model_folder(m["name"], models_dir=models_dir) == Path(m["path"])
     code, out, _ = run(capsys, "models")
     assert code == 0 and out.splitlines()[-1].split()[0] == "encoder" and str(encoder_path()) in out
 
 
-def test_a_models_folder_named_encoder_is_listed_once_and_opened(capsys, models_dir, tiny_model_dir):
+def test_a_models_folder_named_encoder_is_listed_once_and_opened(capsys, models_dir, cli_models, tiny_model_dir):
     """models/encoder, where someone saved their own model, takes the name from the shipped encoder in
     the listing exactly as it does in resolution."""
     from bertviz_app import base_model_path
@@ -216,5 +223,14 @@ def test_a_models_folder_named_encoder_is_listed_once_and_opened(capsys, models_
     code, out, _ = run(capsys, "models", "--json")
     listed = [m for m in json.loads(out) if m["name"] == "encoder"]
     assert code == 0 and listed == [{"name": "encoder", "path": str(models_dir / "encoder"), "built": True}]
-    assert model_folder("encoder") == models_dir / "encoder"
-    assert base_model_path("encoder") == models_dir / "encoder"  # the fine-tune's base resolves it the same way
+    assert model_folder("encoder", models_dir=models_dir) == models_dir / "encoder"
+    assert base_model_path("encoder", models_dir=models_dir) == models_dir / "encoder"  # the fine-tune's base resolves it the same way
+
+
+def test_build_default_takes_its_models_folder_as_an_option():
+    """The background build starts its child with --models-dir (no environment variable is set for it)."""
+    from bertviz_app.cli import build_parser
+
+    args = build_parser().parse_args(["build-default", "--models-dir", "/srv/models", "--max-train-rows", "5"])
+    assert args.models_dir == "/srv/models" and args.max_train_rows == 5
+    assert build_parser().parse_args(["build-default"]).models_dir is None  # the settings' folder

@@ -14,7 +14,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import bertviz_app.data as data_mod
+import bertviz_app.data.validation as data_validation
+from bertviz_app.config import Settings
 from bertviz_app.data import (
     ROW_NOTE,
     build_dataset,
@@ -311,15 +312,15 @@ def test_enormous_single_line(tmp_path):
         read_table(tmp_path / "line.csv")
 
 
-def test_enormous_cell_is_read_and_cut(tmp_path, monkeypatch):
-    monkeypatch.setenv("BERTVIZ_MAX_CHARS", "1000")
+def test_enormous_cell_is_read_and_cut(tmp_path):
+    limits = Settings(max_chars=1000)
     rows = good_rows()
     rows[0] = ("good " * 100_000, "positive")  # one 500 kB cell
     t = read_table(write_csv(tmp_path / "long.csv", rows))
-    report = validate(t, "text", "label")
+    report = validate(t, "text", "label", settings=limits)
     assert report.ok
     assert "only the first 1,000 are used: row 2" in problem(report, "long_text").message
-    ds = build_dataset(t, "text", "label")
+    ds = build_dataset(t, "text", "label", settings=limits)
     assert len(ds.texts[0]) == 1000
 
 
@@ -335,18 +336,17 @@ def test_unclosed_quote_names_the_row(tmp_path):
         read_table(tmp_path / "q.csv")
 
 
-def test_over_the_size_limit(tmp_path, monkeypatch, good_csv):
-    monkeypatch.setenv("BERTVIZ_MAX_UPLOAD_MB", "0.0005")  # 500 bytes
+def test_over_the_size_limit(tmp_path, good_csv):
+    limit = dict(max_upload_mb=0.0005)  # 500 bytes
     with pytest.raises(DataError, match=r"'reviews.csv' is 930 bytes; the limit is 500 bytes \(BERTVIZ_MAX_UPLOAD_MB\)\. Upload a smaller"):
-        read_table(good_csv)
+        read_table(good_csv, **limit)
     with pytest.raises(DataError, match="the limit is 500 bytes"):
-        read_table(good_csv.read_bytes(), name="reviews.csv")
+        read_table(good_csv.read_bytes(), name="reviews.csv", **limit)
 
 
-def test_over_the_row_limit(tmp_path, monkeypatch, good_csv):
-    monkeypatch.setenv("BERTVIZ_MAX_ROWS", "20")
+def test_over_the_row_limit(tmp_path, good_csv):
     with pytest.raises(DataError, match=r"more than 20 data rows, the limit \(BERTVIZ_MAX_ROWS\)"):
-        read_table(good_csv)
+        read_table(good_csv, max_rows=20)
 
 
 def test_missing_file_and_folder(tmp_path):
@@ -521,7 +521,7 @@ def test_truncation_warning_with_tiny_tokenizer(tmp_path, monkeypatch):
     assert p.severity == "warning" and p.rows == (6,)
     assert p.message.startswith("1 of 30 texts (3%) are longer than 16 tokens and will be cut to that length in training: row 6")
     assert "truncated" not in validate(t, "text", "label", tokenizer=tok).codes()  # model max 64
-    monkeypatch.setattr(data_mod, "_TOKEN_CHECK_ROWS", 10)  # big files: an evenly spread sample
+    monkeypatch.setattr(data_validation, "TOKEN_CHECK_ROWS", 10)  # big files: an evenly spread sample
     rows[3] = rows[4]  # sampled: positions 0, 3, 6, 9, 12, 16, 19, 22, 25, 29 of 30 (row 4 is not)
     t = read_table(write_csv(tmp_path / "t2.csv", [(f"{a} {i}", b) for i, (a, b) in enumerate(rows)]))
     p = problem(validate(t, "text", "label", tokenizer=tok, max_length=16), "truncated")
@@ -636,7 +636,8 @@ def test_data_module_does_not_import_ui_libraries():
 
     import bertviz_app.data as mod
 
-    tree = ast.parse(Path(mod.__file__).read_text(encoding="utf-8"))
-    names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-    assert not names & {"gradio", "plotly", "torch"}
+    for path in Path(mod.__file__).parent.glob("*.py"):  # every module of the package
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        assert not names & {"gradio", "plotly", "torch"}, path.name

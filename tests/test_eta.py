@@ -74,10 +74,10 @@ def test_training_progress_events_carry_the_measured_eta(monkeypatch):
     """The training callback (the fine-tune's and the default build's progress) uses the rule."""
     from types import SimpleNamespace
 
-    from bertviz_app.training import _Reporter
+    from bertviz_app.training import ProgressReporter
 
     clock, events = FakeClock(), []
-    reporter = _Reporter(events.append, None, 0.0)
+    reporter = ProgressReporter(events.append, None, 0.0)
     reporter.steps = RateEta(min_units=10, min_seconds=20.0, window=60.0, clock=clock)
     state = SimpleNamespace(global_step=0, max_steps=200, epoch=0.0)
 

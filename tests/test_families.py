@@ -342,7 +342,7 @@ def test_unsupported_model_type_lists_the_supported_ones(tmp_path):
 
 
 @pytest.mark.parametrize("mode", ["probe", "full"])
-def test_fine_tuning_starts_from_every_family(fam_lm, mode, settings, tmp_path, monkeypatch):
+def test_fine_tuning_starts_from_every_family(fam_lm, mode, settings, tmp_path):
     """A run from a base of each family is saved, reopens as that family, and (probe) the saved
     head reproduces the logistic regression's validation accuracy exactly: the weights sit in the
     head's last linear layer on the features the model itself computes."""
@@ -359,11 +359,8 @@ def test_fine_tuning_starts_from_every_family(fam_lm, mode, settings, tmp_path, 
 
     dataset = build_dataset(read_table(write_csv(tmp_path / "reviews.csv", n=24)), "review", "sentiment")
     config = replace(FAST, epochs=1, batch_size=16, eval_every=100) if mode == "full" else None  # 2 steps
-    # TRANSITIONAL: run_finetune still finds the runs folder through config.get_settings(); once it takes
-    # the models folder as an argument, pass settings.models_dir there and drop this line
-    monkeypatch.setenv("BERTVIZ_MODELS_DIR", str(settings.models_dir))
-    result = run_finetune(dataset, base=str(fam_lm.path), mode=mode, name=f"{mode}-run", config=config)
-    assert result.path.parent == settings.models_dir / "runs"
+    result = run_finetune(dataset, base=str(fam_lm.path), mode=mode, name=f"{mode}-run", config=config,
+                          models_dir=settings.models_dir)
     info = json.loads((result.path / "run.json").read_text())
     lm = bv.load_model(f"runs/{mode}-run", device="cpu", settings=settings)
     assert lm.model.config.model_type == fam_lm.model.config.model_type and lm.labels == tuple(LABELS)

@@ -21,7 +21,7 @@ import bertviz_app as bv
 from bertviz_app import InputError
 from bertviz_app.data import build_dataset, read_table
 from bertviz_app.finetune import list_runs, run_finetune
-from bertviz_app.training import TrainConfig, _BestKeeper
+from bertviz_app.training import BestKeeper, TrainConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 POS = ["good", "great", "fun", "gorgeous", "moving"]
@@ -49,9 +49,9 @@ def dataset(tmp_path):
 FAST = TrainConfig(epochs=2, batch_size=8, learning_rate=5e-4, logging_steps=1, eval_every=3, early_stopping_patience=0)
 
 
-def test_full_finetune_saves_a_complete_registered_run(models_dir, tiny_model_dir, dataset):
+def test_full_finetune_saves_a_complete_registered_run(models_dir, tiny_model_dir, dataset, settings):
     events = []
-    result = run_finetune(dataset, base=str(tiny_model_dir), mode="full", name="r1", config=FAST,
+    result = run_finetune(dataset, models_dir=models_dir, base=str(tiny_model_dir), mode="full", name="r1", config=FAST,
                           source="reviews.csv", progress=events.append)
     assert result.name == "runs/r1" and result.path == models_dir / "runs" / "r1"
     files = {p.name for p in result.path.iterdir()}
@@ -74,17 +74,17 @@ def test_full_finetune_saves_a_complete_registered_run(models_dir, tiny_model_di
     assert any("eval_macro_f1" in e.get("logs", {}) for e in events)
     assert all(0 <= e["step"] <= e["max_steps"] for e in events)
     # the run is a registered model the explorer can open at once
-    lm = bv.load_model("runs/r1", device="cpu")
+    lm = bv.load_model("runs/r1", device="cpu", settings=settings)
     assert lm.labels == ("negative", "positive")
     assert bv.attention(lm, "the film was good").weights.shape[0] == 2
-    assert [r["name"] for r in list_runs()] == ["runs/r1"]
+    assert [r["name"] for r in list_runs(models_dir)] == ["runs/r1"]
 
 
-def test_probe_mode_is_a_real_classifier_head(models_dir, tiny_model_dir, dataset):
-    result = run_finetune(dataset, base=str(tiny_model_dir), mode="probe", name="p1")
+def test_probe_mode_is_a_real_classifier_head(models_dir, tiny_model_dir, dataset, settings):
+    result = run_finetune(dataset, models_dir=models_dir, base=str(tiny_model_dir), mode="probe", name="p1")
     info = json.loads((result.path / "run.json").read_text())
     assert info["mode"] == "probe"
-    lm = bv.load_model("runs/p1", device="cpu")
+    lm = bv.load_model("runs/p1", device="cpu", settings=settings)
     # the saved model reproduces the reported validation accuracy exactly
     rows = {r["row"] for r in result.misclassified}
     val_n = info["val_rows"]
@@ -95,15 +95,15 @@ def test_probe_mode_is_a_real_classifier_head(models_dir, tiny_model_dir, datase
 
 
 def test_both_modes_on_same_data_share_the_hash(models_dir, tiny_model_dir, dataset):
-    run_finetune(dataset, base=str(tiny_model_dir), mode="probe", name="a")
-    run_finetune(dataset, base=str(tiny_model_dir), mode="full", name="b", config=FAST)
-    runs = list_runs()
+    run_finetune(dataset, models_dir=models_dir, base=str(tiny_model_dir), mode="probe", name="a")
+    run_finetune(dataset, models_dir=models_dir, base=str(tiny_model_dir), mode="full", name="b", config=FAST)
+    runs = list_runs(models_dir)
     assert {r["mode"] for r in runs} == {"full", "probe"}
     assert len({r["data_hash"] for r in runs}) == 1
 
 
-def test_cancel_stops_and_keeps_the_best_weights_so_far(models_dir, tiny_model_dir, dataset):
-    earlier = run_finetune(dataset, base=str(tiny_model_dir), mode="probe", name="earlier")
+def test_cancel_stops_and_keeps_the_best_weights_so_far(models_dir, tiny_model_dir, dataset, settings):
+    earlier = run_finetune(dataset, models_dir=models_dir, base=str(tiny_model_dir), mode="probe", name="earlier")
     cancel = threading.Event()
     config = TrainConfig(epochs=50, batch_size=8, logging_steps=1, eval_every=2, early_stopping_patience=0)
 
@@ -111,12 +111,12 @@ def test_cancel_stops_and_keeps_the_best_weights_so_far(models_dir, tiny_model_d
         if event["step"] >= 3:
             cancel.set()
 
-    result = run_finetune(dataset, base=str(tiny_model_dir), name="cancelled", config=config, progress=progress, cancel=cancel)
+    result = run_finetune(dataset, models_dir=models_dir, base=str(tiny_model_dir), name="cancelled", config=config, progress=progress, cancel=cancel)
     info = json.loads((result.path / "run.json").read_text())
     assert result.cancelled and info["cancelled"]
     assert info["steps"] < info["max_steps"] // 10  # stopped within a step or two of the cancel
     assert "cancelled" in (result.path / "README.md").read_text()
-    assert bv.load_model("runs/earlier", device="cpu").path == earlier.path  # untouched
+    assert bv.load_model("runs/earlier", device="cpu", settings=settings).path == earlier.path  # untouched
 
 
 def test_best_keeper_restores_best_and_stops_early():
@@ -129,7 +129,7 @@ def test_best_keeper_restores_best_and_stops_early():
     import torch
 
     model = torch.nn.Linear(2, 1)
-    keeper = _BestKeeper("macro_f1", patience=2)
+    keeper = BestKeeper("macro_f1", patience=2)
     state, ctl = State(), Ctl()
     for step, value in enumerate([0.5, 0.8, 0.7, 0.75], start=1):
         state.global_step = step
@@ -169,38 +169,38 @@ def test_stopping_rule_stops_when_validation_loss_rises_while_macro_f1_is_flat()
     overfitting = [(0.60, 0.90), (0.80, 0.75), (0.803, 0.80), (0.806, 0.88), (0.806, 0.95), (0.809, 1.00), (0.812, 1.05)]
     config = TrainConfig()
     assert (config.stop_on, config.min_delta) == ("metric_or_loss", 0.0)
-    keeper = _BestKeeper("macro_f1", patience=3, stop_on=config.stop_on, min_delta=config.min_delta)
+    keeper = BestKeeper("macro_f1", patience=3, stop_on=config.stop_on, min_delta=config.min_delta)
     assert _feed(keeper, overfitting) == 5 and keeper.stopped_by == "loss"  # three evaluations after the loss's low
     assert keeper.best == pytest.approx(0.806) and keeper.best_step == 4  # the tie at 0.806 goes to the lower loss
     assert float(keeper.best_state["bias"][0]) == 4
-    old = _BestKeeper("macro_f1", patience=3, stop_on="metric", min_delta=0.0)  # the rule before: every rise resets
+    old = BestKeeper("macro_f1", patience=3, stop_on="metric", min_delta=0.0)  # the rule before: every rise resets
     assert _feed(old, overfitting) is None and old.best_step == 7
     # a rising validation loss stops training even while macro-F1 still rises (the bench's 10-epoch run: 0.816 ->
     # 0.826 while the loss went 0.41 -> 0.66); the rule before went on
     rising = [(0.60, 0.70), (0.65, 0.75), (0.70, 0.80), (0.75, 0.85), (0.80, 0.90)]
-    keeper = _BestKeeper("macro_f1", patience=2, stop_on="metric_or_loss", min_delta=0.01)
+    keeper = BestKeeper("macro_f1", patience=2, stop_on="metric_or_loss", min_delta=0.01)
     assert _feed(keeper, rising) == 3 and keeper.stopped_by == "loss" and keeper.best_step == 3
-    assert _feed(_BestKeeper("macro_f1", patience=2, stop_on="metric", min_delta=0.0), rising) is None
+    assert _feed(BestKeeper("macro_f1", patience=2, stop_on="metric", min_delta=0.0), rising) is None
     # min_delta: a rise of macro-F1 within it is no rise
-    assert _feed(_BestKeeper("macro_f1", patience=3, stop_on="metric", min_delta=0.01), overfitting) == 5
+    assert _feed(BestKeeper("macro_f1", patience=3, stop_on="metric", min_delta=0.01), overfitting) == 5
     # a loss that falls by less than 0.1% has not fallen
     creeping = [(0.60, 0.9), (0.70, 0.89999), (0.80, 0.89998), (0.90, 0.89997)]
-    assert _feed(_BestKeeper("macro_f1", patience=2, stop_on="metric_or_loss", min_delta=0.01), creeping) == 3
+    assert _feed(BestKeeper("macro_f1", patience=2, stop_on="metric_or_loss", min_delta=0.01), creeping) == 3
     # while both improve, training goes on
     learning = [(0.60, 0.90), (0.65, 0.80), (0.70, 0.70), (0.75, 0.65), (0.80, 0.60)]
-    assert _feed(_BestKeeper("macro_f1", patience=2, stop_on="metric_or_loss", min_delta=0.01), learning) is None
+    assert _feed(BestKeeper("macro_f1", patience=2, stop_on="metric_or_loss", min_delta=0.01), learning) is None
     with pytest.raises(InputError, match="stop_on='loss' must be metric_or_loss or metric"):
         TrainConfig(stop_on="loss")
 
 
 def test_kept_checkpoint_is_the_best_macro_f1_with_ties_going_to_the_lower_validation_loss(tiny_model_dir, dataset):
-    keeper = _BestKeeper("macro_f1", patience=0, stop_on="metric_or_loss", min_delta=0.01)
+    keeper = BestKeeper("macro_f1", patience=0, stop_on="metric_or_loss", min_delta=0.01)
     _feed(keeper, [(0.70, 0.50), (0.80, 0.60), (0.80, 0.55), (0.80, 0.58), (0.75, 0.40)])
     assert (keeper.best, keeper.best_loss, keeper.best_step) == (0.80, 0.55, 3)
     assert float(keeper.best_state["bias"][0]) == 3
     # through the trainer: the returned weights are the kept evaluation's (its macro-F1 and validation loss)
     from bertviz_app.data import split_dataset
-    from bertviz_app.finetune import _evaluate
+    from bertviz_app.finetune.evaluation import evaluate
     from bertviz_app.training import train_classifier
 
     train, val, _ = split_dataset(dataset, val_fraction=0.3, seed=0)
@@ -210,7 +210,7 @@ def test_kept_checkpoint_is_the_best_macro_f1_with_ties_going_to_the_lower_valid
     evals = [e for e in info["log_history"] if "eval_macro_f1" in e]
     best = max(evals, key=lambda e: (e["eval_macro_f1"], -e["eval_loss"]))
     assert info["best_metric"] == pytest.approx(best["eval_macro_f1"]) and info["best_val_loss"] == pytest.approx(best["eval_loss"])
-    metrics, _ = _evaluate(model, tokenizer, val, info["max_length"])
+    metrics, _ = evaluate(model, tokenizer, val, info["max_length"])
     assert metrics["macro_f1"] == pytest.approx(best["eval_macro_f1"])
     assert metrics["val_nll"] == pytest.approx(best["eval_loss"], abs=1e-4)
     assert all(0 <= e["eval_ece"] <= 1 for e in evals)
@@ -262,11 +262,11 @@ def test_epoch_cap_scales_with_data_size():
 def test_learning_rate_groups_follow_head_scale_and_layer_decay(tiny_model_dir, tmp_path):
     from transformers import AutoModelForSequenceClassification, TrainingArguments
 
-    from bertviz_app.training import _Trainer
+    from bertviz_app.training import ScaledLrTrainer
 
     model = AutoModelForSequenceClassification.from_pretrained(tiny_model_dir)
     args = TrainingArguments(output_dir=str(tmp_path), learning_rate=1e-3, use_cpu=True, report_to="none")
-    trainer = _Trainer(model=model, args=args, head_lr_scale=10.0, layer_lr_decay=0.5)
+    trainer = ScaledLrTrainer(model=model, args=args, head_lr_scale=10.0, layer_lr_decay=0.5)
     lr_of = {id(p): g["lr"] for g in trainer.create_optimizer().param_groups for p in g["params"]}
     names = dict(model.named_parameters())
     top = model.config.num_hidden_layers - 1
@@ -317,13 +317,13 @@ def test_freeze_layers_keeps_the_embeddings_and_bottom_layers_fixed(tiny_model_d
 @pytest.mark.parametrize("name", ["../escape", "/abs", "a/b", "", "x" * 65, ".hidden"])
 def test_run_names_are_confined(models_dir, tiny_model_dir, dataset, name):
     with pytest.raises(InputError, match="not allowed"):
-        run_finetune(dataset, base=str(tiny_model_dir), mode="probe", name=name)
+        run_finetune(dataset, models_dir=models_dir, base=str(tiny_model_dir), mode="probe", name=name)
 
 
 def test_existing_runs_are_never_overwritten(models_dir, tiny_model_dir, dataset):
-    run_finetune(dataset, base=str(tiny_model_dir), mode="probe", name="keep")
+    run_finetune(dataset, models_dir=models_dir, base=str(tiny_model_dir), mode="probe", name="keep")
     with pytest.raises(InputError, match="already exists"):
-        run_finetune(dataset, base=str(tiny_model_dir), mode="probe", name="keep")
+        run_finetune(dataset, models_dir=models_dir, base=str(tiny_model_dir), mode="probe", name="keep")
 
 
 KILL_DURING_SAVE = r"""
@@ -344,8 +344,8 @@ atomic_save(model, tok, dest, {"run.json": "{}"})
 """
 
 
-def test_kill_during_save_keeps_earlier_models_and_leaves_no_run(models_dir, tiny_model_dir, dataset):
-    earlier = run_finetune(dataset, base=str(tiny_model_dir), mode="probe", name="before")
+def test_kill_during_save_keeps_earlier_models_and_leaves_no_run(models_dir, tiny_model_dir, dataset, settings):
+    earlier = run_finetune(dataset, models_dir=models_dir, base=str(tiny_model_dir), mode="probe", name="before")
     dest = models_dir / "runs" / "killed"
     proc = subprocess.Popen([sys.executable, "-c", KILL_DURING_SAVE, str(tiny_model_dir), str(dest)],
                             stdout=subprocess.PIPE, text=True, cwd=ROOT)
@@ -354,14 +354,15 @@ def test_kill_during_save_keeps_earlier_models_and_leaves_no_run(models_dir, tin
     proc.wait(timeout=30)
     assert not dest.exists()
     assert any(p.name.startswith(".tmp-killed") for p in dest.parent.iterdir())  # the half-written folder
-    assert [m["name"] for m in bv.list_models()] == ["default", "runs/before", "encoder"]  # ...which nobody lists
+    assert [m["name"] for m in bv.list_models(models_dir)] == ["default", "runs/before", "encoder"]  # ...which nobody lists
     bv.clear_cache()
-    assert bv.predict(bv.load_model("runs/before", device="cpu"), "good film")[0].label in earlier.labels
+    assert bv.predict(bv.load_model("runs/before", device="cpu", settings=settings), "good film")[0].label in earlier.labels
 
 
-def test_cli_finetune_json_contract(models_dir, tiny_model_dir, tmp_path, capsys):
+def test_cli_finetune_json_contract(models_dir, tiny_model_dir, tmp_path, capsys, monkeypatch):
     from bertviz_app.cli import main
 
+    monkeypatch.setenv("BERTVIZ_MODELS_DIR", str(models_dir))  # the CLI is an edge: it reads the environment
     data = write_csv(tmp_path / "d.csv")
     code = main(["finetune", str(data), "--text-column", "review", "--label-column", "sentiment", "--base", str(tiny_model_dir),
                  "--mode", "probe", "--name", "cli-run", "--json"])
@@ -406,14 +407,14 @@ def test_restart_cleans_up_old_half_written_folders_but_not_a_save_in_progress(m
     past = time.time() - 7200
     os.utime(old_tmp, (past, past))
     os.utime(old_swap, (past, past))
-    assert sorted(p.name for p in clean_stale_folders()) == [".old-default-3", ".tmp-a-1"]
+    assert sorted(p.name for p in clean_stale_folders(models_dir)) == [".old-default-3", ".tmp-a-1"]
     assert new_tmp.exists() and not old_tmp.exists() and not old_swap.exists()
-    assert [m["name"] for m in bv.list_models()] == ["default", "encoder"]
+    assert [m["name"] for m in bv.list_models(models_dir)] == ["default", "encoder"]
 
 
-def test_kill_during_training_loses_nothing_saved(models_dir, tiny_model_dir, dataset, tmp_path):
+def test_kill_during_training_loses_nothing_saved(models_dir, tiny_model_dir, dataset, tmp_path, settings):
     """SIGKILL of a fine-tune process mid-training: no run appears, earlier runs still load."""
-    run_finetune(dataset, base=str(tiny_model_dir), mode="probe", name="survivor")
+    run_finetune(dataset, models_dir=models_dir, base=str(tiny_model_dir), mode="probe", name="survivor")
     data = write_csv(tmp_path / "d.csv")
     env = {**os.environ, "BERTVIZ_MODELS_DIR": str(models_dir), "HF_HUB_OFFLINE": "1"}
     proc = subprocess.Popen(
@@ -431,9 +432,9 @@ def test_kill_during_training_loses_nothing_saved(models_dir, tiny_model_dir, da
         if proc.poll() is None:
             proc.kill()
     assert not (models_dir / "runs" / "doomed").exists()
-    assert [m["name"] for m in bv.list_models()] == ["default", "runs/survivor", "encoder"]
+    assert [m["name"] for m in bv.list_models(models_dir)] == ["default", "runs/survivor", "encoder"]
     bv.clear_cache()
-    assert bv.predict(bv.load_model("runs/survivor", device="cpu"), "good film")[0].label
+    assert bv.predict(bv.load_model("runs/survivor", device="cpu", settings=settings), "good film")[0].label
 
 
 # --------------------------------------------------------------------------- the service: plan -> run, verdict
@@ -492,9 +493,9 @@ def write_random_csv(path: Path, n: int = 80, seed: int = 1) -> Path:
     return path
 
 
-def test_random_labels_give_a_not_learned_verdict_in_the_result_and_run_json(models_dir, tiny_model_dir, tmp_path):
+def test_random_labels_give_a_not_learned_verdict_in_the_result_and_run_json(models_dir, tiny_model_dir, tmp_path, settings):
     plan = bv.plan_finetune(write_random_csv(tmp_path / "noise.csv"), base=str(tiny_model_dir), mode="full",
-                            name="noise", epochs=1, batch_size=8, allow_paths=True)
+                            name="noise", epochs=1, batch_size=8, allow_paths=True, settings=settings)
     (result,) = bv.run_plan(plan)
     v = result.verdict
     assert v.status == "not_learned" and not v.learned
@@ -504,9 +505,9 @@ def test_random_labels_give_a_not_learned_verdict_in_the_result_and_run_json(mod
     assert info["verdict"]["status"] == "not_learned" and info["verdict"]["learned"] is False
 
 
-def test_plan_guesses_columns_and_runs_both_modes_on_one_split_with_events(models_dir, tiny_model_dir, tmp_path):
+def test_plan_guesses_columns_and_runs_both_modes_on_one_split_with_events(models_dir, tiny_model_dir, tmp_path, settings):
     plan = bv.plan_finetune(write_csv(tmp_path / "d.csv"), base=str(tiny_model_dir), mode="both", name="pair",
-                            epochs=2, batch_size=8, learning_rate=5e-4, allow_paths=True)
+                            epochs=2, batch_size=8, learning_rate=5e-4, allow_paths=True, settings=settings)
     assert plan.columns == ("review", "sentiment", None) and plan.modes == ("probe", "full")
     assert plan.names == ("pair-probe", "pair-full") and any("guessed" in n for n in plan.notices)
     assert any("warm-up" in a for a in plan.auto) and not any("epochs" in a for a in plan.auto)
@@ -528,24 +529,24 @@ def test_plan_guesses_columns_and_runs_both_modes_on_one_split_with_events(model
     ({"val_fraction": 0.9}, "between 0.05 and 0.5"),
     ({"name": "../x"}, "name"),
 ])
-def test_plan_refuses_bad_requests_with_what_to_fix(models_dir, tiny_model_dir, tmp_path, kwargs, message):
+def test_plan_refuses_bad_requests_with_what_to_fix(models_dir, tiny_model_dir, tmp_path, kwargs, message, settings):
     with pytest.raises(bv.BertvizError, match=message):
-        bv.plan_finetune(write_csv(tmp_path / "d.csv"), base=str(tiny_model_dir), allow_paths=True, **kwargs)
+        bv.plan_finetune(write_csv(tmp_path / "d.csv"), base=str(tiny_model_dir), allow_paths=True, **kwargs, settings=settings)
 
 
 def test_plan_refuses_an_existing_run_name_and_a_folder_base_when_paths_are_off(models_dir, tiny_model_dir, dataset,
-                                                                                tmp_path):
-    run_finetune(dataset, base=str(tiny_model_dir), mode="probe", name="taken")
+                                                                                tmp_path, settings):
+    run_finetune(dataset, models_dir=models_dir, base=str(tiny_model_dir), mode="probe", name="taken")
     data = write_csv(tmp_path / "d.csv")
     with pytest.raises(InputError, match="already exists"):
-        bv.plan_finetune(data, base=str(tiny_model_dir), name="taken", allow_paths=True)
+        bv.plan_finetune(data, base=str(tiny_model_dir), name="taken", allow_paths=True, settings=settings)
     with pytest.raises(bv.BertvizError, match="BERTVIZ_ALLOW_LOCAL_PATHS"):
-        bv.plan_finetune(data, base=str(tiny_model_dir), allow_paths=False)
+        bv.plan_finetune(data, base=str(tiny_model_dir), allow_paths=False, settings=settings)
 
 
-def test_job_streams_events_and_cancel_keeps_the_best_weights(models_dir, tiny_model_dir, tmp_path):
+def test_job_streams_events_and_cancel_keeps_the_best_weights(models_dir, tiny_model_dir, tmp_path, settings):
     plan = bv.plan_finetune(write_csv(tmp_path / "d.csv"), base=str(tiny_model_dir), mode="full", name="job",
-                            epochs=50, batch_size=4, patience=0, allow_paths=True)
+                            epochs=50, batch_size=4, patience=0, allow_paths=True, settings=settings)
     job = bv.FinetuneJob(plan).start()
     seen = []
     for event in job.events(timeout=0.1):
@@ -557,12 +558,12 @@ def test_job_streams_events_and_cancel_keeps_the_best_weights(models_dir, tiny_m
     assert not job.running and job.error is None
     assert result.cancelled and result.name == "runs/job"
     assert seen[0]["kind"] == "mode" and seen[-1]["kind"] == "result"
-    assert bv.load_model("runs/job", device="cpu").labels == ("negative", "positive")
+    assert bv.load_model("runs/job", device="cpu", settings=settings).labels == ("negative", "positive")
 
 
-def test_job_cancelled_before_start_saves_nothing(models_dir, tiny_model_dir, tmp_path):
+def test_job_cancelled_before_start_saves_nothing(models_dir, tiny_model_dir, tmp_path, settings):
     plan = bv.plan_finetune(write_csv(tmp_path / "d.csv"), base=str(tiny_model_dir), mode="both", name="never",
-                            allow_paths=True)
+                            allow_paths=True, settings=settings)
     job = bv.FinetuneJob(plan)
     job.cancel()
     job.start()
@@ -585,6 +586,7 @@ def test_cli_default_base_is_the_service_default_and_cli_has_every_mode():
 def test_cli_finetune_both_prints_a_verdict_per_run(models_dir, tiny_model_dir, tmp_path, capsys, monkeypatch):
     from bertviz_app.cli import main
 
+    monkeypatch.setenv("BERTVIZ_MODELS_DIR", str(models_dir))  # the CLI is an edge: it reads the environment
     data = write_csv(tmp_path / "d.csv")
     code = main(["finetune", str(data), "--base", str(tiny_model_dir), "--mode", "both", "--name", "cb", "--epochs", "1",
                  "--batch-size", "8", "--json"])

@@ -126,13 +126,14 @@ def test_bad_files_give_clear_messages_and_no_traceback(app_url, data, tiny_mode
     assert "Epochs: 'three' is not a number; type one such as 3, or leave the box blank" in str(excinfo.value)
 
 
-def test_folder_base_refused_when_local_paths_are_off(app_url, data, tiny_model_dir, monkeypatch):
-    client = Client(app_url, verbose=False)
-    upload(client, data["good"])
-    monkeypatch.setenv("BERTVIZ_ALLOW_LOCAL_PATHS", "0")
-    other = str(tiny_model_dir.parent / ".." / tiny_model_dir.parent.name / "tiny-bert")  # same folder, not the default
-    with pytest.raises(Exception) as excinfo:
-        client.predict(*start_args(other), api_name="/finetune_start")
+def test_folder_base_refused_when_local_paths_are_off(registry, data, tiny_model_dir):
+    # the server's settings are read once, when it starts: a server started with local paths off
+    with served_app(str(tiny_model_dir), BERTVIZ_ALLOW_LOCAL_PATHS="0") as url:
+        client = Client(url, verbose=False)
+        upload(client, data["good"])
+        other = str(tiny_model_dir.parent / ".." / tiny_model_dir.parent.name / "tiny-bert")  # same folder, not the default
+        with pytest.raises(Exception) as excinfo:
+            client.predict(*start_args(other), api_name="/finetune_start")
     assert "BERTVIZ_ALLOW_LOCAL_PATHS=0" in str(excinfo.value)
 
 
@@ -159,7 +160,7 @@ def test_probe_run_shows_metrics_saves_the_run_and_selects_it(app_url, data, tin
     assert model["value"] == "runs/ui-probe" and ["runs/ui-probe", "runs/ui-probe"] in model["choices"]
     assert field(out, "run")["value"] == "runs/ui-probe"
     assert (registry / "runs" / "ui-probe" / "config.json").is_file()
-    assert bv.load_model("runs/ui-probe", device="cpu").labels == ("negative", "positive")
+    assert bv.load_model("runs/ui-probe", device="cpu", settings=bv.Settings(models_dir=registry)).labels == ("negative", "positive")
     # misclassified rows: a CSV safe for spreadsheets
     wrong = field(out, "wrong")
     if wrong["data"]:
@@ -197,7 +198,7 @@ def test_both_modes_side_by_side(app_url, data, tiny_model_dir):
     assert field(out, "model")["value"] == "runs/ui-both-full"
 
 
-def test_cancel_stops_a_long_run_and_keeps_the_best_weights(app_url, data, tiny_model_dir):
+def test_cancel_stops_a_long_run_and_keeps_the_best_weights(app_url, data, tiny_model_dir, registry):
     import bertviz_app as bv
 
     client = Client(app_url, verbose=False)
@@ -215,7 +216,7 @@ def test_cancel_stops_a_long_run_and_keeps_the_best_weights(app_url, data, tiny_
     assert time.time() - t0 < 30
     assert "Cancelled" in field(out, "status")
     assert "Cancelled:" in field(out, "metrics")
-    lm = bv.load_model("runs/ui-cancel", device="cpu")
+    lm = bv.load_model("runs/ui-cancel", device="cpu", settings=bv.Settings(models_dir=registry))
     assert lm.labels == ("negative", "positive")
     info = json.loads((Path(lm.path) / "run.json").read_text())
     assert info["cancelled"] is True and info["steps"] < info["max_steps"]
@@ -268,7 +269,6 @@ def test_push_to_hub_uses_the_token_once_and_never_shows_it(monkeypatch, tmp_pat
     run.mkdir(parents=True)
     (run / "config.json").write_text("{}")
     (run / "run.json").write_text("{}")
-    monkeypatch.setenv("BERTVIZ_MODELS_DIR", str(models))
     calls = []
 
     class FakeApi:
@@ -285,14 +285,14 @@ def test_push_to_hub_uses_the_token_once_and_never_shows_it(monkeypatch, tmp_pat
             return type("Info", (), {"commit_url": f"https://huggingface.co/{repo_id}/commit/1"})()
 
     monkeypatch.setattr(huggingface_hub, "HfApi", FakeApi)
-    md = finetune_tab.push_to_hub("runs/r", "me/model", "hf_SECRET", True)
+    md = finetune_tab.push_to_hub("runs/r", "me/model", "hf_SECRET", True, models_dir=models)
     assert "Pushed" in md and "hf_SECRET" not in md
     assert calls == [("init", "hf_SECRET"), ("create", "me/model", True), ("upload", str(run), ["run.json"])]
     with pytest.raises(Exception) as excinfo:
-        finetune_tab.push_to_hub("runs/r", "me/fail", "hf_SECRET", True)
+        finetune_tab.push_to_hub("runs/r", "me/fail", "hf_SECRET", True, models_dir=models)
     assert "failed" in str(excinfo.value) and "hf_SECRET" not in str(excinfo.value)
     with pytest.raises(Exception, match="owner/name"):
-        finetune_tab.push_to_hub("runs/r", "../x", "hf_SECRET", True)
+        finetune_tab.push_to_hub("runs/r", "../x", "hf_SECRET", True, models_dir=models)
 
 
 def test_report_warns_about_texts_the_model_will_cut():

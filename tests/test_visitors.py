@@ -197,8 +197,8 @@ def test_a_probe_run_stores_its_owner_hashed_and_local_runs_none(models_dir, tin
     from bertviz_app.finetune import load_run_info, run_finetune
 
     ds = build_dataset(read_table(write_csv(tmp_path / "r.csv", n=24)), "review", "sentiment")
-    mine = run_finetune(ds, base=str(tiny_model_dir), mode="probe", name="mine", owner=A)
-    local = run_finetune(ds, base=str(tiny_model_dir), mode="probe", name="local")
+    mine = run_finetune(ds, base=str(tiny_model_dir), mode="probe", name="mine", owner=A, models_dir=models_dir)
+    local = run_finetune(ds, base=str(tiny_model_dir), mode="probe", name="local", models_dir=models_dir)
     assert load_run_info(mine.path)["owner"] == A and "owner" not in load_run_info(local.path)
     assert v.run_owner(mine.path) == A
     on_disk = b"".join(p.read_bytes() for p in mine.path.rglob("*") if p.is_file())
@@ -219,13 +219,14 @@ def test_a_hub_token_is_found_nowhere_after_a_failed_push(models_dir, tiny_model
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")
     monkeypatch.setenv("HF_HUB_ETAG_TIMEOUT", "2")
     ds = build_dataset(read_table(write_csv(tmp_path / "r.csv", n=24)), "review", "sentiment")
-    run = run_finetune(ds, base=str(tiny_model_dir), mode="probe", name="pushme", owner=A)
+    run = run_finetune(ds, base=str(tiny_model_dir), mode="probe", name="pushme", owner=A,
+                       models_dir=models_dir)
     caplog.set_level(logging.DEBUG)
     started = time.time()
     messages = []
     for push in (push_run, finetune_tab.push_to_hub):
         with pytest.raises(InputError) as e:
-            push(run.name, "someone/model", token)
+            push(run.name, "someone/model", token, models_dir=models_dir)
         messages.append(str(e.value))
     assert all("The push to 'someone/model' failed" in m and token not in m for m in messages)
     assert token not in caplog.text

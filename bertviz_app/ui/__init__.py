@@ -42,7 +42,8 @@ HEAVY = dict(concurrency_limit=1, concurrency_id="heavy")  # model work, one at 
 
 def build_app(model: str | None = None) -> gr.Blocks:
     """The app, not launched. ``model``: what it opens with (default: settings.default_model)."""
-    default = (model or core.get_settings().default_model).strip()
+    settings = core.get_settings()  # TRANSITIONAL (data branch): the server/UI branch passes its Settings in
+    default = (model or settings.default_model).strip()
 
     # Uploaded files live in gradio's cache; delete_cache removes them hourly (older than an hour).
     with gr.Blocks(title="BERT classifier explorer", delete_cache=(3600, 3600)) as demo:
@@ -50,7 +51,8 @@ def build_app(model: str | None = None) -> gr.Blocks:
                     "Integrated Gradients attributions along the [CLS] path. Type a text and press **Analyze**.")
         state = gr.State(None, time_to_live=3600)
         visitor.register(demo)  # public mode: the browser's owner token, known on page load
-        build = build_panel.build(default)  # the default model's background build, while it runs
+        # the default model's background build, while it runs
+        build = build_panel.build(default, models_dir=settings.models_dir)
         # Which tab is open, and which record each chart tab last drew: a tab's charts are drawn when
         # it is open (on Analyze) or when it is opened, never for a hidden tab (bench/load_results.md:
         # drawing every tab on each Analyze cost more than the model's own forward passes).
@@ -66,9 +68,9 @@ def build_app(model: str | None = None) -> gr.Blocks:
             with gr.Tab("Model", id="model"):
                 m = model_tab.build(default)
             with gr.Tab("Fine-tune", id="finetune"):
-                f = finetune_tab.build(default)
+                f = finetune_tab.build(default, settings=settings)
             with gr.Tab("Explain a file", id="batch"):
-                b = batch_tab.build()
+                b = batch_tab.build(settings=settings)
 
         # ------------------------------------------------------------- Analyze: everything once
         analyze_outputs = {state, p.model_info, p.warnings, p.notice, p.label, p.bar, p.tokens,
@@ -259,7 +261,7 @@ def build_app(model: str | None = None) -> gr.Blocks:
         def on_start(model_name, target, baseline):
             """First page load: show the model, or say plainly why it cannot be loaded (no error toast).
             While the default model builds, the page opens the bare encoder."""
-            opened = build_panel.start_model(model_name, default)
+            opened = build_panel.start_model(model_name, default, models_dir=settings.models_dir)
             try:
                 out = load_model(opened, target, baseline)
             except gr.Error as exc:
@@ -272,14 +274,14 @@ def build_app(model: str | None = None) -> gr.Blocks:
         demo.load(on_start, inputs=[m.model, t.target, t.baseline], outputs=model_outputs | {m.model}, api_visibility="private",
                   **HEAVY)
         build_panel.wire(build, demo=demo, default=default, model_dd=m.model,
-                         on_built=(load_model, [m.model, t.target], model_outputs))
+                         on_built=(load_model, [m.model, t.target], model_outputs), models_dir=settings.models_dir)
 
         # ------------------------------------------------------------- explain a file
-        batch_tab.wire(b, model_dd=m.model, default=default)
+        batch_tab.wire(b, model_dd=m.model, default=default, settings=settings)
 
         # ------------------------------------------------------------- fine-tune tab
         finetune_tab.wire(f, demo=demo, default=default, model_dd=m.model, predict_text=p.text, predict_pair=p.pair, tabs=tabs,
-                          heavy=HEAVY, after_run=(load_model, [m.model, t.target], model_outputs))
+                          heavy=HEAVY, after_run=(load_model, [m.model, t.target], model_outputs), settings=settings)
 
         # ------------------------------------------------------------- public API (stable names)
         api.register(default, HEAVY)

@@ -1,7 +1,8 @@
 """Explain-a-file tab: upload a table, pick its text column and the attribution methods, explain
 every row (``core.explain_csv`` in a worker thread, progress streamed, cancel), download the
 results, read each method's mean faithfulness and seconds per text, and the per-class table of the
-words with the largest mean attribution. Event wiring and rendering only."""
+words with the largest mean attribution. Event wiring and rendering only: each event's handler is
+a method of ``Handlers``, which holds the tab's components and the server's ``Settings``."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ NONE = "(none)"
 METHOD_CHOICES = [(common.METHOD_LABELS["integrated_gradients" if m == "ig" else m], m) for m in core.BATCH_METHODS]
 
 
-def build() -> SimpleNamespace:
+def build(*, settings: core.Settings | None = None) -> SimpleNamespace:
+    """The tab's components (``settings`` is accepted like the other tabs' builders; the layout needs none)."""
     gr.Markdown("Explain every row of a table: the prediction, each chosen method's attribution of every word "
                 "(Integrated Gradients: steps chosen for a relative delta of at most 5%), its faithfulness "
                 "(comprehensiveness: how much the probability drops without the top-ranked words, higher is better; "
@@ -52,20 +54,23 @@ def build() -> SimpleNamespace:
         cancel = gr.Button("Cancel", variant="stop", elem_id="bv-bx-cancel")
     status = gr.Markdown(elem_id="bv-bx-status")
     result = gr.File(label="Results", interactive=False, elem_id="bv-bx-file", height=90)
-    words = gr.Dataframe(value=words_frame(None), label="Words with the largest mean attribution towards each class (at least 2 occurrences)",
+    words = gr.Dataframe(value=words_frame(None), label="Words with the largest mean attribution towards each class "
+                                                        "(at least 2 occurrences)",
                          interactive=False, elem_id="bv-bx-words")
     return SimpleNamespace(upload=upload, text_col=text_col, pair_col=pair_col, fmt=fmt, raw=raw, methods=methods,
                            start=start, cancel=cancel, status=status, result=result, words=words,
                            flag=gr.State(CancelFlag()))
 
 
-def on_upload(path: str | None):
-    """Column choices from the uploaded table, the text column guessed; a bad file says why."""
+def on_upload(path: str | None, settings: core.Settings | None = None):
+    """Column choices from the uploaded table, the text column guessed; a bad file says why.
+    ``settings``: the upload limits (default ``Settings()``)."""
     if not path:
         return gr.update(choices=[], value=None), gr.update(choices=[NONE], value=NONE), ""
+    settings = settings if settings is not None else core.Settings()
     visitor.upload(path)  # public mode: counted (the file is deleted once explained)
     try:
-        table = core.read_table(path, min_columns=1)
+        table = core.read_table(path, min_columns=1, max_upload_mb=settings.max_upload_mb, max_rows=settings.max_rows)
     except core.BertvizError as exc:
         return gr.update(choices=[], value=None), gr.update(choices=[NONE], value=NONE), f"**Error:** {esc(exc)}"
     guess = core.guess_columns(table)
@@ -129,29 +134,38 @@ def _run_folder() -> Path:
     return Path(tempfile.mkdtemp(prefix="batch-", dir=root))
 
 
-def wire(ui: SimpleNamespace, model_dd, default: str) -> None:
-    ui.upload.change(common.guard(on_upload), inputs=[ui.upload], outputs=[ui.text_col, ui.pair_col, ui.status],
-                     api_visibility="private", concurrency_limit=2)
+class Handlers:
+    """The tab's event handlers, with what they share: the components ``ui``, the app's default model
+    and the server's ``settings``."""
 
+    def __init__(self, ui: SimpleNamespace, *, default: str, settings: core.Settings):
+        self.ui, self.default, self.settings = ui, default, settings
+
+    def on_upload(self, path):
+        return on_upload(path, self.settings)
+
+    @staticmethod
     def arm(flag: CancelFlag):
         flag.arm()
 
-    def run(flag: CancelFlag, model_name, path, text_col, pair_col, fmt, raw, methods):
+    def run(self, flag: CancelFlag, model_name, path, text_col, pair_col, fmt, raw, methods):
         """A refusal (bad file, unknown column, no method...) is the status's message, not a gradio error
         badge: the run is this tab's only output that says what happened."""
+        ui = self.ui
         try:
-            yield from explain(flag, model_name, path, text_col, pair_col, fmt, raw, methods)
+            yield from self.explain(flag, model_name, path, text_col, pair_col, fmt, raw, methods)
         except Exception as exc:  # noqa: BLE001 - this is the translation edge (user_error logs the unexpected)
             yield {ui.status: f"**Error:** {esc(common.user_error(exc).message)}  \nNo file was written.",
                    ui.result: None, ui.words: words_frame(None)}
 
-    def explain(flag: CancelFlag, model_name, path, text_col, pair_col, fmt, raw, methods):
-        cancel = flag.event
+    def explain(self, flag: CancelFlag, model_name, path, text_col, pair_col, fmt, raw, methods):
+        """Explain every row in a worker thread, the progress streamed; the summary and the file at the end."""
+        ui, cancel = self.ui, flag.event
         if not path:
             raise core.InputError("Upload a table first (.csv, .tsv or .txt with a header row).")
         if not methods:
             raise core.InputError("Choose at least one method.")
-        lm = common.load(model_name, default)
+        lm = common.load(model_name, self.default)
         out = _run_folder() / f"explained-{Path(path).stem[:60] or 'table'}.{fmt if fmt in ('csv', 'jsonl') else 'csv'}"
         done = {"n": 0, "total": 0}
 
@@ -160,15 +174,9 @@ def wire(ui: SimpleNamespace, model_dd, default: str) -> None:
                 lm, path, out, text_column=text_col or None, pair_column=None if pair_col in (None, NONE) else pair_col,
                 progress=lambda d, n: done.update(n=d, total=n), cancel=cancel, methods=list(methods), raw=bool(raw))
 
-        def update():
-            if not done["total"]:
-                return {ui.status: "**Starting…**"}
-            note = " · cancelling after this chunk…" if cancel.is_set() else ""
-            return {ui.status: f"**Explaining:** {done['n']:,} of {done['total']:,} rows{note}"}
-
         yield {ui.status: "**Starting…**", ui.result: None, ui.words: words_frame(None)}
         try:  # the page going away (the generator closed) cancels the run; the work is waited for either way
-            res = yield from common.stream_work(work, update, on_abandon=cancel.set)
+            res = yield from common.stream_work(work, lambda: self.progress(done, cancel), on_abandon=cancel.set)
         except core.CancelledError as exc:
             yield {ui.status: f"**Cancelled:** {esc(exc)}"}
             return
@@ -178,15 +186,28 @@ def wire(ui: SimpleNamespace, model_dd, default: str) -> None:
                 flag.arm()
         yield {ui.status: summary_md(res), ui.result: visitor.own_file(res.path), ui.words: words_frame(res)}
 
-    outputs = [ui.status, ui.result, ui.words]
-    ui.start.click(arm, inputs=[ui.flag], outputs=None, queue=False, api_visibility="private").then(
-        common.guard_stream(run), inputs=[ui.flag, model_dd, ui.upload, ui.text_col, ui.pair_col, ui.fmt, ui.raw,
-                                          ui.methods],
-        outputs=outputs, api_visibility="private", concurrency_limit=1, concurrency_id="explain-file",
-        show_progress_on=[ui.status])
+    def progress(self, done: dict, cancel) -> dict:
+        """The status line while rows are explained (``done``: rows so far and in all)."""
+        if not done["total"]:
+            return {self.ui.status: "**Starting…**"}
+        note = " · cancelling after this chunk…" if cancel.is_set() else ""
+        return {self.ui.status: f"**Explaining:** {done['n']:,} of {done['total']:,} rows{note}"}
 
+    @staticmethod
     def on_cancel(flag: CancelFlag):
         flag.event.set()
         return "**Cancelling…** the run stops after the rows being explained now; no file is written."
 
-    ui.cancel.click(on_cancel, inputs=[ui.flag], outputs=[ui.status], api_visibility="private", queue=False)
+
+def wire(ui: SimpleNamespace, model_dd, default: str, *, settings: core.Settings | None = None) -> Handlers:
+    """Connect the tab's events to ``Handlers``' methods; ``settings``: the server's (default ``Settings()``)."""
+    h = Handlers(ui, default=default, settings=settings if settings is not None else core.Settings())
+    ui.upload.change(common.guard(h.on_upload), inputs=[ui.upload], outputs=[ui.text_col, ui.pair_col, ui.status],
+                     api_visibility="private", concurrency_limit=2)
+    ui.start.click(h.arm, inputs=[ui.flag], outputs=None, queue=False, api_visibility="private").then(
+        common.guard_stream(h.run), inputs=[ui.flag, model_dd, ui.upload, ui.text_col, ui.pair_col, ui.fmt, ui.raw,
+                                            ui.methods],
+        outputs=[ui.status, ui.result, ui.words], api_visibility="private", concurrency_limit=1,
+        concurrency_id="explain-file", show_progress_on=[ui.status])
+    ui.cancel.click(h.on_cancel, inputs=[ui.flag], outputs=[ui.status], api_visibility="private", queue=False)
+    return h

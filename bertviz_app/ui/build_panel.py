@@ -5,6 +5,7 @@ to it, without a restart. The panel stays hidden when the default model was buil
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import gradio as gr
@@ -19,10 +20,10 @@ ENCODER = core.ENCODER  # the bare pip-shipped MiniLM encoder, openable while th
 BAR = 30
 
 
-def start_model(model_name: str | None, default: str) -> str:
-    """What a fresh page opens: the bare encoder while the default model is not built yet."""
+def start_model(model_name: str | None, default: str, *, models_dir: Path) -> str:
+    """What a fresh page opens: the bare encoder while ``models_dir``/default is not built yet."""
     name = (model_name or "").strip() or default
-    if name == "default" and core.default_build_status().state != "built":
+    if name == "default" and core.default_build_status(models_dir).state != "built":
         return ENCODER
     return name
 
@@ -55,9 +56,9 @@ def panel_md(status: core.BuildStatus) -> str:
     return ""
 
 
-def build(default: str) -> SimpleNamespace:
+def build(default: str, *, models_dir: Path) -> SimpleNamespace:
     """The panel (hidden unless the app's default is the default model and it is not built yet)."""
-    status = core.default_build_status() if default == "default" else core.BuildStatus("built")
+    status = core.default_build_status(models_dir) if default == "default" else core.BuildStatus("built")
     md = gr.Markdown(panel_md(status), visible=status.state != "built", elem_id="bv-build")
     timer = gr.Timer(1.0, active=status.state == "building")
     # the state the page last showed: switch once, on the change to built ("known": built before the app
@@ -77,8 +78,10 @@ def ready_md(selected: str | None) -> str:
             "in the Model tab to open the default model.")
 
 
-def wire(ui: SimpleNamespace, *, demo: gr.Blocks, default: str, model_dd: gr.Dropdown, on_built: tuple) -> None:
-    """``on_built``: (fn, inputs, outputs) run once the dropdown switched to the new default model.
+def wire(ui: SimpleNamespace, *, demo: gr.Blocks, default: str, model_dd: gr.Dropdown, on_built: tuple,
+         models_dir: Path) -> None:
+    """``on_built``: (fn, inputs, outputs) run once the dropdown switched to the new default model;
+    ``models_dir``: where the default model is built (the app's settings).
 
     The timer's tick only refreshes the panel. What follows the switch (loading the new model)
     hangs off ``seen``'s change, so it runs once, when the page switches, and not on every tick:
@@ -88,7 +91,7 @@ def wire(ui: SimpleNamespace, *, demo: gr.Blocks, default: str, model_dd: gr.Dro
     def refresh(model_name, seen):
         if default != "default":  # the app opens another model: the default model's build is not its business
             return {ui.md: gr.skip(), ui.timer: gr.Timer(active=False), model_dd: gr.skip(), ui.seen: seen}
-        status = core.default_build_status()
+        status = core.default_build_status(models_dir)
         out = {ui.seen: status.state, ui.md: gr.update(value=panel_md(status), visible=status.state != "built")}
         out[ui.timer] = gr.Timer(active=status.state == "building")
         out[model_dd] = gr.skip()

@@ -1,0 +1,167 @@
+"""Running fine-tunes: ``run_finetune`` trains one mode, evaluates, judges and saves the run
+atomically; ``run_plan`` runs every mode of a plan on the same split."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from ..catalog import DEFAULT_MODELS_DIR, RUN_INFO
+from ..data import Dataset, split_dataset
+from ..errors import CancelledError, DataError, InputError, TrainingError
+from ..registry import clear_cache
+from ..training import TrainConfig, atomic_save, train_classifier
+from .card import run_card, run_record
+from .evaluation import evaluate
+from .probe import probe_reference, train_probe
+from .records import RUN_MODES, FinetunePlan, RunResult
+from .runs import base_model_path, free_name, runs_dir, valid_run_name
+from .verdict import judge, majority_baseline
+
+__all__ = ["MAX_MISCLASSIFIED", "run_finetune", "run_plan", "targets"]
+
+MAX_MISCLASSIFIED = 500
+
+
+def targets(ds: Dataset):
+    return ds.multi_hot().tolist() if ds.multi_label else list(ds.labels)
+
+
+def run_finetune(
+    train: Dataset,
+    val: Dataset | None = None,
+    base: str = "default",
+    mode: str = "full",
+    name: str | None = None,
+    config: TrainConfig | None = None,
+    val_fraction: float = 0.2,
+    source: str = "",
+    progress: Callable[[dict], None] | None = None,
+    cancel: threading.Event | None = None,
+    probe: dict | None = None,
+    allow_paths: bool = True,
+    owner: str | None = None,
+    *,
+    models_dir: Path = DEFAULT_MODELS_DIR,
+    device: str = "auto",
+    world_size: int = 1,
+) -> RunResult:
+    """Train one mode, evaluate on the validation split, judge and save ``models_dir/runs/<name>``
+    atomically.
+
+    Without ``val`` a stratified split of ``train`` (fixed seed) is used. ``cancel.set()`` stops
+    within a step; the best weights so far are still evaluated and saved (``cancelled=True``).
+    A full run is judged against the frozen-encoder probe on the same split: ``probe`` (its
+    metrics, e.g. from a probe run just before) or else a probe fitted here on at most
+    PROBE_REFERENCE_ROWS training rows (not saved). ``device``: where the probe computes its
+    features (full training places itself, see ``training.train_classifier``); ``world_size``: the
+    processes training together (``accelerate launch``), of which only the main one saves; the
+    others return ``None``."""
+    if mode not in RUN_MODES:
+        raise InputError(f"Unknown mode {mode!r}: choose full or probe (or both, through plan_finetune).")
+    config = config or TrainConfig()
+    if name is not None:
+        name = valid_run_name(name)
+        if (runs_dir(models_dir) / name).exists():
+            raise InputError(f"A run named {name!r} already exists: choose another name (runs are never overwritten).")
+    # The hash of the data as given (before any split) identifies "the same data" across runs.
+    data_hash = train.data_hash if val is None else f"{train.data_hash}+{val.data_hash}"
+    train, val, notices = _split(train, val, val_fraction, config.seed)
+    base_path = base_model_path(base, allow_paths=allow_paths, models_dir=models_dir)
+    started = time.time()
+    if mode == "full":
+        model, tokenizer, info = train_classifier(
+            base_path, train.label_names, train.texts, targets(train), val.texts, targets(val),
+            train.pairs, val.pairs, config=config, multi_label=train.multi_label, progress=progress, cancel=cancel,
+            world_size=world_size,
+        )
+    else:
+        model, tokenizer, info = train_probe(base_path, train, config, progress, cancel, device)
+    if not info.get("is_main_process", True):
+        return None  # type: ignore[return-value]
+    metrics, wrong = evaluate(model, tokenizer, val, info["max_length"])
+    seconds = time.time() - started
+    if mode == "full" and probe is None and not info.get("cancelled"):
+        try:
+            probe = probe_reference(base_path, train, val, config, cancel, device)
+        except CancelledError:  # cancelled now: save the trained weights, judged without the probe
+            probe = None
+    verdict = judge(metrics, majority_baseline(train, val), mode=mode, log_history=info.get("log_history", []),
+                    probe=probe, hyperparameters=info["config"], n_train=len(train))
+    name = name or free_name(f"{mode}-{data_hash[:8]}", models_dir)
+    dest = runs_dir(models_dir) / name
+    record = run_record(f"runs/{name}", mode=mode, base=base, source=source, data_hash=data_hash, train=train,
+                        val=val, metrics=metrics, misclassified=wrong[:MAX_MISCLASSIFIED], info=info,
+                        seconds=seconds, notices=notices, verdict=verdict, owner=owner)
+    files = {
+        RUN_INFO: json.dumps(record, indent=2, default=str),
+        "training_log.json": json.dumps(info.get("log_history", []), indent=2, default=str),
+        "README.md": run_card(record),
+    }
+    try:
+        atomic_save(model, tokenizer, dest, files)
+    except OSError as exc:
+        raise TrainingError(f"Could not save the run to {dest}: {exc}. Earlier models are untouched.") from exc
+    clear_cache()  # a re-used name must not serve stale weights
+    return RunResult(
+        name=f"runs/{name}", path=dest, mode=mode, base=base, metrics=metrics, misclassified=wrong,
+        labels=tuple(train.label_names), log_history=info.get("log_history", []), seconds=seconds,
+        examples_per_second=info.get("examples_per_second"), data_hash=data_hash,
+        cancelled=bool(info.get("cancelled")), stopped_early=bool(info.get("stopped_early")),
+        stopped_by=info.get("stopped_by"), notices=tuple(notices),
+        verdict=verdict, hyperparameters=dict(info["config"]),
+    )
+
+
+def _split(train: Dataset, val: Dataset | None, val_fraction: float, seed: int) -> tuple[Dataset, Dataset, list[str]]:
+    """(train, validation, notices): a stratified split of ``train`` when there is no ``val``."""
+    notices: list[str] = []
+    if val is None:
+        train, val, split_notices = split_dataset(train, val_fraction=val_fraction, seed=seed)
+        notices.extend(split_notices)
+    elif tuple(val.label_names) != tuple(train.label_names):
+        raise DataError(
+            "The validation data's classes are not indexed like the training data's: build it with "
+            "data.validation_dataset(train, table, ...)."
+        )
+    if len(train) < 2 or len(val) < 1:
+        raise DataError(f"Too little data: {len(train)} training and {len(val)} validation rows. Add rows.")
+    return train, val, notices
+
+
+def run_plan(plan: FinetunePlan, progress: Callable[[dict], None] | None = None,
+             cancel: threading.Event | None = None) -> list[RunResult]:
+    """Run every mode of the plan on the same split, the probe first in "both" mode (its metrics
+    then judge the full run). ``progress`` gets dicts with ``kind``: "mode" (mode, index, of),
+    "progress" (a training event: step, max_steps, eta, logs...) and "result" (result).
+    A cancel keeps the runs already saved; raises CancelledError when nothing was saved."""
+    results: list[RunResult] = []
+    probe = None
+    emit = progress or (lambda e: None)
+    for k, (mode, name) in enumerate(zip(plan.modes, plan.names), start=1):
+        if cancel is not None and cancel.is_set():
+            break
+        emit({"kind": "mode", "mode": mode, "index": k, "of": len(plan.modes)})
+        try:
+            res = run_finetune(plan.train, plan.val, base=plan.base, mode=mode, name=name, config=plan.config,
+                               val_fraction=plan.val_fraction, source=plan.source, cancel=cancel, probe=probe,
+                               allow_paths=plan.allow_paths, owner=plan.owner, models_dir=plan.models_dir,
+                               device=plan.device, world_size=plan.world_size,
+                               progress=lambda e, m=mode, k=k: emit({"kind": "progress", "mode": m, "index": k,
+                                                                       "of": len(plan.modes), **e}))
+        except CancelledError:
+            if results:
+                break
+            raise
+        if res is None:  # a non-main process under accelerate launch
+            return []
+        if mode == "probe":
+            probe = res.metrics
+        results.append(res)
+        emit({"kind": "result", "mode": mode, "index": k, "of": len(plan.modes), "result": res})
+    if not results:
+        raise CancelledError("Training was cancelled before anything was saved.")
+    return results

@@ -1,0 +1,405 @@
+"""The Fine-tune tab's pure helpers: reading an upload and its report, the tab's fields to a plan,
+the results (verdict, metrics, per-class and misclassified tables, runs), the base-vs-fine-tuned
+comparison and the live progress. No event wiring here (that is ``finetune_tab``), so each helper
+is called and tested alone."""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+import bertviz_app as core
+
+from .. import plots
+from . import common, visitor
+from .common import esc
+
+COMPARE_STEPS = 32  # Integrated Gradients steps for the base-vs-fine-tuned comparison
+STOPPED_BY = {  # which validation signal ended a run early (RunResult.stopped_by)
+    "metric": "the validation macro-F1 stopped rising",
+    "loss": "the validation loss stopped falling (the model was starting to memorise the training rows)",
+    None: "the validation scores stopped improving",
+}
+
+
+def core_train_help(field: str) -> str:
+    return core.TrainConfig.__dataclass_fields__[field].metadata["help"]
+
+
+# --------------------------------------------------------------------------- data intake (pure helpers)
+def read_upload(path: str | None, settings: core.Settings | None = None):
+    """-> (Table | None, ColumnGuess | None, notices Markdown, refusal | None). A DataError gives an
+    **Error:** line and the refusal a later Start repeats (``refusal``). ``settings``: the upload limits."""
+    if not path:
+        return None, None, "", None
+    settings = settings if settings is not None else core.Settings()
+    try:
+        table = core.read_table(path, max_upload_mb=settings.max_upload_mb, max_rows=settings.max_rows)
+    except core.DataError as exc:
+        return None, None, f"**Error:** {esc(exc)}", refusal(path, exc)
+    guess = core.guess_columns(table)
+    lines = [f"**{esc(table.name)}**: {table.n_rows:,} rows, {len(table.columns)} columns."]
+    lines += [f"Note: {esc(n)}" for n in table.notices]
+    if guess.reasons:
+        lines.append("Guessed columns: " + "; ".join(esc(r) for r in guess.reasons)
+                     + ". Change them below if they are wrong.")
+    return table, guess, "  \n".join(lines), None
+
+
+def refusal(path: str | None, exc: Exception, what: str = "training file") -> str:
+    """Why an uploaded file was refused, for a later Start: names the file and says the fix."""
+    name = os.path.basename(path or "") or "the file"
+    return f"The {what} {name} was refused: {exc} Fix the file and upload it again."
+
+
+def report_md(table, text_col, label_col, pair_col, multi_label, settings: core.Settings | None = None) -> str:
+    """The validation report for the chosen columns: errors (block training) then warnings, with the
+    limits of ``settings`` (default: ``Settings()``)."""
+    if table is None:
+        return ""
+    try:
+        rep = core.review_columns(table, text_col, label_col, pair_col or None, bool(multi_label), settings=settings)
+    except (core.DataError, core.InputError) as exc:
+        return f"**Error:** {esc(exc)}"
+    s = rep.summary
+    counts = ", ".join(f"{esc(k)} ({v:,})" for k, v in list(s["class_counts"].items())[:20])
+    more = f" and {len(s['class_counts']) - 20} more" if len(s["class_counts"]) > 20 else ""
+    lines = [f"**{s['n_used']:,} of {s['n_rows']:,} rows usable**, {s['n_classes']} classes"
+             + (" (multi-label)" if s["multi_label"] else "") + (f": {counts}{more}" if counts else "") + "."]
+    lines += [f"**Error:** {esc(p.message)}" for p in rep.errors]
+    lines += [f"Warning: {esc(p.message)}" for p in rep.warnings]
+    lines.append("**Fix the errors above before training.**" if rep.errors else "Ready to train.")
+    return "  \n".join(lines)
+
+
+def _blank(v):
+    """A Number field's value, None when blank (gr.Number gives None or NaN for an empty box)."""
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
+
+
+def _number(v, name: str, whole: bool = False, example: str = "2"):
+    """A setting typed in a text box (or given as a number by an API caller): None when blank or
+    "auto"; else the number, or InputError saying what to type. Ranges are the core's to check."""
+    v = _blank(v)
+    if isinstance(v, str):
+        t = v.strip()
+        if not t or t.lower() == "auto":
+            return None
+        try:
+            v = float(t)
+        except ValueError:
+            raise core.InputError(f"{name}: {t!r} is not a number; type one such as {example}, or leave the box "
+                                  "blank to have it chosen from the data size.") from None
+    if v is None or isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        if v is None:
+            return None
+        raise core.InputError(f"{name}: {v!r} is not a number; type one such as {example}, or leave it blank.")
+    if whole:
+        if not float(v).is_integer():
+            raise core.InputError(f"{name} must be a whole number, got {v:g}.")
+        return int(v)
+    return float(v)
+
+
+def plan_from_fields(table, val_table, text_col, label_col, pair_col, multi_label, base, mode, name, epochs, lr, batch,
+                     max_len, seed, patience, val_fraction, warmup=None, refused=None, val_refused=None,
+                     settings: core.Settings | None = None):
+    """The tab's fields -> ``core.plan_finetune`` (blank numbers = automatic). Raises the core's
+    clear errors (DataError, InputError, ModelNotFoundError...). ``refused``/``val_refused``: why
+    the uploaded training/validation file was refused (the file is still shown: say why, not "upload one").
+    ``settings``: the server's (models folder, limits, whether a base may be a folder)."""
+    if table is None:
+        raise core.DataError(refused or "Upload a training file first (.csv, .tsv or .txt with a header row).")
+    if val_refused and val_table is None:
+        raise core.DataError(val_refused.replace("Fix the file and upload it again.", "Fix the file and upload it "
+                             "again, or remove it to hold out part of the training data instead."))
+    if not text_col or not label_col:
+        raise core.DataError("Choose two different columns for the text and the label.")
+    seed = _number(seed, "Seed", whole=True, example="42")
+    max_len = _number(max_len, "Max length", whole=True, example="128")
+    return core.plan_finetune(
+        table, text_column=text_col, label_column=label_col, pair_column=pair_col or None, multi_label=bool(multi_label),
+        val_table=val_table, base=base, mode=mode or "full", name=name, epochs=_number(epochs, "Epochs", example="3"),
+        learning_rate=_number(lr, "Learning rate", example="5e-5"),
+        batch_size=_number(batch, "Batch size", whole=True, example="16"),
+        warmup_ratio=_number(warmup, "Warm-up fraction", example="0.1"),
+        max_length=max_len or None, seed=42 if seed is None else seed,
+        patience=_number(patience, "Early-stopping patience", whole=True, example="3"),
+        val_fraction=float(val_fraction or 0.2), settings=settings,
+    )
+
+
+# --------------------------------------------------------------------------- results (pure helpers)
+def run_choices(models_dir: Path = core.Settings.models_dir) -> list[str]:
+    """The saved runs of ``models_dir`` this visitor may choose (public mode: their own)."""
+    try:
+        return [r["name"] for r in visitor.visible(core.list_runs(models_dir))]
+    except Exception:  # noqa: BLE001 - an unreadable models folder must not break the page
+        return []
+
+
+def runs_frame(models_dir: Path = core.Settings.models_dir) -> pd.DataFrame:
+    """One row per data set (data_hash): the newest probe and full runs of ``models_dir`` side by side."""
+    cols = ["data", "classes", "train/val rows", "probe run", "probe accuracy", "probe macro-F1", "full run",
+            "full accuracy", "full macro-F1"]
+    try:
+        runs = visitor.visible(core.list_runs(models_dir))
+    except Exception:  # noqa: BLE001
+        runs = []
+    groups: dict[str, dict[str, list[dict]]] = {}
+    for r in runs:  # newest first
+        groups.setdefault(r.get("data_hash", "?"), {}).setdefault(r.get("mode", "?"), []).append(r)
+    rows = []
+    for h, by_mode in groups.items():
+        n = max(len(v) for v in by_mode.values())
+        for i in range(n):
+            pr = by_mode.get("probe", [])[i] if i < len(by_mode.get("probe", [])) else None
+            fu = by_mode.get("full", [])[i] if i < len(by_mode.get("full", [])) else None
+            any_r = pr or fu
+            row = [f"{any_r.get('source') or 'data'} · {h[:8]}", ", ".join(map(str, any_r.get("labels", []))),
+                   f"{any_r.get('train_rows', '?')}/{any_r.get('val_rows', '?')}"]
+            for r in (pr, fu):
+                m = (r or {}).get("metrics") or {}
+                tag = " (cancelled)" if r and r.get("cancelled") else ""
+                row += [(r["name"] + tag) if r else "", _pct(m.get("accuracy")), _pct(m.get("macro_f1"))]
+            rows.append(row)
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _pct(x) -> str:
+    return "" if x is None else f"{x:.1%}"
+
+
+def settings_line(plan) -> str:
+    """How the settings were chosen, one line."""
+    c = plan.config
+    chosen = (f"Settings: {c.epochs:g} epochs at most, learning rate {c.learning_rate:g}, batch {c.batch_size}, "
+              f"warm-up {c.warmup_ratio:.0%}, early-stopping patience {c.early_stopping_patience}")
+    return chosen + (f" (automatic: {esc('; '.join(plan.auto))})." if plan.auto else ".")
+
+
+VERDICT_HEAD = {"learned": "**Learned.**", "weak": "**Weak: barely better.**", "not_learned": "**Not learned.**"}
+
+
+def verdict_md(results: list) -> str:
+    """Each run's verdict (did it learn? against the majority class and the probe) with what to change."""
+    lines = []
+    for r in results:
+        v = r.verdict
+        if v is None:
+            continue
+        who = f"{esc(r.name)} ({r.mode})"
+        lines.append(f"{VERDICT_HEAD.get(v.status, v.status)} {who}: {esc(v.message)}")
+        lines += [f"- Try: {esc(tip)}" for tip in v.suggestions]
+    return "  \n".join(lines)
+
+
+def _num(x) -> str:
+    return "–" if x is None else f"{x:.3f}"
+
+
+def metrics_md(results: list) -> str:
+    if not results:
+        return ""
+    lines = []
+    if len(results) == 1:
+        r = results[0]
+        m = r.metrics
+        lines.append(f"### {esc(r.name)} ({r.mode})")
+        lines.append(f"**Accuracy {m['accuracy']:.1%}** · **macro-F1 {m['macro_f1']:.3f}** on {m.get('n', '?')} "
+                     f"validation rows · {len(r.misclassified)} misclassified · {r.seconds:.0f} s")
+        lines.append(f"Validation loss (NLL) {_num(m.get('val_nll'))} · calibration error (ECE, 15 bins) "
+                     f"{_num(m.get('ece'))}: lower is better for both")
+    else:
+        lines.append("### Probe vs full fine-tuning (same split)")
+        lines.append("| | " + " | ".join(f"{esc(r.name)} ({r.mode})" for r in results) + " |")
+        lines.append("|---|" + "---|" * len(results))
+        lines.append("| accuracy | " + " | ".join(f"{r.metrics['accuracy']:.1%}" for r in results) + " |")
+        lines.append("| macro-F1 | " + " | ".join(f"{r.metrics['macro_f1']:.3f}" for r in results) + " |")
+        lines.append("| validation loss (NLL) | " + " | ".join(_num(r.metrics.get("val_nll")) for r in results) + " |")
+        lines.append("| calibration error (ECE) | " + " | ".join(_num(r.metrics.get("ece")) for r in results) + " |")
+        lines.append("| misclassified | " + " | ".join(str(len(r.misclassified)) for r in results) + " |")
+        lines.append("| time | " + " | ".join(f"{r.seconds:.0f} s" for r in results) + " |")
+        lines.append("")
+    for r in results:
+        if r.cancelled:
+            lines.append(f"**Cancelled:** {esc(r.name)} holds the best weights found before the cancel.")
+        elif r.stopped_early:
+            lines.append(f"**Stopped early:** {esc(r.name)}: {STOPPED_BY.get(r.stopped_by, STOPPED_BY[None])}; "
+                         "the weights with the best validation macro-F1 were kept.")
+    notices = dict.fromkeys(n for r in results for n in r.notices)
+    lines += [f"Note: {esc(n)}" for n in notices]
+    lines.append(f"The model is selected in the explorer tabs as **{esc(results[-1].name)}**.")
+    return "  \n".join(lines)
+
+
+def per_class_frame(results: list) -> pd.DataFrame:
+    rows = []
+    for r in results:
+        for lab, v in r.metrics["per_class"].items():
+            rows.append([r.mode, lab, round(v["precision"], 3), round(v["recall"], 3), round(v["f1"], 3), v["support"]])
+    return pd.DataFrame(rows, columns=["mode", "class", "precision", "recall", "F1", "support"])
+
+
+def wrong_rows(results: list) -> list[dict]:
+    return [dict(w, run=r.name, mode=r.mode) for r in results for w in r.misclassified]
+
+
+def wrong_frame(rows: list[dict]) -> pd.DataFrame:
+    pairs = any(w.get("pair") for w in rows)
+    cols = ["mode", "row", "text", *(["second text"] if pairs else []), "true", "predicted", "confidence"]
+    data = [[w["mode"], w["row"], w["text"], *([w.get("pair") or ""] if pairs else []), w["true"], w["predicted"],
+             round(float(w["confidence"]), 3)] for w in rows]
+    return pd.DataFrame(data, columns=cols)
+
+
+def wrong_csv(rows: list[dict]) -> str | None:
+    """The misclassified rows as a CSV safe to open in a spreadsheet (no formula injection)."""
+    safe_csv_cell = core.safe_csv_cell
+    if not rows:
+        return None
+    d = tempfile.mkdtemp(prefix="bertviz-wrong-")
+    path = os.path.join(d, "misclassified.csv")
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["run", "mode", "row", "text", "second_text", "true", "predicted", "confidence"])
+        for r in rows:
+            w.writerow([safe_csv_cell(r[k]) for k in ("run", "mode", "row", "text")]
+                       + [safe_csv_cell(r.get("pair")), safe_csv_cell(r["true"]), safe_csv_cell(r["predicted"]),
+                          f"{float(r['confidence']):.4f}"])
+    return path
+
+
+def pick_row(rows: list[dict] | None, row_value) -> dict | None:
+    """The misclassified row a table selection points at (by mode and spreadsheet row)."""
+    if not rows or not row_value or len(row_value) < 2:
+        return None
+    mode, row = str(row_value[0]), row_value[1]
+    for w in rows:
+        if w["mode"] == mode and str(w["row"]) == str(row):
+            return w
+    return None
+
+
+def push_to_hub(run: str | None, repo_id: str | None, token: str | None, private: bool = True,
+                models_dir: Path = core.Settings.models_dir) -> str:
+    """Upload a run folder to a Hub model repository (``core.push_run``); the token is never shown."""
+    url = core.push_run(run, repo_id, token, private, models_dir=models_dir)
+    return f"Pushed **{esc(run)}** to [{esc((repo_id or '').strip())}]({url})."
+
+
+def load_base(base: str, default: str) -> core.LoadedModel:
+    if base == core.ENCODER:  # by its name: loading it by its folder made the folder its name (the chart's title)
+        return core.load_model(core.ENCODER)
+    return common.load(base, default)
+
+
+def shown_name(name: str) -> str:
+    """A model's name as the page shows it: a folder (a run's base may be one) by its last part, so
+    no server path reaches the page; registered names and Hub ids as they are."""
+    name = str(name or "").strip()
+    if os.path.isabs(name) or name.startswith(("./", "../", "~")):
+        return f"folder {os.path.basename(os.path.normpath(name)) or name}"
+    return name
+
+
+def compare_side(lm: core.LoadedModel, text: str, pair: str | None, who: str, name: str | None = None):
+    """Prediction, attributions, bar chart and coloured tokens of one side; ``name``: the model as the
+    page names it (default: ``shown_name(lm.name)``)."""
+    pred = core.predict(lm, text, pairs=pair)[0]
+    attr = core.attribute(lm, text, target=None, n_steps=COMPARE_STEPS, pair=pair)
+    html_ = core.attribution_tokens_html(attr, merge=True,
+                                         title=f"{who}: words coloured by their attribution to “{attr.target}”")
+    bar = plots.prob_bar(pred.labels, pred.probs, title=f"{who}: {name or shown_name(lm.name)}")
+    return pred, attr, bar, html_
+
+
+# --------------------------------------------------------------------------- progress rendering
+def progress_html(step: int, max_steps: int, eta: float | None, what: str, measuring: bool = False) -> str:
+    """The bar and its line; ``measuring``: say so while there is no ETA yet (training, not a probe)."""
+    frac = min(1.0, step / max(1, max_steps))
+    eta_s = f" · about {_duration(eta)} left" if eta is not None else f" · time left: {core.MEASURING}" if measuring else ""
+    return (f'<div class="bv-ft-bar" role="progressbar" aria-valuenow="{step}" aria-valuemax="{max_steps}">'
+            f'<div style="width:{frac * 100:.1f}%"></div></div>'
+            f'<div class="bv-ft-bar-text">{esc(what)}: step {step} of {max_steps} ({frac:.0%}){eta_s}</div>')
+
+
+def _duration(s: float) -> str:
+    s = max(0.0, float(s))
+    return f"{s:.0f} s" if s < 90 else f"{s / 60:.1f} min"
+
+
+class Live:
+    """What the streaming handler has seen of the current run."""
+
+    def __init__(self):
+        self.mode = ""
+        self.k, self.n = 0, 1
+        self.step, self.max_steps, self.eta = 0, 1, None
+        self.stage = "starting"
+        self.train: list[tuple[float, float]] = []
+        self.evals: list[dict] = []
+
+    def new_mode(self, mode: str, k: int, n: int) -> None:
+        self.mode, self.k, self.n = mode, k, n
+        self.step, self.max_steps, self.eta, self.stage = 0, 1, None, "loading the base model"
+        self.train, self.evals = [], []
+
+    def add(self, event: dict) -> bool:
+        """Take one job event; True when the page should be redrawn."""
+        kind = event.get("kind")
+        if kind == "mode":
+            self.new_mode(event["mode"], event["index"], event["of"])
+            return True
+        if kind != "progress":
+            return False
+        self._progress(event)
+        return True
+
+    def _progress(self, ev: dict) -> None:
+        self.step, self.max_steps = int(ev.get("step", 0)), int(ev.get("max_steps") or 1)
+        self.eta = ev.get("eta")
+        logs = ev.get("logs") or {}
+        if "loss" in logs:
+            self.train.append((self.step, float(logs["loss"])))
+        if any(k.startswith("eval_") for k in logs):
+            self.evals.append({"step": self.step, **{k: v for k, v in logs.items() if k.startswith("eval_")}})
+            self.stage = "training"
+        elif "stage" in logs:
+            self.stage = str(logs["stage"])
+        elif "loss" in logs:
+            self.stage = "training"
+
+    @property
+    def timed(self) -> bool:
+        """A run whose ETA comes from its measured step rate (a probe has none: it has two steps)."""
+        return self.mode != "probe" and self.step < self.max_steps
+
+    @property
+    def what(self) -> str:
+        lead = f"{self.mode} ({self.k} of {self.n})" if self.n > 1 else self.mode
+        return f"{lead}, {self.stage}"
+
+    def status(self) -> str:
+        bits = [f"**Training {esc(self.what)}**"]
+        if self.train:
+            bits.append(f"loss {self.train[-1][1]:.4f}")
+        if self.evals:
+            e = self.evals[-1]
+            if e.get("eval_accuracy") is not None:
+                bits.append(f"validation accuracy {e['eval_accuracy']:.1%}")
+            if e.get("eval_macro_f1") is not None:
+                bits.append(f"macro-F1 {e['eval_macro_f1']:.3f}")
+        return " · ".join(bits)
+
+    def figure(self):
+        if self.mode == "probe" and not self.train:
+            return plots.empty_figure("Probe mode has no training curve: features, then a logistic regression.")
+        return plots.training_curves(self.train, self.evals, self.max_steps, title=f"Training curves: {self.mode}")
+
+
