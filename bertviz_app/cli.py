@@ -20,6 +20,8 @@ import os
 import sys
 import traceback
 
+from .config import Settings
+
 __all__ = ["main"]
 
 EXIT_ERROR = 2
@@ -390,20 +392,18 @@ def cmd_explain_csv(args) -> int:
 
 
 def cmd_serve(args) -> int:
-    from . import start_default_build
-    from .startup_page import StartupPage
+    import dataclasses
 
-    try:  # a page at once, while gradio and torch load
-        page = StartupPage(args.host, args.port, show_build=args.model == "default")
-    except OSError as exc:
-        return _fail(f"cannot listen on {args.host}:{args.port} ({exc.strerror}): stop what uses it or pass --port/--host")
-    with page:
-        if args.model == "default":  # the model builds in the background, its progress in this terminal
-            logging.getLogger("bertviz_app.build").setLevel(logging.INFO)
-            print(start_default_build().line(), flush=True)
-        from .ui import launch
+    from .server import serve
 
-        launch(host=args.host, port=args.port, model=args.model, before_serving=page.close)
+    logging.getLogger("bertviz_app").setLevel(logging.INFO)  # the default model's build progress in this terminal
+    settings = dataclasses.replace(args.settings, host=args.host, port=args.port)
+    try:  # the same entry point as `python app.py`
+        serve(settings, model=args.model)
+    except SystemExit as exc:  # cannot listen on that address
+        if isinstance(exc.code, str):
+            return _fail(exc.code.replace("set BERTVIZ_PORT / BERTVIZ_HOST", "pass --port / --host"))
+        raise
     return 0
 
 
@@ -414,10 +414,9 @@ def _single(args) -> str:
     return texts[0]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from .config import get_settings
-
-    settings = get_settings()
+def build_parser(settings: Settings | None = None) -> argparse.ArgumentParser:
+    """The parser; its defaults come from ``settings`` (``main`` reads them from the environment once)."""
+    settings = settings or Settings()
     from .catalog import ENCODER as FT_DEFAULT_BASE  # = finetune.DEFAULT_BASE, without importing torch
     from .results import DEFAULT_TOLERANCE, FIXED_N_STEPS  # the core's step defaults, without importing torch
     parser = argparse.ArgumentParser(prog="bertviz-app", description="See inside, and adapt, BERT text classifiers.")
@@ -538,9 +537,11 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
     try:
-        args = build_parser().parse_args(argv)
+        settings = Settings.from_env()  # the one read of the environment's BERTVIZ_* settings
     except ValueError as exc:  # a bad BERTVIZ_* setting
         return _fail(str(exc))
+    args = build_parser(settings).parse_args(argv)
+    args.settings = settings
     if args.func not in NO_MODEL_COMMANDS:  # only the commands that load a model pay for transformers
         from transformers.utils import logging as hf_logging
 
@@ -561,7 +562,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:
         return int(exc.code) if isinstance(exc.code, int) else EXIT_ERROR
     except Exception as exc:
-        if os.environ.get("BERTVIZ_DEBUG"):
+        if settings.debug:
             traceback.print_exc()
         return _fail(f"unexpected {type(exc).__name__}: {exc} (set BERTVIZ_DEBUG=1 for details)")
 

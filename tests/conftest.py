@@ -148,22 +148,27 @@ def free_port() -> int:
 
 
 @contextmanager
-def served_app(model: str, port: int | None = None, **env):
-    """The web app served in-process on loopback (``port``, default a free one), with BERTVIZ_*/other
-    environment variables set for its lifetime: ``with served_app(model, BERTVIZ_MODELS_DIR=d) as url: ...``.
-    The app is closed and the environment restored on exit."""
-    from bertviz_app import ui
+def served_app(model: str, port: int | None = None, settings=None, **env):
+    """The app (page and JSON API, ``bertviz_app.server``) served in-process on loopback (``port``,
+    default a free one) with ``settings`` (default: ``Settings()``), changed by ``BERTVIZ_*`` keywords
+    read as the environment would be: ``with served_app(model, BERTVIZ_MODELS_DIR=d) as url: ...``.
+    Other keywords are set in the environment for the app's lifetime. Closed on exit."""
+    import dataclasses
 
+    from bertviz_app import server
+    from bertviz_app.config import Settings, env_name
+
+    given = {k: str(v) for k, v in env.items() if k.startswith("BERTVIZ_")}
+    parsed = Settings.from_env(given)
+    changed = {f.name: getattr(parsed, f.name) for f in dataclasses.fields(Settings) if env_name(f) in given}
+    settings = dataclasses.replace(settings or Settings(), **changed, host="127.0.0.1", port=port or free_port())
     mp = pytest.MonkeyPatch()
     try:
         for name, value in env.items():
-            mp.setenv(name, str(value))
-        port = port or free_port()
-        demo = ui.launch(host="127.0.0.1", port=port, model=model, prevent_thread_lock=True, quiet=True)
-        try:
-            yield f"http://127.0.0.1:{port}/"
-        finally:
-            demo.close()
+            if not name.startswith("BERTVIZ_"):
+                mp.setenv(name, str(value))
+        with server.start(settings, model):
+            yield f"http://127.0.0.1:{settings.port}/"
     finally:
         mp.undo()
 

@@ -1,13 +1,13 @@
 """The Gradio web UI: the only package that imports gradio.
 
-``build_app(model)`` assembles the Blocks app from one module per tab; ``launch()`` queues and
-serves it. One Analyze click computes every analysis once and keeps the records in ``gr.State``;
+``build_app(settings, model)`` assembles the Blocks app from one module per tab; ``mount(app, demo,
+settings)`` queues it and mounts it on the FastAPI app of ``bertviz_app.server`` (which serves it). One Analyze click computes every analysis once and keeps the records in ``gr.State``;
 layer/head/toggle changes re-render from that state without touching the model. The Fine-tune
 tab streams a training run (its own concurrency id, so analyses are not blocked behind it) and
 selects the new model in the Model tab when it is saved.
 
 HTTP API (stable names, see docs/api.md): ``/predict``, ``/attention``, ``/explain``, ``/summary``,
-as gradio endpoints and as plain JSON routes (``POST /v1/predict`` ...), both from ``api.py``.
+as gradio endpoints (``api.py``) and as typed JSON routes (``POST /v1/predict`` ..., ``bertviz_app.server``).
 The UI's own events are hidden from the API docs (``/analyze`` stays callable, undocumented).
 """
 
@@ -19,6 +19,7 @@ import logging
 import gradio as gr
 
 import bertviz_app as core
+from bertviz_app.config import Settings
 
 from . import (
     api,
@@ -33,24 +34,27 @@ from . import (
     visitor,
 )
 
-__all__ = ["build_app", "launch", "CSS"]
+__all__ = ["build_app", "mount", "CSS"]
 
 log = logging.getLogger("bertviz_app.ui")
 CSS = common.CSS + finetune_tab.CSS
 HEAVY = dict(concurrency_limit=1, concurrency_id="heavy")  # model work, one at a time (2-core friendly)
 
 
-def build_app(model: str | None = None) -> gr.Blocks:
-    """The app, not launched. ``model``: what it opens with (default: settings.default_model)."""
-    default = (model or core.get_settings().default_model).strip()
+def build_app(settings: Settings, model: str | None = None) -> gr.Blocks:
+    """The app, not served (``mount`` does that). ``model``: what it opens with (default:
+    settings.default_model). The Blocks keep ``settings`` (``bertviz_settings``): the handlers of an
+    event find them there (``visitor.app_settings``)."""
+    default = (model or settings.default_model).strip()
 
     # Uploaded files live in gradio's cache; delete_cache removes them hourly (older than an hour).
     with gr.Blocks(title="BERT classifier explorer", delete_cache=(3600, 3600)) as demo:
         gr.Markdown("# BERT classifier explorer\nClass probabilities, attention in every layer and head, and "
                     "Integrated Gradients attributions along the [CLS] path. Type a text and press **Analyze**.")
+        demo.bertviz_settings = settings
         state = gr.State(None, time_to_live=3600)
-        visitor.register(demo)  # public mode: the browser's owner token, known on page load
-        build = build_panel.build(default)  # the default model's background build, while it runs
+        visitor.register(demo, settings)  # public mode: the browser's owner token, known on page load
+        build = build_panel.build(default, settings)  # the default model's background build, while it runs
         # Which tab is open, and which record each chart tab last drew: a tab's charts are drawn when
         # it is open (on Analyze) or when it is opened, never for a hidden tab (bench/load_results.md:
         # drawing every tab on each Analyze cost more than the model's own forward passes).
@@ -64,11 +68,11 @@ def build_app(model: str | None = None) -> gr.Blocks:
             with gr.Tab("Attributions", id="attributions") as attributions_item:
                 t = attribution_tab.build()
             with gr.Tab("Model", id="model"):
-                m = model_tab.build(default)
+                m = model_tab.build(default, settings)
             with gr.Tab("Fine-tune", id="finetune"):
-                f = finetune_tab.build(default)
+                f = finetune_tab.build(default, settings=settings)
             with gr.Tab("Explain a file", id="batch"):
-                b = batch_tab.build()
+                b = batch_tab.build(settings=settings)
 
         # ------------------------------------------------------------- Analyze: everything once
         analyze_outputs = {state, p.model_info, p.warnings, p.notice, p.label, p.bar, p.tokens,
@@ -105,7 +109,7 @@ def build_app(model: str | None = None) -> gr.Blocks:
             track = common.AnalyzeProgress(skip_ig=bool(skip_ig))
 
             def work():
-                lm = common.load(model_name, default)
+                lm = common.load(model_name, default, settings)
                 track.n_layers = lm.num_layers
                 return lm, common.analyze_fast(lm, text, pair, progress=track.step, window=bool(window))
 
@@ -129,7 +133,7 @@ def build_app(model: str | None = None) -> gr.Blocks:
             if rec is None:
                 raise core.InputError("Press Analyze first: there is no text to explain yet.")
             step(0.2, common.AnalyzeProgress.IG_PHASES[0])
-            lm = common.load(rec.model, default)
+            lm = common.load(rec.model, default, settings)
             new = common.analyze_ig(lm, rec, target, baseline, n_steps, progress=step, auto=bool(auto),
                                     on_attribution=on_attribution)
             # same analysis, same attention maps: an attention tab drawn for ``rec`` stays drawn
@@ -242,7 +246,7 @@ def build_app(model: str | None = None) -> gr.Blocks:
         # ------------------------------------------------------------- model chooser
         @common.guard
         def load_model(model_name, target, baseline=None):
-            lm = common.load(model_name, default)
+            lm = common.load(model_name, default, settings)
             out = model_tab.render(m, lm)
             choices = [common.PREDICTED, *lm.labels]
             out[t.target] = gr.update(choices=choices, value=target if target in choices else common.PREDICTED)
@@ -259,7 +263,7 @@ def build_app(model: str | None = None) -> gr.Blocks:
         def on_start(model_name, target, baseline):
             """First page load: show the model, or say plainly why it cannot be loaded (no error toast).
             While the default model builds, the page opens the bare encoder."""
-            opened = build_panel.start_model(model_name, default)
+            opened = build_panel.start_model(model_name, default, settings)
             try:
                 out = load_model(opened, target, baseline)
             except gr.Error as exc:
@@ -272,51 +276,29 @@ def build_app(model: str | None = None) -> gr.Blocks:
         demo.load(on_start, inputs=[m.model, t.target, t.baseline], outputs=model_outputs | {m.model}, api_visibility="private",
                   **HEAVY)
         build_panel.wire(build, demo=demo, default=default, model_dd=m.model,
-                         on_built=(load_model, [m.model, t.target], model_outputs))
+                         on_built=(load_model, [m.model, t.target], model_outputs), settings=settings)
 
         # ------------------------------------------------------------- explain a file
-        batch_tab.wire(b, model_dd=m.model, default=default)
+        batch_tab.wire(b, model_dd=m.model, default=default, settings=settings)
 
         # ------------------------------------------------------------- fine-tune tab
         finetune_tab.wire(f, demo=demo, default=default, model_dd=m.model, predict_text=p.text, predict_pair=p.pair, tabs=tabs,
-                          heavy=HEAVY, after_run=(load_model, [m.model, t.target], model_outputs))
+                          heavy=HEAVY, after_run=(load_model, [m.model, t.target], model_outputs), settings=settings)
 
         # ------------------------------------------------------------- public API (stable names)
-        api.register(default, HEAVY)
+        api.register(default, settings, HEAVY)
     return demo
 
 
-def launch(host: str | None = None, port: int | None = None, model: str | None = None, before_serving=None,
-           **kw) -> gr.Blocks:
-    """Build, queue and serve the app; returns the Blocks (pass prevent_thread_lock=True to get it back
-    at once). Defaults come from settings (host 127.0.0.1, port 7860). ``before_serving()`` runs
-    just before the server binds (app.py stops its startup page there)."""
-    settings = core.get_settings()
-    from bertviz_app.allocator import tune_allocator
-    from bertviz_app.registry import clean_stale_folders
-
-    tune_allocator()  # a server's memory stays flat under load (bertviz_app/allocator.py)
-
-    clean_stale_folders()  # what a killed save left behind, so the run list stays right after a restart
-    demo = build_app(model)
-    if settings.public:  # visitors' runs not opened for run_ttl_hours are removed
-        demo.bertviz_sweeper = visitor.start_sweeper(settings.models_dir, settings.run_ttl_hours * 3600)
-    # the same API as plain JSON routes (POST /v1/predict ...), outside gradio's queue
-    app_kwargs = dict(kw.pop("app_kwargs", None) or {})
-    app_kwargs["routes"] = [*api.routes((model or settings.default_model).strip()), *app_kwargs.get("routes", [])]
-    if settings.public:  # a visitor's zip downloads are served to that visitor only
-        from starlette.middleware import Middleware
-
-        app_kwargs["middleware"] = [Middleware(visitor.ZipGuard, demo=demo), *app_kwargs.get("middleware", [])]
-        # gradio's upload route itself refuses bigger files, before anything is written to disk
-        kw.setdefault("max_file_size", int(settings.max_upload_mb * 10**6))
-    kw["app_kwargs"] = app_kwargs
+def mount(app, demo: gr.Blocks, settings: Settings):
+    """Queue ``demo`` and mount it at ``/`` of the FastAPI ``app`` (``gr.mount_gradio_app``); in public
+    mode a visitor's files are served to that visitor only (``visitor.ZipGuard``) and uploads are capped."""
     demo.queue(default_concurrency_limit=2, max_size=settings.queue_size)
-    kw.setdefault("css", CSS)
-    kw.setdefault("theme", gr.themes.Soft())
-    kw.setdefault("show_error", False)  # never a traceback: handlers raise gr.Error with a clear message
-    kw.setdefault("footer_links", ["api", "gradio"])
-    if before_serving is not None:
-        before_serving()
-    demo.launch(server_name=host or settings.host, server_port=port or settings.port, **kw)
-    return demo
+    if settings.public:  # a visitor's zip downloads are served to that visitor only
+        app.add_middleware(visitor.ZipGuard, demo=demo)
+    # show_error=False: never a traceback; handlers raise gr.Error with a clear message
+    return gr.mount_gradio_app(app, demo, path="/", server_name=settings.host, server_port=settings.port,
+                               footer_links=["api", "gradio"], show_error=False, ssr_mode=False,
+                               # gradio's upload route itself refuses bigger files, before anything is written
+                               max_file_size=int(settings.max_upload_mb * 10**6) if settings.public else None,
+                               theme=gr.themes.Soft(), css=CSS)

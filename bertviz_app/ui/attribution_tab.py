@@ -15,8 +15,7 @@ import pandas as pd
 
 import bertviz_app as core
 
-from .. import plots
-from . import common, visitor
+from . import common, plots, visitor
 
 
 def build() -> SimpleNamespace:

@@ -22,7 +22,7 @@ NONE = "(none)"
 METHOD_CHOICES = [(common.METHOD_LABELS["integrated_gradients" if m == "ig" else m], m) for m in core.BATCH_METHODS]
 
 
-def build() -> SimpleNamespace:
+def build(settings=None) -> SimpleNamespace:
     gr.Markdown("Explain every row of a table: the prediction, each chosen method's attribution of every word "
                 "(Integrated Gradients: steps chosen for a relative delta of at most 5%), its faithfulness "
                 "(comprehensiveness: how much the probability drops without the top-ranked words, higher is better; "
@@ -129,7 +129,7 @@ def _run_folder() -> Path:
     return Path(tempfile.mkdtemp(prefix="batch-", dir=root))
 
 
-def wire(ui: SimpleNamespace, model_dd, default: str) -> None:
+def wire(ui: SimpleNamespace, model_dd, default: str, settings=None) -> None:
     ui.upload.change(common.guard(on_upload), inputs=[ui.upload], outputs=[ui.text_col, ui.pair_col, ui.status],
                      api_visibility="private", concurrency_limit=2)
 

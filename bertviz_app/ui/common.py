@@ -11,7 +11,6 @@ import dataclasses
 import functools
 import html
 import logging
-import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +20,8 @@ import gradio as gr
 import numpy as np
 
 import bertviz_app as core
+from bertviz_app import service
+from bertviz_app.config import Settings
 
 from . import visitor
 
@@ -81,24 +82,19 @@ def guard_stream(fn: Callable) -> Callable:
     return wrapper
 
 
-def load(name: str | None, default: str) -> core.LoadedModel:
-    """Load what the user asked for. Folder paths typed in the browser or sent to the API are
-    refused when BERTVIZ_ALLOW_LOCAL_PATHS=0; the operator's own default model is always allowed."""
-    name = (name or "").strip() or default
-    if visitor.public():  # another visitor's run answers as an unknown model; no folders by path
-        visitor.check_model(name, default)
-        try:
-            return core.load_model(name, allow_paths=name == default)
-        except core.ModelNotFoundError as exc:
-            raise core.ModelNotFoundError(visitor.hide_others(str(exc))) from None
-    allow = name == default or core.get_settings().allow_local_paths
-    return core.load_model(name, allow_paths=allow)
+def load(name: str | None, default: str, settings: Settings | None = None) -> core.LoadedModel:
+    """Load what the user asked for (``service.open_model``): folder paths typed in the browser or sent
+    to the API are refused unless settings.allow_local_paths; the operator's own default model is always
+    allowed; in public mode another visitor's run answers as an unknown model. ``settings``: the app's
+    (default: those of the app handling this event, ``visitor.app_settings``)."""
+    return service.open_model(name, default, settings or visitor.app_settings(), visitor.owner())
 
 
-def model_choices(default: str, first: tuple[str, ...] = ()) -> list[str]:
+def model_choices(default: str, first: tuple[str, ...] = (), settings: Settings | None = None) -> list[str]:
     """The openable models (``default`` even when not built yet), each once; ``first``: names put
     before them (the fine-tune tab's base: ``encoder``, which the registry lists too)."""
-    names = [m["name"] for m in visitor.visible(core.list_models()) if m["built"]]  # public mode: own runs only
+    models = core.list_models((settings or visitor.app_settings()).models_dir)
+    names = [m["name"] for m in visitor.visible(models) if m["built"]]  # public mode: own runs only
     if default not in names:
         names.insert(0, default)
     return list(dict.fromkeys([*first, *names]))
@@ -125,8 +121,7 @@ def esc(text: object) -> str:
     return s
 
 
-def finite(x: float) -> float | None:
-    return float(x) if math.isfinite(x) else None
+finite = service.finite
 
 
 class CancelFlag:

@@ -26,8 +26,7 @@ import pandas as pd
 
 import bertviz_app as core
 
-from .. import plots
-from . import common, visitor
+from . import common, plots, visitor
 from .common import CancelFlag, esc
 
 NONE = ""  # the "no second text" choice of the pair dropdown
@@ -46,7 +45,7 @@ STOPPED_BY = {  # which validation signal ended a run early (RunResult.stopped_b
 
 
 # --------------------------------------------------------------------------- layout
-def build(default: str) -> SimpleNamespace:
+def build(default: str, settings=None) -> SimpleNamespace:
     gr.Markdown("Fine-tune a classifier on your own labelled texts: upload a table with a text column and a label "
                 "column (.csv, .tsv or .txt with a header row), check the columns, and press **Start training**. "
                 "The new model is saved under `runs/` and opens in the explorer tabs.")
@@ -542,7 +541,7 @@ class Live:
 # --------------------------------------------------------------------------- events
 def wire(f: SimpleNamespace, *, demo: gr.Blocks | None = None, default: str, model_dd: gr.Dropdown, predict_text: gr.Textbox,
          predict_pair: gr.Textbox, tabs: gr.Tabs, heavy: dict,
-         after_run: tuple[Callable, list, object] | None = None) -> None:
+         after_run: tuple[Callable, list, object] | None = None, settings=None) -> None:
     """Connect the tab's events. ``after_run`` = (fn, inputs, outputs) run after a successful
     training (the app's "load model" handler, so the Model tab shows the new model)."""
 

@@ -8,8 +8,7 @@ import gradio as gr
 
 import bertviz_app as core
 
-from .. import plots
-from . import common
+from . import common, plots
 
 EXAMPLES = [
     ["A gorgeous, moving film: a joy from start to finish.", ""],
