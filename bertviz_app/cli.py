@@ -227,12 +227,12 @@ def cmd_models(args) -> int:
     from . import list_models
     from .catalog import shipped_model
 
-    models = list_models()
+    models = list_models(args.settings.models_dir)
     if args.json:
         _out(models)
         return 0
     for m in models:
-        shipped = shipped_model(m["name"])  # None for models/<name> folders, even one named like a shipped model
+        shipped = shipped_model(m["name"], args.settings.models_dir)  # None for models/<name> folders, even one named like a shipped model
         if shipped is not None and m["built"]:
             state = shipped.about
         elif shipped is not None:

@@ -18,6 +18,7 @@ This module reads no environment: the entry points hand it a ``Settings``.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib
 import logging
@@ -42,8 +43,8 @@ from .config import Settings
 from .errors import BertvizError, InputError, ModelNotFoundError, ResourceError
 
 __all__ = ["create_app", "serve", "start", "Running", "error_response", "REST_PREFIX", "MAX_BODY_BYTES",
-           "BATCHED_CONCURRENCY", "EXPLAIN_CONCURRENCY", "UNEXPECTED", "BodyTooLarge", "ServerBusy", "PredictRequest", "AttentionRequest",
-           "ExplainRequest", "CompareRequest", "SummaryRequest", "DeleteRequest", "PredictResponse",
+           "BATCHED_CONCURRENCY", "EXPLAIN_CONCURRENCY", "UNEXPECTED", "BodyTooLarge", "ServerBusy", "Gate",
+           "PredictRequest", "AttentionRequest", "ExplainRequest", "CompareRequest", "SummaryRequest", "DeleteRequest", "PredictResponse",
            "AttentionResponse", "ExplainResponse", "CompareResponse", "SummaryResponse", "MessageResponse",
            "ErrorResponse"]
 
@@ -307,9 +308,35 @@ class Gate:
                              "try again in a few seconds.")
         self.in_flight += 1
         try:
-            return await anyio.to_thread.run_sync(_translated(work), limiter=self.limiter)
+            async with self.limiter:
+                return await _in_daemon_thread(_translated(work))
         finally:
             self.in_flight -= 1
+
+
+async def _in_daemon_thread(work: Callable[[], Any]) -> Any:
+    """``work()`` in a daemon thread, awaited: the work blocks (a batcher's queue, the model lock), so a
+    thread waits, not the event loop; a daemon one, so that a stopped server (SIGTERM) exits at once
+    instead of waiting for the analyses in flight."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future = loop.create_future()
+
+    def settle(ok: bool, value) -> None:
+        if not done.done():  # the request may have been cancelled (the client went away)
+            (done.set_result if ok else done.set_exception)(value)
+
+    def run() -> None:
+        try:
+            result = (True, work())
+        except BaseException as exc:  # noqa: BLE001 - raised again in the request's task
+            result = (False, exc)
+        try:
+            loop.call_soon_threadsafe(settle, *result)
+        except RuntimeError:  # the server stopped meanwhile: nobody waits for the answer
+            pass
+
+    threading.Thread(target=run, name="bertviz-api", daemon=True).start()
+    return await done
 
 
 def _translated(work: Callable[[], Any]) -> Callable[[], Any]:
@@ -516,11 +543,34 @@ def serve(settings: Settings, model: str | None = None, before_serving: Callable
         pass
 
 
+STOP_GRACE_S = 10.0  # after SIGTERM/Ctrl-C: the longest the server waits for work in flight before it exits
+
+
 def _uvicorn(app: FastAPI, settings: Settings):
     import uvicorn
 
-    return uvicorn.Server(uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning",
-                                         timeout_graceful_shutdown=2))
+    class Server(uvicorn.Server):
+        """uvicorn's server, with a deadline on its graceful stop: gradio's queue waits for the events
+        it runs, and an analysis of a long text in a worker thread (not a daemon) would hold the exit
+        for minutes while ``docker stop`` waits. Past STOP_GRACE_S the process ends without them; the
+        default model's build child dies with it (PR_SET_PDEATHSIG, build_job)."""
+
+        def handle_exit(self, sig, frame) -> None:
+            super().handle_exit(sig, frame)
+            # the open event streams cancelled at the stop are expected: no traceback for each in the log
+            logging.getLogger("uvicorn.error").setLevel(logging.CRITICAL)
+            timer = threading.Timer(STOP_GRACE_S, _exit_now)
+            timer.daemon = True
+            timer.start()
+
+    return Server(uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning",
+                                 timeout_graceful_shutdown=2))
+
+
+def _exit_now() -> None:
+    log.warning("stopping with work still in flight (%.0f s after the signal)", STOP_GRACE_S)
+    logging.shutdown()
+    os._exit(0)
 
 
 class Running:
