@@ -232,7 +232,8 @@ def cmd_models(args) -> int:
         _out(models)
         return 0
     for m in models:
-        shipped = shipped_model(m["name"], args.settings.models_dir)  # None for models/<name> folders, even one named like a shipped model
+        # None for models/<name> folders, even one named like a shipped model
+        shipped = shipped_model(m["name"], args.settings.models_dir)
         if shipped is not None and m["built"]:
             state = shipped.about
         elif shipped is not None:

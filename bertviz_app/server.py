@@ -44,7 +44,8 @@ from .errors import BertvizError, InputError, ModelNotFoundError, ResourceError
 
 __all__ = ["create_app", "serve", "start", "Running", "error_response", "REST_PREFIX", "MAX_BODY_BYTES",
            "BATCHED_CONCURRENCY", "EXPLAIN_CONCURRENCY", "UNEXPECTED", "BodyTooLarge", "ServerBusy", "Gate",
-           "PredictRequest", "AttentionRequest", "ExplainRequest", "CompareRequest", "SummaryRequest", "DeleteRequest", "PredictResponse",
+           "PredictRequest", "AttentionRequest", "ExplainRequest", "CompareRequest", "SummaryRequest", "DeleteRequest",
+           "PredictResponse",
            "AttentionResponse", "ExplainResponse", "CompareResponse", "SummaryResponse", "MessageResponse",
            "ErrorResponse"]
 

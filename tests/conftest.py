@@ -21,13 +21,15 @@ VOCAB = [
 ]
 
 
-def make_tiny_model(path: Path, num_labels: int = 2, multi_label: bool = False, with_head: bool = True, seed: int = 0) -> Path:
+def make_tiny_model(path: Path, num_labels: int = 2, multi_label: bool = False, with_head: bool = True,
+                    seed: int = 0) -> Path:
     import torch
     from transformers import BertConfig, BertForSequenceClassification, BertModel, BertTokenizerFast
 
     path.mkdir(parents=True, exist_ok=True)
     (path / "vocab.txt").write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
-    tokenizer = BertTokenizerFast(vocab=str(path / "vocab.txt"), do_lower_case=True, model_max_length=64)  # transformers 5: `vocab=`; `vocab_file=` is silently ignored
+    # transformers 5: `vocab=`; `vocab_file=` is silently ignored
+    tokenizer = BertTokenizerFast(vocab=str(path / "vocab.txt"), do_lower_case=True, model_max_length=64)
     labels = ["negative", "positive"] if num_labels == 2 else [f"class_{i}" for i in range(num_labels)]
     config = BertConfig(
         vocab_size=len(VOCAB),
@@ -60,7 +62,8 @@ def make_sentiment_model(path: Path) -> Path:
     tok = BertTokenizerFast.from_pretrained(path)
     model = BertForSequenceClassification.from_pretrained(path)
     rng = random.Random(0)
-    pos, neg, filler = ["good", "great", "fun"], ["bad", "awful", "tedious"], ["the", "film", "movie", "was", "is", "a", "it"]
+    pos, neg = ["good", "great", "fun"], ["bad", "awful", "tedious"]
+    filler = ["the", "film", "movie", "was", "is", "a", "it"]
     texts, labels = [], []
     for _ in range(128):
         y = rng.random() < 0.5

@@ -50,9 +50,11 @@ def panel_md(status: core.BuildStatus) -> str:
                 f"no restart needed.{log}")
     if status.state == "failed":
         return (f"**The default model's build failed:** {common.esc(status.error or 'unknown reason')} "
-                f"Run `python -m bertviz_app build-default` in a terminal to see why; other models work meanwhile.{log}")
+                f"Run `python -m bertviz_app build-default` in a terminal to see why; other models work "
+                f"meanwhile.{log}")
     if status.state == "missing":
-        return ("**The default model is not built.** Restart with `python app.py` to build it in the background, or run "
+        return ("**The default model is not built.** Restart with `python app.py` to build it in the background, "
+                "or run "
                 "`python -m bertviz_app build-default`; the bare `encoder` and other models work meanwhile.")
     return ""
 

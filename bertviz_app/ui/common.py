@@ -431,7 +431,8 @@ def tokens_html(labels: list[str], scores: np.ndarray, special: np.ndarray, attr
     a share of f(x) - f(baseline), the same for every text), with its warning when the change is
     too small to read. Every piece of text is escaped by the core."""
     scale = core.colour_scale(attr)
-    return core.tokens_html(labels, scores, special, attr.target, scale, title, core.change_warning(attr, scale, scores),
+    return core.tokens_html(labels, scores, special, attr.target, scale, title,
+                            core.change_warning(attr, scale, scores),
                             signed=core.is_signed(attr.method))
 
 

@@ -21,7 +21,8 @@ def build(default: str, settings: Settings) -> SimpleNamespace:
                             elem_id="bv-model", scale=3)
         load = gr.Button("Load model", scale=1)
     info = gr.Markdown(elem_id="bv-model-summary")
-    table = gr.Dataframe(headers=["component", "parameters", "share"], datatype=["str", "str", "str"], interactive=False,
+    table = gr.Dataframe(headers=["component", "parameters", "share"], datatype=["str", "str", "str"],
+                         interactive=False,
                          label="Parameters by component")
     config = gr.JSON(label="Config")
     return SimpleNamespace(model=model, load=load, info=info, table=table, config=config)
