@@ -517,7 +517,8 @@ def serve(settings: Settings, model: str | None = None, before_serving: Callable
     gradio and torch load and, for the default model, its background build starts."""
     from .allocator import tune_allocator
 
-    tune_allocator(settings.mmap_threshold_kb, os.environ)  # before any thread starts, so its arena limit holds for all
+    # before any thread starts, so its arena limit holds for all; glibc's own variables, if set, win
+    tune_allocator(settings.mmap_threshold_kb, os.environ)
     if threading.current_thread() is threading.main_thread():  # docker stop / kill: exit like Ctrl-C, stopping
         signal.signal(signal.SIGTERM, _interrupt)  # the build child (uvicorn handles it once it runs)
     from .startup_page import StartupPage

@@ -495,3 +495,15 @@ def test_a_full_route_answers_busy_with_503():
 
     with pytest.raises(ServerBusy, match="The server is busy"):
         anyio.run(call)
+
+
+def test_the_json_routes_import_neither_gradio_nor_plotly():
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom bertviz_app.config import Settings\nfrom bertviz_app.server import create_app\n"
+            "app = create_app(Settings(), 'encoder', page=False)\n"
+            "assert {r.path for r in app.routes} >= {'/v1/predict', '/docs', '/openapi.json'}\n"
+            "print(sorted(m for m in ('gradio', 'plotly') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stderr[-2000:]

@@ -26,7 +26,8 @@ def build() -> SimpleNamespace:
                                info="what the text is compared against")
         n_steps = gr.Slider(2, 300, value=50, step=1, label="Integrated Gradients steps (n_steps)")
         auto = gr.Checkbox(value=True, label="Choose the steps automatically", elem_id="bv-auto-steps",
-                           info=f"as few as it takes for a relative delta <= {common.DELTA_WARN:.0%}; off: exactly n_steps")
+                           info=f"as few as it takes for a relative delta <= {common.DELTA_WARN:.0%}; "
+                                "off: exactly n_steps")
         merge = gr.Checkbox(value=True, label="Merge word pieces into words", info="a word's pieces are summed")
     explain = gr.Button("Explain again with these settings", elem_id="bv-explain")
     delta = gr.Markdown(elem_id="bv-delta")
@@ -125,7 +126,8 @@ def compare_table(c: core.MethodComparison) -> pd.DataFrame:
 def compare_md(c: core.MethodComparison) -> str:
     a = c.attributions[0]
     text = a.info.text if len(a.info.text) <= 120 else a.info.text[:119] + "…"
-    return (f"**Explaining “{common.esc(a.target)}”** (p = {c.faithfulness[0].p_x:.4f}) for “{common.esc(text)}”, "
+    return (f"**Explaining “{common.esc(a.target)}”** (p = {c.faithfulness[0].p_x:.4f}) "
+            f"for “{common.esc(text)}”, "
             f"baseline {common.esc(a.baseline)}.  \n**Reading:** {common.esc(c.reading)} (★ in the table).  \n"
             f"Agreement is over the {int(sum(s is not None for s in a.info.sequence_ids))} non-special tokens.")
 
@@ -211,7 +213,8 @@ def delta_md(attr) -> str:
             f"to the text ({attr.f_baseline:.4f} → {attr.f_x:.4f}, a change of {gap:+.4f}), up to the "
             f"**convergence delta {attr.delta:+.2e}**")
     if not np.isfinite(rel):
-        return head + ".  \n**Warning:** the text and the baseline give the same output, so the attributions cannot be checked."
+        return head + (".  \n**Warning:** the text and the baseline give the same output, so the attributions "
+                       "cannot be checked.")
     head += f" ({rel:.1%} of the change)."
     scale = core.colour_scale(attr)
     if scale.too_small:  # the tokens below carry the full warning, which says what their colours show
