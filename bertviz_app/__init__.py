@@ -12,15 +12,3 @@ import lazy_loader as lazy
 __version__ = "0.1.0"
 
 __getattr__, __dir__, __all__ = lazy.attach_stub(__name__, __file__)
-
-_stub_getattr = __getattr__
-
-
-def __getattr__(name: str):
-    # TRANSITIONAL (issue 19): goes with config.get_settings once the UI is handed its Settings. Not public
-    # (not in __all__ nor the stub); the UI still calls core.get_settings().
-    if name == "get_settings":
-        from .config import get_settings
-
-        return get_settings
-    return _stub_getattr(name)

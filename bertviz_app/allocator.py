@@ -17,27 +17,26 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import logging
-import os
 import sys
+from collections.abc import Container
+
+from .config import Settings
 
 __all__ = ["tune_allocator"]
 
 log = logging.getLogger(__name__)
 
-_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter numbers (malloc.h)
-_M_ARENA_MAX = -8
+M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter numbers (malloc.h)
+M_ARENA_MAX = -8
 ARENA_MAX = 2
 
 
-def tune_allocator(mmap_threshold_kb: int | None = None) -> bool:
+def tune_allocator(mmap_threshold_kb: int = Settings.mmap_threshold_kb, operator_set: Container[str] = ()) -> bool:
     """Apply the settings to this process (glibc on Linux only; elsewhere a no-op that returns
-    False). ``mmap_threshold_kb``: default Settings.mmap_threshold_kb; 0 leaves malloc alone.
-    Values the operator set through glibc's own variables (MALLOC_MMAP_THRESHOLD_,
-    MALLOC_ARENA_MAX) win. Call it early: arenas already created stay."""
-    if mmap_threshold_kb is None:
-        from .config import get_settings
-
-        mmap_threshold_kb = get_settings().mmap_threshold_kb
+    False). ``mmap_threshold_kb``: settings.mmap_threshold_kb; 0 leaves malloc alone.
+    ``operator_set``: names of glibc's own variables the operator set (the caller passes its
+    environment, e.g. ``os.environ``): MALLOC_MMAP_THRESHOLD_ or MALLOC_ARENA_MAX there wins.
+    Call it early: arenas already created stay."""
     if not mmap_threshold_kb or not sys.platform.startswith("linux"):
         return False
     try:
@@ -47,10 +46,10 @@ def tune_allocator(mmap_threshold_kb: int | None = None) -> bool:
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     ok = True
-    if "MALLOC_MMAP_THRESHOLD_" not in os.environ:
-        ok = mallopt(_M_MMAP_THRESHOLD, int(mmap_threshold_kb) * 1024) == 1
-    if "MALLOC_ARENA_MAX" not in os.environ:
-        ok = mallopt(_M_ARENA_MAX, ARENA_MAX) == 1 and ok
+    if "MALLOC_MMAP_THRESHOLD_" not in operator_set:
+        ok = mallopt(M_MMAP_THRESHOLD, int(mmap_threshold_kb) * 1024) == 1
+    if "MALLOC_ARENA_MAX" not in operator_set:
+        ok = mallopt(M_ARENA_MAX, ARENA_MAX) == 1 and ok
     if not ok:
         log.warning("mallopt refused the memory settings; the server's memory may grow under load")
     return ok

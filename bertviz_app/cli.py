@@ -227,13 +227,13 @@ def cmd_models(args) -> int:
     from . import list_models
     from .catalog import shipped_model
 
-    models_dir = args.settings.models_dir
-    models = list_models(models_dir)
+    models = list_models(args.settings.models_dir)
     if args.json:
         _out(models)
         return 0
     for m in models:
-        shipped = shipped_model(m["name"], models_dir)  # None for models/<name> folders, even one named like a shipped model
+        # None for models/<name> folders, even one named like a shipped model
+        shipped = shipped_model(m["name"], args.settings.models_dir)
         if shipped is not None and m["built"]:
             state = shipped.about
         elif shipped is not None:
@@ -401,20 +401,18 @@ def cmd_explain_csv(args) -> int:
 
 
 def cmd_serve(args) -> int:
-    from . import start_default_build
-    from .startup_page import StartupPage
+    import dataclasses
 
-    try:  # a page at once, while gradio and torch load
-        page = StartupPage(args.host, args.port, show_build=args.model == "default")
-    except OSError as exc:
-        return _fail(f"cannot listen on {args.host}:{args.port} ({exc.strerror}): stop what uses it or pass --port/--host")
-    with page:
-        if args.model == "default":  # the model builds in the background, its progress in this terminal
-            logging.getLogger("bertviz_app.build").setLevel(logging.INFO)
-            print(start_default_build(args.settings).line(), flush=True)
-        from .ui import launch
+    from .server import serve
 
-        launch(host=args.host, port=args.port, model=args.model, before_serving=page.close)
+    logging.getLogger("bertviz_app").setLevel(logging.INFO)  # the default model's build progress in this terminal
+    settings = dataclasses.replace(args.settings, host=args.host, port=args.port)
+    try:  # the same entry point as `python app.py`
+        serve(settings, model=args.model)
+    except SystemExit as exc:  # cannot listen on that address
+        if isinstance(exc.code, str):
+            return _fail(exc.code.replace("set BERTVIZ_PORT / BERTVIZ_HOST", "pass --port / --host"))
+        raise
     return 0
 
 
@@ -426,8 +424,8 @@ def _single(args) -> str:
 
 
 def build_parser(settings: Settings | None = None) -> argparse.ArgumentParser:
-    """The parser; ``settings`` (default: read from the environment) gives the defaults it shows."""
-    settings = settings if settings is not None else Settings.from_env()
+    """The parser; its defaults come from ``settings`` (``main`` reads them from the environment once)."""
+    settings = settings or Settings()
     from .catalog import ENCODER as FT_DEFAULT_BASE  # = finetune.DEFAULT_BASE, without importing torch
     from .results import DEFAULT_TOLERANCE, FIXED_N_STEPS  # the core's step defaults, without importing torch
     parser = argparse.ArgumentParser(prog="bertviz-app", description="See inside, and adapt, BERT text classifiers.")

@@ -264,6 +264,3 @@ def env_name(f) -> str:
 
 
 
-
-def get_settings() -> Settings:  # TRANSITIONAL: removed once no library module calls it
-    return Settings.from_env()

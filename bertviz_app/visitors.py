@@ -22,6 +22,7 @@ import os
 import re
 import secrets
 import shutil
+import tempfile
 import threading
 import time
 from collections import deque
@@ -33,11 +34,14 @@ from .catalog import RUN_INFO, load_run_info
 from .errors import InputError, LimitError, ModelNotFoundError
 
 __all__ = [
+    "COOKIE",
+    "HEADER",
     "NOBODY",
     "FinetuneQueue",
     "Limits",
     "UploadCounter",
     "check_access",
+    "check_model",
     "check_quota",
     "delete_owner_data",
     "delete_run",
@@ -45,6 +49,7 @@ __all__ = [
     "is_run_name",
     "last_opened",
     "new_token",
+    "owner_folder",
     "owner_hash",
     "owner_runs",
     "owner_tag",
@@ -56,6 +61,8 @@ __all__ = [
     "visible",
 ]
 
+HEADER = "X-Bertviz-Owner"  # the owner token of an API request (or the COOKIE the page sets)
+COOKIE = "bertviz_owner"
 NOBODY = "nobody"  # the owner of a public request without a valid token: owns no run (never a sha256 hex)
 _TOKEN = re.compile(r"^[0-9a-f]{64}$")
 _SALT = b"bertviz-owner-v1:"
@@ -192,6 +199,29 @@ def check_access(name: str | None, owner: str | None, runs_dir: Path) -> Path | 
     return path
 
 
+def check_model(name: str | None, default: str, owner: str | None, runs_dir: Path) -> None:
+    """Public mode (``owner`` not None): a run another visitor owns answers as an unknown one, an owned
+    run is marked as opened (the sweeper keeps it), and no model folders by path (except the
+    operator's ``default``). Local mode (``owner`` None): nothing to check."""
+    if owner is None:
+        return
+    name = (name or "").strip()
+    path = check_access(name, owner, runs_dir)
+    if path is not None:
+        touch(path)
+    looks_like_path = name.startswith((".", "/", "~", "\\")) or (os.sep in name and not is_run_name(name)
+                                                                 and name.count("/") != 1)
+    if name and name != default and looks_like_path:
+        raise ModelNotFoundError("Opening model folders by path is turned off on this public app: use a "
+                                 "model from the list, one of your runs, or a Hub id (owner/name).")
+
+
+def owner_folder(owner: str | None) -> Path:
+    """Where a visitor's downloads wait to be served (removed with the visitor's data)."""
+    tag = owner_tag(owner) if owner else "local"
+    return Path(tempfile.gettempdir()) / f"bertviz-visitor-{tag}"
+
+
 def hide_names(message: str, hidden: Iterable[str]) -> str:
     """``message`` without the names in ``hidden`` (other visitors' runs listed by an error message
     of the registry, e.g. "Available: default, runs/a, runs/b")."""
@@ -243,7 +273,8 @@ def delete_run(runs_dir: Path, name: str | None, owner: str | None) -> str:
     if not is_run_name(name):
         raise InputError("Choose one of your runs (runs/<name>) to delete.")
     if owner is None:
-        raise InputError("Runs are deleted by their owner, in public mode; locally, delete the folder under models/runs/.")
+        raise InputError("Runs are deleted by their owner, in public mode; locally, delete the folder under "
+                         "models/runs/.")
     path = check_access(name, owner, runs_dir)
     shutil.rmtree(path, ignore_errors=True)
     return f"runs/{path.name}"

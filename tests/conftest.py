@@ -21,13 +21,15 @@ VOCAB = [
 ]
 
 
-def make_tiny_model(path: Path, num_labels: int = 2, multi_label: bool = False, with_head: bool = True, seed: int = 0) -> Path:
+def make_tiny_model(path: Path, num_labels: int = 2, multi_label: bool = False, with_head: bool = True,
+                    seed: int = 0) -> Path:
     import torch
     from transformers import BertConfig, BertForSequenceClassification, BertModel, BertTokenizerFast
 
     path.mkdir(parents=True, exist_ok=True)
     (path / "vocab.txt").write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
-    tokenizer = BertTokenizerFast(vocab=str(path / "vocab.txt"), do_lower_case=True, model_max_length=64)  # transformers 5: `vocab=`; `vocab_file=` is silently ignored
+    # transformers 5: `vocab=`; `vocab_file=` is silently ignored
+    tokenizer = BertTokenizerFast(vocab=str(path / "vocab.txt"), do_lower_case=True, model_max_length=64)
     labels = ["negative", "positive"] if num_labels == 2 else [f"class_{i}" for i in range(num_labels)]
     config = BertConfig(
         vocab_size=len(VOCAB),
@@ -60,7 +62,8 @@ def make_sentiment_model(path: Path) -> Path:
     tok = BertTokenizerFast.from_pretrained(path)
     model = BertForSequenceClassification.from_pretrained(path)
     rng = random.Random(0)
-    pos, neg, filler = ["good", "great", "fun"], ["bad", "awful", "tedious"], ["the", "film", "movie", "was", "is", "a", "it"]
+    pos, neg = ["good", "great", "fun"], ["bad", "awful", "tedious"]
+    filler = ["the", "film", "movie", "was", "is", "a", "it"]
     texts, labels = [], []
     for _ in range(128):
         y = rng.random() < 0.5
@@ -148,22 +151,29 @@ def free_port() -> int:
 
 
 @contextmanager
-def served_app(model: str, port: int | None = None, **env):
-    """The web app served in-process on loopback (``port``, default a free one), with BERTVIZ_*/other
-    environment variables set for its lifetime: ``with served_app(model, BERTVIZ_MODELS_DIR=d) as url: ...``.
-    The app is closed and the environment restored on exit."""
-    from bertviz_app import ui
+def served_app(model: str, port: int | None = None, settings=None, **env):
+    """The app (page and JSON API, ``bertviz_app.server``) served in-process on loopback (``port``,
+    default a free one) with ``settings`` (default: ``Settings.from_env()``), changed by ``BERTVIZ_*`` keywords
+    read as the environment would be: ``with served_app(model, BERTVIZ_MODELS_DIR=d) as url: ...``.
+    Other keywords are set in the environment for the app's lifetime. Closed on exit."""
+    import dataclasses
 
+    from bertviz_app import server
+    from bertviz_app.config import Settings, env_name
+
+    given = {k: str(v) for k, v in env.items() if k.startswith("BERTVIZ_")}
+    parsed = Settings.from_env(given)
+    changed = {f.name: getattr(parsed, f.name) for f in dataclasses.fields(Settings) if env_name(f) in given}
+    # an entry point, as app.py is: without ``settings`` it reads the environment (a module's fixture may set it)
+    settings = dataclasses.replace(settings or Settings.from_env(), **changed, host="127.0.0.1",
+                                   port=port or free_port())
     mp = pytest.MonkeyPatch()
     try:
-        for name, value in env.items():
-            mp.setenv(name, str(value))
-        port = port or free_port()
-        demo = ui.launch(host="127.0.0.1", port=port, model=model, prevent_thread_lock=True, quiet=True)
-        try:
-            yield f"http://127.0.0.1:{port}/"
-        finally:
-            demo.close()
+        for name, value in env.items():  # the app reads ``settings``; other variables (HF_*) go to the environment
+            if name not in given:
+                mp.setenv(name, str(value))
+        with server.start(settings, model):
+            yield f"http://127.0.0.1:{settings.port}/"
     finally:
         mp.undo()
 

@@ -65,24 +65,23 @@ def test_every_setting_is_documented():
         assert f"`{env_name(f)}`" in page, f"{env_name(f)} is not in docs/settings.md (python scripts/settings_doc.py)"
 
 
-def test_app_listens_on_loopback_unless_told_and_the_image_says_every_interface(monkeypatch):
+def test_app_listens_on_loopback_unless_told_and_the_image_says_every_interface():
     from bertviz_app.cli import build_parser
     from bertviz_app.config import Settings
 
-    monkeypatch.delenv("BERTVIZ_HOST", raising=False)
     assert Settings().host == "127.0.0.1"  # python app.py / serve: this machine only
-    assert build_parser().parse_args(["serve"]).host == "127.0.0.1"
-    assert build_parser().parse_args(["serve", "--host", "0.0.0.0"]).host == "0.0.0.0"
-    monkeypatch.setenv("BERTVIZ_HOST", "0.0.0.0")
-    assert Settings.from_env().host == "0.0.0.0"  # read at the edge (app.py, the CLI), not by Settings()
+    assert Settings.from_env({}).host == "127.0.0.1"
+    assert build_parser(Settings()).parse_args(["serve"]).host == "127.0.0.1"
+    assert build_parser(Settings()).parse_args(["serve", "--host", "0.0.0.0"]).host == "0.0.0.0"
+    told = Settings.from_env({"BERTVIZ_HOST": "0.0.0.0"})
+    assert told.host == "0.0.0.0" and build_parser(told).parse_args(["serve"]).host == "0.0.0.0"
     assert re.search(r"^ENV .*\bBERTVIZ_HOST=0\.0\.0\.0\b", DOCKERFILE.replace("\\\n", " "), re.M)  # the container sets it explicitly
 
 
-def test_the_image_runs_in_public_mode_and_the_deploy_page_says_what_it_changes(monkeypatch):
+def test_the_image_runs_in_public_mode_and_the_deploy_page_says_what_it_changes():
     from bertviz_app.config import Settings
 
-    monkeypatch.delenv("BERTVIZ_PUBLIC", raising=False)
-    assert Settings().public is False  # locally every run stays shared
+    assert Settings().public is False and Settings.from_env({}).public is False  # locally every run stays shared
     assert re.search(r"^ENV .*\bBERTVIZ_PUBLIC=1\b", DOCKERFILE.replace("\\\n", " "), re.M)
     space = (ROOT / "docs" / "deploy.md").read_text()
     assert "### Public mode (`BERTVIZ_PUBLIC=1`" in space and "Delete my data" in space

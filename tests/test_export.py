@@ -198,9 +198,10 @@ def test_ui_download_buttons_get_the_core_files(tiny, tmp_path, monkeypatch):
     assert saved["faithfulness"]["comprehensiveness"] == pytest.approx(rec.faith.comprehensiveness)
     import gradio as gr
 
+    from bertviz_app.config import Settings
     from bertviz_app.ui import build_app
 
-    assert isinstance(build_app(str(tiny.name)), gr.Blocks)  # the buttons are wired into the app
+    assert isinstance(build_app(Settings(), str(tiny.name)), gr.Blocks)  # the buttons are wired into the app
 
 
 def test_json_round_trip_keeps_how_the_steps_were_chosen(tiny, tmp_path):

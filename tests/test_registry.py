@@ -190,11 +190,11 @@ def test_allocator_tuning_follows_its_setting(monkeypatch):
         bv.Settings(mmap_threshold_kb=-5)
 
 
-def test_ui_model_choices_list_each_model_once(models_dir):
+def test_ui_model_choices_list_each_model_once(models_dir, settings):
     """The registry lists the shipped encoder now; the fine-tune tab puts it first as its base, and
     the Model dropdown appends it: neither shows it twice."""
     from bertviz_app.ui import build_panel, common
 
     make_tiny_model(models_dir / "runs" / "r1")
-    assert common.model_choices("default", first=("encoder",)) == ["encoder", "default", "runs/r1"]
-    assert build_panel.choices("default") == ["default", "runs/r1", "encoder"]
+    assert common.model_choices("default", first=("encoder",), settings=settings) == ["encoder", "default", "runs/r1"]
+    assert build_panel.choices("default", settings) == ["default", "runs/r1", "encoder"]

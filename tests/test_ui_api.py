@@ -238,14 +238,19 @@ def test_analyze_classifies_a_long_text_whole_when_asked(client, tiny_model_dir)
     assert f"**Long text, classified whole:** the prediction pools {ref['windows']} overlapping" in notice[0]
 
 
-def test_folder_paths_refused_when_local_paths_are_off(client, tiny_model_dir, monkeypatch):
-    monkeypatch.setenv("BERTVIZ_ALLOW_LOCAL_PATHS", "0")
-    with pytest.raises(Exception) as excinfo:
-        client.predict("the film", model=str(tiny_model_dir.parent / ".." / tiny_model_dir.parent.name / "tiny-bert"),
-                       api_name="/predict")
-    assert "BERTVIZ_ALLOW_LOCAL_PATHS=0" in error_message(excinfo)
-    # the operator's own model (the app's default) still works
-    assert client.predict("the film", api_name="/predict")["label"] in ("negative", "positive")
+def test_folder_paths_refused_when_local_paths_are_off(tiny_model_dir, settings):
+    import dataclasses
+
+    other = str(tiny_model_dir.parent / ".." / tiny_model_dir.parent.name / "tiny-bert")
+    with served_app(str(tiny_model_dir), settings=dataclasses.replace(settings, allow_local_paths=False)) as url:
+        client = Client(url, verbose=False)
+        with pytest.raises(Exception) as excinfo:
+            client.predict("the film", model=other, api_name="/predict")
+        assert "BERTVIZ_ALLOW_LOCAL_PATHS=0" in error_message(excinfo)
+        status, out = post(url, "predict", {"text": "the film", "model": other})
+        assert status == 404 and "BERTVIZ_ALLOW_LOCAL_PATHS=0" in out["error"], out
+        # the operator's own model (the app's default) still works
+        assert client.predict("the film", api_name="/predict")["label"] in ("negative", "positive")
 
 
 def test_markdown_escaping_keeps_quotes_readable_and_html_inert():
@@ -292,18 +297,19 @@ def test_json_routes_answer_like_the_gradio_endpoints(app_url, client):
 @pytest.mark.parametrize("endpoint, body, raw, status, says", [
     ("predict", {"text": "   "}, None, 400, "empty"),
     ("predict", {"text": "a " * 15_000}, None, 400, "the limit is 20,000"),
-    ("predict", {"txt": "good"}, None, 400, "unknown parameter(s) txt; missing text. /v1/predict takes: text, pair"),
-    ("predict", {"text": 5}, None, 400, "text must be a string"),
+    ("predict", {"txt": "good"}, None, 422, "text: missing (required); txt: unknown parameter. /v1/predict takes: "
+                                            "text, pair"),
+    ("predict", {"text": 5}, None, 422, "text: Input should be a valid string"),
     ("predict", {"text": "good", "model": "no-such-model"}, None, 404, "Unknown model 'no-such-model'"),
     ("predict", None, b"{not json", 400, "not valid JSON"),
     ("predict", None, b"[1, 2]", 400, "Send a JSON object"),
     ("predict", None, b'{"text": "' + b"a" * 1_100_000 + b'"}', 413, "send at most 1,000,000"),
     ("predict", {"text": "good", "window": True, "pool": "median"}, None, 400, "pool must be one of mean, max"),
     ("explain", {"text": "good", "target": "neutral"}, None, 400, "neutral"),
-    ("explain", {"text": "good", "n_steps": 2.5}, None, 400, "n_steps must be a whole number"),
+    ("explain", {"text": "good", "n_steps": 2.5}, None, 422, "n_steps: Input should be a valid integer"),
     ("attention", {"text": "good", "layer": 9}, None, 400, "layer must be 0 (all) or 1 to 2"),
     ("compare", {"text": "good", "methods": "ig,lime"}, None, 400, "Unknown attribution method 'ig'"),
-    ("compare", {"text": "good", "methods": [1, 2]}, None, 400, "methods must be comma-separated names or a list"),
+    ("compare", {"text": "good", "methods": [1, 2]}, None, 422, "methods.0: Input should be a valid string"),
     ("compare", {"text": "good", "methods": "lime, lime"}, None, 400, "listed twice"),
     ("compare", {"text": "   "}, None, 400, "empty"),
 ])
@@ -420,3 +426,84 @@ def test_fifty_fixed_steps_stay_an_option_everywhere(app_url, client, tiny_model
     for name, got in answers.items():
         assert got["n_steps"] == 50 and got["tolerance"] is None, name
         np.testing.assert_allclose(got["attributions"], ref.scores, atol=1e-5, err_msg=name)
+
+
+# --------------------------------------------------------------------------- the typed routes: schema and bad input
+V1 = {"predict": {"text": "good"}, "attention": {"text": "good"}, "explain": {"text": "good", "n_steps": 4},
+      "compare": {"text": "good", "methods": "saliency"}, "summary": {}, "delete_my_data": {}}
+REQUIRED = {"predict": "text", "attention": "text", "explain": "text", "compare": "text"}
+TYPED = {"predict": ("window", [1]), "attention": ("layer", "two"), "explain": ("tolerance", "small"),
+         "compare": ("top_k", [3]), "summary": ("model", 7)}
+
+
+def test_openapi_lists_every_v1_route_and_docs_answer(app_url):
+    import urllib.request
+
+    from bertviz_app.server import SPECS
+
+    with urllib.request.urlopen(f"{app_url}openapi.json", timeout=30) as r:
+        schema = json.loads(r.read())
+    assert {f"/v1/{name}" for name in SPECS} <= set(schema["paths"])
+    assert set(SPECS) == set(V1)
+    for name in SPECS:
+        op = schema["paths"][f"/v1/{name}"]["post"]
+        assert {"200", "422"} <= set(op["responses"])
+    with urllib.request.urlopen(f"{app_url}docs", timeout=30) as r:
+        assert r.status == 200 and b"swagger" in r.read().lower()
+
+
+@pytest.mark.parametrize("endpoint", sorted(V1))
+def test_each_v1_route_refuses_a_wrong_type_a_missing_and_an_unknown_field(app_url, endpoint):
+    status, out = post(app_url, endpoint, {**V1[endpoint], "bogus": 1})
+    assert status == 422 and "bogus: unknown parameter" in out["error"], out
+    if endpoint in REQUIRED:
+        status, out = post(app_url, endpoint, {k: v for k, v in V1[endpoint].items() if k != REQUIRED[endpoint]})
+        assert status == 422 and f"{REQUIRED[endpoint]}: missing" in out["error"], out
+    if endpoint in TYPED:
+        field, value = TYPED[endpoint]
+        status, out = post(app_url, endpoint, {**V1[endpoint], field: value})
+        assert status == 422 and out["error"].startswith(f"{field}: "), out
+    status, out = post(app_url, endpoint, None, b'{"text": "' + b"a" * 1_100_000 + b'"}')
+    assert status == 413 and "send at most 1,000,000" in out["error"], out
+    for got in (out,):
+        assert set(got) == {"error"} and "Traceback" not in got["error"] and 'File "' not in got["error"]
+
+
+def test_the_answer_to_an_unexpected_error_is_generic(app_url, monkeypatch):
+    """An error the core did not foresee answers 500 with a generic message, no traceback."""
+    from bertviz_app import service
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("secret internal detail")
+
+    monkeypatch.setattr(service, "summary", broken)
+    status, out = post(app_url, "summary", {})
+    assert status == 500 and out == {"error": "Unexpected error while handling this request; the details are in "
+                                              "the server log."}
+
+
+def test_a_full_route_answers_busy_with_503():
+    import anyio
+
+    from bertviz_app.server import Gate, ServerBusy
+
+    gate = Gate("predict", limit=1, queue_size=1)
+    gate.in_flight = 2
+
+    async def call():
+        await gate.run(lambda: 1)
+
+    with pytest.raises(ServerBusy, match="The server is busy"):
+        anyio.run(call)
+
+
+def test_the_json_routes_import_neither_gradio_nor_plotly():
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom bertviz_app.config import Settings\nfrom bertviz_app.server import create_app\n"
+            "app = create_app(Settings(), 'encoder', page=False)\n"
+            "assert {r.path for r in app.routes} >= {'/v1/predict', '/docs', '/openapi.json'}\n"
+            "print(sorted(m for m in ('gradio', 'plotly') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stderr[-2000:]

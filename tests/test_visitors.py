@@ -175,19 +175,18 @@ def test_fifty_uploads_in_a_row_are_refused_past_the_limit():
     counter.count(A, now + 3601)  # an hour later the window has moved on
 
 
-def test_limits_come_from_the_settings(monkeypatch):
+def test_limits_come_from_the_settings():
     from bertviz_app.config import Settings
 
     assert Settings().public is False  # off by default: local behaviour unchanged
-    for k, val in {"PUBLIC": "1", "MAX_RUNS_PER_VISITOR": "2", "MAX_RUNS_TOTAL": "5", "MAX_RUNS_DISK_GB": "0.5",
-                   "RUN_TTL_HOURS": "0.5", "FINETUNE_QUEUE": "4", "MAX_UPLOADS_PER_HOUR": "7"}.items():
-        monkeypatch.setenv(f"BERTVIZ_{k}", val)
-    s = Settings()
+    env = {f"BERTVIZ_{k}": val for k, val in {"PUBLIC": "1", "MAX_RUNS_PER_VISITOR": "2", "MAX_RUNS_TOTAL": "5",
+                                              "MAX_RUNS_DISK_GB": "0.5", "RUN_TTL_HOURS": "0.5", "FINETUNE_QUEUE": "4",
+                                              "MAX_UPLOADS_PER_HOUR": "7"}.items()}
+    s = Settings.from_env(env)
     assert s.public and v.Limits.from_settings(s) == v.Limits(runs_per_owner=2, runs_total=5, disk_bytes=5 * 10**8,
                                                               ttl_s=1800.0, queue=4, uploads_per_hour=7)
-    monkeypatch.setenv("BERTVIZ_RUN_TTL_HOURS", "0")
     with pytest.raises(ValueError, match="BERTVIZ_RUN_TTL_HOURS must be a positive number"):
-        Settings()
+        Settings.from_env({**env, "BERTVIZ_RUN_TTL_HOURS": "0"})
 
 
 def test_a_probe_run_stores_its_owner_hashed_and_local_runs_none(models_dir, tiny_model_dir, tmp_path):

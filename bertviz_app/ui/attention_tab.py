@@ -11,8 +11,7 @@ import numpy as np
 
 import bertviz_app as core
 
-from .. import plots
-from . import common
+from . import common, plots
 
 MEAN = "mean of heads"
 

@@ -15,8 +15,7 @@ import pandas as pd
 
 import bertviz_app as core
 
-from .. import plots
-from . import common, visitor
+from . import common, plots, visitor
 
 
 def build() -> SimpleNamespace:
@@ -27,7 +26,8 @@ def build() -> SimpleNamespace:
                                info="what the text is compared against")
         n_steps = gr.Slider(2, 300, value=50, step=1, label="Integrated Gradients steps (n_steps)")
         auto = gr.Checkbox(value=True, label="Choose the steps automatically", elem_id="bv-auto-steps",
-                           info=f"as few as it takes for a relative delta <= {common.DELTA_WARN:.0%}; off: exactly n_steps")
+                           info=f"as few as it takes for a relative delta <= {common.DELTA_WARN:.0%}; "
+                                "off: exactly n_steps")
         merge = gr.Checkbox(value=True, label="Merge word pieces into words", info="a word's pieces are summed")
     explain = gr.Button("Explain again with these settings", elem_id="bv-explain")
     delta = gr.Markdown(elem_id="bv-delta")
@@ -126,12 +126,14 @@ def compare_table(c: core.MethodComparison) -> pd.DataFrame:
 def compare_md(c: core.MethodComparison) -> str:
     a = c.attributions[0]
     text = a.info.text if len(a.info.text) <= 120 else a.info.text[:119] + "…"
-    return (f"**Explaining “{common.esc(a.target)}”** (p = {c.faithfulness[0].p_x:.4f}) for “{common.esc(text)}”, "
+    return (f"**Explaining “{common.esc(a.target)}”** (p = {c.faithfulness[0].p_x:.4f}) "
+            f"for “{common.esc(text)}”, "
             f"baseline {common.esc(a.baseline)}.  \n**Reading:** {common.esc(c.reading)} (★ in the table).  \n"
             f"Agreement is over the {int(sum(s is not None for s in a.info.sequence_ids))} non-special tokens.")
 
 
-def render_compare(ui: SimpleNamespace, c: core.MethodComparison | None, merge: bool) -> dict:
+def render_compare(ui: SimpleNamespace, c: core.MethodComparison | None, merge: bool,
+                   min_change: float = core.Settings.min_change) -> dict:
     cmp = ui.cmp
     if c is None:
         return {cmp.shown: gr.update(visible=False)}
@@ -149,7 +151,7 @@ def render_compare(ui: SimpleNamespace, c: core.MethodComparison | None, merge: 
     lines = []
     for m, a, f in zip(c.methods, c.attributions, c.faithfulness):
         title = f"{label(m)}: comprehensiveness {f.comprehensiveness:+.3f}, sufficiency {f.sufficiency:+.3f}"
-        lines.append(core.attribution_tokens_html(a, bool(merge), title=title))
+        lines.append(core.attribution_tokens_html(a, bool(merge), title=title, min_change=min_change))
     return {
         cmp.shown: gr.update(visible=True),
         cmp.reading: compare_md(c),
@@ -169,7 +171,7 @@ def unsigned_note(methods) -> str:
 
 
 def compare(rec: common.Record | None, methods, target: str, baseline: str, n_steps: int, auto: bool,
-            top_k: int) -> core.MethodComparison:
+            top_k: int, settings: core.Settings) -> core.MethodComparison:
     """``core.compare_methods`` on the analysed text with the tab's settings (the same target,
     baseline and step rule as the Integrated Gradients above)."""
     if rec is None:
@@ -177,7 +179,7 @@ def compare(rec: common.Record | None, methods, target: str, baseline: str, n_st
     methods = [m for m in (methods or []) if m]
     if not methods:
         raise core.InputError("Tick at least one method to compare.")
-    lm = common.load(rec.model, rec.model)  # the record's model (server-side state) was allowed when it was analysed
+    lm = common.load(rec.model, rec.model, settings)  # the record's model (server-side state) was allowed when it was analysed
     info = rec.prediction
     return core.compare_methods(lm, info.text, methods=methods, target=common.target_arg(target), baseline=baseline,
                                 pair=info.pair, top_k=int(top_k), n_steps=int(n_steps),
@@ -202,7 +204,7 @@ def faith_md(f: core.Faithfulness | None) -> str:
             f"{common.esc(f.reading[:1].upper() + f.reading[1:])}.")
 
 
-def delta_md(attr) -> str:
+def delta_md(attr, min_change: float = core.Settings.min_change) -> str:
     rel = attr.relative_delta
     gap = attr.f_x - attr.f_baseline
     what = "probability" if attr.output == "prob" else "logit"
@@ -212,9 +214,10 @@ def delta_md(attr) -> str:
             f"to the text ({attr.f_baseline:.4f} → {attr.f_x:.4f}, a change of {gap:+.4f}), up to the "
             f"**convergence delta {attr.delta:+.2e}**")
     if not np.isfinite(rel):
-        return head + ".  \n**Warning:** the text and the baseline give the same output, so the attributions cannot be checked."
+        return head + (".  \n**Warning:** the text and the baseline give the same output, so the attributions "
+                       "cannot be checked.")
     head += f" ({rel:.1%} of the change)."
-    scale = core.colour_scale(attr)
+    scale = core.colour_scale(attr, min_change)
     if scale.too_small:  # the tokens below carry the full warning, which says what their colours show
         head += (f"  \n**Warning: the change is too small to read anything into** (below {scale.threshold:g}); "
                  "the warning over the coloured words below says what their colours show.")
@@ -253,11 +256,11 @@ def render(ui: SimpleNamespace, rec: common.Record, merge: bool, skipped: bool =
     view = common.token_view(attr.info, merge)
     scores = common.view_scores(attr.scores, view)  # (N,)
     path_scores = common.view_scores(rec.path.scores, view)  # (L + 1, N)
-    scale = core.colour_scale(attr)  # one absolute scale for the tokens and the bars...
-    path_scale = core.colour_scale(rec.path)  # ...and its layer-wise twin (each row sums to the same change)
+    scale = core.colour_scale(attr, rec.min_change)  # one absolute scale for the tokens and the bars...
+    path_scale = core.colour_scale(rec.path, rec.min_change)  # ...and its layer-wise twin (each row sums to the same change)
     return {
-        ui.delta: delta_md(attr) + faith_md(rec.faith) + (jump_md(attr) if rec.baseline_jumps else ""),
-        ui.tokens: common.tokens_html(view.labels, scores, view.special, attr),
+        ui.delta: delta_md(attr, rec.min_change) + faith_md(rec.faith) + (jump_md(attr) if rec.baseline_jumps else ""),
+        ui.tokens: common.tokens_html(view.labels, scores, view.special, attr, min_change=rec.min_change),
         ui.bar: plots.attribution_bar(view.labels, scores, title=f"Attribution to “{attr.target}” by token",
                                       full=scale.full if scale.absolute else None,
                                       note="The change is too small to read anything into." if scale.too_small else ""),
@@ -283,15 +286,15 @@ def export_files(rec: common.Record | None, merge: bool):
         off = gr.update(value=None, interactive=False)
         return off, off
     page, data = core.export_files(export_folder(), rec.attribution, rec.prediction, rec.model, merge=bool(merge),
-                                   keep_s=EXPORT_KEEP_S, faith=rec.faith)
+                                   keep_s=EXPORT_KEEP_S, faith=rec.faith, min_change=rec.min_change)
     # public mode: the visitor's texts, served to this visitor's browser only (visitor.own_file)
     return (gr.update(value=visitor.own_file(page), interactive=True),
             gr.update(value=visitor.own_file(data), interactive=True))
 
 
-def wire(ui: SimpleNamespace, state: gr.State, heavy: dict) -> None:
+def wire(ui: SimpleNamespace, state: gr.State, heavy: dict, settings: core.Settings) -> None:
     """Refresh the download buttons whenever the analysis (``state``) or the word/token view changes;
-    compare the methods on request (``heavy``: the app's one-at-a-time model group)."""
+    compare the methods on request (``heavy``: the app's one-at-a-time model group; ``settings``: the app's)."""
     gr.on([state.change, ui.merge.input], common.guard(export_files), inputs=[state, ui.merge],
           outputs=[ui.html_file, ui.json_file], api_visibility="private", show_progress="hidden",
           trigger_mode="always_last")
@@ -312,14 +315,16 @@ def wire(ui: SimpleNamespace, state: gr.State, heavy: dict) -> None:
         import time
 
         t0 = time.monotonic()
-        c = yield from common.stream_work(lambda: compare(rec, methods, target, baseline, n_steps, auto, top_k),
+        c = yield from common.stream_work(lambda: compare(rec, methods, target, baseline, n_steps, auto, top_k, settings),
                                           lambda: comparing(time.monotonic() - t0))
-        yield {cmp.state: c, **render_compare(ui, c, merge), **compare_idle()}
+        yield {cmp.state: c, **render_compare(ui, c, merge, rec.min_change), **compare_idle()}
 
     quick = dict(queue=False, api_visibility="private", show_progress="hidden")
     ran = cmp.run.click(comparing, outputs=[cmp.run], **quick).then(
         run_compare, inputs=[state, cmp.methods, ui.target, ui.baseline, ui.n_steps, ui.auto, cmp.top_k, ui.merge],
         outputs=views | {cmp.state, cmp.run}, api_visibility="private", show_progress="hidden", **heavy)
     ran.failure(compare_idle, outputs=[cmp.run], **quick)
-    ui.merge.input(common.guard(lambda c, merge: render_compare(ui, c, merge)), inputs=[cmp.state, ui.merge],
+    ui.merge.input(common.guard(lambda c, merge, rec: render_compare(ui, c, merge, rec.min_change if rec else
+                                                                      core.Settings.min_change)),
+                   inputs=[cmp.state, ui.merge, state],
                    outputs=views, api_visibility="private", show_progress="hidden", trigger_mode="always_last")

@@ -5,12 +5,13 @@ to it, without a restart. The panel stays hidden when the default model was buil
 
 from __future__ import annotations
 
-from pathlib import Path
 from types import SimpleNamespace
 
 import gradio as gr
 
 import bertviz_app as core
+from bertviz_app.build_job import read_status
+from bertviz_app.config import Settings
 
 from . import common
 
@@ -20,17 +21,17 @@ ENCODER = core.ENCODER  # the bare pip-shipped MiniLM encoder, openable while th
 BAR = 30
 
 
-def start_model(model_name: str | None, default: str, *, models_dir: Path) -> str:
-    """What a fresh page opens: the bare encoder while ``models_dir``/default is not built yet."""
+def start_model(model_name: str | None, default: str, settings: Settings) -> str:
+    """What a fresh page opens: the bare encoder while the default model is not built yet."""
     name = (model_name or "").strip() or default
-    if name == "default" and core.default_build_status(models_dir).state != "built":
+    if name == "default" and read_status(settings.models_dir).state != "built":
         return ENCODER
     return name
 
 
-def choices(default: str) -> list[str]:
+def choices(default: str, settings: Settings) -> list[str]:
     """The Model dropdown's choices: the registered models, then the bare encoder."""
-    names = common.model_choices(default)
+    names = common.model_choices(default, settings)
     return names if ENCODER in names else [*names, ENCODER]
 
 
@@ -49,16 +50,18 @@ def panel_md(status: core.BuildStatus) -> str:
                 f"no restart needed.{log}")
     if status.state == "failed":
         return (f"**The default model's build failed:** {common.esc(status.error or 'unknown reason')} "
-                f"Run `python -m bertviz_app build-default` in a terminal to see why; other models work meanwhile.{log}")
+                f"Run `python -m bertviz_app build-default` in a terminal to see why; other models work "
+                f"meanwhile.{log}")
     if status.state == "missing":
-        return ("**The default model is not built.** Restart with `python app.py` to build it in the background, or run "
+        return ("**The default model is not built.** Restart with `python app.py` to build it in the background, "
+                "or run "
                 "`python -m bertviz_app build-default`; the bare `encoder` and other models work meanwhile.")
     return ""
 
 
-def build(default: str, *, models_dir: Path) -> SimpleNamespace:
+def build(default: str, settings: Settings) -> SimpleNamespace:
     """The panel (hidden unless the app's default is the default model and it is not built yet)."""
-    status = core.default_build_status(models_dir) if default == "default" else core.BuildStatus("built")
+    status = read_status(settings.models_dir) if default == "default" else core.BuildStatus("built")
     md = gr.Markdown(panel_md(status), visible=status.state != "built", elem_id="bv-build")
     timer = gr.Timer(1.0, active=status.state == "building")
     # the state the page last showed: switch once, on the change to built ("known": built before the app
@@ -79,9 +82,8 @@ def ready_md(selected: str | None) -> str:
 
 
 def wire(ui: SimpleNamespace, *, demo: gr.Blocks, default: str, model_dd: gr.Dropdown, on_built: tuple,
-         models_dir: Path) -> None:
-    """``on_built``: (fn, inputs, outputs) run once the dropdown switched to the new default model;
-    ``models_dir``: where the default model is built (the app's settings).
+         settings: Settings) -> None:
+    """``on_built``: (fn, inputs, outputs) run once the dropdown switched to the new default model.
 
     The timer's tick only refreshes the panel. What follows the switch (loading the new model)
     hangs off ``seen``'s change, so it runs once, when the page switches, and not on every tick:
@@ -91,7 +93,7 @@ def wire(ui: SimpleNamespace, *, demo: gr.Blocks, default: str, model_dd: gr.Dro
     def refresh(model_name, seen):
         if default != "default":  # the app opens another model: the default model's build is not its business
             return {ui.md: gr.skip(), ui.timer: gr.Timer(active=False), model_dd: gr.skip(), ui.seen: seen}
-        status = core.default_build_status(models_dir)
+        status = read_status(settings.models_dir)
         out = {ui.seen: status.state, ui.md: gr.update(value=panel_md(status), visible=status.state != "built")}
         out[ui.timer] = gr.Timer(active=status.state == "building")
         out[model_dd] = gr.skip()
@@ -100,7 +102,7 @@ def wire(ui: SimpleNamespace, *, demo: gr.Blocks, default: str, model_dd: gr.Dro
         elif status.state == "built":
             switch = default == "default" and (model_name or "").strip() in ("", ENCODER, "default")
             out[ui.md] = gr.update(value=ready_md("default" if switch else model_name), visible=True)
-            out[model_dd] = gr.update(choices=choices(default), value="default" if switch else model_name)
+            out[model_dd] = gr.update(choices=choices(default, settings), value="default" if switch else model_name)
             out[ui.seen] = "switched" if switch else "built"
         return out
 

@@ -11,7 +11,6 @@ import dataclasses
 import functools
 import html
 import logging
-import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +20,8 @@ import gradio as gr
 import numpy as np
 
 import bertviz_app as core
+from bertviz_app import service
+from bertviz_app.config import Settings
 
 from . import visitor
 
@@ -81,24 +82,18 @@ def guard_stream(fn: Callable) -> Callable:
     return wrapper
 
 
-def load(name: str | None, default: str) -> core.LoadedModel:
-    """Load what the user asked for. Folder paths typed in the browser or sent to the API are
-    refused when BERTVIZ_ALLOW_LOCAL_PATHS=0; the operator's own default model is always allowed."""
-    name = (name or "").strip() or default
-    if visitor.public():  # another visitor's run answers as an unknown model; no folders by path
-        visitor.check_model(name, default)
-        try:
-            return core.load_model(name, allow_paths=name == default)
-        except core.ModelNotFoundError as exc:
-            raise core.ModelNotFoundError(visitor.hide_others(str(exc))) from None
-    allow = name == default or core.get_settings().allow_local_paths
-    return core.load_model(name, allow_paths=allow)
+def load(name: str | None, default: str, settings: Settings) -> core.LoadedModel:
+    """Load what the user asked for (``service.open_model``): folder paths typed in the browser or sent
+    to the API are refused unless settings.allow_local_paths; the operator's own default model is always
+    allowed; in public mode another visitor's run answers as an unknown model. ``settings``: the app's."""
+    return service.open_model(name, default, settings, visitor.owner())
 
 
-def model_choices(default: str, first: tuple[str, ...] = ()) -> list[str]:
+def model_choices(default: str, settings: Settings, first: tuple[str, ...] = ()) -> list[str]:
     """The openable models (``default`` even when not built yet), each once; ``first``: names put
     before them (the fine-tune tab's base: ``encoder``, which the registry lists too)."""
-    names = [m["name"] for m in visitor.visible(core.list_models()) if m["built"]]  # public mode: own runs only
+    models = core.list_models(settings.models_dir)
+    names = [m["name"] for m in visitor.visible(models) if m["built"]]  # public mode: own runs only
     if default not in names:
         names.insert(0, default)
     return list(dict.fromkeys([*first, *names]))
@@ -125,8 +120,7 @@ def esc(text: object) -> str:
     return s
 
 
-def finite(x: float) -> float | None:
-    return float(x) if math.isfinite(x) else None
+finite = service.finite
 
 
 class CancelFlag:
@@ -163,6 +157,8 @@ class Record:
     faith: core.Faithfulness | None = None  # ERASER faithfulness of ``attribution``
     baseline_jumps: bool = False  # the path from the attribution's baseline starts with a jump (core.baseline_jumps)
     ig_failed: bool = False  # Analyze's Integrated Gradients ended in an error (the tab says so, not "being computed")
+    # the model's settings' min_change (BERTVIZ_MIN_CHANGE): the floor of the colour scales drawn for this text
+    min_change: float = core.Settings.min_change
 
 
 def target_arg(target: str | None) -> str | None:
@@ -190,7 +186,7 @@ def analyze_fast(lm: core.LoadedModel, text: str, pair: str | None,
     maps = core.AttentionMaps(info=maps.info, weights=maps.weights.astype(np.float16))  # halves per-user memory
     step(0.15, "[CLS] lens")
     lens = core.cls_lens(lm, text, pair=pair)
-    return Record(lm.name, lm.labels, lm.device_label, pred, maps, lens)
+    return Record(lm.name, lm.labels, lm.device_label, pred, maps, lens, min_change=lm.settings.min_change)
 
 
 def analyze_ig(lm: core.LoadedModel, rec: Record, target: str | None, baseline: str, n_steps: int,
@@ -431,12 +427,13 @@ def view_scores(scores: np.ndarray, view: TokenView, keep: np.ndarray | None = N
 
 # --------------------------------------------------------------------------- coloured tokens
 def tokens_html(labels: list[str], scores: np.ndarray, special: np.ndarray, attr: core.Attribution,
-                title: str = "") -> str:
+                title: str = "", min_change: float = core.Settings.min_change) -> str:
     """Tokens coloured by their attribution on the core's absolute scale (``core.colour_scale``:
     a share of f(x) - f(baseline), the same for every text), with its warning when the change is
     too small to read. Every piece of text is escaped by the core."""
-    scale = core.colour_scale(attr)
-    return core.tokens_html(labels, scores, special, attr.target, scale, title, core.change_warning(attr, scale, scores),
+    scale = core.colour_scale(attr, min_change)
+    return core.tokens_html(labels, scores, special, attr.target, scale, title,
+                            core.change_warning(attr, scale, scores),
                             signed=core.is_signed(attr.method))
 
 

@@ -24,8 +24,7 @@ import pandas as pd
 
 import bertviz_app as core
 
-from .. import plots
-from . import common, visitor
+from . import common, plots, visitor
 from .common import CancelFlag, esc
 from .finetune_view import (
     COMPARE_STEPS,
@@ -101,7 +100,7 @@ def build(default: str, *, settings: core.Settings | None = None) -> SimpleNames
     preview = gr.Dataframe(value=EMPTY_PREVIEW, label="Preview (first rows as read; row = spreadsheet row)",
                            interactive=False, wrap=True, max_height=300, elem_id="bv-ft-preview")
     with gr.Row():
-        base_choices = common.model_choices(default, first=(core.DEFAULT_BASE,))
+        base_choices = common.model_choices(default, settings, first=(core.DEFAULT_BASE,))
         base = gr.Dropdown(choices=base_choices, value=core.DEFAULT_BASE, allow_custom_value=True, label="Base model",
                            info="encoder = the bare MiniLM-L6 encoder; or a registered model, or a Hub id (owner/name)"
                            + (" or a folder" if settings.allow_local_paths else ""), elem_id="bv-ft-base")
@@ -334,10 +333,10 @@ class Handlers:
         out[f.results] = rows
         newest = results[-1].name
         runs = run_choices(self.settings.models_dir)
-        out[self.model_dd] = gr.update(choices=common.model_choices(self.default), value=newest)
+        out[self.model_dd] = gr.update(choices=common.model_choices(self.default, self.settings), value=newest)
         out[f.run] = gr.update(choices=runs, value=newest)
         out[f.runs_table] = runs_frame(self.settings.models_dir)
-        out[f.base] = gr.update(choices=common.model_choices(self.default, first=(core.DEFAULT_BASE,)))
+        out[f.base] = gr.update(choices=common.model_choices(self.default, self.settings, first=(core.DEFAULT_BASE,)))
         return out
 
     @staticmethod
@@ -374,8 +373,8 @@ class Handlers:
         if not base:
             raise core.InputError(f"The run {run!r} does not say which base model it started from.")
         pair = pair if pair and pair.strip() else None
-        lm_b = load_base(base, self.default)
-        lm_t = common.load(run, self.default)
+        lm_b = load_base(base, self.default, self.settings)
+        lm_t = common.load(run, self.default, self.settings)
         pb, _, bar_b, html_b = compare_side(lm_b, text, pair, "Base", shown_name(base))
         pt, _, bar_t, html_t = compare_side(lm_t, text, pair, "Fine-tuned", run)
         md = (f"**Base** {esc(shown_name(base))} predicts **{esc(pb.label)}** ({max(pb.probs):.1%}); "
@@ -399,7 +398,7 @@ class Handlers:
         runs = run_choices(self.settings.models_dir)
         return {f.runs_table: runs_frame(self.settings.models_dir),
                 f.run: gr.update(choices=runs, value=chosen if chosen in runs else None),
-                self.model_dd: gr.update(choices=common.model_choices(self.default))}
+                self.model_dd: gr.update(choices=common.model_choices(self.default, self.settings))}
 
     @staticmethod
     def on_run(run):

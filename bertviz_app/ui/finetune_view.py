@@ -15,8 +15,7 @@ import pandas as pd
 
 import bertviz_app as core
 
-from .. import plots
-from . import common, visitor
+from . import common, plots, visitor
 from .common import esc
 
 COMPARE_STEPS = 32  # Integrated Gradients steps for the base-vs-fine-tuned comparison
@@ -293,10 +292,10 @@ def push_to_hub(run: str | None, repo_id: str | None, token: str | None, private
     return f"Pushed **{esc(run)}** to [{esc((repo_id or '').strip())}]({url})."
 
 
-def load_base(base: str, default: str) -> core.LoadedModel:
+def load_base(base: str, default: str, settings: core.Settings) -> core.LoadedModel:
     if base == core.ENCODER:  # by its name: loading it by its folder made the folder its name (the chart's title)
-        return core.load_model(core.ENCODER)
-    return common.load(base, default)
+        return core.load_model(core.ENCODER, settings=settings)
+    return common.load(base, default, settings)
 
 
 def shown_name(name: str) -> str:
@@ -313,7 +312,7 @@ def compare_side(lm: core.LoadedModel, text: str, pair: str | None, who: str, na
     page names it (default: ``shown_name(lm.name)``)."""
     pred = core.predict(lm, text, pairs=pair)[0]
     attr = core.attribute(lm, text, target=None, n_steps=COMPARE_STEPS, pair=pair)
-    html_ = core.attribution_tokens_html(attr, merge=True,
+    html_ = core.attribution_tokens_html(attr, merge=True, min_change=lm.settings.min_change,
                                          title=f"{who}: words coloured by their attribution to “{attr.target}”")
     bar = plots.prob_bar(pred.labels, pred.probs, title=f"{who}: {name or shown_name(lm.name)}")
     return pred, attr, bar, html_

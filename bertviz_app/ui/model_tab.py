@@ -8,19 +8,21 @@ from types import SimpleNamespace
 import gradio as gr
 
 import bertviz_app as core
+from bertviz_app.config import Settings
 
 from . import build_panel, common
 
 
-def build(default: str) -> SimpleNamespace:
+def build(default: str, settings: Settings) -> SimpleNamespace:
+    folders = " or a local folder" if settings.allow_local_paths and not settings.public else ""
     with gr.Row():
-        model = gr.Dropdown(choices=build_panel.choices(default), value=default, allow_custom_value=True,
-                            label="Model", info=("a registered model, or type a Hub id (owner/name)"
-                                                     + (" or a local folder" if core.get_settings().allow_local_paths else "")),
+        model = gr.Dropdown(choices=build_panel.choices(default, settings), value=default, allow_custom_value=True,
+                            label="Model", info="a registered model, or type a Hub id (owner/name)" + folders,
                             elem_id="bv-model", scale=3)
         load = gr.Button("Load model", scale=1)
     info = gr.Markdown(elem_id="bv-model-summary")
-    table = gr.Dataframe(headers=["component", "parameters", "share"], datatype=["str", "str", "str"], interactive=False,
+    table = gr.Dataframe(headers=["component", "parameters", "share"], datatype=["str", "str", "str"],
+                         interactive=False,
                          label="Parameters by component")
     config = gr.JSON(label="Config")
     return SimpleNamespace(model=model, load=load, info=info, table=table, config=config)

@@ -8,8 +8,7 @@ import gradio as gr
 
 import bertviz_app as core
 
-from .. import plots
-from . import common
+from . import common, plots
 
 EXAMPLES = [
     ["A gorgeous, moving film: a joy from start to finish.", ""],
@@ -95,5 +94,5 @@ def tokens_html(rec: common.Record) -> str:
     if rec.attribution is None:
         return ""
     return core.attribution_tokens_html(
-        rec.attribution, merge=True,
+        rec.attribution, merge=True, min_change=rec.min_change,
         title=f"Words coloured by their attribution to \u201c{rec.attribution.target}\u201d")

@@ -6,20 +6,22 @@ of one browser is one visitor, and a reload or a server restart keeps it). On pa
 is sent once and the session (``gr.Request.session_hash``) is mapped to its owner hash; every
 later event of that page finds its owner through the request gradio sets for the event
 (``gradio.context.LocalContext.request``), so the tabs' handlers keep their signatures. API
-clients and the JSON routes send the token in the ``X-Bertviz-Owner`` header (or the
-``bertviz_owner`` cookie); without one they own nothing and see only the shared models.
+clients send the token in the ``X-Bertviz-Owner`` header (or the ``bertviz_owner`` cookie);
+without one they own nothing and see only the shared models. (The JSON routes of
+``bertviz_app.server`` read it themselves.)
+
+The settings are the app's own: ``build_app(settings)`` keeps them on the Blocks, and an event's
+handlers find them there (``app_settings``), as they find this app's ``Visitors``.
 
 In local mode every function here answers as before: ``owner()`` is None and nothing is checked.
 """
 
 from __future__ import annotations
 
-import contextvars
 import functools
 import logging
 import os
 import shutil
-import tempfile
 import threading
 import time
 from collections import OrderedDict
@@ -29,20 +31,19 @@ from pathlib import Path
 import gradio as gr
 
 import bertviz_app as core
-from bertviz_app import visitors
+from bertviz_app import service, visitors
+from bertviz_app.config import Settings
 
 log = logging.getLogger("bertviz_app.ui")
 
-HEADER = "X-Bertviz-Owner"
-COOKIE = "bertviz_owner"
+HEADER = visitors.HEADER
+COOKIE = visitors.COOKIE
 STORAGE_KEY = "bertviz-owner"
 # BrowserState encrypts the stored value with this key. It travels in the page's config, so it guards
 # nothing by itself (the token's safety is the browser's per-origin storage); it is fixed so that a
 # restarted server can still read the tokens browsers kept.
 SECRET = "bertviz-owner-v1"
 MAX_SESSIONS = 100_000
-# Set by the JSON routes for the duration of a request: the token the request carried ("" if none).
-REST_TOKEN: contextvars.ContextVar[str | None] = contextvars.ContextVar("bertviz_rest_token", default=None)
 ZIP_KEEP_S = 3600  # a visitor's downloaded zips are removed at their next download after an hour
 
 
@@ -84,12 +85,20 @@ class Visitors:
 
 
 # --------------------------------------------------------------------------- who is asking
+def app_settings() -> Settings:
+    """The settings of the app whose event is being handled (``build_app(settings)`` keeps them on its
+    Blocks); outside an app's event (a test calling a handler), the defaults."""
+    from gradio.context import LocalContext
+
+    return getattr(LocalContext.blocks.get(None), "bertviz_settings", None) or Settings()
+
+
 def public() -> bool:
-    return core.get_settings().public
+    return app_settings().public
 
 
 def runs_dir() -> Path:
-    return core.get_settings().models_dir / "runs"
+    return app_settings().models_dir / "runs"
 
 
 def _request():
@@ -106,17 +115,14 @@ def _app() -> Visitors | None:
 
 def app_state() -> Visitors:
     """This app's Visitors (a fresh one from the settings outside an app's event, e.g. in a test)."""
-    return _app() or Visitors(visitors.Limits.from_settings(core.get_settings()))
+    return _app() or Visitors(visitors.Limits.from_settings(app_settings()))
 
 
 def owner() -> str | None:
-    """The owner hash of the visitor behind the current event or JSON request; None in local mode;
+    """The owner hash of the visitor behind the current event; None in local mode;
     ``visitors.NOBODY`` for a public request that carries no token (it owns nothing)."""
     if not public():
         return None
-    token = REST_TOKEN.get()
-    if token is not None:
-        return visitors.owner_hash(token)
     req = _request()
     if req is None:
         return visitors.NOBODY
@@ -149,25 +155,13 @@ def check(name: str | None) -> None:
 
 def check_model(name: str | None, default: str) -> None:
     """``check``, and in public mode no model folders by path (except the operator's default)."""
-    if not public():
-        return
-    name = (name or "").strip()
-    check(name)
-    looks_like_path = name.startswith((".", "/", "~", "\\")) or (os.sep in name and not visitors.is_run_name(name)
-                                                                 and name.count("/") != 1)
-    if name and name != default and looks_like_path:
-        raise core.ModelNotFoundError("Opening model folders by path is turned off on this public app: use a "
-                                      "model from the list, one of your runs, or a Hub id (owner/name).")
+    visitors.check_model(name, default, owner(), runs_dir())
 
 
 def hide_others(message: str) -> str:
     """A registry message with other visitors' run names taken out (e.g. its "Available: ..." list)."""
     who = owner()
-    if who is None:
-        return message
-    seen = {m["name"] for m in visible(core.list_models())}
-    hidden = [m["name"] for m in core.list_models() if m["name"] not in seen]
-    return visitors.hide_names(message, hidden)
+    return message if who is None else service.hide_others(message, who, app_settings())
 
 
 def claim(plan):
@@ -195,10 +189,11 @@ def claim(plan):
     return replace(plan, owner=who, names=tuple(names))
 
 
-def finetune_concurrency() -> int:
+def finetune_concurrency(settings: Settings | None = None) -> int:
     """Fine-tune events that may run at once: 1 locally (gradio's queue orders them); in public mode
     the queue of ``FinetuneQueue`` (one at a time per visitor, positions shown) plus the running one."""
-    return 1 + core.get_settings().finetune_queue if public() else 1
+    s = settings or app_settings()
+    return 1 + s.finetune_queue if s.public else 1
 
 
 def one_at_a_time(train, status, offer=None):
@@ -258,8 +253,7 @@ def discard(path: str | None) -> None:
 
 def owner_folder(who: str | None) -> Path:
     """Where this visitor's zips wait to be served (removed with the visitor's data)."""
-    tag = visitors.owner_tag(who) if who else "local"
-    return Path(tempfile.gettempdir()) / f"bertviz-visitor-{tag}"
+    return visitors.owner_folder(who)
 
 
 def own_file(path: str | os.PathLike | None) -> str | None:
@@ -338,12 +332,12 @@ def common_esc(text: str) -> str:
 
 
 # --------------------------------------------------------------------------- page wiring
-def register(demo: gr.Blocks, limits: visitors.Limits | None = None):
+def register(demo: gr.Blocks, settings: Settings, limits: visitors.Limits | None = None):
     """Public mode: the browser's owner token (made on its first visit) mapped to this session on page
     load. Returns the load event (``on_page_load`` chains after it), or None in local mode."""
-    if not public():
+    if not settings.public:
         return None
-    demo.bertviz_visitors = Visitors(limits or visitors.Limits.from_settings(core.get_settings()))
+    demo.bertviz_visitors = Visitors(limits or visitors.Limits.from_settings(settings))
     token = gr.BrowserState(None, storage_key=STORAGE_KEY, secret=SECRET)
 
     def on_load(value, request: gr.Request):
@@ -393,7 +387,7 @@ def start_sweeper(models_dir: Path, ttl_s: float, every_s: float | None = None) 
 
 # --------------------------------------------------------------------------- files served to their owner only
 class ZipGuard:
-    """ASGI middleware (``launch`` adds it in public mode): a visitor's file (``own_file``: a run's zip,
+    """ASGI middleware (``mount`` adds it in public mode): a visitor's file (``own_file``: a run's zip,
     misclassified rows, an Explain-a-file output) in gradio's cache is served
     only to a request carrying the token of the visitor it was made for (the ``bertviz_owner``
     cookie the page sets, or the X-Bertviz-Owner header); anyone else gets 404, as for no file."""

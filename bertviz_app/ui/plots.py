@@ -174,8 +174,10 @@ def attention_overview(
             z[r : r + b, c : c + b] = norm[layer, head]
             raw[r : r + b, c : c + b] = pooled[layer, head]
     toks = _labels(labels)
-    xs = [f"H{h + 1} · {t} · {j}" if j < b else f"gap {h + 1}" for h in range(n_heads) for j, t in enumerate([*toks, ""])]
-    ys = [f"L{la + 1} · {t} · {i}" if i < b else f"gap {la + 1}" for la in range(n_layers) for i, t in enumerate([*toks, ""])]
+    xs = [f"H{h + 1} · {t} · {j}" if j < b else f"gap {h + 1}"
+          for h in range(n_heads) for j, t in enumerate([*toks, ""])]
+    ys = [f"L{la + 1} · {t} · {i}" if i < b else f"gap {la + 1}"
+          for la in range(n_layers) for i, t in enumerate([*toks, ""])]
     xs, ys = xs[:-1], ys[:-1]  # no gap after the last tile
     mid = b // 2
     fig = _figure(go.Heatmap(

@@ -1,0 +1,152 @@
+"""The public HTTP API's functions, defined once for both ways they are served: the typed JSON
+routes of ``server.py`` (``POST /v1/<name>``) and the gradio endpoints of ``ui/api.py``
+(``/predict`` ... for ``gradio_client``). No gradio, no FastAPI: each takes a loaded model and the
+request's values and answers a plain dict (the JSON the client gets).
+
+``open_model`` is the one way both open the model a request names: the operator's default is
+always allowed, folders by path only where the settings allow them, and in public mode another
+visitor's run answers as an unknown model.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from . import visitors
+from .attention_maps import attention as attention_maps
+from .batching import explain_one, predict_one
+from .catalog import list_models
+from .config import Settings
+from .errors import InputError, ModelNotFoundError
+from .methods import METHODS, compare_methods
+from .model_summary import summary as model_summary
+from .registry import LoadedModel, load_model
+from .results import FIXED_N_STEPS
+
+__all__ = ["open_model", "predict", "attention", "explain", "compare", "summary", "steps_args", "method_names",
+           "whole_number", "number", "finite"]
+
+
+def open_model(name: str | None, default: str, settings: Settings, owner: str | None = None) -> LoadedModel:
+    """The model a request names ("" or None: ``default``). ``owner``: the visitor in public mode
+    (``visitors.owner_hash`` of the request's token), None locally."""
+    name = (name or "").strip() or default
+    if settings.public:
+        runs = Path(settings.models_dir) / "runs"
+        visitors.check_model(name, default, owner or visitors.NOBODY, runs)
+        try:
+            return load_model(name, allow_paths=name == default, settings=settings)
+        except ModelNotFoundError as exc:
+            raise ModelNotFoundError(hide_others(str(exc), owner or visitors.NOBODY, settings)) from None
+    return load_model(name, allow_paths=name == default or settings.allow_local_paths, settings=settings)
+
+
+def hide_others(message: str, owner: str, settings: Settings) -> str:
+    """A registry message with the run names ``owner`` may not see taken out (its "Available: ..." list)."""
+    every = list_models(settings.models_dir)
+    seen = {m["name"] for m in visitors.visible(every, owner, Path(settings.models_dir) / "runs")}
+    return visitors.hide_names(message, [m["name"] for m in every if m["name"] not in seen])
+
+
+def _pair(pair: str | None) -> str | None:
+    return pair if pair and pair.strip() else None
+
+
+def predict(lm: LoadedModel, text: str, pair: str | None = "", window: bool = False, stride: int = 128,
+            pool: str = "mean") -> dict:
+    """Class probabilities: {"label", "scores": {class: probability}, "truncated", "text"}; batched with
+    concurrent calls (bertviz_app.batching)."""
+    if isinstance(stride, float) and stride.is_integer():  # JSON clients may send 128.0
+        stride = int(stride)
+    # a bad stride/pool: InputError saying what to send
+    return predict_one(lm, text, _pair(pair), window=bool(window), stride=stride, pool=pool).to_dict()
+
+
+def attention(lm: LoadedModel, text: str, pair: str | None = "", layer: int = 0) -> dict:
+    """{"tokens", "weights", "truncated"}: every layer (layer 0) or layer k (1-based) as a list of one."""
+    maps = attention_maps(lm, text, pair=_pair(pair))
+    layer = whole_number(layer or 0, "layer")
+    if not 0 <= layer <= maps.num_layers:
+        raise InputError(f"layer must be 0 (all) or 1 to {maps.num_layers}, got {layer}.")
+    w = maps.weights if not layer else maps.weights[layer - 1 : layer]  # (L or 1, H, T, T)
+    # 5 decimals (rows still sum to 1 within 1e-4 for short texts): float32 -> float64 -> JSON
+    # would otherwise spend ~18 characters per weight on noise digits
+    return {"tokens": list(maps.tokens), "weights": np.round(w, 5).tolist(), "truncated": maps.info.truncated}
+
+
+def explain(lm: LoadedModel, text: str, target: str | None = "", baseline: str = "pad", n_steps: int | None = None,
+            pair: str | None = "", tolerance: float | None = None) -> dict:
+    """Integrated Gradients of one text, batched with concurrent calls with equal arguments."""
+    n, tol = steps_args(n_steps, tolerance)
+    attr = explain_one(lm, text, target=target or None, baseline=baseline, n_steps=n, pair=_pair(pair), tolerance=tol)
+    out = attr.to_dict()
+    out["relative_delta"] = finite(attr.relative_delta)
+    out["truncated"] = attr.info.truncated
+    return out
+
+
+def compare(lm: LoadedModel, text: str, methods: str | list[str] | None = "", target: str | None = "",
+            baseline: str = "pad", n_steps: int | None = None, pair: str | None = "", tolerance: float | None = None,
+            top_k: int = 3, seed: int = 0) -> dict:
+    """Attribution methods side by side on one text (``compare_methods``)."""
+    n, tol = steps_args(n_steps, tolerance)
+    c = compare_methods(lm, text, methods=method_names(methods) or METHODS, target=target or None, baseline=baseline,
+                        pair=_pair(pair), n_steps=n, top_k=whole_number(top_k, "top_k"),
+                        seed=whole_number(seed, "seed"), tolerance=tol)
+    return c.to_dict()
+
+
+def summary(lm: LoadedModel) -> dict:
+    """Architecture, parameter counts by component, config, labels, device and dtype."""
+    return model_summary(lm).to_dict()
+
+
+def steps_args(n_steps, tolerance) -> tuple[int | None, float | None]:
+    """Integrated Gradients' (n_steps, tolerance) for the core: None for what the client left out
+    (both out: the core's default, adaptive at DEFAULT_TOLERANCE); tolerance 0: exactly n_steps
+    (FIXED_N_STEPS when none is sent), as before the adaptive default."""
+    n = None if n_steps is None else whole_number(n_steps, "n_steps")
+    tol = None if tolerance is None else number(tolerance, "tolerance")
+    if tol == 0:
+        return (FIXED_N_STEPS if n is None else n), None
+    return n, tol
+
+
+def method_names(value) -> tuple[str, ...]:
+    """Method names from "a, b" or ["a", "b"]."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = value.split(",")
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise InputError(f"methods must be comma-separated names or a list of names, got {value!r}.")
+    return tuple(v.strip() for v in value if v.strip())
+
+
+def whole_number(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise InputError(f"{name} must be a whole number, got {value!r}.")
+    try:
+        f = float(value)
+    except ValueError:
+        raise InputError(f"{name} must be a whole number, got {value!r}.") from None
+    if not f.is_integer():
+        raise InputError(f"{name} must be a whole number, got {value!r}.")
+    return int(f)
+
+
+def number(value, name: str) -> float:
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        raise InputError(f"{name} must be a number, got {value!r}.") from None
+    if not math.isfinite(f):
+        raise InputError(f"{name} must be a finite number, got {value!r}.")
+    return f
+
+
+def finite(x: float) -> float | None:
+    return float(x) if math.isfinite(x) else None
