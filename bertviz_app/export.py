@@ -467,17 +467,18 @@ def _slug(text: str, limit: int = 40) -> str:
 
 def export_files(folder: str | os.PathLike, attr: Attribution, prediction: Prediction | None = None, model: str = "",
                  merge: bool = True, keep_s: float | None = None,
-                 faith: Faithfulness | None = None) -> tuple[Path, Path]:
+                 faith: Faithfulness | None = None, min_change: float = Settings.min_change) -> tuple[Path, Path]:
     """Write the HTML and JSON files of one explanation into ``folder`` (created if needed) under
     names made from the target and a hash of the content, so the same explanation exported
     twice is one pair of files. ``keep_s``: first delete this folder's explanation files older
-    than that many seconds (a server's export folder stays small). Returns (html_path, json_path)."""
+    than that many seconds (a server's export folder stays small); ``min_change``: the colour scale's
+    floor (the model's settings). Returns (html_path, json_path)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     if keep_s is not None:
         prune(folder, keep_s)
-    page = explanation_html(attr, prediction, model, merge, faith=faith)
-    data = explanation_json(attr, prediction, model, faith=faith)
+    page = explanation_html(attr, prediction, model, merge, min_change, faith=faith)
+    data = explanation_json(attr, prediction, model, min_change, faith=faith)
     digest = hashlib.sha256((page + data).encode("utf-8")).hexdigest()[:12]
     stem = f"explanation-{_slug(attr.target)}-{digest}"
     return write_text(folder / f"{stem}.html", page), write_text(folder / f"{stem}.json", data)

@@ -196,3 +196,15 @@ def browser():
         b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield b
         b.close()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _repository_models_untouched():
+    """No test writes into the checkout's models/ folder (a test that forgets to hand its own
+    ``models_dir`` to the code under test would leave runs there): checked once, after the session."""
+    root = Path(__file__).resolve().parent.parent / "models"
+    before = {p.relative_to(root) for p in root.rglob("*")} if root.is_dir() else set()
+    yield
+    after = {p.relative_to(root) for p in root.rglob("*")} if root.is_dir() else set()
+    new = sorted(str(p) for p in after - before if p.parts[0] != ".build" and "__pycache__" not in p.parts)
+    assert not new, f"tests wrote into the repository's models/ folder: {new[:10]}"

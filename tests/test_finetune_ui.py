@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from bertviz_app.config import Settings
+
 pytest.importorskip("gradio")
 from gradio_client import Client, handle_file  # noqa: E402
 
@@ -339,7 +341,7 @@ def test_base_model_chart_names_the_model_never_a_server_path(tiny):
 
     assert shown_name("/srv/app/models/tiny-bert") == "folder tiny-bert"
     assert shown_name("owner/name") == "owner/name" and shown_name("runs/x") == "runs/x"
-    encoder = load_base(ENCODER, "default")
+    encoder = load_base(ENCODER, "default", Settings())
     assert encoder.name == ENCODER
     _, _, bar, _ = compare_side(encoder, "a good film", None, "Base")
     title = bar.layout.title.text

@@ -12,6 +12,7 @@ import torch
 
 import bertviz_app as bv
 from bertviz_app import InputError
+from bertviz_app.config import Settings
 from bertviz_app.faithfulness_eval import faithfulness
 from bertviz_app.methods import METHODS, compare_methods, explain, spearman, top_k_overlap
 from bertviz_app.words import merge_scores, word_groups
@@ -339,7 +340,7 @@ def test_attributions_tab_shows_faithfulness_and_the_methods_side_by_side(sentim
     assert f"sufficiency **{rec.faith.sufficiency:+.3f}**" in out["delta"]
 
     methods = ["integrated_gradients", "saliency", "occlusion"]
-    c = attribution_tab.compare(rec, methods, common.PREDICTED, "pad", 20, True, 2)
+    c = attribution_tab.compare(rec, methods, common.PREDICTED, "pad", 20, True, 2, Settings())
     assert c.methods == tuple(methods) and c.attributions[0].target == rec.attribution.target
     np.testing.assert_allclose(c.attributions[0].scores, rec.attribution.scores, atol=1e-7)  # the IG shown above
     table = attribution_tab.compare_table(c)
@@ -361,9 +362,9 @@ def test_attributions_tab_shows_faithfulness_and_the_methods_side_by_side(sentim
     assert attribution_tab.render_compare(ui, None, merge=True) == {"shown": {"visible": False,
                                                                               "__type__": "update"}}
     with pytest.raises(InputError, match="Press Analyze first"):
-        attribution_tab.compare(None, methods, common.PREDICTED, "pad", 20, True, 2)
+        attribution_tab.compare(None, methods, common.PREDICTED, "pad", 20, True, 2, Settings())
     with pytest.raises(InputError, match="Tick at least one method"):
-        attribution_tab.compare(rec, [], common.PREDICTED, "pad", 20, True, 2)
+        attribution_tab.compare(rec, [], common.PREDICTED, "pad", 20, True, 2, Settings())
 
 
 def test_faithfulness_of_many_attributions_padded_together_equals_one_at_a_time(tiny):

@@ -8,6 +8,8 @@ import json
 import numpy as np
 import pytest
 
+from bertviz_app.config import Settings
+
 pytest.importorskip("gradio")
 from gradio_client import Client  # noqa: E402
 
@@ -371,7 +373,7 @@ def _page_attribution(model: str):
     automatically" ticked): the call every other default must match."""
     from bertviz_app.ui import common
 
-    lm = common.load(model, model)
+    lm = common.load(model, model, Settings())
     rec = common.analyze_fast(lm, STEPS_TEXT, None)
     return common.analyze_ig(lm, rec, common.PREDICTED, "pad", 50, auto=True).attribution
 

@@ -156,7 +156,10 @@ def build(default: str, *, settings: core.Settings | None = None) -> SimpleNames
     with gr.Row():
         # Filled on page load (runs saved by other sessions or before a restart); nothing chosen until the
         # user picks a run or a training here selects its new one. The buttons that need a run wait for it.
-        run = gr.Dropdown(choices=run_choices(settings.models_dir), value=None, label="Run", allow_custom_value=False,
+        # Public mode: no visitor is known while the page is built, so it lists no run (the page load
+        # fills in the visitor's own); gradio also checks API calls against these choices.
+        owned = not settings.public
+        run = gr.Dropdown(choices=run_choices(settings.models_dir) if owned else [], value=None, label="Run", allow_custom_value=False,
                           elem_id="bv-ft-run", scale=3)
         zip_btn = gr.Button("Download model (.zip)", interactive=False, elem_id="bv-ft-zip", scale=1)
         zip_file = gr.File(label="Model folder (.zip)", interactive=False, height=90, elem_id="bv-ft-zip-file", scale=2)
@@ -188,7 +191,7 @@ def build(default: str, *, settings: core.Settings | None = None) -> SimpleNames
             hub_private = gr.Checkbox(value=True, label="Private repository")
         hub_btn = gr.Button("Push to the Hub", interactive=False, elem_id="bv-ft-hub-push")
         hub_md = gr.Markdown(elem_id="bv-ft-hub-md")
-    runs_table = gr.Dataframe(value=runs_frame(settings.models_dir), label="Past runs (probe and full side by side "
+    runs_table = gr.Dataframe(value=runs_frame(settings.models_dir if owned else None), label="Past runs (probe and full side by side "
                                                                            "when trained on the "
                               "same data)", interactive=False, wrap=True, elem_id="bv-ft-runs")
     refresh = gr.Button("Refresh the runs list", size="sm", elem_id="bv-ft-refresh")

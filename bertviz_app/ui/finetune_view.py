@@ -142,12 +142,13 @@ def run_choices(models_dir: Path = core.Settings.models_dir) -> list[str]:
         return []
 
 
-def runs_frame(models_dir: Path = core.Settings.models_dir) -> pd.DataFrame:
-    """One row per data set (data_hash): the newest probe and full runs of ``models_dir`` side by side."""
+def runs_frame(models_dir: Path | None = core.Settings.models_dir) -> pd.DataFrame:
+    """One row per data set (data_hash): the newest probe and full runs of ``models_dir`` side by side
+    (None: no runs, the table's columns only)."""
     cols = ["data", "classes", "train/val rows", "probe run", "probe accuracy", "probe macro-F1", "full run",
             "full accuracy", "full macro-F1"]
     try:
-        runs = visitor.visible(core.list_runs(models_dir))
+        runs = [] if models_dir is None else visitor.visible(core.list_runs(models_dir))
     except Exception:  # noqa: BLE001
         runs = []
     groups: dict[str, dict[str, list[dict]]] = {}
