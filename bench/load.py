@@ -62,7 +62,8 @@ def start_server(model: str, port: int, env_extra: dict | None = None, timeout: 
     # the server tunes its own malloc (bertviz_app/allocator.py), as `python app.py` does for a user
     env = {**os.environ, "BERTVIZ_HOST": "127.0.0.1", "BERTVIZ_PORT": str(port), "BERTVIZ_MODEL": model,
            "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False", **(env_extra or {})}
-    proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -108,28 +109,30 @@ def make_client(url: str, transport: str):
     return Client(url, verbose=False)
 
 
-def run_clients(url: str, endpoint: str, n_clients: int, n_requests: int, corpus: list[str], results: list, budget_s: float,
-                transport: str = "rest"):
+def run_clients(url: str, endpoint: str, n_clients: int, n_requests: int, corpus: list[str], results: list,
+                budget_s: float, transport: str = "rest"):
     def worker(k: int) -> None:
         try:
             client = make_client(url, transport)
         except Exception as exc:  # noqa: BLE001 - counted as failures
-            results.extend({"endpoint": endpoint, "transport": transport, "ok": False, "error": f"connect: {exc}", "s": 0.0}
+            results.extend({"endpoint": endpoint, "transport": transport, "ok": False, "error": f"connect: {exc}",
+                            "s": 0.0}
                            for _ in range(n_requests))
             return
         deadline = time.monotonic() + budget_s
         for i in range(n_requests):
             if time.monotonic() > deadline:
-                results.append({"endpoint": endpoint, "transport": transport, "ok": False, "error": "not sent: time budget",
-                                "s": 0.0})
+                results.append({"endpoint": endpoint, "transport": transport, "ok": False,
+                                "error": "not sent: time budget", "s": 0.0})
                 continue
             text = corpus[(k * n_requests + i) % len(corpus)]
             started = time.perf_counter()
             try:
                 out = client.predict(text, api_name=endpoint)
-                ok = abs(sum(out["scores"].values()) - 1) < 1e-4 if endpoint == "/predict" else len(out["tokens"]) == len(out["attributions"])
-                results.append({"endpoint": endpoint, "transport": transport, "ok": bool(ok), "error": None if ok else "bad answer",
-                                "s": time.perf_counter() - started})
+                ok = (abs(sum(out["scores"].values()) - 1) < 1e-4 if endpoint == "/predict"
+                      else len(out["tokens"]) == len(out["attributions"]))
+                results.append({"endpoint": endpoint, "transport": transport, "ok": bool(ok),
+                                "error": None if ok else "bad answer", "s": time.perf_counter() - started})
             except Exception as exc:  # noqa: BLE001
                 results.append({"endpoint": endpoint, "transport": transport, "ok": False, "error": str(exc)[:200],
                                 "s": time.perf_counter() - started})
@@ -170,8 +173,8 @@ def overhead(url: str, model: str, corpus: list[str], n_predict: int = 20, n_ana
     a_raw, a_http = [], []
     # warm both sides' one-off costs (captum import, the fp32 copy for IG) on a text not timed
     common.analyze_all(lm, "warm up the attributions", None, common.PREDICTED, "pad", 50, auto=True)
-    client.predict(model, "warm up the attributions", "", common.PREDICTED, 1, "mean of heads", False, False, True, False,
-                   False, api_name="/analyze")
+    client.predict(model, "warm up the attributions", "", common.PREDICTED, 1, "mean of heads", False, False, True,
+                   False, False, api_name="/analyze")
     client.predict(common.PREDICTED, "pad", 50, True, 1, "mean of heads", False, False, True, False,
                    api_name="/analyze_ig")
     # what Analyze does with the UI's defaults (IG steps chosen for a 5% delta), raw and over HTTP
@@ -206,10 +209,12 @@ def in_process_throughput(model: str, sent: list[str]) -> dict:
 
 def cli_startup(model: str, repeats: int = 3) -> dict:
     """Wall time of CLI commands in fresh processes (median), with `import torch` as the yardstick."""
-    cases = {"--help": ["--help"], "models": ["models"], "predict (loads the model)": ["predict", "a fine film", "--model", model]}
+    cases = {"--help": ["--help"], "models": ["models"],
+             "predict (loads the model)": ["predict", "a fine film", "--model", model]}
     out = {}
     for name, argv in [*cases.items(), ("python -c 'import torch, transformers'", None)]:
-        cmd = [sys.executable, "-m", "bertviz_app", *argv] if argv else [sys.executable, "-c", "import torch, transformers"]
+        cmd = ([sys.executable, "-m", "bertviz_app", *argv] if argv
+               else [sys.executable, "-c", "import torch, transformers"])
         times = []
         for _ in range(repeats):
             t = time.perf_counter()
@@ -277,7 +282,8 @@ def load_test(model: str = "default", clients: int = 32, requests: int = 20, exp
             server.wait(timeout=30)
         except subprocess.TimeoutExpired:
             server.kill()
-    summary = {"model": model, "wall_s": wall, "rss_before_mb": rss_before, "rss_after_mb": rss_after, "server_answers_after": still_up,
+    summary = {"model": model, "wall_s": wall, "rss_before_mb": rss_before, "rss_after_mb": rss_after,
+               "server_answers_after": still_up,
                "rss_after_each_round_mb": rss_rounds, "rounds": rounds, "endpoints": {}, **compared,
                "transports": list(transports), "predict_wall_s": predict_walls,
                "served_texts_per_s": {tr: clients * requests / statistics_median(w) for tr, w in predict_walls.items()}}
@@ -301,7 +307,8 @@ def main(argv=None) -> int:
     ap.add_argument("--requests", type=int, default=20)
     ap.add_argument("--explain-clients", type=int, default=8)
     ap.add_argument("--explain-requests", type=int, default=5)
-    ap.add_argument("--rounds", type=int, default=2, help="repeat the whole load; RSS after each round tells warm-up from a leak")
+    ap.add_argument("--rounds", type=int, default=2,
+                    help="repeat the whole load; RSS after each round tells warm-up from a leak")
     ap.add_argument("--budget", type=float, default=900, help="seconds each client may keep sending")
     ap.add_argument("--out", default=str(ROOT / "bench" / "load_results.md"))
     args = ap.parse_args(argv)
@@ -314,39 +321,46 @@ def main(argv=None) -> int:
     served = s["served_texts_per_s"]
     lines = [
         "# Load test", "",
-        f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} cores, "
         f"model `{s['model']}`, load average {load_before[0]:.1f} before / {load_after[0]:.1f} after "
         "(other work on the machine inflates every figure; the ratios compare figures taken in the same run).",
-        f"`python bench/load.py --clients {args.clients} --requests {args.requests} --explain-clients {args.explain_clients} "
+        f"`python bench/load.py --clients {args.clients} --requests {args.requests} "
+        f"--explain-clients {args.explain_clients} "
         f"--explain-requests {args.explain_requests} --rounds {args.rounds}`",
         "", "## Throughput: served vs in-process, same texts", "",
         "| measure | value | peer (same run) | ratio |", "|---|---|---|---|",
-        *[f"| /predict served through {TRANSPORT[tr]}, {args.clients} clients x {args.requests} | {v:.1f} texts/s | in-process "
-          f"`predict` of the same {ip['texts']} texts: {ip['texts_per_s']:.1f} texts/s | **{v / ip['texts_per_s']:.0%}** "
-          "(target >= 40%) |" for tr, v in served.items()],
-        f"| one /predict over HTTP, JSON route (median of {o['n_predict']}) | {o['predict_http_s'] * 1000:.0f} ms | raw `predict` "
-        f"call: {o['predict_raw_s'] * 1000:.0f} ms | **{o['predict_http_s'] / o['predict_raw_s']:.2f}x** (target <= 2x) |",
-        f"| one /predict over HTTP, gradio_client (median of {o['n_predict']}) | {o['predict_gradio_s'] * 1000:.0f} ms | raw "
+        *[f"| /predict served through {TRANSPORT[tr]}, {args.clients} clients x {args.requests} | {v:.1f} texts/s | "
+          f"in-process `predict` of the same {ip['texts']} texts: {ip['texts_per_s']:.1f} texts/s | "
+          f"**{v / ip['texts_per_s']:.0%}** (target >= 40%) |" for tr, v in served.items()],
+        f"| one /predict over HTTP, JSON route (median of {o['n_predict']}) | {o['predict_http_s'] * 1000:.0f} ms | "
+        f"raw `predict` call: {o['predict_raw_s'] * 1000:.0f} ms | "
+        f"**{o['predict_http_s'] / o['predict_raw_s']:.2f}x** (target <= 2x) |",
+        f"| one /predict over HTTP, gradio_client (median of {o['n_predict']}) | "
+        f"{o['predict_gradio_s'] * 1000:.0f} ms | raw "
         f"`predict` call: {o['predict_raw_s'] * 1000:.0f} ms | {o['predict_gradio_s'] / o['predict_raw_s']:.2f}x |",
-        f"| one Analyze over HTTP (median of {o['n_analyze']}) | {o['analyze_http_s']:.2f} s | raw calls (predict, attention, "
-        f"attribute, cls_path, cls_lens): {o['analyze_raw_s']:.2f} s | **{o['analyze_http_s'] / o['analyze_raw_s']:.3f}x** "
-        "(target <= 1.3x) |",
+        f"| one Analyze over HTTP (median of {o['n_analyze']}) | {o['analyze_http_s']:.2f} s | "
+        f"raw calls (predict, attention, attribute, cls_path, cls_lens): {o['analyze_raw_s']:.2f} s | "
+        f"**{o['analyze_http_s'] / o['analyze_raw_s']:.3f}x** (target <= 1.3x) |",
         "", "## Latency under load", "",
         "| endpoint | requests | answered | failed | p50 | p95 |", "|---|---|---|---|---|---|",
     ]
     for ep, e in s["endpoints"].items():
-        lines.append(f"| `{ep}` | {e['expected']} | {e['answered']} | {e['failed']} | {e['p50_s']:.2f} s | {e['p95_s']:.2f} s |")
+        lines.append(f"| `{ep}` | {e['expected']} | {e['answered']} | {e['failed']} | {e['p50_s']:.2f} s | "
+                     f"{e['p95_s']:.2f} s |")
     rounds_txt = ", ".join(f"{r:.0f} MB" for r in s["rss_after_each_round_mb"])
-    walls = "; ".join(f"{TRANSPORT[tr]} " + ", ".join(f"{w:.1f} s" for w in ws) for tr, ws in s["predict_wall_s"].items())
-    lines += ["", f"/predict load took {walls} per round. Wall time {s['wall_s']:.1f} s. Server RSS {s['rss_before_mb']:.0f} MB "
+    walls = "; ".join(f"{TRANSPORT[tr]} " + ", ".join(f"{w:.1f} s" for w in ws)
+                      for tr, ws in s["predict_wall_s"].items())
+    lines += ["", f"/predict load took {walls} per round. Wall time {s['wall_s']:.1f} s. "
+              f"Server RSS {s['rss_before_mb']:.0f} MB "
               f"after warm-up, then after each round: {rounds_txt} (target <= 1,200 MB). Server answered afterwards: "
               f"{s['server_answers_after']}."]
     for ep, e in s["endpoints"].items():
         if e["errors"]:
             lines.append(f"\nErrors on `{ep}`: " + "; ".join(e["errors"]))
     yard = startup.pop("python -c 'import torch, transformers'")
-    lines += ["", "## CLI start-up (fresh process, median of 3)", "", "| command | wall | vs `import torch, transformers` |",
-              "|---|---|---|"]
+    lines += ["", "## CLI start-up (fresh process, median of 3)", "",
+              "| command | wall | vs `import torch, transformers` |", "|---|---|---|"]
     for name, t in startup.items():
         lines.append(f"| `bertviz-app {name}` | {t:.2f} s | {t / yard:.2f}x |")
     lines.append(f"| `python -c 'import torch, transformers'` (yardstick) | {yard:.2f} s | 1.00x |")

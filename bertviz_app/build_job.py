@@ -12,7 +12,8 @@ that started it, a second server, the CLI) sees the same build:
   ``BuildStatus`` (state, progress, ETA, log tail).
 - ``default.log``: the child's stdout and stderr (a traceback, should one happen).
 
-The child runs at nice 10 (the page and its requests come first) and dies with the server: it is terminated at exit (``atexit``), and on Linux the kernel
+The child runs at nice 10 (the page and its requests come first) and dies with the server: it is \
+terminated at exit (``atexit``), and on Linux the kernel
 sends it SIGTERM when the server process dies (``PR_SET_PDEATHSIG``), even on a SIGKILL.
 """
 
@@ -212,8 +213,9 @@ def read_status(models_dir: Path = DEFAULT_MODELS_DIR) -> BuildStatus:
         return BuildStatus("failed", float(last.get("fraction", 0.0)), last.get("elapsed"), None,
                            last.get("message", ""), tail, error=last.get("message"))
     if events and last.get("stage") != "done":
-        return BuildStatus("failed", float(last.get("fraction", 0.0)), last.get("elapsed"), None, last.get("message", ""),
-                           tail, error=f"the building process stopped at {last.get('fraction', 0):.0%} "
+        return BuildStatus("failed", float(last.get("fraction", 0.0)), last.get("elapsed"), None,
+                           last.get("message", ""), tail,
+                           error=f"the building process stopped at {last.get('fraction', 0):.0%} "
                            f"(killed?); see {log_path}. Start it again with `python -m bertviz_app build-default`.")
     return BuildStatus("missing")
 
@@ -300,7 +302,8 @@ class BackgroundBuild:
                 log.info("default model build %3.0f%%%s  %s", 100 * float(e.get("fraction", 0)),
                          f"  eta {_duration(eta)}" if eta is not None else "", e.get("message", ""))
             seen = max(seen, len(events))
-            done = self.proc.poll() is not None if self.proc is not None else _lock_holder(_files(self.models_dir)[0]) is None
+            done = (self.proc.poll() is not None if self.proc is not None
+                    else _lock_holder(_files(self.models_dir)[0]) is None)
             if done:
                 status = read_status(self.models_dir)
                 if status.state == "built":

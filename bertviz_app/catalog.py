@@ -13,8 +13,8 @@ from pathlib import Path
 from .config import PROJECT_ROOT
 from .errors import ModelLoadError
 
-__all__ = ["DEFAULT_MODELS_DIR", "ENCODER", "RUN_INFO", "SHIPPED_MODELS", "ShippedModel", "is_model_folder", "list_models",
-           "load_run_info", "package_dir", "shipped_model"]
+__all__ = ["DEFAULT_MODELS_DIR", "ENCODER", "RUN_INFO", "SHIPPED_MODELS", "ShippedModel", "is_model_folder",
+           "list_models", "load_run_info", "package_dir", "shipped_model"]
 
 # Where registered models live unless the caller names another folder (Settings.models_dir).
 DEFAULT_MODELS_DIR = PROJECT_ROOT / "models"

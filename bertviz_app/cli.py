@@ -167,20 +167,24 @@ def cmd_explain(args) -> int:
         return 0
     scale = colour_scale(a)
     if a.method != "integrated_gradients":
-        print(f"{a.method}, target {a.target}: f(x)={a.f_x:.4f}  f(baseline)={a.f_baseline:.4f}  baseline={a.baseline}  "
+        print(f"{a.method}, target {a.target}: f(x)={a.f_x:.4f}  f(baseline)={a.f_baseline:.4f}  "
+              f"baseline={a.baseline}  "
               f"cost: {a.n_forward} forward, {a.n_backward} backward rows, {a.seconds:.3f} s")
     else:
         steps = f"chosen for a relative delta <= {a.tolerance:g}" if a.tolerance is not None else "fixed"
         print(f"target {a.target}: f(x)={a.f_x:.4f}  f(baseline)={a.f_baseline:.4f}  baseline={a.baseline}  "
               f"n_steps={a.n_steps} ({steps})")
-        print(f"sum of attributions {float(a.scores.sum()):+.4f}  convergence delta {a.delta:+.2e} ({a.relative_delta:.1%} of f(x)-f(baseline))")
+        print(f"sum of attributions {float(a.scores.sum()):+.4f}  convergence delta {a.delta:+.2e} "
+              f"({a.relative_delta:.1%} of f(x)-f(baseline))")
     print(f"faithfulness (ERASER AOPC, top {', '.join(str(k) for k in faith.ks)}%): comprehensiveness "
-          f"{faith.comprehensiveness:+.4f} (higher = more faithful), sufficiency {faith.sufficiency:+.4f} (lower = more "
+          f"{faith.comprehensiveness:+.4f} (higher = more faithful), "
+          f"sufficiency {faith.sufficiency:+.4f} (lower = more "
           f"faithful): {faith.reading}")
     warning = change_warning(a, scale)
     if warning:
         print(f"warning: {warning}")
-    print(f"bars: 20 marks = {scale.full:.4g}" + (" (the whole change)" if scale.absolute and not scale.too_small else ""))
+    print(f"bars: 20 marks = {scale.full:.4g}"
+          + (" (the whole change)" if scale.absolute and not scale.too_small else ""))
     for tok, s in zip(a.tokens, a.scores):
         bar = ("+" if s >= 0 else "-") * int(round(scale.alpha(s) * 20))
         print(f"  {tok:<16} {s:+.4f} {bar}")
@@ -290,7 +294,8 @@ def cmd_finetune(args) -> int:
     if args.push_to:
         token = os.environ.get(args.token_env, "").strip()
         if not token:
-            raise InputError(f"--push-to needs a Hugging Face write token in the environment variable {args.token_env}.")
+            raise InputError(f"--push-to needs a Hugging Face write token in the environment variable "
+                             f"{args.token_env}.")
     try:
         plan = plan_finetune(
             args.data, text_column=args.text_column, label_column=args.label_column, pair_column=args.pair_column,
@@ -320,7 +325,8 @@ def cmd_finetune(args) -> int:
             return
         logs = event.get("logs", {})
         bits = [f"step {event['step']}/{event['max_steps']}"]
-        bits += [f"{k} {v:.4f}" for k, v in logs.items() if k in ("loss", "eval_loss", "eval_accuracy", "eval_macro_f1")]
+        bits += [f"{k} {v:.4f}" for k, v in logs.items()
+                 if k in ("loss", "eval_loss", "eval_accuracy", "eval_macro_f1")]
         if "stage" in logs:
             bits.append(str(logs["stage"]))
         if event.get("eta") is not None:
@@ -332,7 +338,8 @@ def cmd_finetune(args) -> int:
         return 0
     for result in results:
         m, v = result.metrics, result.verdict
-        state = " (cancelled)" if result.cancelled else " (stopped early: best weights kept)" if result.stopped_early else ""
+        state = (" (cancelled)" if result.cancelled
+                 else " (stopped early: best weights kept)" if result.stopped_early else "")
         calib = (f", val NLL {m['val_nll']:.4f}, ECE {m['ece']:.4f}" if m.get("val_nll") is not None
                  and m.get("ece") is not None else "")
         say(f"saved {result.name} ({result.path}){state}: accuracy {m['accuracy']:.4f}, macro-F1 {m['macro_f1']:.4f}"
@@ -433,7 +440,8 @@ def build_parser(settings: Settings | None = None) -> argparse.ArgumentParser:
 
     def add(name: str, func, help: str, text: str | None = None):
         p = sub.add_parser(name, help=help, description=help)
-        p.add_argument("--model", default=settings.default_model, help="registered name, folder, or Hub id (default: %(default)s)")
+        p.add_argument("--model", default=settings.default_model,
+                       help="registered name, folder, or Hub id (default: %(default)s)")
         p.add_argument("--device", default=None, help="auto, cpu, cuda, cuda:N or mps (default: settings, auto)")
         p.add_argument("--json", action="store_true", help="machine-readable output")
         if text == "many":
@@ -447,16 +455,20 @@ def build_parser(settings: Settings | None = None) -> argparse.ArgumentParser:
 
     p = add("predict", cmd_predict, "class probabilities for each text", "many")
     p.add_argument("--window", action="store_true",
-                   help="read a text longer than the model's limit whole, in overlapping windows whose logits are pooled")
-    p.add_argument("--stride", type=int, default=128, help="with --window: tokens shared by neighbouring windows (default: %(default)s)")
-    p.add_argument("--pool", default="mean", choices=["mean", "max"], help="with --window: how window logits are combined")
+                   help="read a text longer than the model's limit whole, in overlapping windows whose logits "
+                        "are pooled")
+    p.add_argument("--stride", type=int, default=128,
+                   help="with --window: tokens shared by neighbouring windows (default: %(default)s)")
+    p.add_argument("--pool", default="mean", choices=["mean", "max"],
+                   help="with --window: how window logits are combined")
     p = add("explain", cmd_explain, "attribution of each token (Integrated Gradients or --method)", "one")
     p.add_argument("--method", default="integrated_gradients",
                    help="integrated_gradients (default), gradient_x_input, saliency, occlusion, kernel_shap or lime")
     p.add_argument("--compare", action="store_true",
                    help="run several methods side by side: scores, cost, agreement and ERASER faithfulness")
     p.add_argument("--methods", default=None, help="with --compare: comma-separated methods (default: all)")
-    p.add_argument("--n-samples", type=int, default=None, help="kernel_shap, lime: perturbed inputs (default: 8 per word, 64-400)")
+    p.add_argument("--n-samples", type=int, default=None,
+                   help="kernel_shap, lime: perturbed inputs (default: 8 per word, 64-400)")
     p.add_argument("--seed", type=int, default=0, help="kernel_shap, lime: random seed (default: %(default)s)")
     p.add_argument("--target", default=None, help="class to explain (default: the predicted one)")
     p.add_argument("--baseline", default="pad", choices=["pad", "mask", "unk", "zero"])
@@ -469,14 +481,16 @@ def build_parser(settings: Settings | None = None) -> argparse.ArgumentParser:
                         f"{DEFAULT_TOLERANCE}, unless --n-steps is given; --n-steps is ignored when this is); "
                         f"0: exactly --n-steps (default {FIXED_N_STEPS})")
     p.add_argument("--html", default=None, metavar="PATH",
-                   help="also save the explanation as a standalone HTML page (coloured tokens and every number; opens offline)")
+                   help="also save the explanation as a standalone HTML page (coloured tokens and every number; "
+                        "opens offline)")
     p.add_argument("--out", default=None, metavar="PATH",
                    help="also save the explanation as JSON (the attribution, the prediction and the model)")
     p = add("explain-csv", cmd_explain_csv,
             "predict and explain every row of a CSV/TSV file (several processes with accelerate launch)")
     p.add_argument("data", help="file with a header row (.csv, .tsv, .txt)")
     p.add_argument("--out", required=True, metavar="PATH",
-                   help="results: .csv (every input column as given, then the added bv_* columns; one row per input row) "
+                   help="results: .csv (every input column as given, then the added bv_* columns; "
+                        "one row per input row) "
                         "or .jsonl (the input cells and every token)")
     p.add_argument("--raw", action="store_true",
                    help="CSV without the spreadsheet guard: cells starting with = + - @ are written as given, not with "
@@ -489,7 +503,8 @@ def build_parser(settings: Settings | None = None) -> argparse.ArgumentParser:
                    help=f"IG steps chosen per text for a relative delta at most this (default: {DEFAULT_TOLERANCE}, "
                         f"unless --n-steps is given); 0: exactly --n-steps (default {FIXED_N_STEPS})")
     p.add_argument("--n-steps", "--steps", type=int, default=None,
-                   help="exactly this many IG steps per text instead of choosing them (default: chosen, see --tolerance)")
+                   help="exactly this many IG steps per text instead of choosing them "
+                        "(default: chosen, see --tolerance)")
     p.add_argument("--methods", default="ig", metavar="M[,M...]",
                    help="attribution methods, comma-separated: ig, gradient_x_input, saliency, occlusion, kernel_shap, "
                         "lime; each gets its top words, comprehensiveness, sufficiency and seconds per row "
@@ -514,7 +529,8 @@ def build_parser(settings: Settings | None = None) -> argparse.ArgumentParser:
     p.add_argument("--val-fraction", type=float, default=0.2, help="held out when no --val-data (default: %(default)s)")
     p.add_argument("--multi-label", action="store_true", help="labels like a|b; sigmoid outputs")
     p.add_argument("--base", default=FT_DEFAULT_BASE,
-                   help="starting model: encoder (the bare MiniLM), default, a run, folder or Hub id (default: %(default)s)")
+                   help="starting model: encoder (the bare MiniLM), default, a run, folder or Hub id "
+                        "(default: %(default)s)")
     p.add_argument("--mode", default="full", choices=["full", "probe", "both"],
                    help="full fine-tune, frozen encoder + logistic regression, or both on the same split")
     p.add_argument("--name", default=None, help="run name (default: MODE-DATAHASH; both: NAME-probe and NAME-full)")
@@ -530,7 +546,8 @@ def build_parser(settings: Settings | None = None) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--push-to", default=None, metavar="OWNER/NAME",
                    help="after training, upload the (last) run to this Hugging Face Hub repository")
-    p.add_argument("--token-env", default="HF_TOKEN", help="environment variable holding the Hub write token (default: %(default)s)")
+    p.add_argument("--token-env", default="HF_TOKEN",
+                   help="environment variable holding the Hub write token (default: %(default)s)")
     p.add_argument("--public", action="store_true", help="make a new Hub repository public (default: private)")
     p = add("serve", cmd_serve, "serve the web app")
     p.add_argument("--host", default=settings.host,

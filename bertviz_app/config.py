@@ -230,7 +230,8 @@ class Settings:
             value = getattr(self, f.name)
             if f.name in ZERO_MEANS:
                 if value < 0:
-                    raise ValueError(f"{env_name(f)} must be 0 ({ZERO_MEANS[f.name]}) or a positive integer, got {value}")
+                    raise ValueError(f"{env_name(f)} must be 0 ({ZERO_MEANS[f.name]}) or a positive integer, "
+                                     f"got {value}")
             elif isinstance(value, int) and not isinstance(value, bool) and value <= 0:
                 raise ValueError(f"{env_name(f)} must be a positive integer, got {value}")
         if self.predict_attention not in ("auto", "eager", "sdpa"):
@@ -238,7 +239,8 @@ class Settings:
         if self.ig_attention not in ("eager", "sdpa"):
             raise ValueError(f"BERTVIZ_IG_ATTENTION must be sdpa or eager, got {self.ig_attention!r}")
         if not 0 <= self.min_change < 1:
-            raise ValueError(f"BERTVIZ_MIN_CHANGE must be a probability change from 0 to below 1, got {self.min_change}")
+            raise ValueError(f"BERTVIZ_MIN_CHANGE must be a probability change from 0 to below 1, "
+                             f"got {self.min_change}")
         if self.build_epochs < 0:
             raise ValueError(f"BERTVIZ_BUILD_EPOCHS must be 0 (the build's default) or a positive number, "
                              f"got {self.build_epochs}")

@@ -173,7 +173,8 @@ def build_default(
     import json
 
     say("save", f"held-out accuracy {metrics['accuracy']:.3f}; saving...", 0.98, 2.0)
-    atomic_save(model, tokenizer, dest, {"README.md": _model_card(card_info), "build_info.json": json.dumps(card_info, indent=2, default=str)})
+    atomic_save(model, tokenizer, dest, {"README.md": _model_card(card_info),
+                                         "build_info.json": json.dumps(card_info, indent=2, default=str)})
     say("done",
         f"saved {dest}: held-out accuracy {metrics['accuracy']:.3f}, macro-F1 {metrics['macro_f1']:.3f}, "
         f"built in {seconds:.0f}s", 1.0, 0.0)
@@ -189,7 +190,8 @@ def predict_labels(model, tokenizer, texts: list[str], max_length: int, batch_si
     with torch.inference_mode():
         for start in range(0, len(texts), batch_size):
             idx = order[start : start + batch_size]
-            enc = tokenizer([texts[i] for i in idx], truncation=True, max_length=max_length, padding=True, return_tensors="pt")
+            enc = tokenizer([texts[i] for i in idx], truncation=True, max_length=max_length, padding=True,
+                            return_tensors="pt")
             enc = {k: v.to(model.device) for k, v in enc.items()}
             out[idx] = model(**enc).logits.argmax(-1).cpu().numpy()
     return out.tolist()
@@ -230,7 +232,8 @@ Training took {c['train_seconds']:.0f} s ({c['examples_per_second']:.1f} example
 {c['build_seconds']:.0f} s.
 
 ## Environment
-Python {v['python']}, torch {v['torch']}, transformers {v['transformers']}, {v['cpu_threads']} CPU threads ({v['machine']}).
+Python {v['python']}, torch {v['torch']}, transformers {v['transformers']}, \
+{v['cpu_threads']} CPU threads ({v['machine']}).
 
 ## Limits
 Short English movie-review snippets; expect weaker results on other domains, long texts

@@ -105,6 +105,7 @@ def encode(lm: LoadedModel, text: str, pair: str | None = None, device: torch.de
     enc = encode_batch(lm, [text], [pair] if pair is not None else None)
     info = token_info(enc, 0, text, pair)
     fam = family_of(lm.model)
-    drop = {"offset_mapping"} | (set() if fam is None or fam.token_types else {"token_type_ids"})  # DistilBERT takes none
+    # DistilBERT takes none (no token_type_ids)
+    drop = {"offset_mapping"} | (set() if fam is None or fam.token_types else {"token_type_ids"})
     inputs = {k: v.to(device or lm.device) for k, v in enc.items() if k not in drop}
     return inputs, info

@@ -114,7 +114,8 @@ class LoadedModel:
         from dataclasses import replace
 
         settings = replace(self.settings, **changes)
-        new = replace(self, settings=settings, memo_size=settings.memo_size if "memo_size" in changes else self.memo_size,
+        new = replace(self, settings=settings,
+                      memo_size=settings.memo_size if "memo_size" in changes else self.memo_size,
                       _int8=None if "cpu_int8" in changes else self._int8, _memo=OrderedDict())
         new.run_lock = self.run_lock
         return new
@@ -266,7 +267,8 @@ def _resolve(name_or_path: str, allow_paths: bool, root: Path) -> tuple[str, Pat
     if not name:
         raise ModelNotFoundError("No model given: use 'default', a folder saved with save_pretrained, or a Hub id.")
     if "\x00" in name or len(name) > 300:
-        raise ModelNotFoundError("That model name is not valid: use 'default', a registered run name, a folder or a Hub id.")
+        raise ModelNotFoundError("That model name is not valid: use 'default', a registered run name, a folder "
+                                 "or a Hub id.")
     shipped = shipped_model(name, root)  # the bare pip-shipped encoder (fresh head), as list_models lists it
     if shipped is not None:
         return "registered", shipped.path()
@@ -341,7 +343,8 @@ def _download_from_hub(repo_id: str, root: Path) -> Path:
     except RepositoryNotFoundError as exc:
         raise ModelNotFoundError(f"No model {repo_id!r} on the Hugging Face Hub (or it is private).") from exc
     except (HfHubHTTPError, OSError) as exc:
-        raise ModelNotFoundError(f"The Hub did not answer for {repo_id!r}: {exc}. Try again or use a local model.") from exc
+        raise ModelNotFoundError(f"The Hub did not answer for {repo_id!r}: {exc}. "
+                                 "Try again or use a local model.") from exc
     if not any(f.endswith(".safetensors") for f in files):
         raise ModelLoadError(
             f"{repo_id!r} has no safetensors weights; pickle checkpoints (.bin) are refused because "
@@ -463,4 +466,5 @@ def load_from_folder(name: str, kind: str, path: Path, dev: torch.device, dtype:
     model.to(dev).eval()
     for note in notes:
         log.warning("%s: %s", name, note)
-    return LoadedModel(name=name, source=kind, path=path, model=model, tokenizer=tokenizer, device=dev, dtype=dtype, warnings=tuple(notes))
+    return LoadedModel(name=name, source=kind, path=path, model=model, tokenizer=tokenizer, device=dev, dtype=dtype,
+                       warnings=tuple(notes))

@@ -58,7 +58,8 @@ def _status_html(models_dir: Path | None) -> str:
     status = read_status(models_dir)
     if status.state == "built":
         return "<p>The default model is built.</p>"
-    text = f"<p id=\"bv-startup-build\"><b>Building the default model</b> in the background: {html.escape(status.line())}</p>"
+    text = (f"<p id=\"bv-startup-build\"><b>Building the default model</b> in the background: "
+            f"{html.escape(status.line())}</p>")
     if status.state != "building":
         text = f"<p id=\"bv-startup-build\">{html.escape(status.line())}</p>"
     if status.log:

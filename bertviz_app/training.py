@@ -39,8 +39,8 @@ from .eta import RateEta
 from .families import SUPPORTED_MODEL_TYPES, family_of
 
 __all__ = ["TrainConfig", "TrainResult", "train_classifier", "atomic_save", "evaluate_predictions",
-           "calibration_metrics", "expected_calibration_error", "check_trainable", "choose_max_length", "metrics_tables",
-           "ECE_BINS", "BestKeeper", "ProgressReporter", "ScaledLrTrainer"]
+           "calibration_metrics", "expected_calibration_error", "check_trainable", "choose_max_length",
+           "metrics_tables", "ECE_BINS", "BestKeeper", "ProgressReporter", "ScaledLrTrainer"]
 
 log = logging.getLogger(__name__)
 Progress = Callable[[dict], None]
@@ -62,36 +62,49 @@ class TrainConfig:
     seed: int = field(default=42, metadata={"help": "Seed for initialisation, shuffling and dropout."})
     eval_every: int = field(default=0, metadata={"help": "Evaluate every N steps (0 = once per epoch)."})
     logging_steps: int = field(default=10, metadata={"help": "Report the training loss every N steps."})
-    bf16: bool | None = field(default=None, metadata={"help": "bf16 mixed precision; None = on when the GPU supports it."})
+    bf16: bool | None = field(
+        default=None, metadata={"help": "bf16 mixed precision; None = on when the GPU supports it."})
     early_stopping_patience: int = field(
         default=2, metadata={"help": "Stop after this many evaluations without a rise of the validation metric, or "
                              "without a fall of the validation loss (0 = never)."}
     )
-    metric: str = field(default="macro_f1", metadata={"help": "Validation metric that picks the best checkpoint: macro_f1 or accuracy."})
+    metric: str = field(
+        default="macro_f1",
+        metadata={"help": "Validation metric that picks the best checkpoint: macro_f1 or accuracy."})
     stop_on: str = field(
-        default="metric_or_loss", metadata={"help": "What stops training early: 'metric_or_loss' = patience evaluations "
-                                            "without the validation metric rising by more than min_delta, or patience "
-                                            "evaluations without the validation loss falling, whichever comes first; "
-                                            "'metric' = the metric alone (the rule before issue 22)."})
+        default="metric_or_loss",
+        metadata={"help": "What stops training early: 'metric_or_loss' = patience evaluations "
+                          "without the validation metric rising by more than min_delta, or patience "
+                          "evaluations without the validation loss falling, whichever comes first; "
+                          "'metric' = the metric alone (the rule before issue 22)."})
     min_delta: float = field(
-        default=0.0, metadata={"help": "How much the validation metric must rise to count as a rise for early stopping; "
-                               "0 = any rise (with the loss stop, 0.01 stopped the bench's run too early: "
-                               "bench/finetune_defaults_results.md)."})
+        default=0.0,
+        metadata={"help": "How much the validation metric must rise to count as a rise for early stopping; "
+                          "0 = any rise (with the loss stop, 0.01 stopped the bench's run too early: "
+                          "bench/finetune_defaults_results.md)."})
     freeze_word_embeddings: bool = field(
-        default=False, metadata={"help": "Keep the word-embedding matrix (about half of a small BERT's parameters) fixed: "
-                                 "fewer optimizer updates, and words absent from the training data keep their pre-trained meaning."})
+        default=False,
+        metadata={"help": "Keep the word-embedding matrix (about half of a small BERT's parameters) fixed: "
+                          "fewer optimizer updates, and words absent from the training data keep their "
+                          "pre-trained meaning."})
     freeze_layers: int = field(
-        default=0, metadata={"help": "Keep the embeddings and the bottom N encoder layers fixed: no backward pass through "
-                             "them, so each step is faster (0 = train everything)."})
+        default=0,
+        metadata={"help": "Keep the embeddings and the bottom N encoder layers fixed: no backward pass through "
+                          "them, so each step is faster (0 = train everything)."})
     head_lr_scale: float = field(
-        default=1.0, metadata={"help": "Learning-rate multiplier for the pooler and classifier (the layers the task trains from scratch)."})
-    label_smoothing: float = field(default=0.0, metadata={"help": "Label smoothing of the cross-entropy loss, 0 to <0.5."})
+        default=1.0,
+        metadata={"help": "Learning-rate multiplier for the pooler and classifier "
+                          "(the layers the task trains from scratch)."})
+    label_smoothing: float = field(
+        default=0.0, metadata={"help": "Label smoothing of the cross-entropy loss, 0 to <0.5."})
     dropout: float | None = field(
-        default=None, metadata={"help": "Dropout probability of every dropout layer (hidden, attention, classifier) while "
-                                "training; None = the model's own (0.1 for most BERTs)."})
+        default=None,
+        metadata={"help": "Dropout probability of every dropout layer (hidden, attention, classifier) while "
+                          "training; None = the model's own (0.1 for most BERTs)."})
     layer_lr_decay: float = field(
-        default=1.0, metadata={"help": "Layer-wise learning-rate decay: the top encoder layer trains at the full rate, each "
-                               "layer below at this times the one above, the embeddings below the first; 1 = no decay."})
+        default=1.0,
+        metadata={"help": "Layer-wise learning-rate decay: the top encoder layer trains at the full rate, each "
+                          "layer below at this times the one above, the embeddings below the first; 1 = no decay."})
 
     def __post_init__(self) -> None:
         checks = {  # name: (ok, what is allowed)
@@ -106,7 +119,8 @@ class TrainConfig:
             "metric": (self.metric in ("macro_f1", "accuracy"), "macro_f1 or accuracy"),
             "stop_on": (self.stop_on in STOP_RULES, " or ".join(STOP_RULES)),
             "min_delta": (0 <= self.min_delta < 1, "from 0 to below 1"),
-            "max_length": (self.max_length is None or 8 <= self.max_length <= 4096, "from 8 to 4096 tokens, or automatic"),
+            "max_length": (self.max_length is None or 8 <= self.max_length <= 4096,
+                           "from 8 to 4096 tokens, or automatic"),
             "head_lr_scale": (0 < self.head_lr_scale <= 1000, "more than 0, at most 1000"),
             "label_smoothing": (0 <= self.label_smoothing < 0.5, "from 0 to below 0.5"),
             "freeze_layers": (isinstance(self.freeze_layers, int) and 0 <= self.freeze_layers <= 100,
@@ -317,7 +331,8 @@ def evaluate_predictions(y_true, y_pred, labels: Sequence[str]) -> dict:
         return {
             "accuracy": float(accuracy_score(y_true, y_pred)),
             "macro_f1": float(f1_score(y_true, y_pred, average="macro", zero_division=0)),
-            "per_class": {labels[i]: {"precision": float(p[i]), "recall": float(r[i]), "f1": float(f[i]), "support": int(s[i])} for i in range(len(labels))},
+            "per_class": {labels[i]: {"precision": float(p[i]), "recall": float(r[i]), "f1": float(f[i]),
+                                      "support": int(s[i])} for i in range(len(labels))},
             "confusion_matrix": None,
             "n": int(len(y_true)),
         }
@@ -327,7 +342,8 @@ def evaluate_predictions(y_true, y_pred, labels: Sequence[str]) -> dict:
     return {
         "accuracy": float(accuracy_score(y_true, y_pred)),
         "macro_f1": float(f1_score(y_true, y_pred, labels=idx, average="macro", zero_division=0)),
-        "per_class": {labels[i]: {"precision": float(p[i]), "recall": float(r[i]), "f1": float(f[i]), "support": int(s[i])} for i in idx},
+        "per_class": {labels[i]: {"precision": float(p[i]), "recall": float(r[i]), "f1": float(f[i]),
+                                  "support": int(s[i])} for i in idx},
         "confusion_matrix": confusion_matrix(y_true, y_pred, labels=idx).tolist(),
         "n": int(len(y_true)),
     }
@@ -361,7 +377,8 @@ def calibration_metrics(logits, targets, multi_label: bool = False, bins: int = 
         return {"val_nll": None, "ece": None}
     if multi_label:
         y = np.asarray(targets, dtype=np.float64)  # (N, C) multi-hot
-        nll = float(np.mean(y * np.logaddexp(0.0, -z) + (1 - y) * np.logaddexp(0.0, z)))  # -log sigmoid, -log(1 - sigmoid)
+        # -log sigmoid, -log(1 - sigmoid)
+        nll = float(np.mean(y * np.logaddexp(0.0, -z) + (1 - y) * np.logaddexp(0.0, z)))
         p = 1.0 / (1.0 + np.exp(-z))  # (N, C)
         conf, correct = np.maximum(p, 1 - p), (p >= 0.5) == (y >= 0.5)
     else:
@@ -434,7 +451,8 @@ def train_classifier(
         family_of(model).word_embeddings(model).weight.requires_grad_(False)  # (V, E) stays as pre-trained
     if config.freeze_layers:
         if config.freeze_layers >= _n_layers(model):
-            raise InputError(f"freeze_layers={config.freeze_layers} must be less than the model's {_n_layers(model)} layers "
+            raise InputError(f"freeze_layers={config.freeze_layers} must be less than the model's "
+                             f"{_n_layers(model)} layers "
                              "(the top layer has to train).")
         for name, param in model.named_parameters():
             layer = _layer_of(name)
@@ -458,7 +476,8 @@ def train_classifier(
     eval_ds = None
     if val_texts is not None and len(val_texts):
         eval_ds = _ListDataset(_tokenize(tokenizer, val_texts, val_pairs, max_length), as_targets(val_labels))
-    bf16 = config.bf16 if config.bf16 is not None else bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+    bf16 = (config.bf16 if config.bf16 is not None
+            else bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported()))
     tmp_out = Path(work_dir) if work_dir else Path(tempfile.gettempdir()) / f"bertviz-train-{uuid.uuid4().hex[:8]}"
     steps_total = max(1, math.ceil(len(train_ds) / (config.batch_size * max(1, int(world_size)))) * config.epochs)
     eval_every = config.eval_every or max(5, int(steps_total // 5))
@@ -611,7 +630,8 @@ def metrics_tables(accuracy: float, macro_f1: float, per_class: dict) -> str:
     """The metrics section of a model card: accuracy and macro-F1, then precision, recall, F1 and
     support per class (Markdown tables)."""
     rows = "\n".join(
-        f"| {lab} | {m['precision']:.3f} | {m['recall']:.3f} | {m['f1']:.3f} | {m['support']} |" for lab, m in per_class.items()
+        f"| {lab} | {m['precision']:.3f} | {m['recall']:.3f} | {m['f1']:.3f} | {m['support']} |"
+        for lab, m in per_class.items()
     )
     return f"""| metric | value |
 |---|---|

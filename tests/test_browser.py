@@ -193,7 +193,8 @@ def test_explain_a_file_tab_names_the_guarded_cells_and_writes_them_raw_on_reque
     import urllib.request
 
     table = tmp_path / "tweets.csv"
-    rows = [["@fan the film was good", "positive"], ["a tedious slog", "negative"], ["=1+1 the film was bad", "neutral"]]
+    rows = [["@fan the film was good", "positive"], ["a tedious slog", "negative"],
+            ["=1+1 the film was bad", "neutral"]]
     with table.open("w", newline="", encoding="utf-8") as f:
         csv.writer(f).writerows([["text", "label"], *rows])
     page.goto(app_url)
@@ -211,7 +212,8 @@ def test_explain_a_file_tab_names_the_guarded_cells_and_writes_them_raw_on_reque
         with urllib.request.urlopen(page.locator("#bv-bx-file a").first.get_attribute("href"), timeout=30) as r:
             got = list(csv.reader(r.read().decode("utf-8").splitlines()))
         guard = "" if raw else "'"
-        assert [row[:2] for row in got[1:]] == [[guard + rows[0][0], "positive"], rows[1], [guard + rows[2][0], "neutral"]]
+        assert [row[:2] for row in got[1:]] == [[guard + rows[0][0], "positive"], rows[1],
+                                                 [guard + rows[2][0], "neutral"]]
 
 
 def test_explain_a_file_tab_shows_a_refusal_in_its_status_not_starting_and_an_error_badge(page, app_url, tmp_path):

@@ -197,7 +197,8 @@ def test_strong_cancelling_words_are_not_called_pale_in_the_exported_page(browse
     import bertviz_app as core
     from bertviz_app.results import Attribution, TokenInfo
 
-    info = TokenInfo(tokens=("[CLS]", "great", "[SEP]", "awful", "[SEP]"), offsets=((0, 0), (0, 5), (0, 0), (0, 5), (0, 0)),
+    info = TokenInfo(tokens=("[CLS]", "great", "[SEP]", "awful", "[SEP]"),
+                     offsets=((0, 0), (0, 5), (0, 0), (0, 5), (0, 0)),
                      sequence_ids=(None, 0, None, 1, None), text="great", pair="awful", truncated=False)
     attr = Attribution(info=info, scores=np.array([0, 0.3, 0, -0.298, 0], dtype=np.float32), target="positive",
                        target_index=1, output="prob", f_x=0.502, f_baseline=0.5, delta=0.0, n_steps=50, baseline="pad")

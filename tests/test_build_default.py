@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_reduced_build_default_trains_saves_and_predicts(tmp_path):
     env = {**os.environ, "BERTVIZ_MODELS_DIR": str(tmp_path / "models"), "HF_HUB_OFFLINE": "1"}
     build = subprocess.run(
-        [sys.executable, "-m", "bertviz_app", "build-default", "--max-train-rows", "400", "--test-size", "200", "--epochs", "3", "--json"],
+        [sys.executable, "-m", "bertviz_app", "build-default", "--max-train-rows", "400", "--test-size", "200",
+         "--epochs", "3", "--json"],
         capture_output=True, text=True, cwd=ROOT, env=env, timeout=900,
     )
     assert build.returncode == 0, build.stderr[-2000:]
@@ -75,7 +76,8 @@ def test_status_failed_with_the_builders_reason_and_built_once_saved(tmp_path):
     from bertviz_app.build_job import read_status
 
     models = tmp_path / "models"
-    _events(models / ".build" / "default.jsonl", {"stage": "error", "message": "scattertext is not installed", "fraction": 0.0})
+    _events(models / ".build" / "default.jsonl",
+            {"stage": "error", "message": "scattertext is not installed", "fraction": 0.0})
     s = read_status(models)
     assert s.state == "failed" and s.error == "scattertext is not installed"
     (models / "default").mkdir(parents=True)
@@ -107,7 +109,8 @@ def test_not_built_message_names_the_encoder_and_the_running_build(tmp_path):
         with pytest.raises(ModelNotFoundError) as err:
             load_model("default", settings=Settings(models_dir=models))
     msg = str(err.value)
-    assert "not built yet" in msg and "being built now: 50%" in msg and "'encoder'" in msg and EXPECTED_BUILD_TEXT in msg
+    assert ("not built yet" in msg and "being built now: 50%" in msg and "'encoder'" in msg
+            and EXPECTED_BUILD_TEXT in msg)
 
 
 def test_encoder_opens_by_name_with_the_fresh_head_warning(settings):
@@ -131,7 +134,8 @@ def test_eta_says_measuring_until_training_has_timed_this_machine():
     assert "about 8 minutes on a quiet 2-core CPU" in panel_md(early)  # what to expect meanwhile, not as an ETA
     assert "measuring" not in timed.line() and "measuring" not in panel_md(timed)
     assert "**50%**" in panel_md(timed) and "1 min 15 s" in panel_md(timed) and "step 168/336" in panel_md(timed)
-    assert "failed" in panel_md(BuildStatus("failed", error="disk full")) and "disk full" in panel_md(BuildStatus("failed", error="disk full"))
+    assert ("failed" in panel_md(BuildStatus("failed", error="disk full"))
+            and "disk full" in panel_md(BuildStatus("failed", error="disk full")))
 
 
 def test_a_background_build_starts_without_an_eta(tmp_path, monkeypatch):

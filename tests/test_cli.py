@@ -49,7 +49,8 @@ def test_predict_reads_stdin_lines(capsys, monkeypatch, tiny_model_dir):
 
 
 def test_explain_json_contract(capsys, tiny_model_dir):
-    code, out, _ = run(capsys, "explain", "a good film", "--model", str(tiny_model_dir), "--json", "--n-steps", "20", "--baseline", "mask")
+    code, out, _ = run(capsys, "explain", "a good film", "--model", str(tiny_model_dir), "--json", "--n-steps", "20",
+                       "--baseline", "mask")
     assert code == 0
     r = json.loads(out)
     assert {"tokens", "attributions", "target", "delta", "n_steps", "baseline"} <= set(r)
@@ -58,7 +59,8 @@ def test_explain_json_contract(capsys, tiny_model_dir):
 
 
 def test_explain_tolerance_guarantees_the_delta(capsys, tiny_model_dir):
-    code, out, _ = run(capsys, "explain", "not a good film", "--model", str(tiny_model_dir), "--json", "--tolerance", "0.01")
+    code, out, _ = run(capsys, "explain", "not a good film", "--model", str(tiny_model_dir), "--json",
+                       "--tolerance", "0.01")
     r = json.loads(out)
     assert code == 0 and (r["relative_delta"] <= 0.01 or abs(r["delta"]) <= 1e-6)
     code, _, err = run(capsys, "explain", "good", "--model", str(tiny_model_dir), "--tolerance", "2")
@@ -109,7 +111,9 @@ def test_console_entry_point_runs_without_traceback(tiny_model_dir):
         capture_output=True, text=True, cwd=ROOT, env=env, timeout=120,
     )
     assert proc.returncode == 2
-    assert "Traceback" not in proc.stderr and proc.stderr.strip().splitlines() == ["error: Text is empty or whitespace only: enter a sentence to analyse."]
+    assert "Traceback" not in proc.stderr and proc.stderr.strip().splitlines() == [
+        "error: Text is empty or whitespace only: enter a sentence to analyse."
+    ]
 
 
 HEAVY_MODULES = ("torch", "transformers", "captum", "gradio")
@@ -224,7 +228,8 @@ def test_a_models_folder_named_encoder_is_listed_once_and_opened(capsys, models_
     listed = [m for m in json.loads(out) if m["name"] == "encoder"]
     assert code == 0 and listed == [{"name": "encoder", "path": str(models_dir / "encoder"), "built": True}]
     assert model_folder("encoder", models_dir=models_dir) == models_dir / "encoder"
-    assert base_model_path("encoder", models_dir=models_dir) == models_dir / "encoder"  # the fine-tune's base resolves it the same way
+    # the fine-tune's base resolves it the same way
+    assert base_model_path("encoder", models_dir=models_dir) == models_dir / "encoder"
 
 
 def test_build_default_takes_its_models_folder_as_an_option():

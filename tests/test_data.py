@@ -102,7 +102,8 @@ def test_utf8_bom_is_stripped(tmp_path):
 
 
 def test_latin1_falls_back_with_notice(tmp_path):
-    path = write_csv(tmp_path / "latin.csv", [("café crème brûlée", "pos"), ("très mauvais", "neg")], encoding="latin-1")
+    path = write_csv(tmp_path / "latin.csv", [("café crème brûlée", "pos"), ("très mauvais", "neg")],
+                     encoding="latin-1")
     t = read_table(path)
     assert t.df["text"].iloc[0] == "café crème brûlée"
     assert t.encoding in ("cp1252", "latin-1")
@@ -266,7 +267,8 @@ def test_random_junk_only_ever_raises_data_error():
     alphabet = ["a", "b", ",", ";", "\t", "|", '"', "\n", "\r", " ", "1", "\x00", "é", "=", "label", "text"]
     outcomes = Counter()
     for _ in range(300):
-        data = ("text,label\n" if rnd.random() < 0.5 else "") + "".join(rnd.choice(alphabet) for _ in range(rnd.randrange(60)))
+        data = (("text,label\n" if rnd.random() < 0.5 else "")
+                + "".join(rnd.choice(alphabet) for _ in range(rnd.randrange(60))))
         try:
             t = read_table(data.encode(rnd.choice(["utf-8", "latin-1", "utf-16"]), errors="replace"), "junk.csv")
             g = guess_columns(t)
@@ -296,7 +298,8 @@ def test_header_only(tmp_path):
 
 def test_single_column(tmp_path):
     (tmp_path / "one.csv").write_text("sentence\nhello\nworld\n")
-    with pytest.raises(DataError, match=r"has a single column \(header 'sentence'\); it needs a text column and a label"):
+    with pytest.raises(DataError,
+                       match=r"has a single column \(header 'sentence'\); it needs a text column and a label"):
         read_table(tmp_path / "one.csv")
 
 
@@ -338,7 +341,8 @@ def test_unclosed_quote_names_the_row(tmp_path):
 
 def test_over_the_size_limit(tmp_path, good_csv):
     limit = dict(max_upload_mb=0.0005)  # 500 bytes
-    with pytest.raises(DataError, match=r"'reviews.csv' is 930 bytes; the limit is 500 bytes \(BERTVIZ_MAX_UPLOAD_MB\)\. Upload a smaller"):
+    with pytest.raises(DataError, match=r"'reviews.csv' is 930 bytes; the limit is 500 bytes "
+                                        r"\(BERTVIZ_MAX_UPLOAD_MB\)\. Upload a smaller"):
         read_table(good_csv, **limit)
     with pytest.raises(DataError, match="the limit is 500 bytes"):
         read_table(good_csv.read_bytes(), name="reviews.csv", **limit)
@@ -408,7 +412,8 @@ def test_clean_report(good_csv):
 
 def test_unknown_columns_list_available(good_csv):
     t = read_table(good_csv)
-    with pytest.raises(DataError, match=r"There is no column 'txt' in 'reviews.csv'; choose the text column from: 'text', 'label'"):
+    with pytest.raises(DataError, match=r"There is no column 'txt' in 'reviews.csv'; "
+                                        r"choose the text column from: 'text', 'label'"):
         validate(t, "txt", "label")
     with pytest.raises(DataError, match=r"no column 'class'.*choose the label column from: 'text', 'label'"):
         build_dataset(t, "text", "class")
@@ -444,7 +449,8 @@ def test_duplicates_listed(tmp_path):
     t = read_table(write_csv(tmp_path / "d.csv", rows))
     r = validate(t, "text", "label")
     dup = problem(r, "duplicates")
-    assert dup.rows == (32, 33) and "2 rows repeat an earlier row's text and label and will be skipped: rows 32 and 33" in dup.message
+    assert dup.rows == (32, 33) and ("2 rows repeat an earlier row's text and label and will be skipped: "
+                                     "rows 32 and 33" in dup.message)
     con = problem(r, "conflicting_duplicates")
     assert con.rows == (34,) and "with a different label; only the first copy is used: row 34" in con.message
     assert len(build_dataset(t, "text", "label")) == 30
@@ -460,7 +466,8 @@ def test_one_data_row(tmp_path):
     t = read_table(write_csv(tmp_path / "one.csv", [("a film", "pos")]))
     r = validate(t, "text", "label")
     assert not r.ok and r.codes() == ("single_class",)
-    with pytest.raises(DataError, match=r"Every usable row has the same label, 'pos' \(1 row\); a classifier needs at least two classes"):
+    with pytest.raises(DataError, match=r"Every usable row has the same label, 'pos' \(1 row\); "
+                                        r"a classifier needs at least two classes"):
         r.raise_if_blocking()
 
 
@@ -474,7 +481,8 @@ def test_label_column_all_nan(tmp_path):
     t = read_table(write_csv(tmp_path / "n.csv", [(f"film {i}", "") for i in range(10)], header=("text", "label")))
     r = validate(t, "text", "label")
     assert r.codes() == ("label_all_missing",) and r.errors[0].severity == "error"
-    with pytest.raises(DataError, match=r"The label column 'label' is empty in every row\. Choose the column that holds the classes \(columns: 'text', 'label'\)"):
+    with pytest.raises(DataError, match=r"The label column 'label' is empty in every row\. "
+                                        r"Choose the column that holds the classes \(columns: 'text', 'label'\)"):
         r.raise_if_blocking()
 
 
@@ -519,13 +527,15 @@ def test_truncation_warning_with_tiny_tokenizer(tmp_path, monkeypatch):
     r = validate(t, "text", "label", tokenizer=tok, max_length=16)
     p = problem(r, "truncated")
     assert p.severity == "warning" and p.rows == (6,)
-    assert p.message.startswith("1 of 30 texts (3%) are longer than 16 tokens and will be cut to that length in training: row 6")
+    assert p.message.startswith("1 of 30 texts (3%) are longer than 16 tokens and will be cut to that length in "
+                                "training: row 6")
     assert "truncated" not in validate(t, "text", "label", tokenizer=tok).codes()  # model max 64
     monkeypatch.setattr(data_validation, "TOKEN_CHECK_ROWS", 10)  # big files: an evenly spread sample
     rows[3] = rows[4]  # sampled: positions 0, 3, 6, 9, 12, 16, 19, 22, 25, 29 of 30 (row 4 is not)
     t = read_table(write_csv(tmp_path / "t2.csv", [(f"{a} {i}", b) for i, (a, b) in enumerate(rows)]))
     p = problem(validate(t, "text", "label", tokenizer=tok, max_length=16), "truncated")
-    assert p.message.startswith("About 10% of the texts (1 in an evenly spread sample of 10 rows) are longer than 16 tokens")
+    assert p.message.startswith("About 10% of the texts (1 in an evenly spread sample of 10 rows) are longer "
+                                "than 16 tokens")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -606,13 +616,15 @@ def test_split_falls_back_when_too_small_to_stratify(tmp_path):
 
 def test_separate_validation_file(tmp_path, good_csv):
     train = build_dataset(read_table(good_csv), "text", "label")
-    rows = [("a brand new film", "positive"), (train.texts[0], "positive"), ("", "negative"), ("awful new one", "negative")]
+    rows = [("a brand new film", "positive"), (train.texts[0], "positive"), ("", "negative"),
+            ("awful new one", "negative")]
     val, notes = validation_dataset(train, read_table(write_csv(tmp_path / "val.csv", rows)), "text", "label")
     assert val.texts == ("a brand new film", "awful new one") and val.label_names == train.label_names
     assert val.source_rows == (2, 5) and val.labels == (1, 0)
     assert any("removed 1 rows whose text is also in the training data" in n for n in notes)
     bad = read_table(write_csv(tmp_path / "bad.csv", [("x", "neutral"), ("y", "positive")]))
-    with pytest.raises(DataError, match=r"has labels the training data does not: 'neutral' \(row 2;.*Training labels: 'negative', 'positive'"):
+    with pytest.raises(DataError, match=r"has labels the training data does not: 'neutral' \(row 2;.*"
+                                        r"Training labels: 'negative', 'positive'"):
         validation_dataset(train, bad, "text", "label")
 
 

@@ -24,7 +24,8 @@ def test_slim_python_base_and_non_root_uid_1000():
 
 
 def test_requirements_installed_before_the_code_is_copied():
-    assert index_of(r"COPY .*requirements\.txt") < index_of(r"RUN pip install .*requirements\.txt") < index_of(r"^COPY --chown=user \. \.")
+    assert (index_of(r"COPY .*requirements\.txt") < index_of(r"RUN pip install .*requirements\.txt")
+            < index_of(r"^COPY --chown=user \. \."))
 
 
 def test_same_setup_script_as_the_readme_builds_the_model_in_the_image():
@@ -75,7 +76,8 @@ def test_app_listens_on_loopback_unless_told_and_the_image_says_every_interface(
     assert build_parser(Settings()).parse_args(["serve", "--host", "0.0.0.0"]).host == "0.0.0.0"
     told = Settings.from_env({"BERTVIZ_HOST": "0.0.0.0"})
     assert told.host == "0.0.0.0" and build_parser(told).parse_args(["serve"]).host == "0.0.0.0"
-    assert re.search(r"^ENV .*\bBERTVIZ_HOST=0\.0\.0\.0\b", DOCKERFILE.replace("\\\n", " "), re.M)  # the container sets it explicitly
+    # the container sets it explicitly
+    assert re.search(r"^ENV .*\bBERTVIZ_HOST=0\.0\.0\.0\b", DOCKERFILE.replace("\\\n", " "), re.M)
 
 
 def test_the_image_runs_in_public_mode_and_the_deploy_page_says_what_it_changes():

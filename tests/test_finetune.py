@@ -111,7 +111,8 @@ def test_cancel_stops_and_keeps_the_best_weights_so_far(models_dir, tiny_model_d
         if event["step"] >= 3:
             cancel.set()
 
-    result = run_finetune(dataset, models_dir=models_dir, base=str(tiny_model_dir), name="cancelled", config=config, progress=progress, cancel=cancel)
+    result = run_finetune(dataset, models_dir=models_dir, base=str(tiny_model_dir), name="cancelled", config=config,
+                          progress=progress, cancel=cancel)
     info = json.loads((result.path / "run.json").read_text())
     assert result.cancelled and info["cancelled"]
     assert info["steps"] < info["max_steps"] // 10  # stopped within a step or two of the cancel
@@ -166,7 +167,8 @@ def _feed(keeper, evals):
 
 def test_stopping_rule_stops_when_validation_loss_rises_while_macro_f1_is_flat():
     # issue 22: the loss climbs from its low while macro-F1 creeps up by less than one validation row at a time
-    overfitting = [(0.60, 0.90), (0.80, 0.75), (0.803, 0.80), (0.806, 0.88), (0.806, 0.95), (0.809, 1.00), (0.812, 1.05)]
+    overfitting = [(0.60, 0.90), (0.80, 0.75), (0.803, 0.80), (0.806, 0.88), (0.806, 0.95), (0.809, 1.00),
+                   (0.812, 1.05)]
     config = TrainConfig()
     assert (config.stop_on, config.min_delta) == ("metric_or_loss", 0.0)
     keeper = BestKeeper("macro_f1", patience=3, stop_on=config.stop_on, min_delta=config.min_delta)
@@ -209,7 +211,8 @@ def test_kept_checkpoint_is_the_best_macro_f1_with_ties_going_to_the_lower_valid
                                               val.texts, val.labels, config=config)
     evals = [e for e in info["log_history"] if "eval_macro_f1" in e]
     best = max(evals, key=lambda e: (e["eval_macro_f1"], -e["eval_loss"]))
-    assert info["best_metric"] == pytest.approx(best["eval_macro_f1"]) and info["best_val_loss"] == pytest.approx(best["eval_loss"])
+    assert (info["best_metric"] == pytest.approx(best["eval_macro_f1"])
+            and info["best_val_loss"] == pytest.approx(best["eval_loss"]))
     metrics, _ = evaluate(model, tokenizer, val, info["max_length"])
     assert metrics["macro_f1"] == pytest.approx(best["eval_macro_f1"])
     assert metrics["val_nll"] == pytest.approx(best["eval_loss"], abs=1e-4)
@@ -354,9 +357,11 @@ def test_kill_during_save_keeps_earlier_models_and_leaves_no_run(models_dir, tin
     proc.wait(timeout=30)
     assert not dest.exists()
     assert any(p.name.startswith(".tmp-killed") for p in dest.parent.iterdir())  # the half-written folder
-    assert [m["name"] for m in bv.list_models(models_dir)] == ["default", "runs/before", "encoder"]  # ...which nobody lists
+    # ...which nobody lists
+    assert [m["name"] for m in bv.list_models(models_dir)] == ["default", "runs/before", "encoder"]
     bv.clear_cache()
-    assert bv.predict(bv.load_model("runs/before", device="cpu", settings=settings), "good film")[0].label in earlier.labels
+    assert (bv.predict(bv.load_model("runs/before", device="cpu", settings=settings), "good film")[0].label
+            in earlier.labels)
 
 
 def test_cli_finetune_json_contract(models_dir, tiny_model_dir, tmp_path, capsys, monkeypatch):
@@ -364,15 +369,16 @@ def test_cli_finetune_json_contract(models_dir, tiny_model_dir, tmp_path, capsys
 
     monkeypatch.setenv("BERTVIZ_MODELS_DIR", str(models_dir))  # the CLI is an edge: it reads the environment
     data = write_csv(tmp_path / "d.csv")
-    code = main(["finetune", str(data), "--text-column", "review", "--label-column", "sentiment", "--base", str(tiny_model_dir),
-                 "--mode", "probe", "--name", "cli-run", "--json"])
+    code = main(["finetune", str(data), "--text-column", "review", "--label-column", "sentiment",
+                 "--base", str(tiny_model_dir), "--mode", "probe", "--name", "cli-run", "--json"])
     out, err = capsys.readouterr()
     assert code == 0, err
     result = json.loads(out.strip().splitlines()[-1])
     assert result["model"] == "runs/cli-run" and Path(result["path"]).is_dir()
     assert set(result["metrics"]) == {"accuracy", "macro_f1", "val_nll", "ece"}
     assert result["metrics"]["val_nll"] > 0 and 0 <= result["metrics"]["ece"] <= 1
-    code = main(["finetune", str(data), "--text-column", "nope", "--label-column", "sentiment", "--base", str(tiny_model_dir)])
+    code = main(["finetune", str(data), "--text-column", "nope", "--label-column", "sentiment",
+                 "--base", str(tiny_model_dir)])
     out, err = capsys.readouterr()
     assert code == 2 and "nope" in err and "review" in err and err.count("\n") == 1
 
@@ -381,7 +387,8 @@ def test_two_process_gloo_training_produces_the_same_kind_of_folder(tiny_model_d
     """Two processes with the gloo backend on one CPU machine, launched by accelerate."""
     data = write_csv(tmp_path / "d.csv", n=64)
     env = {**os.environ, "BERTVIZ_MODELS_DIR": str(tmp_path / "models"), "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+           "--num_machines", "1",
            "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "29517",
            "-m", "bertviz_app", "finetune", str(data), "--base", str(tiny_model_dir), "--epochs", "2",
            "--batch-size", "8", "--name", "ddp", "--json"]
@@ -455,7 +462,8 @@ def test_auto_config_gives_small_data_more_epochs_and_keeps_given_values():
 
 def _metrics(acc, f1, n=100, conf=0.9, classes=("a", "b", "c")):
     per = {c: {"precision": 0, "recall": 0, "f1": 0, "support": 1} for c in classes}
-    return {"accuracy": acc, "macro_f1": f1, "n": n, "per_class": per, "confusion_matrix": [[0]], "mean_confidence": conf}
+    return {"accuracy": acc, "macro_f1": f1, "n": n, "per_class": per, "confusion_matrix": [[0]],
+            "mean_confidence": conf}
 
 
 def test_judge_separates_learned_weak_and_not_learned():
@@ -493,7 +501,9 @@ def write_random_csv(path: Path, n: int = 80, seed: int = 1) -> Path:
     return path
 
 
-def test_random_labels_give_a_not_learned_verdict_in_the_result_and_run_json(models_dir, tiny_model_dir, tmp_path, settings):
+def test_random_labels_give_a_not_learned_verdict_in_the_result_and_run_json(
+    models_dir, tiny_model_dir, tmp_path, settings
+):
     plan = bv.plan_finetune(write_random_csv(tmp_path / "noise.csv"), base=str(tiny_model_dir), mode="full",
                             name="noise", epochs=1, batch_size=8, allow_paths=True, settings=settings)
     (result,) = bv.run_plan(plan)
@@ -505,7 +515,9 @@ def test_random_labels_give_a_not_learned_verdict_in_the_result_and_run_json(mod
     assert info["verdict"]["status"] == "not_learned" and info["verdict"]["learned"] is False
 
 
-def test_plan_guesses_columns_and_runs_both_modes_on_one_split_with_events(models_dir, tiny_model_dir, tmp_path, settings):
+def test_plan_guesses_columns_and_runs_both_modes_on_one_split_with_events(
+    models_dir, tiny_model_dir, tmp_path, settings
+):
     plan = bv.plan_finetune(write_csv(tmp_path / "d.csv"), base=str(tiny_model_dir), mode="both", name="pair",
                             epochs=2, batch_size=8, learning_rate=5e-4, allow_paths=True, settings=settings)
     assert plan.columns == ("review", "sentiment", None) and plan.modes == ("probe", "full")
@@ -531,7 +543,8 @@ def test_plan_guesses_columns_and_runs_both_modes_on_one_split_with_events(model
 ])
 def test_plan_refuses_bad_requests_with_what_to_fix(models_dir, tiny_model_dir, tmp_path, kwargs, message, settings):
     with pytest.raises(bv.BertvizError, match=message):
-        bv.plan_finetune(write_csv(tmp_path / "d.csv"), base=str(tiny_model_dir), allow_paths=True, **kwargs, settings=settings)
+        bv.plan_finetune(write_csv(tmp_path / "d.csv"), base=str(tiny_model_dir), allow_paths=True, **kwargs,
+                         settings=settings)
 
 
 def test_plan_refuses_an_existing_run_name_and_a_folder_base_when_paths_are_off(models_dir, tiny_model_dir, dataset,
@@ -588,8 +601,8 @@ def test_cli_finetune_both_prints_a_verdict_per_run(models_dir, tiny_model_dir, 
 
     monkeypatch.setenv("BERTVIZ_MODELS_DIR", str(models_dir))  # the CLI is an edge: it reads the environment
     data = write_csv(tmp_path / "d.csv")
-    code = main(["finetune", str(data), "--base", str(tiny_model_dir), "--mode", "both", "--name", "cb", "--epochs", "1",
-                 "--batch-size", "8", "--json"])
+    code = main(["finetune", str(data), "--base", str(tiny_model_dir), "--mode", "both", "--name", "cb",
+                 "--epochs", "1", "--batch-size", "8", "--json"])
     out, err = capsys.readouterr()
     assert code == 0, err
     lines = [json.loads(line) for line in out.strip().splitlines()]

@@ -24,7 +24,8 @@ POS = ["good", "great", "fun", "gorgeous", "moving"]
 NEG = ["bad", "awful", "tedious", "slog", "joyless"]
 
 
-def write_csv(path: Path, n: int = 40, seed: int = 0, labels=("negative", "positive"), header=("review", "sentiment")) -> Path:
+def write_csv(path: Path, n: int = 40, seed: int = 0, labels=("negative", "positive"),
+              header=("review", "sentiment")) -> Path:
     rng = random.Random(seed)
     with path.open("w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
@@ -133,7 +134,8 @@ def test_folder_base_refused_when_local_paths_are_off(registry, data, tiny_model
     with served_app(str(tiny_model_dir), BERTVIZ_ALLOW_LOCAL_PATHS="0") as url:
         client = Client(url, verbose=False)
         upload(client, data["good"])
-        other = str(tiny_model_dir.parent / ".." / tiny_model_dir.parent.name / "tiny-bert")  # same folder, not the default
+        # same folder, not the default
+        other = str(tiny_model_dir.parent / ".." / tiny_model_dir.parent.name / "tiny-bert")
         with pytest.raises(Exception) as excinfo:
             client.predict(*start_args(other), api_name="/finetune_start")
     assert "BERTVIZ_ALLOW_LOCAL_PATHS=0" in str(excinfo.value)
@@ -162,7 +164,8 @@ def test_probe_run_shows_metrics_saves_the_run_and_selects_it(app_url, data, tin
     assert model["value"] == "runs/ui-probe" and ["runs/ui-probe", "runs/ui-probe"] in model["choices"]
     assert field(out, "run")["value"] == "runs/ui-probe"
     assert (registry / "runs" / "ui-probe" / "config.json").is_file()
-    assert bv.load_model("runs/ui-probe", device="cpu", settings=bv.Settings(models_dir=registry)).labels == ("negative", "positive")
+    assert bv.load_model("runs/ui-probe", device="cpu",
+                         settings=bv.Settings(models_dir=registry)).labels == ("negative", "positive")
     # misclassified rows: a CSV safe for spreadsheets
     wrong = field(out, "wrong")
     if wrong["data"]:
@@ -302,7 +305,8 @@ def test_report_warns_about_texts_the_model_will_cut():
     from bertviz_app.ui.finetune_tab import report_md
 
     rows = "".join(f"{'word ' * (600 if i == 3 else 5)}{i},{'pos' if i % 2 else 'neg'}\n" for i in range(30))
-    report = report_md(read_table(("review,sentiment\n" + rows).encode(), name="x.csv"), "review", "sentiment", None, False)
+    report = report_md(read_table(("review,sentiment\n" + rows).encode(), name="x.csv"), "review", "sentiment",
+                       None, False)
     assert "longer than 512 tokens" in report and "row 5" in report and "Ready to train" in report
 
 

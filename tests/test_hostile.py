@@ -55,7 +55,13 @@ def test_bad_text_gets_a_message_and_the_server_survives(client, text, message, 
 
 @pytest.mark.parametrize(
     "text",
-    ["good\x00 film\x07\x1b[31m", "فيلم جيد جدا good", "great film 😀🎬👍🏽", "a\u202egood\u202c film", "<script>alert(1)</script>"],
+    [
+        "good\x00 film\x07\x1b[31m",
+        "فيلم جيد جدا good",
+        "great film 😀🎬👍🏽",
+        "a\u202egood\u202c film",
+        "<script>alert(1)</script>",
+    ],
     ids=["control-chars", "rtl", "emoji", "bidi-override", "script-tag"],
 )
 def test_odd_but_valid_text_is_analysed(client, text):
@@ -114,9 +120,10 @@ def test_unknown_target_and_baseline(client):
 )
 def test_cli_hostile_inputs(tiny_model_dir, argv, message, tmp_path):
     env_argv = [*argv, "--model", str(tiny_model_dir)] if "--model" not in argv and argv[0] != "finetune" else argv
-    proc = subprocess.run([sys.executable, "-m", "bertviz_app", *env_argv], capture_output=True, text=True, cwd=tmp_path,
-                          timeout=120, env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "HOME": str(tmp_path),
-                                            "PYTHONPATH": str(ROOT), "BERTVIZ_MODELS_DIR": str(tmp_path)})
+    proc = subprocess.run([sys.executable, "-m", "bertviz_app", *env_argv], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120,
+                          env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "HOME": str(tmp_path),
+                               "PYTHONPATH": str(ROOT), "BERTVIZ_MODELS_DIR": str(tmp_path)})
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert re.search(message, proc.stderr), proc.stderr

@@ -39,7 +39,9 @@ def _environment_reads(tree: ast.AST) -> list[tuple[int, str]]:
             found.append((node.lineno, node.id))
         elif isinstance(node, ast.Attribute) and node.attr in ("get_settings", "from_env"):
             found.append((node.lineno, node.attr))
-        elif isinstance(node, ast.ImportFrom) and any(a.name in ("environ", "getenv", "get_settings") for a in node.names):
+        elif isinstance(node, ast.ImportFrom) and any(
+            a.name in ("environ", "getenv", "get_settings") for a in node.names
+        ):
             found.append((node.lineno, f"from {node.module} import ..."))
     return found
 
@@ -92,7 +94,9 @@ def _private_uses(path: Path, source: str | None = None) -> list[tuple[int, str]
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if _is_ours(alias.name):
-                    modules[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
+                    modules[alias.asname or alias.name.split(".")[0]] = (
+                        alias.name if alias.asname else alias.name.split(".")[0]
+                    )
         elif isinstance(node, ast.ImportFrom):
             source = _absolute(node.module, node.level, here, is_package)
             if not _is_ours(source) or source == "__future__":

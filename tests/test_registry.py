@@ -45,7 +45,9 @@ def test_missing_default_says_how_to_build(settings):
         bv.load_model("default", device="cpu", settings=settings)
 
 
-@pytest.mark.parametrize("name", ["runs/../../etc", "runs/nope", "../../etc", "/no/such/folder", "nonsense name!", "", "a/b/c"])
+@pytest.mark.parametrize(
+    "name", ["runs/../../etc", "runs/nope", "../../etc", "/no/such/folder", "nonsense name!", "", "a/b/c"]
+)
 def test_bad_names_get_a_message_listing_alternatives(models_dir, settings, name):
     make_tiny_model(models_dir / "default")
     with pytest.raises(ModelNotFoundError) as err:
@@ -158,7 +160,8 @@ def test_settings_are_read_from_an_environment_only_when_asked(monkeypatch):
     monkeypatch.setenv("BERTVIZ_MAX_CHARS", "77")
     assert bv.Settings().max_chars == 20000  # the defaults never read the environment
     assert bv.Settings.from_env().max_chars == 77  # this process's environment, when asked
-    for name, value, message in [("MAX_CHARS", "0", "must be a positive integer"), ("MAX_CHARS", "many", "must be an integer"),
+    for name, value, message in [("MAX_CHARS", "0", "must be a positive integer"),
+                                 ("MAX_CHARS", "many", "must be an integer"),
                                  ("PUBLIC", "maybe", "must be 1 or 0"), ("MIN_CHANGE", "x", "must be a number")]:
         with pytest.raises(ValueError, match=f"BERTVIZ_{name} {message}"):
             bv.Settings.from_env({f"BERTVIZ_{name}": value})

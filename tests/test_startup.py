@@ -105,7 +105,8 @@ def test_page_at_once_shows_the_build_then_switches_to_the_built_model(tmp_path,
         expect(page.locator("#bv-warnings")).not_to_contain_text("no trained classification head")
         assert (models / "default" / "model.safetensors").is_file()
         log = (tmp_path / "app.log").read_text()
-        assert "building the default model in the background" in log and "default model build" in log  # the terminal too
+        # the terminal too
+        assert "building the default model in the background" in log and "default model build" in log
         page.close()
     finally:
         _stop_group(proc)
@@ -141,7 +142,8 @@ def test_startup_page_answers_not_ready_with_the_build_progress_then_frees_the_p
     models = tmp_path / "models"
     port = free_port()
     with build_lock(models), StartupPage("127.0.0.1", port, models) as page:
-        EventLog(models / ".build" / "default.jsonl")({"stage": "train", "message": "step 7/336", "fraction": 0.25, "eta": 80.0})
+        EventLog(models / ".build" / "default.jsonl")(
+            {"stage": "train", "message": "step 7/336", "fraction": 0.25, "eta": 80.0})
         with pytest.raises(urllib.error.HTTPError) as err:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/anything", timeout=10)
         assert err.value.code == 503 and err.value.headers[MARKER] == "1"  # health checks: not ready yet

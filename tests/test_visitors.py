@@ -76,7 +76,8 @@ def test_each_owner_sees_and_opens_only_its_runs(tmp_path):
 
 def test_registry_messages_lose_other_visitors_run_names():
     msg = "No registered model 'x'. Available: default, runs/a1, runs/b1, runs/b1x, runs/c.d."
-    assert v.hide_names(msg, ["runs/b1", "runs/c.d"]) == "No registered model 'x'. Available: default, runs/a1, runs/b1x."
+    assert v.hide_names(msg, ["runs/b1", "runs/c.d"]) == (
+        "No registered model 'x'. Available: default, runs/a1, runs/b1x.")
 
 
 def test_quota_per_visitor_in_all_and_on_disk(tmp_path):

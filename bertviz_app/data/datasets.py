@@ -34,7 +34,8 @@ def build_dataset(
     when all labels are integers). Raises DataError if ``validate`` finds a blocking error.
     ``settings`` (default: ``Settings()``): the limits ``validate`` applies."""
     settings = settings if settings is not None else Settings()
-    validate(table, text_col, label_col, pair_col, multi_label, label_sep=label_sep, settings=settings).raise_if_blocking()
+    validate(table, text_col, label_col, pair_col, multi_label, label_sep=label_sep,
+             settings=settings).raise_if_blocking()
     x = extract_rows(table, text_col, label_col, pair_col, multi_label, label_sep)
     return _dataset_from(x, x.label_names, multi_label, settings.max_chars)
 

@@ -102,7 +102,8 @@ class Report:
             return
         if len(errs) == 1:
             raise DataError(errs[0].message)
-        raise DataError(f"The data cannot be used yet ({len(errs)} problems):\n" + "\n".join(f"- {p.message}" for p in errs))
+        raise DataError(f"The data cannot be used yet ({len(errs)} problems):\n"
+                        + "\n".join(f"- {p.message}" for p in errs))
 
 
 @dataclass(frozen=True, eq=False)

@@ -80,7 +80,8 @@ def _label_parts(value, multi_label: bool, sep: str) -> tuple[str, ...] | None:
     return tuple(parts) or None
 
 
-def extract_rows(table: Table, text_col: str, label_col: str, pair_col: str | None, multi_label: bool, sep: str) -> Rows:
+def extract_rows(table: Table, text_col: str, label_col: str, pair_col: str | None, multi_label: bool,
+                 sep: str) -> Rows:
     df = table.df
     rows = tuple(int(r) for r in df.index)
     texts = tuple(_clean_text(v) for v in df[text_col].tolist())

@@ -73,7 +73,8 @@ def validate(
     if x.empty_pair:
         add("warning", "empty_pair",
             f"{len(x.empty_pair):,} row{'s' if len(x.empty_pair) > 1 else ''} have an empty second text in "
-            f"{quoted(pair_col)} and are used with an empty one: {format_rows(x.empty_pair)} ({ROW_NOTE}).", x.empty_pair)
+            f"{quoted(pair_col)} and are used with an empty one: {format_rows(x.empty_pair)} ({ROW_NOTE}).",
+            x.empty_pair)
     if x.duplicates:
         add("warning", "duplicates",
             f"{len(x.duplicates):,} row{'s' if len(x.duplicates) > 1 else ''} repeat an earlier row's text"

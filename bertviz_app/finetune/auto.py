@@ -33,8 +33,9 @@ def base_hidden_size(base_path: Path) -> int:
         return 768
 
 
-def auto_config(n_train: int, hidden_size: int = 384, *, epochs: float | None = None, learning_rate: float | None = None,
-                batch_size: int | None = None, warmup_ratio: float | None = None, patience: int | None = None,
+def auto_config(n_train: int, hidden_size: int = 384, *, epochs: float | None = None,
+                learning_rate: float | None = None, batch_size: int | None = None,
+                warmup_ratio: float | None = None, patience: int | None = None,
                 max_length: int | None = None, seed: int = 42) -> tuple[TrainConfig, tuple[str, ...]]:
     """A TrainConfig for ``n_train`` training rows: given values are kept, blank (None) ones come
     from a proven table (see AUTO_*). Returns the config and one line per automatic choice."""

@@ -59,7 +59,8 @@ def calibration_line(m: dict) -> str:
 def run_card(r: dict) -> str:
     m = r["metrics"]
     hp = "\n".join(f"- `{k}`: {v}" for k, v in r["hyperparameters"].items())
-    status = "cancelled; best weights so far" if r["cancelled"] else ("stopped early; best weights" if r["stopped_early"] else "complete")
+    status = ("cancelled; best weights so far" if r["cancelled"]
+              else ("stopped early; best weights" if r["stopped_early"] else "complete"))
     return f"""---
 library_name: transformers
 pipeline_tag: text-classification

@@ -36,7 +36,8 @@ def evaluate(model, tokenizer, val: Dataset, max_length: int) -> tuple[dict, lis
         wrong_idx = np.where((pred != truth).any(axis=1))[0]
         fmt = lambda row: "|".join(names[j] for j in np.where(row)[0]) or "(none)"
         wrong = [{"row": val.source_rows[i], "text": val.texts[i], "pair": val.pairs[i] if val.pairs else None,
-                  "true": fmt(truth[i]), "predicted": fmt(pred[i]), "confidence": float(np.abs(probs[i] - 0.5).max() + 0.5)}
+                  "true": fmt(truth[i]), "predicted": fmt(pred[i]),
+                  "confidence": float(np.abs(probs[i] - 0.5).max() + 0.5)}
                  for i in wrong_idx]
     else:
         pred = probs.argmax(-1)

@@ -75,7 +75,8 @@ def judge(metrics: dict, majority: dict, *, mode: str, log_history=(), probe: di
                      + (f", mean top probability {float(conf):.0%}." if conf is not None else "."))
     base_txt = (f"validation accuracy {acc:.1%} (macro-F1 {f1:.3f}) against {maj_acc:.1%} for always answering "
                 f"{majority['class']!r}")
-    more_rows = f"Add labelled rows: {n_train:,} training rows is little; aim for 100+ per class." if n_train < 100 * n_classes else None
+    more_rows = (f"Add labelled rows: {n_train:,} training rows is little; aim for 100+ per class."
+                 if n_train < 100 * n_classes else None)
     tune = []
     if mode == "full":
         tune.append("If you set epochs or the learning rate yourself, leave them blank: they are then chosen from the "

@@ -295,7 +295,8 @@ class Page:
         t.explain.click(common.guard(self.explain_again),
                         inputs=[self.state, t.target, t.baseline, t.n_steps, t.auto, *self.chart_inputs[1:-1]],
                         outputs=self.ig_outputs, api_visibility="private", **HEAVY)
-        attribution_tab.wire(t, self.state, HEAVY, self.settings)  # the download buttons follow the analysis; methods compared
+        # the download buttons follow the analysis; methods compared
+        attribution_tab.wire(t, self.state, HEAVY, self.settings)
 
         # model chooser, first page load, the default model's build
         load_model = common.guard(self.load_model)

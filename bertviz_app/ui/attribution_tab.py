@@ -179,7 +179,8 @@ def compare(rec: common.Record | None, methods, target: str, baseline: str, n_st
     methods = [m for m in (methods or []) if m]
     if not methods:
         raise core.InputError("Tick at least one method to compare.")
-    lm = common.load(rec.model, rec.model, settings)  # the record's model (server-side state) was allowed when it was analysed
+    # the record's model (server-side state) was allowed when it was analysed
+    lm = common.load(rec.model, rec.model, settings)
     info = rec.prediction
     return core.compare_methods(lm, info.text, methods=methods, target=common.target_arg(target), baseline=baseline,
                                 pair=info.pair, top_k=int(top_k), n_steps=int(n_steps),
@@ -257,7 +258,8 @@ def render(ui: SimpleNamespace, rec: common.Record, merge: bool, skipped: bool =
     scores = common.view_scores(attr.scores, view)  # (N,)
     path_scores = common.view_scores(rec.path.scores, view)  # (L + 1, N)
     scale = core.colour_scale(attr, rec.min_change)  # one absolute scale for the tokens and the bars...
-    path_scale = core.colour_scale(rec.path, rec.min_change)  # ...and its layer-wise twin (each row sums to the same change)
+    # ...and its layer-wise twin (each row sums to the same change)
+    path_scale = core.colour_scale(rec.path, rec.min_change)
     return {
         ui.delta: delta_md(attr, rec.min_change) + faith_md(rec.faith) + (jump_md(attr) if rec.baseline_jumps else ""),
         ui.tokens: common.tokens_html(view.labels, scores, view.special, attr, min_change=rec.min_change),
@@ -315,8 +317,9 @@ def wire(ui: SimpleNamespace, state: gr.State, heavy: dict, settings: core.Setti
         import time
 
         t0 = time.monotonic()
-        c = yield from common.stream_work(lambda: compare(rec, methods, target, baseline, n_steps, auto, top_k, settings),
-                                          lambda: comparing(time.monotonic() - t0))
+        c = yield from common.stream_work(
+            lambda: compare(rec, methods, target, baseline, n_steps, auto, top_k, settings),
+            lambda: comparing(time.monotonic() - t0))
         yield {cmp.state: c, **render_compare(ui, c, merge, rec.min_change), **compare_idle()}
 
     quick = dict(queue=False, api_visibility="private", show_progress="hidden")

@@ -32,7 +32,8 @@ def build(*, settings: core.Settings | None = None) -> SimpleNamespace:
                 "with the largest mean attribution. Rows whose text cannot be analysed are kept in the results with "
                 "the reason; a row too long for occlusion, KernelSHAP or LIME gets the reason in that method's cells. "
                 "The results file keeps every column of the table as given, in order, and adds its own columns after "
-                "them, named `bv_…` (`bv_prediction`, `bv_p_<class>`, `bv_ig_top_words`…; `_2` is appended when the "
+                "them, named `bv_…` (`bv_prediction`, `bv_p_<class>`, `bv_ig_top_words`…; "
+                "`_2` is appended when the "
                 "table already has that name). "
                 "The same as `python -m bertviz_app explain-csv FILE --out results.csv --methods ig,occlusion`.")
     with gr.Row():

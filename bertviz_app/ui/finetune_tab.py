@@ -453,8 +453,9 @@ def _wire_intake(f: SimpleNamespace, h: Handlers) -> None:
 
 
 def _wire_training(f: SimpleNamespace, h: Handlers, heavy: dict, after_run) -> None:
+    # a stable API order
     train_outputs = [f.status, f.bar, f.verdict, f.curves, f.metrics, f.per_class, f.confusion, f.wrong, f.wrong_csv,
-                     f.results, f.selected, f.selected_md, h.model_dd, f.run, f.runs_table, f.base]  # a stable API order
+                     f.results, f.selected, f.selected_md, h.model_dd, f.run, f.runs_table, f.base]
     train_inputs = [f.flag, f.table, f.val_table, f.text_col, f.label_col, f.pair_col, f.multi, f.base, f.mode, f.name,
                     f.epochs, f.lr, f.batch, f.max_len, f.seed, f.patience, f.val_fraction, f.warmup, f.refused,
                     f.val_refused]  # the two states are not part of the API

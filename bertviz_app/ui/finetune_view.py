@@ -122,7 +122,8 @@ def plan_from_fields(table, val_table, text_col, label_col, pair_col, multi_labe
     seed = _number(seed, "Seed", whole=True, example="42")
     max_len = _number(max_len, "Max length", whole=True, example="128")
     return core.plan_finetune(
-        table, text_column=text_col, label_column=label_col, pair_column=pair_col or None, multi_label=bool(multi_label),
+        table, text_column=text_col, label_column=label_col, pair_column=pair_col or None,
+        multi_label=bool(multi_label),
         val_table=val_table, base=base, mode=mode or "full", name=name, epochs=_number(epochs, "Epochs", example="3"),
         learning_rate=_number(lr, "Learning rate", example="5e-5"),
         batch_size=_number(batch, "Batch size", whole=True, example="16"),
@@ -323,7 +324,8 @@ def compare_side(lm: core.LoadedModel, text: str, pair: str | None, who: str, na
 def progress_html(step: int, max_steps: int, eta: float | None, what: str, measuring: bool = False) -> str:
     """The bar and its line; ``measuring``: say so while there is no ETA yet (training, not a probe)."""
     frac = min(1.0, step / max(1, max_steps))
-    eta_s = f" · about {_duration(eta)} left" if eta is not None else f" · time left: {core.MEASURING}" if measuring else ""
+    eta_s = (f" · about {_duration(eta)} left" if eta is not None
+             else f" · time left: {core.MEASURING}" if measuring else "")
     return (f'<div class="bv-ft-bar" role="progressbar" aria-valuenow="{step}" aria-valuemax="{max_steps}">'
             f'<div style="width:{frac * 100:.1f}%"></div></div>'
             f'<div class="bv-ft-bar-text">{esc(what)}: step {step} of {max_steps} ({frac:.0%}){eta_s}</div>')
