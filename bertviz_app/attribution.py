@@ -107,18 +107,25 @@ class _Setup:
         return _head(self.lm, self.output, logits)
 
     def forward_ids(self, input_ids, attention_mask, token_type_ids):
-        n = input_ids.shape[0]
-        logits = self.model(**family_of(self.model).inputs(
-            input_ids=input_ids,
-            attention_mask=attention_mask.expand(n, -1),
-            token_type_ids=token_type_ids.expand(n, -1),
-        )).logits  # (B, C)
-        return self.head(logits)
+        return _forward_ids(self.model, self.lm, self.output, input_ids, attention_mask, token_type_ids)
 
 
 def _head(lm: LoadedModel, output: str, logits: torch.Tensor) -> torch.Tensor:
     """logits (B, C) -> what is attributed (B, C): the logits, or the probabilities predict reports."""
     return logits if output == "logit" else probabilities(lm, logits)
+
+
+def _forward_ids(model, lm: LoadedModel, output: str, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                 token_type_ids: torch.Tensor) -> torch.Tensor:
+    """Class outputs (B, C) for token ids (B, T) with one text's mask and token types (1, T),
+    through the model's own forward (eager, every layer)."""
+    n = input_ids.shape[0]
+    logits = model(**family_of(model).inputs(
+        input_ids=input_ids,
+        attention_mask=attention_mask.expand(n, -1),
+        token_type_ids=token_type_ids.expand(n, -1),
+    )).logits  # (B, C)
+    return _head(lm, output, logits)
 
 
 def baseline_jumps(lm: LoadedModel, baseline: str) -> bool:
@@ -441,13 +448,7 @@ class AttributionEngine:
                     token_type_ids: torch.Tensor) -> torch.Tensor:
         """Class outputs (B, C) for token ids (B, T) with one text's mask and token types (1, T),
         through the model's own forward (eager, every layer): the f Captum's Layer* methods see."""
-        n = input_ids.shape[0]
-        logits = self.model(**family_of(self.model).inputs(
-            input_ids=input_ids,
-            attention_mask=attention_mask.expand(n, -1),
-            token_type_ids=token_type_ids.expand(n, -1),
-        )).logits  # (B, C)
-        return self.head(logits)
+        return _forward_ids(self.model, self.lm, self.output, input_ids, attention_mask, token_type_ids)
 
     def gradients(self, points: list[tuple[int, float]]) -> tuple[list[float], np.ndarray]:
         """f and the per-token gradient x (x - b) (N, T) at the path points (text row r, alpha):
