@@ -175,21 +175,17 @@ def overhead(url: str, model: str, corpus: list[str], n_predict: int = 20, n_ana
     a_raw, a_http = [], []
     # warm both sides' one-off costs (captum import, the fp32 copy for IG) on a text not timed
     common.analyze_all(lm, "warm up the attributions", None, common.PREDICTED, "pad", 50, auto=True)
-    client.predict(model, "warm up the attributions", "", common.PREDICTED, 1, "mean of heads", False, False, True,
-                   False, False, api_name="/analyze")
-    client.predict(common.PREDICTED, "pad", 50, True, 1, "mean of heads", False, False, True, False,
-                   api_name="/analyze_ig")
+    client.predict(model, "warm up the attributions", "", common.PREDICTED, "pad", 50, True, 1, "mean of heads",
+                   False, False, True, False, False, api_name="/analyze")
     # what Analyze does with the UI's defaults (IG steps chosen for a 5% delta), raw and over HTTP
     for text in corpus[n_predict : n_predict + n_analyze]:
         t = time.perf_counter()
         common.analyze_all(lm, text, None, common.PREDICTED, "pad", 50, auto=True)
         a_raw.append(time.perf_counter() - t)
         t = time.perf_counter()
-        # the page's Analyze: the quick part, then Integrated Gradients as the chained second event
-        client.predict(model, text, "", common.PREDICTED, 1, "mean of heads", False, False, True, False, False,
-                       api_name="/analyze")
-        client.predict(common.PREDICTED, "pad", 50, True, 1, "mean of heads", False, False, True, False,
-                   api_name="/analyze_ig")
+        # the page's Analyze: one streaming event, the quick part then Integrated Gradients
+        client.predict(model, text, "", common.PREDICTED, "pad", 50, True, 1, "mean of heads", False, False, True,
+                       False, False, api_name="/analyze")
         a_http.append(time.perf_counter() - t)
     return {"predict_raw_s": statistics_median(raw), "predict_http_s": statistics_median(http),
             "predict_gradio_s": statistics_median(gr_http),

@@ -132,10 +132,10 @@ def test_analyze_progress_counts_time_left_in_the_texts_own_passes():
     # lens 0.4 + IG 20 evaluations x 2 passes x 0.4 + faithfulness 3 x 0.4 + path 7 depths x 20 steps x 0.5 x 0.8
     assert p.left() == pytest.approx(0.4 + 16 + 1.2 + 56)
     assert p.label() == "Analyzing\u2026 2% \u00b7 about 74 s left"  # 0.9 s of 74.5 is 1%, but it never goes back
-    snap = p.snapshot()
 
-    clock.now += 0.4
-    ig = common.AnalyzeProgress.resume(snap, n_steps=50, auto=True, clock=clock)
+    clock.now += 0.4  # the same event carries on into Integrated Gradients, with the same tracker
+    ig = p
+    ig.step(0.2, common.AnalyzeProgress.IG_PHASES[0])
     assert ig.n_layers == 6 and "the prediction and attention are ready" in ig.status()
     ig.step(0.25, "Integrated Gradients")
     clock.now += 5.2

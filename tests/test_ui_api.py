@@ -190,14 +190,16 @@ def test_explain_with_a_tolerance_meets_it(client):
 
 
 def _analyze(client, model, text, skip_ig=False, window=False) -> list:
-    """What the page's Analyze runs: /analyze (prediction, attention, [CLS] lens at once), then
-    /analyze_ig (Integrated Gradients and the [CLS] path) on the same session's state."""
+    """What the page's Analyze runs: /analyze, one streaming event that shows the prediction,
+    attention and [CLS] lens at once, then adds Integrated Gradients and the [CLS] path. Returns
+    [its first output with the prediction in it, its last output]."""
     from bertviz_app.ui import common
 
-    first = client.predict(model, text, "", common.PREDICTED, 1, "mean of heads", False, False, True, skip_ig, window,
-                           api_name="/analyze")
-    last = client.predict(common.PREDICTED, "pad", 20, True, 1, "mean of heads", False, False, True, skip_ig,
-                          api_name="/analyze_ig")
+    job = client.submit(model, text, "", common.PREDICTED, "pad", 20, True, 1, "mean of heads", False, False, True,
+                        skip_ig, window, api_name="/analyze")
+    last = job.result()
+    outputs = job.outputs()
+    first = next(o for o in outputs if any(isinstance(v, dict) and v.get("label") for v in o))
     return [first, last]
 
 
@@ -509,3 +511,26 @@ def test_the_json_routes_import_neither_gradio_nor_plotly():
             "print(sorted(m for m in ('gradio', 'plotly') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stderr[-2000:]
+
+
+def test_one_analyze_click_is_one_queued_event(tiny_model_dir, settings):
+    """Issue 19: Analyze (the button or Enter in the text) takes one place in the queue per click, not a
+    chain of queued events (the quick part, then Integrated Gradients) that serialises the visitors."""
+    from bertviz_app.ui import build_app
+
+    demo = build_app(settings, str(tiny_model_dir))
+    config = demo.get_config_file()
+    deps = config["dependencies"]
+    analyze = next(d for d in deps if d.get("api_name") == "analyze")
+    triggers = {tuple(t) for t in analyze["targets"]}
+    assert {e for _, e in triggers} == {"click", "submit"}, triggers
+    # every event a click starts: the ones on the same triggers, and those chained after them
+    chain = [d for d in deps if triggers & {tuple(t) for t in d["targets"]}]
+    ids = {d["id"] for d in chain}
+    while more := [d for d in deps if d.get("trigger_after") in ids and d["id"] not in ids]:
+        chain += more
+        ids |= {d["id"] for d in more}
+    queued = [d for d in chain if d.get("queue") is not False]
+    assert [d["id"] for d in queued] == [analyze["id"]], [(d["id"], d.get("api_name")) for d in chain]
+    assert all(d.get("api_name") != "analyze_ig" for d in deps)
+    assert demo.fns[analyze["id"]].concurrency_id == "heavy"

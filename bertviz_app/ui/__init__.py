@@ -70,9 +70,8 @@ class Page:
         # Which tab is open, and which record each chart tab last drew: a tab's charts are drawn when
         # it is open (on Analyze) or when it is opened, never for a hidden tab (bench/load_results.md:
         # drawing every tab on each Analyze cost more than the model's own forward passes).
-        self.open_tab = gr.State("predict")
+        self.open_tab = gr.State({"tab": "predict"})  # changed in place (on_tab): a running Analyze reads it
         self.drawn = gr.State({}, time_to_live=3600)  # {"attention": record id, "attributions": record id}
-        self.timing = gr.State(None)  # AnalyzeProgress.snapshot(): the button's progress carries on into IG
         with gr.Tabs() as self.tabs:
             with gr.Tab("Predict", id="predict"):
                 self.p = predict_tab.build()
@@ -119,30 +118,54 @@ class Page:
         return predict_tab.busy(self.p, track.label(), track.status())
 
     # ------------------------------------------------------------- Analyze: everything once
-    def analyze(self, model_name, text, pair, target, layer, head, hide, merge, attr_merge, skip_ig=False,
-                window=False, tab="predict", shown=None):
-        """The quick part (one forward pass each: prediction, attention, [CLS] lens), shown at once;
-        Integrated Gradients and the [CLS] path follow as a second event (``analyze_ig``). The work
-        runs in a thread while the Analyze button shows its progress and time left."""
-        track = common.AnalyzeProgress(skip_ig=bool(skip_ig))
+    def analyze(self, model_name, text, pair, target, baseline, n_steps, auto, layer, head, hide, merge, attr_merge,
+                skip_ig=False, window=False, open_tab=None):
+        """Analyze, as one queued streaming event (one place in the heavy queue per click, issue 19):
+        the quick part (one forward pass each: prediction, attention, [CLS] lens) is shown at once,
+        then Integrated Gradients and the [CLS] path follow in the same event, then the button is
+        back. The work runs in a thread while the Analyze button shows its progress and time left
+        (from the first yield, at once). A failure of the quick part clears every output of the
+        previous text (``analysis_failed``); a failure of Integrated Gradients keeps the quick part
+        (``ig_failed``); either way the button is back and the error is raised for gradio to show.
+        ``open_tab``: the page's ``{"tab": ...}`` (``on_tab`` changes it in place), read when
+        drawing, so a chart tab opened while the analysis runs is drawn for this text."""
+        track = common.AnalyzeProgress(skip_ig=bool(skip_ig), n_steps=int(n_steps or 50), auto=bool(auto))
+        live = open_tab if isinstance(open_tab, dict) else {"tab": open_tab or "predict"}
 
         def work():
             lm = self.load(model_name)
             track.n_layers = lm.num_layers
             return lm, common.analyze_fast(lm, text, pair, progress=track.step, window=bool(window))
 
-        lm, rec = yield from common.stream_work(work, lambda: self.busy(track))
+        try:
+            lm, rec = yield from common.stream_work(work, lambda: self.busy(track))
+        except Exception:
+            yield self.analysis_failed()
+            raise
         p, a, t = self.p, self.a, self.t
         target = target if target in lm.labels else common.PREDICTED
-        out = {self.state: rec, self.drawn: {}, self.timing: track.snapshot()}  # both chart tabs stale until drawn
+        out = {self.state: rec, self.drawn: {}}  # both chart tabs stale until drawn
         out.update(predict_tab.render(p, rec, lm))
         out.update(attention_tab.controls(a, rec, layer, head))
         out.update(attribution_tab.controls(t, rec, target))
         out[t.delta] = attribution_tab.pending_md(bool(skip_ig))
         out.update({t.cmp.shown: gr.update(visible=False), t.cmp.state: None})  # a comparison of the last text
-        out.update(self.draw_open_tab(rec, tab, {}, layer, head, hide, merge, attr_merge, skip_ig))
-        out.update(self.busy(track))  # the IG event follows
-        yield out
+        drawn = self.draw_open_tab(rec, live["tab"], {}, layer, head, hide, merge, attr_merge, skip_ig)
+        out.update(drawn)
+        if skip_ig:
+            yield {**out, **predict_tab.idle(p)}
+            return
+        yield {**out, **self.busy(track)}
+        shown = drawn.get(self.drawn, {})
+        try:
+            out = yield from common.stream_work(
+                lambda: self.with_ig(rec, target, baseline, n_steps, auto, live["tab"], shown, layer, head, hide,
+                                     merge, attr_merge, track.step, on_attribution=track.ig_done),
+                lambda: self.busy(track))
+        except Exception:
+            yield self.ig_failed(rec)
+            raise
+        yield {**out, **predict_tab.idle(p)}
 
     def with_ig(self, rec, target, baseline, n_steps, auto, tab, shown, layer, head, hide, merge, attr_merge,
                 step, on_attribution=None) -> dict:
@@ -159,24 +182,11 @@ class Page:
         out.update(self.draw_open_tab(new, tab, kept, layer, head, hide, merge, attr_merge, False))
         return out
 
-    def analyze_ig(self, rec, target, baseline, n_steps, auto, tab="predict", shown=None, layer=1, head=None,
-                   hide=False, merge=False, attr_merge=True, skip_ig=False, snap=None):
-        if skip_ig:  # no IG; a chart tab opened while the quick part ran is drawn now
-            yield (self.draw_open_tab(rec, tab, shown, layer, head, hide, merge, attr_merge, True)
-                   or {self.drawn: gr.skip()})
-            return
-        track = common.AnalyzeProgress.resume(snap, n_steps=n_steps, auto=bool(auto))
-        out = yield from common.stream_work(
-            lambda: self.with_ig(rec, target, baseline, n_steps, auto, tab, shown, layer, head, hide, merge,
-                                 attr_merge, track.step, on_attribution=track.ig_done),
-            lambda: self.busy(track))
-        yield out
-
     def analysis_failed(self):
         """The quick part failed (an empty text, say): its message shows, and every output of the
         previous text is cleared, so nothing left on the page belongs to another text."""
         t = self.t
-        out = {self.state: None, self.drawn: {}, self.timing: None, t.cmp.state: None,
+        out = {self.state: None, self.drawn: {}, t.cmp.state: None,
                t.cmp.shown: gr.update(visible=False)}
         out.update(predict_tab.idle(self.p))
         out.update(predict_tab.cleared(self.p))
@@ -192,15 +202,16 @@ class Page:
             out[self.state] = dataclasses.replace(rec, ig_failed=True)
         return out
 
-    def starting(self):
-        return predict_tab.busy(self.p, "Analyzing\u2026", common.STARTING)
-
-    def finished(self):
-        return predict_tab.idle(self.p)
+    def after_failure(self):
+        """After a failed Analyze: the button as ``analyze`` left it, every other output untouched."""
+        return {self.drawn: gr.skip(), **predict_tab.idle(self.p)}
 
     # ------------------------------------------------------------- chart tabs and re-rendering from state
-    def on_tab(self, evt: gr.SelectData):
-        return TAB_IDS.get(evt.value, evt.value if evt.value in TAB_IDS.values() else "other")
+    def on_tab(self, open_tab: dict, evt: gr.SelectData):
+        """The open tab, kept in place in ``open_tab`` (the State's own dict): an Analyze event
+        running now reads it when it draws, as a value passed at its start could not."""
+        open_tab["tab"] = TAB_IDS.get(evt.value, evt.value if evt.value in TAB_IDS.values() else "other")
+        return open_tab
 
     def opener(self, tab: str):
         """The handler drawing ``tab``'s charts when it is opened."""
@@ -253,28 +264,23 @@ class Page:
     # ------------------------------------------------------------- events
     def wire(self, demo: gr.Blocks) -> None:
         p, a, t, m = self.p, self.a, self.t, self.m
-        quick = dict(queue=False, api_visibility="private", show_progress="hidden")
         private = dict(api_visibility="private", show_progress="minimal")
         button = {p.analyze, p.status}
-        analyze_all = self.analyze_outputs | {self.drawn, self.timing} | button
-        fast = gr.on([p.analyze.click, p.text.submit], self.starting, outputs=button, **quick).then(
-            common.guard_stream(self.analyze),
-            inputs=[m.model, p.text, p.pair, t.target, a.layer, a.head, a.hide, a.merge, t.merge, p.skip_ig,
-                    p.window, self.open_tab, self.drawn],
-            outputs=analyze_all, api_name="analyze", api_visibility="undocumented", show_progress="hidden", **HEAVY)
-        fast.failure(self.analysis_failed, outputs=analyze_all, **quick)
-        slow = fast.success(common.guard_stream(self.analyze_ig),
-                            inputs=[self.state, t.target, t.baseline, t.n_steps, t.auto, *self.chart_inputs,
-                                    self.timing],
-                            outputs=self.ig_outputs | button, api_name="analyze_ig", api_visibility="undocumented",
-                            show_progress="hidden", **HEAVY)
-        # success and failure each restore the button: a .then() after this event left it "Analyzing…" when
-        # the event failed (gradio 6.31, seen in tests/test_browser_page.py)
-        slow.failure(self.ig_failed, inputs=[self.state], outputs={self.state, t.delta} | button, **quick)
-        slow.success(self.finished, outputs=button, **quick)
+        # One queued event per click (issue 19): the handler streams the quick part, Integrated
+        # Gradients and the button's return itself; its first yield turns the button at once.
+        analyze_all = self.analyze_outputs | {self.drawn} | button
+        analyze = gr.on([p.analyze.click, p.text.submit], common.guard_stream(self.analyze),
+                        inputs=[m.model, p.text, p.pair, t.target, t.baseline, t.n_steps, t.auto, a.layer, a.head,
+                                a.hide, a.merge, t.merge, p.skip_ig, p.window, self.open_tab],
+                        outputs=analyze_all, api_name="analyze", api_visibility="undocumented",
+                        show_progress="hidden", **HEAVY)
+        # The handler has restored the page before raising; gradio then marks the event's outputs
+        # "Error" (the status line showed it). This unqueued touch of the same outputs clears that.
+        analyze.failure(self.after_failure, outputs=analyze_all, queue=False, api_visibility="private",
+                        show_progress="hidden")
 
         # a chart tab is drawn when opened
-        self.tabs.select(self.on_tab, None, self.open_tab, api_visibility="private", queue=False,
+        self.tabs.select(self.on_tab, self.open_tab, self.open_tab, api_visibility="private", queue=False,
                          show_progress="hidden")
         for item, name, charts in ((self.attention_item, "attention", self.attention_charts),
                                    (self.attributions_item, "attributions", self.attribution_charts)):

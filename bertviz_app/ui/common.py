@@ -233,9 +233,8 @@ class AnalyzeProgress:
     a pass 0.41 s, 13 evaluations 6.3 s, the path (7 depths x 20 steps) 33.6 s; 134 tokens:
     0.042 s, 41 evaluations 4.8 s, path 7.9 s.
 
-    Analyze is two events (the quick part, then Integrated Gradients): ``snapshot()`` is kept in a
-    ``gr.State`` between them and ``resume`` carries on from it. ``clock``: seconds
-    (``time.monotonic``; a test passes its own)."""
+    One tracker follows the whole Analyze event (the quick part, then Integrated Gradients).
+    ``clock``: seconds (``time.monotonic``; a test passes its own)."""
 
     EVAL_PASSES = 2.0  # one gradient evaluation ~ forward + backward: 1.2-2.8 forward passes (measured)
     AUTO_EVALS = 20  # "choose the steps automatically": 13 evaluations at first, more where the path bends
@@ -260,20 +259,6 @@ class AnalyzeProgress:
         self.t_eval: float | None = None  # one gradient evaluation, once Integrated Gradients are done (s)
         self.shown = 0.0  # the fraction shown so far (it never goes back)
         self.lock = threading.Lock()
-
-    def snapshot(self) -> dict:
-        """What the second event needs (plain data, for a gr.State)."""
-        return {"t0": self.t0, "t_pass": self.t_pass, "shown": self.shown, "n_layers": self.n_layers}
-
-    @classmethod
-    def resume(cls, snap: dict | None, n_steps: int, auto: bool,
-               clock: Callable[[], float] | None = None) -> AnalyzeProgress:
-        """The Integrated Gradients event's tracker, carrying on from the quick part's ``snapshot``."""
-        p = cls(int((snap or {}).get("n_layers", 12)), n_steps, auto, clock=clock)
-        if snap:
-            p.t0, p.t_pass, p.shown = snap.get("t0", p.t0), snap.get("t_pass"), float(snap.get("shown", 0.0))
-        p.phase, p.phase_t0 = cls.IG_PHASES[0], p.clock()
-        return p
 
     # ------------------------------------------------------------ fed by the analysis (worker thread)
     def step(self, fraction: float, desc: str) -> None:
@@ -351,7 +336,6 @@ class AnalyzeProgress:
         return (f"**{phase}\u2026** {spent:d} s so far{ready}." + ("" if self.skip_ig else " " + self.SKIP_HINT))
 
 
-STARTING = "**Starting\u2026** " + AnalyzeProgress.SKIP_HINT
 UPDATE_EVERY = 0.5  # seconds between two progress updates of a streamed handler
 
 
