@@ -114,6 +114,10 @@ class Page:
         out[self.drawn] = shown
         return out
 
+    def starting(self) -> dict:
+        """The button as soon as Analyze is clicked, before the queued event starts."""
+        return predict_tab.busy(self.p, "Analyzing\u2026", f"**Starting\u2026** {common.AnalyzeProgress.SKIP_HINT}")
+
     def busy(self, track: common.AnalyzeProgress) -> dict:
         return predict_tab.busy(self.p, track.label(), track.status())
 
@@ -267,13 +271,16 @@ class Page:
         private = dict(api_visibility="private", show_progress="minimal")
         button = {p.analyze, p.status}
         # One queued event per click (issue 19): the handler streams the quick part, Integrated
-        # Gradients and the button's return itself; its first yield turns the button at once.
+        # Gradients and the button's return itself. Before it, an unqueued touch of the button says at
+        # once that the click was taken, also while the event waits behind other visitors' work.
         analyze_all = self.analyze_outputs | {self.drawn} | button
-        analyze = gr.on([p.analyze.click, p.text.submit], common.guard_stream(self.analyze),
-                        inputs=[m.model, p.text, p.pair, t.target, t.baseline, t.n_steps, t.auto, a.layer, a.head,
-                                a.hide, a.merge, t.merge, p.skip_ig, p.window, self.open_tab],
-                        outputs=analyze_all, api_name="analyze", api_visibility="undocumented",
-                        show_progress="hidden", **HEAVY)
+        taken = gr.on([p.analyze.click, p.text.submit], self.starting, outputs=button, queue=False,
+                      api_visibility="private", show_progress="hidden")
+        analyze = taken.then(common.guard_stream(self.analyze),
+                             inputs=[m.model, p.text, p.pair, t.target, t.baseline, t.n_steps, t.auto, a.layer,
+                                     a.head, a.hide, a.merge, t.merge, p.skip_ig, p.window, self.open_tab],
+                             outputs=analyze_all, api_name="analyze", api_visibility="undocumented",
+                             show_progress="hidden", **HEAVY)
         # The handler has restored the page before raising; gradio then marks the event's outputs
         # "Error" (the status line showed it). This unqueued touch of the same outputs clears that.
         analyze.failure(self.after_failure, outputs=analyze_all, queue=False, api_visibility="private",
