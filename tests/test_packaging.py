@@ -81,7 +81,7 @@ def _name(requirement: str) -> str:
     return re.split(r"[=<>\[]", requirement)[0].lower().replace("_", "-")
 
 
-UI_ONLY = {"gradio", "plotly", "fastapi", "uvicorn", "starlette"}
+UI_ONLY = {"gradio", "plotly", "fastapi", "uvicorn", "starlette", "pydantic"}
 
 
 def test_pyproject_declares_the_pinned_runtime_dependencies():
@@ -119,7 +119,7 @@ def test_setup_installs_the_whole_app():
 
 
 # What needs the "ui" extra: the gradio page and its plotly figures (plots moves into ui/), and the served app.
-NOT_CORE = {"ui", "plots", "server", "serve"}
+NOT_CORE = {"ui", "plots", "server", "serve", "api_schema"}  # the serving layer (the [ui] extra)
 NO_UI = ("import sys\n"
          f"for name in {sorted(UI_ONLY)!r}:\n"
          "    sys.modules[name] = None  # `import gradio` now raises ImportError, as when it is not installed\n")

@@ -1,0 +1,136 @@
+"""The typed bodies of the JSON API (``/v1/*``): one pydantic request model and one response model
+per route. Requests refuse unknown fields (``extra="forbid"``), so a misspelt parameter is named in
+the 422 answer instead of being ignored; the descriptions become the OpenAPI schema (``/docs``).
+The routes themselves are in ``bertviz_app.server``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["PredictRequest", "AttentionRequest", "ExplainRequest", "CompareRequest", "SummaryRequest", "DeleteRequest",
+           "PredictResponse", "AttentionResponse", "ExplainResponse", "CompareResponse", "SummaryResponse",
+           "MessageResponse", "ErrorResponse"]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+_MODEL = Field(None, description="Model to use: a registered name, a run, a folder (where allowed) or a Hub id; "
+                                  "null or \"\": the app's default model.")
+_PAIR = Field("", description="Second text, for sentence-pair models (\"\" or null: none).")
+_TEXT = Field(description="The text to classify or explain.", examples=["A gorgeous, moving film."])
+
+
+class PredictRequest(_Body):
+    text: str = _TEXT
+    pair: str | None = _PAIR
+    model: str | None = _MODEL
+    window: bool = Field(False, description="Classify a text longer than the model reads whole, in overlapping "
+                                            "windows whose logits are pooled (else it is cut: truncated=true).")
+    stride: int = Field(128, description="With window: tokens shared by neighbouring windows.")
+    pool: str = Field("mean", description="With window: how window logits are combined, mean or max.")
+
+
+class AttentionRequest(_Body):
+    text: str = _TEXT
+    pair: str | None = _PAIR
+    layer: int = Field(0, description="0: every layer; k: layer k only (1-based), as a list of one.")
+    model: str | None = _MODEL
+
+
+_STEPS = Field(None, description="Exactly this many integration steps (with tolerance unset or 0); null: chosen.")
+_TOL = Field(None, description="Choose the steps for this relative convergence delta (0: exactly n_steps; "
+                               "null: the default, 0.05).")
+
+
+class ExplainRequest(_Body):
+    text: str = _TEXT
+    target: str | None = Field("", description="Class to explain (\"\" or null: the predicted one).")
+    baseline: str = Field("pad", description="Integrated Gradients' baseline: pad, mask, unk or zero.")
+    n_steps: int | None = _STEPS
+    pair: str | None = _PAIR
+    model: str | None = _MODEL
+    tolerance: float | None = _TOL
+
+
+class CompareRequest(ExplainRequest):
+    methods: str | list[str] | None = Field("", description="Comma-separated names or a list (\"\": all of "
+                                                            "integrated_gradients, gradient_x_input, saliency, "
+                                                            "occlusion, kernel_shap, lime).")
+    top_k: int = Field(3, description="Top tokens compared between methods.")
+    seed: int = Field(0, description="Random seed of kernel_shap and lime.")
+
+
+class SummaryRequest(_Body):
+    model: str | None = _MODEL
+
+
+class DeleteRequest(_Body):
+    pass
+
+
+class _Answer(BaseModel):
+    model_config = ConfigDict(extra="allow")  # the core's records may carry more than listed here
+
+
+class PredictResponse(_Answer):
+    text: str
+    label: str
+    scores: dict[str, float] = Field(description="Probability of each class.")
+    truncated: bool = Field(description="The text was longer than the model reads and was cut.")
+    pair: str | None = None
+    windows: int | None = Field(None, description="With window=true: how many windows were read.")
+
+
+class AttentionResponse(_Answer):
+    tokens: list[str]
+    weights: list[list[list[list[float]]]] = Field(description="weights[layer][head][i][j]: query i, key j.")
+    truncated: bool
+
+
+class ExplainResponse(_Answer):
+    tokens: list[str]
+    attributions: list[float]
+    target: str
+    delta: float | None = Field(description="Convergence delta: f(x) - f(baseline) - sum(attributions).")
+    relative_delta: float | None = None
+    n_steps: int
+    tolerance: float | None = None
+    baseline: str
+    f_x: float | None = None
+    f_baseline: float | None = None
+    method: str | None = None
+    truncated: bool | None = None
+
+
+class CompareResponse(_Answer):
+    tokens: list[str]
+    methods: dict[str, dict[str, Any]] = Field(description="Each method's attribution, seconds, passes, ERASER "
+                                                           "faithfulness and rollout_spearman.")
+    spearman: list[list[float | None]]
+    top_k: int
+    top_k_overlap: list[list[float | None]]
+    rollout: list[float | None]
+    most_faithful: str | None = None
+    reading: str | None = None
+
+
+class SummaryResponse(_Answer):
+    name: str
+    architecture: str
+    labels: list[str]
+    total_params: int
+    num_layers: int
+    device: str
+    dtype: str
+
+
+class MessageResponse(_Answer):
+    message: str
+
+
+class ErrorResponse(BaseModel):
+    error: str = Field(description="What went wrong and what to send instead.")
