@@ -62,6 +62,8 @@ FAMILIES = ["distilbert", "roberta", "xlm-roberta", "albert", "electra", "debert
 LABELS = ["negative", "positive"]
 SIZE = dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024)
 SIZE_TEXT = "hidden 256, 4 layers, 4 heads, feed-forward 1024"
+# RoBERTa and XLM-R: <s>=0, <pad>=1, </s>=2, one token type, positions offset by the padding id
+ROBERTA_IDS = dict(pad_token_id=1, bos_token_id=0, eos_token_id=2, type_vocab_size=1, max_position_embeddings=514)
 TARGET = 4.0
 
 
@@ -139,28 +141,10 @@ def build(family: str, path: Path, texts: list[str]) -> Path:
             cfg = tf.ElectraConfig(vocab_size=len(tok), embedding_size=128, **SIZE, **labels)  # projected 128 -> 256
     elif family == "roberta":
         tok = _bpe(words)
-        cfg = tf.RobertaConfig(
-            vocab_size=len(tok),
-            pad_token_id=1,
-            bos_token_id=0,
-            eos_token_id=2,
-            type_vocab_size=1,
-            max_position_embeddings=514,
-            **SIZE,
-            **labels,
-        )
+        cfg = tf.RobertaConfig(vocab_size=len(tok), **ROBERTA_IDS, **SIZE, **labels)
     elif family == "xlm-roberta":
         tok = _unigram(tf.XLMRobertaTokenizer, ["<s>", "<pad>", "</s>", "<unk>", "<mask>"], words, texts)
-        cfg = tf.XLMRobertaConfig(
-            vocab_size=len(tok),
-            pad_token_id=1,
-            bos_token_id=0,
-            eos_token_id=2,
-            type_vocab_size=1,
-            max_position_embeddings=514,
-            **SIZE,
-            **labels,
-        )
+        cfg = tf.XLMRobertaConfig(vocab_size=len(tok), **ROBERTA_IDS, **SIZE, **labels)
     elif family == "albert":
         tok = _unigram(tf.AlbertTokenizer, ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"], words, texts)
         cfg = tf.AlbertConfig(vocab_size=len(tok), embedding_size=128, pad_token_id=0, **SIZE, **labels)
