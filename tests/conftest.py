@@ -153,7 +153,7 @@ def free_port() -> int:
 @contextmanager
 def served_app(model: str, port: int | None = None, settings=None, **env):
     """The app (page and JSON API, ``bertviz_app.server``) served in-process on loopback (``port``,
-    default a free one) with ``settings`` (default: ``Settings.from_env()``), changed by ``BERTVIZ_*`` keywords
+    default a free one) with ``settings`` (default: ``Settings()``), changed by ``BERTVIZ_*`` keywords
     read as the environment would be: ``with served_app(model, BERTVIZ_MODELS_DIR=d) as url: ...``.
     Other keywords are set in the environment for the app's lifetime. Closed on exit."""
     import dataclasses
@@ -164,8 +164,7 @@ def served_app(model: str, port: int | None = None, settings=None, **env):
     given = {k: str(v) for k, v in env.items() if k.startswith("BERTVIZ_")}
     parsed = Settings.from_env(given)
     changed = {f.name: getattr(parsed, f.name) for f in dataclasses.fields(Settings) if env_name(f) in given}
-    # an entry point, as app.py is: without ``settings`` it reads the environment (a module's fixture may set it)
-    settings = dataclasses.replace(settings or Settings.from_env(), **changed, host="127.0.0.1",
+    settings = dataclasses.replace(settings or Settings(), **changed, host="127.0.0.1",
                                    port=port or free_port())
     mp = pytest.MonkeyPatch()
     try:

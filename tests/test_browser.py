@@ -24,15 +24,12 @@ TIMEOUT_MS = 90_000
 
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory):
-    mp = pytest.MonkeyPatch()
-    mp.setenv("BERTVIZ_MODELS_DIR", str(tmp_path_factory.mktemp("registry")))
-    yield
-    mp.undo()
+    return tmp_path_factory.mktemp("registry")
 
 
 @pytest.fixture(scope="module")
 def app_url(registry, tiny_model_dir):
-    with served_app(str(tiny_model_dir)) as url:
+    with served_app(str(tiny_model_dir), BERTVIZ_MODELS_DIR=registry) as url:
         yield url
 
 

@@ -39,16 +39,12 @@ def write_csv(path: Path, n: int = 40, seed: int = 0, labels=("negative", "posit
 
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory):
-    mp = pytest.MonkeyPatch()
-    d = tmp_path_factory.mktemp("ft-registry")
-    mp.setenv("BERTVIZ_MODELS_DIR", str(d))
-    yield d
-    mp.undo()
+    return tmp_path_factory.mktemp("ft-registry")
 
 
 @pytest.fixture(scope="module")
 def app_url(registry, tiny_model_dir):
-    with served_app(str(tiny_model_dir)) as url:
+    with served_app(str(tiny_model_dir), BERTVIZ_MODELS_DIR=registry) as url:
         yield url
 
 

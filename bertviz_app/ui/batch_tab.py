@@ -195,9 +195,11 @@ class Handlers:
         return {self.ui.status: f"**Explaining:** {done['n']:,} of {done['total']:,} rows{note}"}
 
     @staticmethod
-    def on_cancel(flag: CancelFlag):
+    def on_cancel(flag: CancelFlag) -> None:
+        """Ask the running explain to stop. It says so itself (its next progress line: "cancelling after
+        this chunk", then "Cancelled"): a status written here arrived after a run that stopped at once
+        had said "Cancelled", and left the page saying "Cancelling…" for good."""
         flag.event.set()
-        return "**Cancelling…** the run stops after the rows being explained now; no file is written."
 
 
 def wire(ui: SimpleNamespace, model_dd, default: str, *, settings: core.Settings | None = None) -> Handlers:
@@ -210,5 +212,5 @@ def wire(ui: SimpleNamespace, model_dd, default: str, *, settings: core.Settings
                                             ui.methods],
         outputs=[ui.status, ui.result, ui.words], api_visibility="private", concurrency_limit=1,
         concurrency_id="explain-file", show_progress_on=[ui.status])
-    ui.cancel.click(h.on_cancel, inputs=[ui.flag], outputs=[ui.status], api_visibility="private", queue=False)
+    ui.cancel.click(h.on_cancel, inputs=[ui.flag], outputs=None, api_visibility="private", queue=False)
     return h
