@@ -19,18 +19,34 @@ layer), ``combined`` (L, T, T) per layer, ``aggregated`` (L, T, T) across layers
 product of the per-layer matrices up to l), and the [CLS] row of the last aggregated layer as a token
 ranking (``cls_scores``).
 
-Interface fixed first (stub); the measures are filled in by the implementation.
+Exact where the papers say so: norm's vectors alpha^h_ij f^h(x_j) summed over j and heads, plus the
+dense bias, are the attention block's output before the residual; ALTI's pieces T_i(x_j) plus the bias
+term add up to the block's LayerNorm output (tests check both against the model's own modules).
+
+Every measure runs on the float32 model under ``lm.run_lock``; the per-layer inputs are the model's
+own ``hidden_states`` and the attention probabilities its own ``attentions`` (models load with eager
+attention), so the families share one path and DeBERTa's disentangled attention needs nothing special.
+``context_mixing`` (text in, memoised) checks and encodes; ``context_mixing_inputs`` takes one encoded
+input (no padding) for callers that have tokenised already (the comparison, long-document windows).
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
+from .attention_maps import rollout
+from .encoding import encode
+from .errors import InputError
+from .families import MixingParts, family_of
 from .results import TokenInfo
 
-__all__ = ["MEASURES", "MEASURE_NOTES", "MixingMaps", "context_mixing", "check_measure", "supported_measures"]
+__all__ = ["MEASURES", "MEASURE_NOTES", "MixingMaps", "context_mixing", "check_measure", "supported_measures",
+           "context_mixing_inputs", "decompose_layer", "LayerDecomposition", "value_zeroing_chunk"]
 
 MEASURES = ("raw", "norm", "value_zeroing", "alti")
 
@@ -81,18 +97,290 @@ class MixingMaps:
                 "seconds": round(float(self.seconds), 4)}
 
 
+# Value zeroing runs copies of one layer's input, one per zeroed token, in chunks of at most this many
+# floats of activations (hidden, feed-forward and attention scores of the copies): ~256 MB.
+VZ_CHUNK_FLOATS = 1 << 26
+# Norm and ALTI build the (rows, T, D) vectors alpha_ij f(x_j) a block of query rows at a time.
+ROW_CHUNK_FLOATS = 1 << 24
+
+def _family(lm):
+    fam = family_of(lm.model)
+    return fam if fam is not None and fam.composable(lm.model) else None
+
+
 def supported_measures(lm) -> tuple[str, ...]:
     """The measures this model's family supports (all four for every supported family unless the
     family's layer cannot be decomposed)."""
-    raise NotImplementedError
+    return MEASURES if _family(lm) is not None else ("raw",)
 
 
 def check_measure(lm, measure: str) -> str:
     """``measure`` if known and supported for ``lm``'s family; InputError otherwise: an unknown name
     lists the valid ones, an unsupported one says why and which measures work."""
-    raise NotImplementedError
+    if not isinstance(measure, str) or measure.strip().lower().replace("-", "_") not in MEASURES:
+        raise InputError(f"Unknown measure {measure!r}: choose one of {', '.join(MEASURES)}.")
+    measure = measure.strip().lower().replace("-", "_")
+    works = supported_measures(lm)
+    if measure not in works:
+        kind = getattr(lm.model.config, "model_type", "this")
+        raise InputError(f"The measure {measure!r} needs the layers' value, output projection and LayerNorm, which "
+                         f"this tool cannot locate in a {kind!r} model; measures that work here: {', '.join(works)}.")
+    return measure
 
 
 def context_mixing(lm, text: str, pair: str | None = None, measure: str = "raw") -> MixingMaps:
     """The measure over one input (checked like ``attention``); kept in the model's LRU."""
-    raise NotImplementedError
+    measure = check_measure(lm, measure)
+    inputs, info = encode(lm, text, pair)
+    return lm.memo(("context_mixing", measure, info.text, info.pair),
+                   lambda: context_mixing_inputs(lm, inputs, measure, info))
+
+
+def _check_tokens(lm, input_ids: torch.Tensor) -> None:
+    special = set(lm.tokenizer.all_special_ids)
+    if all(int(i) in special for i in input_ids.reshape(-1).tolist()):
+        raise InputError("The text has no tokens besides the model's special ones ([CLS], [SEP], padding...): "
+                         "enter words to analyse.")
+
+
+def _token_info(lm, input_ids: torch.Tensor) -> TokenInfo:
+    tokens = tuple(lm.tokenizer.convert_ids_to_tokens(input_ids.reshape(-1).tolist()))
+    special = set(lm.tokenizer.all_special_ids)
+    seq = tuple(None if int(i) in special else 0 for i in input_ids.reshape(-1).tolist())
+    return TokenInfo(tokens=tokens, offsets=((0, 0),) * len(tokens), sequence_ids=seq, text="", pair=None,
+                     truncated=False)
+
+
+def _one_input(inputs: dict) -> dict:
+    ids = inputs["input_ids"]
+    if ids.dim() == 1:
+        inputs = {k: v.unsqueeze(0) for k, v in inputs.items()}
+    if inputs["input_ids"].shape[0] != 1:
+        raise ValueError("context_mixing_inputs takes one input (batch of 1)")
+    mask = inputs.get("attention_mask")
+    if mask is not None and not bool(mask.bool().all()):
+        raise ValueError("context_mixing_inputs takes an unpadded input (attention_mask all ones)")
+    return inputs
+
+
+def context_mixing_inputs(lm, inputs: dict, measure: str = "raw", info: TokenInfo | None = None) -> MixingMaps:
+    """The measure over one already-encoded input: ``inputs`` holds ``input_ids`` (and optionally
+    ``attention_mask``, ``token_type_ids``) of ONE input, (1, T) or (T,), without padding. ``info``
+    describes its tokens (made from the ids when None). Not memoised: callers keep what they need."""
+    measure = check_measure(lm, measure)
+    inputs = _one_input(inputs)
+    _check_tokens(lm, inputs["input_ids"])
+    if info is None:
+        info = _token_info(lm, inputs["input_ids"])
+    t0 = time.perf_counter()
+    model = lm.fp32_model()
+    fam = family_of(model)
+    kw = {k: v.to(lm.device) for k, v in inputs.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+    if fam is not None:
+        kw = fam.inputs(**kw)
+    with lm.run_lock, torch.inference_mode():
+        hidden, attn = _forward(model, kw)  # (L + 1, T, D), (L, H, T, T)
+        if measure == "raw":
+            weights = attn.float().cpu().numpy()
+            combined = weights.mean(axis=1)
+            aggregated = rollout(weights)
+        elif measure == "norm":
+            weights, combined = _norm(fam, model, hidden, attn)
+            aggregated = rollout(combined[:, None])  # the same 0.5 I residual mixing as raw
+        elif measure == "alti":
+            combined = _alti(fam, model, hidden, attn)
+            weights, aggregated = combined[:, None], _product_rollout(combined)
+        else:
+            combined = _value_zeroing(fam, model, hidden)
+            weights, aggregated = combined[:, None], _product_rollout(combined)
+    return MixingMaps(info=info, measure=measure, weights=weights.astype(np.float32),
+                      combined=combined.astype(np.float32), aggregated=aggregated.astype(np.float32),
+                      seconds=time.perf_counter() - t0)
+
+
+def _forward(model, kw: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    out = model(**kw, output_hidden_states=True, output_attentions=True)
+    if not out.attentions or out.attentions[0] is None:
+        raise RuntimeError("The model returned no attention maps; it must be loaded with attn_implementation='eager'.")
+    hidden = torch.stack([h[0] for h in out.hidden_states]).float()  # (L + 1, T, D)
+    attn = torch.stack([a[0] for a in out.attentions]).float()  # (L, H, T, T)
+    return hidden, attn
+
+
+def _normalise_rows(m: np.ndarray) -> np.ndarray:
+    """Rows scaled to sum to 1; a row of zeros (nothing measured) becomes the identity's row."""
+    m = np.clip(m.astype(np.float64), 0.0, None)
+    s = m.sum(axis=-1, keepdims=True)  # (..., T, 1)
+    eye = np.broadcast_to(np.eye(m.shape[-1]), m.shape)
+    return np.where(s > 0, m / np.where(s > 0, s, 1.0), eye)
+
+
+def _product_rollout(per_layer: np.ndarray) -> np.ndarray:
+    """(L, T, T) -> (L, T, T): entry l = per_layer[l] @ ... @ per_layer[0] (no residual added: the
+    measure already includes it). Rows of row-stochastic matrices stay summing to 1."""
+    out = np.empty_like(per_layer, dtype=np.float64)
+    joint = np.eye(per_layer.shape[-1])
+    for layer in range(per_layer.shape[0]):
+        joint = per_layer[layer].astype(np.float64) @ joint
+        out[layer] = joint
+    return out
+
+
+# -- norm and ALTI: the attention block decomposed per input token ---------------------------------
+
+def _transformed(parts: MixingParts, x: torch.Tensor) -> torch.Tensor:
+    """f^h(x_j) = (W_V^h x_j + b_V^h) W_O^h for every head and token: (H, T, D). The value vectors come
+    from the model's own value module, so whatever runs on it (a hook zeroing a token) counts."""
+    t = x.shape[0]
+    v = parts.value(x).view(t, parts.heads, parts.head_size)  # (T, H, d)
+    w = parts.out.weight.view(-1, parts.heads, parts.head_size)  # (D, H, d): head h's slice W_O^h
+    return torch.einsum("thd,ehd->hte", v, w)  # (H, T, D)
+
+
+def _row_blocks(t: int, d: int):
+    step = max(1, ROW_CHUNK_FLOATS // max(1, t * d))
+    for start in range(0, t, step):
+        yield slice(start, min(t, start + step))
+
+
+def _mixed(f: torch.Tensor, a: torch.Tensor, rows: slice) -> torch.Tensor:
+    """sum_h alpha^h_ij f^h(x_j) for the query rows ``rows``: (R, T, D)."""
+    return torch.einsum("hij,hjd->ijd", a[:, rows], f)
+
+
+def _norm(fam, model, hidden, attn) -> tuple[np.ndarray, np.ndarray]:
+    """Kobayashi et al. 2020: per head ||alpha^h_ij f^h(x_j)|| (L, H, T, T); per layer
+    ||sum_h alpha^h_ij f^h(x_j)|| with rows normalised to 1 (L, T, T)."""
+    n_layers, n_heads, t, _ = attn.shape
+    heads = np.empty((n_layers, n_heads, t, t), dtype=np.float64)
+    layer_norms = np.empty((n_layers, t, t), dtype=np.float64)
+    for i, layer in enumerate(fam.layers(model)):
+        parts = fam.mixing_parts(layer)
+        f = _transformed(parts, hidden[i])  # (H, T, D)
+        a = attn[i]  # (H, T, T)
+        heads[i] = (a * f.norm(dim=-1)[:, None, :]).double().cpu().numpy()  # alpha scales f: ||a f|| = a ||f||
+        for rows in _row_blocks(t, f.shape[-1]):
+            layer_norms[i, rows] = _mixed(f, a, rows).norm(dim=-1).double().cpu().numpy()
+    return heads, _normalise_rows(layer_norms)
+
+
+def _alti_block(parts: MixingParts, x: torch.Tensor, f: torch.Tensor, a: torch.Tensor, rows: slice):
+    """ALTI's decomposition of the attention block's output for the query rows ``rows``:
+
+        y_i = LN(x_i + sum_j alpha_ij f(x_j) + b_O) = sum_j T_i(x_j) + bias_i
+
+    with t_ij = sum_h alpha^h_ij f^h(x_j) (+ x_i where j == i: the residual is token i's own piece),
+    LayerNorm linearised by the whole sum's standard deviation sigma_i (exactly what LN divides by),
+    T_i(x_j) = gamma * (t_ij - mean(t_ij)) / sigma_i and bias_i = gamma * (b_O - mean(b_O)) / sigma_i + beta.
+
+    Where the biases go, as in the paper's code (mt-upc/transformer-contributions, ``get_contributions``):
+    the value bias b_V is inside f(x_j) (each token's value vector carries it, weighted by alpha_ij),
+    the dense bias b_O and LN's beta go to bias_i and to no token; y_i (with the bias) is what the
+    distances are measured from. Unlike that code, sigma_i is LayerNorm's own (biased variance + eps)
+    so the pieces add back to the block's output exactly. Returns (pieces (R, T, D), bias (R, D))."""
+    t = x.shape[0]
+    r = torch.arange(rows.start, rows.stop, device=x.device)
+    pieces = _mixed(f, a, rows)  # (R, T, D)
+    pieces[torch.arange(len(r)), r] += x[r]  # the residual
+    b_o = parts.out.bias if parts.out.bias is not None else torch.zeros_like(x[0])
+    pre = pieces.sum(dim=1) + b_o  # (R, D): what LayerNorm reads
+    sigma = torch.sqrt(pre.var(dim=-1, unbiased=False, keepdim=True) + parts.norm.eps)  # (R, 1)
+    gamma = parts.norm.weight if parts.norm.weight is not None else torch.ones_like(b_o)
+    beta = parts.norm.bias if parts.norm.bias is not None else torch.zeros_like(b_o)
+    pieces = gamma * (pieces - pieces.mean(dim=-1, keepdim=True)) / sigma[:, None]  # (R, T, D)
+    bias = gamma * (b_o - b_o.mean()) / sigma + beta  # (R, D)
+    del t
+    return pieces, bias
+
+
+def _alti(fam, model, hidden, attn) -> np.ndarray:
+    """Ferrando et al. 2022: c_ij = max(0, ||y_i||_1 - ||y_i - T_i(x_j)||_1), rows normalised: (L, T, T)."""
+    n_layers, _, t, _ = attn.shape
+    out = np.empty((n_layers, t, t), dtype=np.float64)
+    for i, layer in enumerate(fam.layers(model)):
+        parts = fam.mixing_parts(layer)
+        f = _transformed(parts, hidden[i])  # (H, T, D)
+        for rows in _row_blocks(t, f.shape[-1]):
+            pieces, bias = _alti_block(parts, hidden[i], f, attn[i], rows)
+            y = pieces.sum(dim=1) + bias  # (R, D)
+            c = y.abs().sum(-1, keepdim=True) - (y[:, None] - pieces).abs().sum(-1)  # (R, T)
+            out[i, rows] = c.clamp(min=0).double().cpu().numpy()
+    return _normalise_rows(out)
+
+
+@dataclass(frozen=True, eq=False)
+class LayerDecomposition:
+    """One layer's attention block split per input token (what norm and ALTI measure), for checking
+    and inspection: ``mixed[i, j]`` = sum_h alpha^h_ij f^h(x_j), so ``mixed.sum(1) + out_bias`` is the
+    block's output before the residual and LayerNorm; ``pieces[i, j]`` = T_i(x_j), so
+    ``pieces.sum(1) + bias`` is the block's output after LayerNorm."""
+
+    mixed: np.ndarray  # (T, T, D)
+    out_bias: np.ndarray  # (D,)
+    pieces: np.ndarray  # (T, T, D)
+    bias: np.ndarray  # (T, D)
+
+
+def decompose_layer(lm, inputs: dict, layer: int) -> LayerDecomposition:
+    """Norm's and ALTI's per-token vectors of layer ``layer`` (0-based) for one encoded input
+    (T x T x D floats: for short inputs)."""
+    inputs = _one_input(inputs)
+    model = lm.fp32_model()
+    fam = family_of(model)
+    kw = fam.inputs(**{k: v.to(lm.device) for k, v in inputs.items()
+                       if k in ("input_ids", "attention_mask", "token_type_ids")})
+    with lm.run_lock, torch.inference_mode():
+        hidden, attn = _forward(model, kw)
+        parts = fam.mixing_parts(fam.layers(model)[layer])
+        f = _transformed(parts, hidden[layer])
+        rows = slice(0, hidden.shape[1])
+        mixed = _mixed(f, attn[layer], rows)
+        pieces, bias = _alti_block(parts, hidden[layer], f, attn[layer], rows)
+        b_o = parts.out.bias if parts.out.bias is not None else torch.zeros_like(hidden[0, 0])
+        return LayerDecomposition(mixed=mixed.cpu().numpy(), out_bias=b_o.float().cpu().numpy(),
+                                  pieces=pieces.cpu().numpy(), bias=bias.cpu().numpy())
+
+
+# -- value zeroing ------------------------------------------------------------------------------
+
+def value_zeroing_chunk(t: int, d: int, heads: int, ffn: int) -> int:
+    """How many copies of a T-token input one batched layer call takes, so the activations stay
+    within ``VZ_CHUNK_FLOATS`` (hidden and feed-forward vectors, attention scores per copy)."""
+    per_copy = t * (6 * d + ffn + 2 * heads * t)
+    return int(max(1, min(t, VZ_CHUNK_FLOATS // max(1, per_copy))))
+
+
+def _value_zeroing(fam, model, hidden) -> np.ndarray:
+    """Mohebbi et al. 2023: C_ij = cosine distance between token i's layer output and the same with
+    token j's value vector zeroed (every head), rows normalised to 1: (L, T, T). Copy j of the
+    layer's input has row j of its value projection's output zeroed (a hook that acts only on this
+    thread's call), and the copies run through the layer as one batch, a chunk at a time."""
+    layers = fam.layers(model)
+    n_layers, t, d = len(layers), hidden.shape[1], hidden.shape[2]
+    cfg = model.config
+    ffn = int(getattr(cfg, "intermediate_size", 0) or getattr(cfg, "hidden_dim", 0) or 4 * d)
+    out = np.empty((n_layers, t, t), dtype=np.float64)
+    owner = threading.get_ident()
+    for i, layer in enumerate(layers):
+        parts = fam.mixing_parts(layer)
+        x = hidden[i][None]  # (1, T, D)
+        base = fam.run_layer(model, i, x)[0]  # (T, D)
+        chunk = value_zeroing_chunk(t, d, parts.heads, ffn)
+        for start in range(0, t, chunk):
+            js = torch.arange(start, min(t, start + chunk), device=x.device)
+            keep = torch.ones(len(js), t, 1, dtype=x.dtype, device=x.device)
+            keep[torch.arange(len(js)), js] = 0.0  # copy k zeroes token js[k]'s value vector
+
+            def zero(module, args, output, keep=keep):
+                if threading.get_ident() != owner or output.shape[0] != keep.shape[0]:
+                    return None
+                return output * keep
+
+            handle = parts.value.register_forward_hook(zero)
+            try:
+                y = fam.run_layer(model, i, x.expand(len(js), t, d))  # (C, T, D)
+            finally:
+                handle.remove()
+            dist = 1.0 - torch.nn.functional.cosine_similarity(y, base[None], dim=-1)  # (C, T): copy k, token i
+            out[i, :, start:start + len(js)] = dist.T.double().cpu().numpy()
+    return _normalise_rows(out)

@@ -26,11 +26,31 @@ is changed. Tests check every family's logits against ``model(...).logits``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
+from transformers.models.bert.modeling_bert import eager_attention_forward
 from transformers.pytorch_utils import apply_chunking_to_forward
 
-__all__ = ["Family", "FAMILIES", "SUPPORTED_MODEL_TYPES", "family_of", "family_for_type"]
+__all__ = ["Family", "FAMILIES", "MixingParts", "SUPPORTED_MODEL_TYPES", "family_of", "family_for_type"]
+
+
+@dataclass(frozen=True)
+class MixingParts:
+    """What the context-mixing measures read from one layer's attention block
+
+        y = norm(x + out(concat_h sum_j alpha^h_ij value(x_j)^h))
+
+    (post-LayerNorm, the residual input x): the value projection (all heads), the dense layer the
+    heads' contexts go through (its columns ``h * head_size:(h + 1) * head_size`` are head h's
+    slice W_O^h), and the LayerNorm after the residual."""
+
+    value: nn.Linear
+    out: nn.Linear
+    norm: nn.LayerNorm
+    heads: int
+    head_size: int
 
 
 def _n(module: nn.Module | None) -> int:
@@ -115,6 +135,18 @@ class Family:
     def head(self, model, hidden: torch.Tensor) -> torch.Tensor:
         """Logits (B, C) from the last hidden states (B, T or 1, D); reads position 0 only."""
         raise NotImplementedError
+
+    # -- context mixing (``context_mixing.py``) ---------------------------------------------------
+    def mixing_parts(self, layer) -> MixingParts:
+        """The attention block's parts of one layer (one of ``layers(model)``)."""
+        sa, out = layer.attention.self, layer.attention.output
+        return MixingParts(sa.value, out.dense, out.LayerNorm, sa.value.out_features // sa.attention_head_size,
+                           sa.attention_head_size)
+
+    def run_layer(self, model, index: int, hidden: torch.Tensor) -> torch.Tensor:
+        """Layer ``index`` in full with eager attention over unpadded inputs: (B, T, D) -> (B, T, D),
+        ``hidden_states[index + 1]`` from ``hidden_states[index]`` (value zeroing runs copies of it)."""
+        return self.layer(self.layers(model)[index], hidden, None, eager_attention_forward)
 
     def features(self, model, hidden: torch.Tensor) -> torch.Tensor:
         """What the head's last linear layer reads (B, D), from the last hidden states (B, T, D):
@@ -259,6 +291,10 @@ class DistilBert(Family):
         out = layer.sa_layer_norm(sa.out_lin(ctx) + x)  # (B, Q, D)
         return layer.output_layer_norm(layer.ffn(out) + out)  # (B, Q, D)
 
+    def mixing_parts(self, layer):
+        sa = layer.attention
+        return MixingParts(sa.v_lin, sa.out_lin, layer.sa_layer_norm, sa.n_heads, sa.attention_head_size)
+
     head_prefixes = ("pre_classifier.", "classifier.")
 
     def head(self, model, hidden):
@@ -314,6 +350,10 @@ class Albert(Family):
         out = sa.LayerNorm(x + out)  # (B, Q, D)
         ffn = apply_chunking_to_forward(layer.ff_chunk, layer.chunk_size_feed_forward, layer.seq_len_dim, out)
         return layer.full_layer_layer_norm(ffn + out)  # (B, Q, D)
+
+    def mixing_parts(self, layer):
+        sa = layer.attention
+        return MixingParts(sa.value, sa.dense, sa.LayerNorm, sa.num_attention_heads, sa.attention_head_size)
 
     head_prefixes = ("albert.pooler.", "classifier.")
 
@@ -375,6 +415,22 @@ class DebertaV2(Family):
                 out = enc.conv(hidden, out, attention_mask)  # the embeddings' output is layer 0's input
             hidden = out
         return hidden
+
+    def mixing_parts(self, layer):
+        sa, out = layer.attention.self, layer.attention.output
+        return MixingParts(sa.value_proj, out.dense, out.LayerNorm, sa.num_attention_heads, sa.attention_head_size)
+
+    def run_layer(self, model, index, hidden):
+        """Its own layer module (disentangled attention), and after layer 0 the convolution the
+        encoder applies there, so the output is ``hidden_states[index + 1]``."""
+        enc = model.deberta.encoder
+        attention_mask = torch.ones(hidden.shape[:2], dtype=torch.long, device=hidden.device)  # (B, T)
+        mask = enc.get_attention_mask(attention_mask)  # (B, 1, T, T)
+        out, _ = enc.layer[index](hidden, mask, relative_pos=enc.get_rel_pos(hidden),
+                                  rel_embeddings=enc.get_rel_embedding())  # (B, T, D)
+        if index == 0 and enc.conv is not None:
+            out = enc.conv(hidden, out, attention_mask)
+        return out
 
     head_prefixes = ("pooler.", "classifier.")
 
