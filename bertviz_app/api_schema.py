@@ -39,6 +39,9 @@ class AttentionRequest(_Body):
     pair: str | None = _PAIR
     layer: int = Field(0, description="0: every layer; k: layer k only (1-based), as a list of one.")
     model: str | None = _MODEL
+    measure: str = Field("raw", description="Context-mixing measure: raw (attention weights), norm (attention-norm, "
+                                            "Kobayashi et al. 2020), value_zeroing (Mohebbi et al. 2023) or alti "
+                                            "(Ferrando et al. 2022).")
 
 
 _STEPS = Field(None, description="Exactly this many integration steps (with tolerance unset or 0); null: chosen.")
@@ -87,7 +90,15 @@ class PredictResponse(_Answer):
 
 class AttentionResponse(_Answer):
     tokens: list[str]
-    weights: list[list[list[list[float]]]] = Field(description="weights[layer][head][i][j]: query i, key j.")
+    measure: str = Field(description="The measure the numbers are (raw, norm, value_zeroing or alti).")
+    weights: list[list[list[list[float]]]] = Field(description="weights[layer][head][i][j]: what token i takes from "
+                                                               "token j (raw: query i attends to key j); one head for "
+                                                               "the per-layer measures, value_zeroing and alti.")
+    combined: list[list[list[float]]] = Field(description="combined[layer][i][j]: the layer's matrix, heads combined; "
+                                                          "rows sum to 1.")
+    aggregated: list[list[list[float]]] = Field(description="aggregated[layer][i][j]: across layers 1 to layer "
+                                                            "(rollout-style); rows sum to 1.")
+    cls_scores: list[float] = Field(description="The last layer's aggregated [CLS] row: a ranking of the tokens.")
     truncated: bool
 
 

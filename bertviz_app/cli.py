@@ -25,6 +25,8 @@ from .config import Settings
 __all__ = ["main"]
 
 EXIT_ERROR = 2
+# context_mixing.MEASURES, without importing torch for --help (a test checks they agree)
+MEASURE_NAMES = ("raw", "norm", "value_zeroing", "alti")
 
 
 def _out(obj) -> None:
@@ -192,19 +194,26 @@ def cmd_explain(args) -> int:
 
 
 def cmd_attention(args) -> int:
-    from . import attention, cls_rows
+    from .context_mixing import MEASURE_NOTES, context_mixing
 
     lm = _load(args)
-    maps = attention(lm, _single(args), pair=args.pair)
+    mm = context_mixing(lm, _single(args), pair=args.pair, measure=args.measure)
     if args.json:
-        _out(maps.to_dict())
+        _out({**mm.to_dict(), "truncated": mm.info.truncated})
         return 0
-    layers, heads, t, _ = maps.weights.shape
-    print(f"{layers} layers x {heads} heads x {t} tokens; [CLS] attention (mean of heads) per layer:")
-    rows = cls_rows(maps)  # (L, T)
-    for i, row in enumerate(rows, start=1):
-        top = sorted(zip(row, maps.tokens), reverse=True)[:5]
-        print(f"  layer {i:>2}: " + ", ".join(f"{tok} {w:.2f}" for w, tok in top))
+    layers, heads, t = mm.num_layers, mm.num_heads, len(mm.tokens)
+    print(f"measure: {mm.measure}. {MEASURE_NOTES[mm.measure]}")
+    if mm.measure == "raw":
+        print(f"{layers} layers x {heads} heads x {t} tokens; [CLS] attention (mean of heads) per layer:")
+    else:
+        per = f"{heads} heads" if heads > 1 else "no heads (measured per layer)"
+        print(f"{layers} layers x {per} x {t} tokens; what [CLS] takes from each token per layer "
+              f"({mm.measure}, rows sum to 1):")
+    top5 = lambda row: ", ".join(f"{tok} {w:.2f}" for w, tok in sorted(zip(row, mm.tokens), reverse=True)[:5])  # noqa: E731
+    for i, row in enumerate(mm.combined[:, 0], start=1):  # (L, T): the [CLS] row of each layer
+        print(f"  layer {i:>2}: " + top5(row))
+    print(f"across all layers ({'rollout' if mm.measure in ('raw', 'norm') else 'product of the layers'}): "
+          + top5(mm.cls_scores))
     return 0
 
 
@@ -509,7 +518,11 @@ def build_parser(settings: Settings | None = None) -> argparse.ArgumentParser:
                    help="attribution methods, comma-separated: ig, gradient_x_input, saliency, occlusion, kernel_shap, "
                         "lime; each gets its top words, comprehensiveness, sufficiency and seconds per row "
                         "(default: %(default)s)")
-    add("attention", cmd_attention, "attention weights of every layer and head", "one")
+    p = add("attention", cmd_attention, "attention weights of every layer and head, or another context-mixing measure",
+            "one")
+    p.add_argument("--measure", default="raw", choices=MEASURE_NAMES,
+                   help="raw (attention weights, default), norm (attention-norm), value_zeroing or alti: what a "
+                        "token takes from each other token, layer by layer (docs/methods.md)")
     add("summary", cmd_summary, "architecture and parameter counts by component")
     add("models", cmd_models, "registered models")
     p = add("build-default", cmd_build_default, "fine-tune the offline default model into models/default")

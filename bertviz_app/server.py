@@ -286,10 +286,12 @@ class Api:
         return _answer(PredictResponse, out)
 
     async def attention(self, body: AttentionRequest, request: Request) -> Response:
-        """Attention weights of every layer and head (or one layer)."""
+        """Attention weights of every layer and head (or one layer), or another context-mixing measure
+        (measure: norm, value_zeroing, alti), with each layer's matrix, their aggregation across layers and
+        the [CLS] row."""
         who = self.owner(request)
         out = await self.gates["attention"].run(lambda: self.service.attention(
-            self.open(body.model, who), body.text, body.pair, body.layer))
+            self.open(body.model, who), body.text, body.pair, body.layer, body.measure))
         return _answer(AttentionResponse, out, validate=False)
 
     async def explain(self, body: ExplainRequest, request: Request) -> Response:

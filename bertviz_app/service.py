@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 
 from . import visitors
-from .attention_maps import attention as attention_maps
 from .batching import explain_one, predict_one
 from .catalog import list_models
 from .config import Settings
+from .context_mixing import check_measure, context_mixing
 from .errors import InputError, ModelNotFoundError
 from .methods import METHODS, compare_methods
 from .model_summary import summary as model_summary
@@ -65,16 +65,28 @@ def predict(lm: LoadedModel, text: str, pair: str | None = "", window: bool = Fa
     return predict_one(lm, text, _pair(pair), window=bool(window), stride=stride, pool=pool).to_dict()
 
 
-def attention(lm: LoadedModel, text: str, pair: str | None = "", layer: int = 0) -> dict:
-    """{"tokens", "weights", "truncated"}: every layer (layer 0) or layer k (1-based) as a list of one."""
-    maps = attention_maps(lm, text, pair=_pair(pair))
+def attention(lm: LoadedModel, text: str, pair: str | None = "", layer: int = 0, measure: str | None = "raw") -> dict:
+    """{"tokens", "measure", "weights", "combined", "aggregated", "cls_scores", "truncated"} of one
+    context-mixing measure (raw attention by default; ``bertviz_app.context_mixing``): weights
+    (L, H, T, T) per head (H = 1 for per-layer measures), combined (L, T, T) per layer, aggregated
+    (L, T, T) across layers up to each, for every layer (layer 0) or layer k (1-based) as a list of
+    one; cls_scores (T,) the last layer's aggregated [CLS] row. An unknown measure, or one the
+    model's family cannot have: InputError naming those that work."""
+    measure = check_measure(lm, "raw" if measure is None or measure == "" else measure)
+    mm = context_mixing(lm, text, pair=_pair(pair), measure=measure)  # raw: one forward pass, as ``attention``
+    info, weights, combined, aggregated = mm.info, mm.weights, mm.combined, mm.aggregated
+    n_layers = int(weights.shape[0])
     layer = whole_number(layer or 0, "layer")
-    if not 0 <= layer <= maps.num_layers:
-        raise InputError(f"layer must be 0 (all) or 1 to {maps.num_layers}, got {layer}.")
-    w = maps.weights if not layer else maps.weights[layer - 1 : layer]  # (L or 1, H, T, T)
+    if not 0 <= layer <= n_layers:
+        raise InputError(f"layer must be 0 (all) or 1 to {n_layers}, got {layer}.")
+    cls_scores = aggregated[-1, 0]  # (T,)
+    if layer:
+        weights, combined, aggregated = (a[layer - 1 : layer] for a in (weights, combined, aggregated))
     # 5 decimals (rows still sum to 1 within 1e-4 for short texts): float32 -> float64 -> JSON
     # would otherwise spend ~18 characters per weight on noise digits
-    return {"tokens": list(maps.tokens), "weights": np.round(w, 5).tolist(), "truncated": maps.info.truncated}
+    r = lambda a: np.round(a, 5).tolist()  # noqa: E731
+    return {"tokens": list(info.tokens), "measure": measure, "weights": r(weights), "combined": r(combined),
+            "aggregated": r(aggregated), "cls_scores": r(cls_scores), "truncated": info.truncated}
 
 
 def explain(lm: LoadedModel, text: str, target: str | None = "", baseline: str = "pad", n_steps: int | None = None,

@@ -130,7 +130,8 @@ def render_mixing_focus(rec: common.Record, layer: int, head: str, hide: bool, m
     """``render_focus`` for a context-mixing measure (``rec.mixing``): its per-head or per-layer
     matrix, its [CLS] row by layer, and its aggregation across layers in place of the rollout."""
     mm = rec.mixing
-    label = MEASURE_LABELS.get(mm.measure, mm.measure)
+    name = MEASURE_LABELS.get(mm.measure, mm.measure)
+    label = name[:1].upper() + name[1:]  # "Value zeroing, layer 2" as a chart title
     li = min(max(int(layer or 1), 1), mm.num_layers) - 1
     hi = head_index(head)
     if hi is not None and (mm.num_heads == 1 or hi >= mm.num_heads):
@@ -144,7 +145,7 @@ def render_mixing_focus(rec: common.Record, layer: int, head: str, hide: bool, m
                                   title=f"{label}, layer {li + 1}, {which}")
     rows = (mm.combined[:, 0, :] if hi is None else mm.weights[:, hi, 0, :]).astype(np.float32)  # (L, T)
     rows = common.view_scores(rows, view, keep)  # (L, N)
-    cls_fig = plots.cls_rows_heatmap(rows, labels, title=f"What [CLS] takes from each token, by layer ({label}, "
+    cls_fig = plots.cls_rows_heatmap(rows, labels, title=f"What [CLS] takes from each token, by layer ({name}, "
                                                           f"{which})")
     agg = mm.aggregated[li].astype(np.float32)  # (T, T)
     roll_fig = plots.attention_heatmap(common.view_matrix(agg, view, keep), labels,
@@ -164,6 +165,7 @@ def render_overview(rec: common.Record, hide: bool, merge: bool):
     fig, notice = plots.attention_overview(w, [view.labels[i] for i in keep])
     if mm is not None:
         label = MEASURE_LABELS.get(mm.measure, mm.measure)
+        label = label[:1].upper() + label[1:]
         per = "layers × heads" if mm.num_heads > 1 else "layers (the measure has no heads)"
         fig.update_layout(title_text=f"{label}: all {per}, each tile on its own colour scale")
     return fig, (f"**Note:** {notice}" if notice else "")
