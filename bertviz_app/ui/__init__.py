@@ -73,6 +73,9 @@ class Page:
         # drawing every tab on each Analyze cost more than the model's own forward passes).
         self.open_tab = gr.State({"tab": "predict"})  # changed in place (on_tab): a running Analyze reads it
         self.drawn = gr.State({}, time_to_live=3600)  # {"attention": record id, "attributions": record id}
+        # The Attention tab's measure as Analyze reads it: a State, not the dropdown itself, so /analyze keeps
+        # its inputs (a gradio_client caller gets raw attention); set by change_measure and load_model
+        self.chosen_measure = gr.State({"measure": "raw"})
         with gr.Tabs() as self.tabs:
             with gr.Tab("Predict", id="predict"):
                 self.p = predict_tab.build()
@@ -95,7 +98,7 @@ class Page:
         self.attribution_charts = {t.delta, t.tokens, t.bar, t.path, t.lens}
         self.ig_outputs = {self.state, self.drawn, p.tokens} | self.attention_charts | self.attribution_charts
         self.model_outputs = {m.info, m.table, m.config, t.target, t.baseline, p.model_info, p.warnings, a.measure,
-                              a.measure_note}
+                              a.measure_note, self.chosen_measure}
 
     def load(self, name: str | None) -> core.LoadedModel:
         return common.load(name, self.default, self.settings)
@@ -125,7 +128,7 @@ class Page:
 
     # ------------------------------------------------------------- Analyze: everything once
     def analyze(self, model_name, text, pair, target, baseline, n_steps, auto, layer, head, hide, merge, attr_merge,
-                skip_ig=False, window=False, open_tab=None, measure="raw"):
+                skip_ig=False, window=False, open_tab=None, measure=None):
         """Analyze, as one queued streaming event (one place in the heavy queue per click, issue 19):
         the quick part (one forward pass each: prediction, attention, [CLS] lens) is shown at once,
         then Integrated Gradients and the [CLS] path follow in the same event, then the button is
@@ -135,9 +138,11 @@ class Page:
         (``ig_failed``); either way the button is back and the error is raised for gradio to show.
         ``open_tab``: the page's ``{"tab": ...}`` (``on_tab`` changes it in place), read when
         drawing, so a chart tab opened while the analysis runs is drawn for this text. ``measure``: the
-        Attention tab's measure, computed in the quick part when it is not raw attention."""
+        Attention tab's measure (``{"measure": name}``, the page's ``chosen_measure``, or a name), computed
+        in the quick part when it is not raw attention."""
         track = common.AnalyzeProgress(skip_ig=bool(skip_ig), n_steps=int(n_steps or 50), auto=bool(auto))
         live = open_tab if isinstance(open_tab, dict) else {"tab": open_tab or "predict"}
+        measure = (measure or {}).get("measure", "raw") if isinstance(measure, dict) else (measure or "raw")
 
         def work():
             lm = self.load(model_name)
@@ -242,12 +247,13 @@ class Page:
         try:
             measure = check_measure(lm, measure)
         except core.InputError as exc:
-            out = {a.measure: gr.update(value="raw"), a.measure_note: attention_tab.measure_note("raw", str(exc))}
+            out = {a.measure: gr.update(value="raw"), a.measure_note: attention_tab.measure_note("raw", str(exc)),
+                   self.chosen_measure: {"measure": "raw"}}
             if rec is not None and rec.mixing is not None:
                 out.update(self.measure_drawn(common.with_measure(lm, rec, "raw"), rec, shown, layer, head, hide,
                                               merge))
-            return out or {self.drawn: gr.skip()}
-        out = {a.measure_note: attention_tab.measure_note(measure)}
+            return out
+        out = {a.measure_note: attention_tab.measure_note(measure), self.chosen_measure: {"measure": measure}}
         if rec is not None:
             out.update(self.measure_drawn(common.with_measure(lm, rec, measure), rec, shown, layer, head, hide, merge))
         return out
@@ -285,6 +291,8 @@ class Page:
         out[p.model_info] = common.model_line(lm)
         out[p.warnings] = common.warnings_md(lm)
         out.update(attention_tab.measure_control(self.a, lm))
+        if self.a.measure_note in out:  # the choice went back to raw attention
+            out[self.chosen_measure] = {"measure": "raw"}
         return out
 
     def on_start(self, model_name, target, baseline):
@@ -315,7 +323,7 @@ class Page:
         analyze = taken.then(common.guard_stream(self.analyze),
                              inputs=[m.model, p.text, p.pair, t.target, t.baseline, t.n_steps, t.auto, a.layer,
                                      a.head, a.hide, a.merge, t.merge, p.skip_ig, p.window, self.open_tab,
-                                     a.measure],
+                                     self.chosen_measure],
                              outputs=analyze_all, api_name="analyze", api_visibility="undocumented",
                              show_progress="hidden", **HEAVY)
         # The handler has restored the page before raising; gradio then marks the event's outputs
@@ -342,7 +350,7 @@ class Page:
         a.measure.input(common.guard(self.change_measure),
                         inputs=[m.model, self.state, a.measure, self.drawn, a.layer, a.head, a.hide, a.merge],
                         outputs=self.attention_charts | {self.state, self.drawn, a.layer, a.head, a.measure,
-                                                         a.measure_note},
+                                                         a.measure_note, self.chosen_measure},
                         trigger_mode="always_last", api_visibility="private", show_progress="minimal", **HEAVY)
         t.merge.input(common.guard(self.rerender_attribution), inputs=[self.state, t.merge],
                       outputs=self.attribution_charts, trigger_mode="always_last", **private)
