@@ -137,10 +137,15 @@ def context_mixing(lm, text: str, pair: str | None = None, measure: str = "raw")
 
 
 def _check_tokens(lm, input_ids: torch.Tensor) -> None:
+    """Refuse an input whose tokens besides [CLS]/[SEP] (and the like) hold no visible character:
+    "[CLS] [SEP]" typed as text (the tokenizer reads them as the special tokens), control or
+    zero-width characters that tokenise to nothing, or to a bare word-start piece ("Ġ", "▁")."""
     special = set(lm.tokenizer.all_special_ids)
-    if all(int(i) in special for i in input_ids.reshape(-1).tolist()):
-        raise InputError("The text has no tokens besides the model's special ones ([CLS], [SEP], padding...): "
-                         "enter words to analyse.")
+    ids = [int(i) for i in input_ids.reshape(-1).tolist() if int(i) not in special]
+    shown = lm.tokenizer.decode(ids) if ids else ""
+    if not any(ch.isprintable() and not ch.isspace() for ch in shown):
+        raise InputError("The text holds nothing but the model's special tokens ([CLS], [SEP] and the like), "
+                         "spaces or invisible characters once tokenised: enter words to analyse.")
 
 
 def _token_info(lm, input_ids: torch.Tensor) -> TokenInfo:
@@ -232,7 +237,7 @@ def _transformed(parts: MixingParts, x: torch.Tensor) -> torch.Tensor:
     """f^h(x_j) = (W_V^h x_j + b_V^h) W_O^h for every head and token: (H, T, D). The value vectors come
     from the model's own value module, so whatever runs on it (a hook zeroing a token) counts."""
     t = x.shape[0]
-    v = parts.value(x).view(t, parts.heads, parts.head_size)  # (T, H, d)
+    v = parts.value(x[None])[0].view(t, parts.heads, parts.head_size)  # (T, H, d), called as the model calls it
     w = parts.out.weight.view(-1, parts.heads, parts.head_size)  # (D, H, d): head h's slice W_O^h
     return torch.einsum("thd,ehd->hte", v, w)  # (H, T, D)
 
@@ -278,7 +283,6 @@ def _alti_block(parts: MixingParts, x: torch.Tensor, f: torch.Tensor, a: torch.T
     the dense bias b_O and LN's beta go to bias_i and to no token; y_i (with the bias) is what the
     distances are measured from. Unlike that code, sigma_i is LayerNorm's own (biased variance + eps)
     so the pieces add back to the block's output exactly. Returns (pieces (R, T, D), bias (R, D))."""
-    t = x.shape[0]
     r = torch.arange(rows.start, rows.stop, device=x.device)
     pieces = _mixed(f, a, rows)  # (R, T, D)
     pieces[torch.arange(len(r)), r] += x[r]  # the residual
@@ -289,7 +293,6 @@ def _alti_block(parts: MixingParts, x: torch.Tensor, f: torch.Tensor, a: torch.T
     beta = parts.norm.bias if parts.norm.bias is not None else torch.zeros_like(b_o)
     pieces = gamma * (pieces - pieces.mean(dim=-1, keepdim=True)) / sigma[:, None]  # (R, T, D)
     bias = gamma * (b_o - b_o.mean()) / sigma + beta  # (R, D)
-    del t
     return pieces, bias
 
 
@@ -350,6 +353,15 @@ def value_zeroing_chunk(t: int, d: int, heads: int, ffn: int) -> int:
     return int(max(1, min(t, VZ_CHUNK_FLOATS // max(1, per_copy))))
 
 
+def _cosine_distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """1 - cos(a, b) over the last axis, as ||a/|a| - b/|b|||^2 / 2: the same number, but computed from
+    the difference, so it stays accurate when a and b are nearly parallel (1 - cos in float32 is noise
+    below ~1e-7, and zeroing one token's value often moves a layer's output by about that much)."""
+    a = a / a.norm(dim=-1, keepdim=True).clamp_min(1e-30)
+    b = b / b.norm(dim=-1, keepdim=True).clamp_min(1e-30)
+    return 0.5 * (a - b).pow(2).sum(dim=-1)
+
+
 def _value_zeroing(fam, model, hidden) -> np.ndarray:
     """Mohebbi et al. 2023: C_ij = cosine distance between token i's layer output and the same with
     token j's value vector zeroed (every head), rows normalised to 1: (L, T, T). Copy j of the
@@ -381,6 +393,6 @@ def _value_zeroing(fam, model, hidden) -> np.ndarray:
                 y = fam.run_layer(model, i, x.expand(len(js), t, d))  # (C, T, D)
             finally:
                 handle.remove()
-            dist = 1.0 - torch.nn.functional.cosine_similarity(y, base[None], dim=-1)  # (C, T): copy k, token i
+            dist = _cosine_distance(y, base[None])  # (C, T): copy k, token i
             out[i, :, start:start + len(js)] = dist.T.double().cpu().numpy()
     return _normalise_rows(out)
