@@ -7,26 +7,8 @@ first use of one of its names, so ``import bertviz_app``, ``bertviz-app --help``
 models`` never pay for torch, transformers or captum. The core never imports gradio or plotly.
 """
 
-import sys
-import types
-
 import lazy_loader as lazy
 
 __version__ = "0.1.0"
 
 __getattr__, __dir__, __all__ = lazy.attach_stub(__name__, __file__)
-
-
-class _Facade(types.ModuleType):
-    """Where a facade name is also its module's name (``context_mixing`` the function, in
-    ``context_mixing`` the module), importing the module from inside the package (``from
-    .context_mixing import ...``) makes Python set the package attribute to the module, and the facade
-    name would stop being the function. The facade's name wins: the module stays in ``sys.modules``."""
-
-    def __setattr__(self, name, value):
-        if isinstance(value, types.ModuleType) and name in __all__ and hasattr(value, name):
-            value = getattr(value, name)
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Facade

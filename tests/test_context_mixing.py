@@ -5,7 +5,6 @@ that read value vectors, value zeroing runs batched, and bad input is refused wi
 
 from __future__ import annotations
 
-import importlib
 import math
 
 import numpy as np
@@ -15,11 +14,10 @@ from test_families import FAMILIES, build_family_model
 
 import bertviz_app as bv
 from bertviz_app import InputError
+from bertviz_app import context_mixing as cm
 from bertviz_app.encoding import encode
 from bertviz_app.families import family_of
 
-# the module (``bv.context_mixing`` and ``from bertviz_app import context_mixing`` are the function)
-cm = importlib.import_module("bertviz_app.context_mixing")
 TEXT = "the film was not good, it was awful"
 TOL = 1e-5
 
@@ -80,7 +78,7 @@ def test_norm_vectors_add_back_to_the_attention_output_before_the_residual(fam_l
 
 @pytest.mark.parametrize("measure", cm.MEASURES)
 def test_shapes_and_rows_sum_to_one(fam_lm, measure):
-    maps = bv.context_mixing(fam_lm, TEXT, measure=measure)
+    maps = cm.context_mixing(fam_lm, TEXT, measure=measure)
     t = len(maps.tokens)
     n_layers = fam_lm.model.config.num_hidden_layers
     assert maps.measure == measure
@@ -98,7 +96,7 @@ def test_shapes_and_rows_sum_to_one(fam_lm, measure):
 
 
 def test_raw_is_the_attention_and_its_rollout(fam_lm):
-    maps = bv.context_mixing(fam_lm, TEXT, measure="raw")
+    maps = cm.context_mixing(fam_lm, TEXT, measure="raw")
     att = bv.attention(fam_lm, TEXT)
     np.testing.assert_allclose(maps.weights, att.weights, atol=1e-6)
     np.testing.assert_allclose(maps.combined, bv.mean_heads(att), atol=1e-6)
@@ -108,7 +106,7 @@ def test_raw_is_the_attention_and_its_rollout(fam_lm):
 
 def test_norm_per_head_is_attention_times_vector_norm(fam_lm):
     """Per head ||alpha f(x_j)|| = alpha ||f(x_j)||: where a head does not look, it takes nothing."""
-    maps = bv.context_mixing(fam_lm, TEXT, measure="norm")
+    maps = cm.context_mixing(fam_lm, TEXT, measure="norm")
     att = bv.attention(fam_lm, TEXT).weights
     ratio = maps.weights / np.where(att > 0, att, 1)  # (L, H, T, T): ||f^h(x_j)||, the same in every row i
     np.testing.assert_allclose(ratio, np.broadcast_to(ratio[:, :, :1], ratio.shape), rtol=1e-4, atol=1e-6)
@@ -151,9 +149,9 @@ def test_value_zeroing_is_batched(fam_lm, monkeypatch):
     calls = []
     real = fam.run_layer
 
-    def counting(model, index, hidden):
+    def counting(model, index, hidden, **kw):
         calls.append((index, hidden.shape[0]))
-        return real(model, index, hidden)
+        return real(model, index, hidden, **kw)
 
     monkeypatch.setattr(fam, "run_layer", counting)
     forwards = []
@@ -188,9 +186,9 @@ def test_encoded_inputs_give_the_same_maps_and_the_text_call_is_memoised(fam_lm)
     inputs, info = _inputs(fam_lm)
     lm = fam_lm.with_settings(memo_size=8)
     for measure in cm.MEASURES:
-        a = bv.context_mixing(lm, TEXT, measure=measure)
-        assert bv.context_mixing(lm, TEXT, measure=measure) is a
-        assert bv.context_mixing(lm, TEXT + " ", measure=measure) is not a
+        a = cm.context_mixing(lm, TEXT, measure=measure)
+        assert cm.context_mixing(lm, TEXT, measure=measure) is a
+        assert cm.context_mixing(lm, TEXT + " ", measure=measure) is not a
         b = cm.context_mixing_inputs(lm, {"input_ids": inputs["input_ids"][0]}, measure)  # (T,), no info
         np.testing.assert_allclose(b.aggregated, a.aggregated, atol=1e-6)
         assert b.tokens == a.tokens
@@ -200,7 +198,7 @@ def test_unknown_and_unsupported_measures_are_refused(fam_lm, monkeypatch):
     assert cm.supported_measures(fam_lm) == cm.MEASURES
     assert cm.check_measure(fam_lm, "Value-Zeroing") == "value_zeroing"
     with pytest.raises(InputError) as e:
-        bv.context_mixing(fam_lm, TEXT, measure="attention-flow")
+        cm.context_mixing(fam_lm, TEXT, measure="attention-flow")
     assert all(m in str(e.value) for m in cm.MEASURES)
     monkeypatch.setattr(cm, "family_of", lambda model: None)  # a model type the tool cannot decompose
     assert cm.supported_measures(fam_lm) == ("raw",)
@@ -214,13 +212,19 @@ def test_bad_texts_are_refused(fam_lm):
     for text, match in [("", "empty"), ("   \n", "empty"), ("x" * (fam_lm.settings.max_chars + 1), "limit"),
                         (only_specials, "special"), ("\x01\x02\u200b", "special")]:
         with pytest.raises(InputError, match=match):
-            bv.context_mixing(fam_lm, text, measure="alti")
+            cm.context_mixing(fam_lm, text, measure="alti")
     with pytest.raises(InputError, match="special"):
         cm.context_mixing_inputs(fam_lm, {"input_ids": torch.tensor([tok.all_special_ids[:2]])}, "raw")
 
 
-def test_the_facade_name_stays_the_function_after_the_module_is_imported():
-    import bertviz_app.context_mixing  # noqa: F401  (what a module inside the package does)
-    from bertviz_app import context_mixing
 
-    assert callable(bv.context_mixing) and bv.context_mixing is cm.context_mixing is context_mixing
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+def test_run_layer_is_the_models_layer(fam_lm, attention):
+    """What value zeroing runs copies of: layer l from hidden_states[l] gives hidden_states[l + 1]."""
+    inputs, _ = _inputs(fam_lm)
+    model = fam_lm.fp32_model()
+    fam = family_of(model)
+    with torch.inference_mode():
+        hs = model(**fam.inputs(**inputs), output_hidden_states=True).hidden_states
+        for i in range(len(fam.layers(model))):
+            np.testing.assert_allclose(fam.run_layer(model, i, hs[i], attention=attention), hs[i + 1], atol=TOL)
