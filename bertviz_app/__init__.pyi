@@ -52,6 +52,8 @@ from .eta import RateEta as RateEta
 from .export import ColourScale as ColourScale
 from .export import Explanation as Explanation
 from .export import attribution_tokens_html as attribution_tokens_html
+from .export import attribution_tokens_png as attribution_tokens_png
+from .export import attribution_tokens_svg as attribution_tokens_svg
 from .export import attribution_units as attribution_units
 from .export import change_warning as change_warning
 from .export import check_output_path as check_output_path
@@ -61,11 +63,17 @@ from .export import explanation_from_dict as explanation_from_dict
 from .export import explanation_html as explanation_html
 from .export import explanation_json as explanation_json
 from .export import export_files as export_files
+from .export import figure_files as figure_files
+from .export import figure_name as figure_name
 from .export import is_signed as is_signed
 from .export import per_text_scale as per_text_scale
 from .export import tokens_html as tokens_html
+from .export import tokens_png as tokens_png
+from .export import tokens_svg as tokens_svg
 from .export import write_html as write_html
 from .export import write_json as write_json
+from .export import write_png as write_png
+from .export import write_svg as write_svg
 from .faithfulness_eval import faithfulness as faithfulness
 from .faithfulness_eval import faithfulness_many as faithfulness_many
 from .finetune import DEFAULT_BASE as DEFAULT_BASE

@@ -135,9 +135,11 @@ def cmd_explain(args) -> int:
         recommended_baseline,
         write_html,
         write_json,
+        write_png,
+        write_svg,
     )
 
-    for path in (args.html, args.out):  # a bad path fails now, not after the attribution
+    for path in (args.html, args.out, args.svg, args.png):  # a bad path fails now, not after the attribution
         if path:
             check_output_path(path)
     lm = _load(args)
@@ -164,6 +166,9 @@ def cmd_explain(args) -> int:
             if path:
                 saved = write(path, a, pred, model=lm.name, faith=faith)
                 print(f"saved {saved}", file=sys.stderr)
+    for path, write in ((args.svg, write_svg), (args.png, write_png)):  # the coloured words as a figure
+        if path:
+            print(f"saved {write(path, a, merge=not args.tokens, min_change=lm.settings.min_change)}", file=sys.stderr)
     if args.json:
         _out(a.to_dict() | {"faithfulness": faith.to_dict()})
         return 0
@@ -494,6 +499,12 @@ def build_parser(settings: Settings | None = None) -> argparse.ArgumentParser:
                         "opens offline)")
     p.add_argument("--out", default=None, metavar="PATH",
                    help="also save the explanation as JSON (the attribution, the prediction and the model)")
+    p.add_argument("--svg", default=None, metavar="PATH",
+                   help="also save the coloured words as a vector SVG figure (text stays text), as the page's "
+                        "'Download as SVG'")
+    p.add_argument("--png", default=None, metavar="PATH", help="also save the coloured words as a PNG figure")
+    p.add_argument("--tokens", action="store_true",
+                   help="with --svg/--png: colour the model's tokens instead of whole words")
     p = add("explain-csv", cmd_explain_csv,
             "predict and explain every row of a CSV/TSV file (several processes with accelerate launch)")
     p.add_argument("data", help="file with a header row (.csv, .tsv, .txt)")

@@ -31,6 +31,7 @@ from . import (
     batch_tab,
     build_panel,
     common,
+    figures,
     finetune_tab,
     model_tab,
     predict_tab,
@@ -40,7 +41,7 @@ from . import (
 __all__ = ["build_app", "mount", "Page", "CSS"]
 
 log = logging.getLogger("bertviz_app.ui")
-CSS = common.CSS + finetune_tab.CSS
+CSS = common.CSS + finetune_tab.CSS + figures.CSS
 HEAVY = dict(concurrency_limit=1, concurrency_id="heavy")  # model work, one at a time (2-core friendly)
 
 
@@ -394,4 +395,4 @@ def mount(app, demo: gr.Blocks, settings: Settings):
                                footer_links=["api", "gradio"], show_error=False, ssr_mode=False,
                                # gradio's upload route itself refuses bigger files, before anything is written
                                max_file_size=int(settings.max_upload_mb * 10**6) if settings.public else None,
-                               theme=gr.themes.Soft(), css=CSS)
+                               theme=gr.themes.Soft(), css=CSS, head=figures.HEAD)

@@ -14,7 +14,7 @@ import numpy as np
 import bertviz_app as core
 from bertviz_app.context_mixing import MEASURE_NOTES, MEASURES, supported_measures
 
-from . import common, plots
+from . import common, figures, plots
 
 MEAN = "mean of heads"
 LAYER = "whole layer"  # a context-mixing measure's per-layer matrix (heads combined, or none to pick from)
@@ -49,12 +49,12 @@ def build() -> SimpleNamespace:
         hide = gr.Checkbox(value=False, label="Hide [CLS]/[SEP]", info="rows then no longer sum to 1")
         merge = gr.Checkbox(value=False, label="Merge word pieces into words",
                             info="attention to a word is summed, from a word averaged")
-    heatmap = gr.Plot(label="Attention (token × token)", elem_id="bv-heatmap")
+    heatmap = figures.plot(label="Attention (token × token)", elem_id="bv-heatmap")
     with gr.Row():
-        cls_rows = gr.Plot(label="[CLS] row across layers", elem_id="bv-cls-rows")
-        rollout = gr.Plot(label="Attention rollout", elem_id="bv-rollout")
+        cls_rows = figures.plot(label="[CLS] row across layers", elem_id="bv-cls-rows")
+        rollout = figures.plot(label="Attention rollout", elem_id="bv-rollout")
     overview_notice = gr.Markdown()
-    overview = gr.Plot(label="Overview: every layer × head", elem_id="bv-overview")
+    overview = figures.plot(label="Overview: every layer × head", elem_id="bv-overview")
     return SimpleNamespace(layer=layer, head=head, hide=hide, merge=merge, heatmap=heatmap, cls_rows=cls_rows,
                            rollout=rollout, overview=overview, overview_notice=overview_notice, measure=measure,
                            measure_note=measure_note_md)

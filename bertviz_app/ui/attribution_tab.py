@@ -15,7 +15,7 @@ import pandas as pd
 
 import bertviz_app as core
 
-from . import common, plots, visitor
+from . import common, figures, plots, visitor
 
 
 def build() -> SimpleNamespace:
@@ -35,13 +35,15 @@ def build() -> SimpleNamespace:
     with gr.Row():
         html_file = gr.DownloadButton("Download as HTML", interactive=False, size="sm", elem_id="bv-download-html")
         json_file = gr.DownloadButton("Download as JSON", interactive=False, size="sm", elem_id="bv-download-json")
-    gr.Markdown("The HTML file is one standalone page (coloured words, every number; opens offline). Each chart "
-                "downloads as a PNG from the camera icon at its top right (shown when the pointer is over it).",
-                elem_classes=["bv-note"])
-    bar = gr.Plot(label="Attribution by token", elem_id="bv-attr-bar")
+        svg_file = gr.DownloadButton("Download as SVG", interactive=False, size="sm", elem_id="bv-download-svg")
+        png_file = gr.DownloadButton("Download as PNG", interactive=False, size="sm", elem_id="bv-download-png")
+    gr.Markdown("The HTML file is one standalone page (coloured words, every number; opens offline). The SVG "
+                "(vector, text stays text) and PNG files are the coloured words as a figure for a paper; each chart "
+                "has its own SVG and PNG buttons under it.", elem_classes=["bv-note"])
+    bar = figures.plot(label="Attribution by token", elem_id="bv-attr-bar")
     with gr.Row():
-        path = gr.Plot(label="[CLS] path", elem_id="bv-cls-path")
-        lens = gr.Plot(label="[CLS] lens", elem_id="bv-cls-lens")
+        path = figures.plot(label="[CLS] path", elem_id="bv-cls-path")
+        lens = figures.plot(label="[CLS] lens", elem_id="bv-cls-lens")
     gr.Markdown(
         "**[CLS] path:** the same attribution taken at the output of the embeddings and of every layer: "
         "evidence starts on the word positions and ends up in [CLS], the only position the classifier reads. "
@@ -52,7 +54,7 @@ def build() -> SimpleNamespace:
     cmp = build_compare()
     return SimpleNamespace(target=target, baseline=baseline, n_steps=n_steps, auto=auto, merge=merge, explain=explain,
                            delta=delta, tokens=tokens, bar=bar, path=path, lens=lens, html_file=html_file,
-                           json_file=json_file, cmp=cmp)
+                           json_file=json_file, svg_file=svg_file, png_file=png_file, cmp=cmp)
 
 
 # --------------------------------------------------------------------------- methods side by side
@@ -87,8 +89,8 @@ def build_compare() -> SimpleNamespace:
                                  elem_id="bv-compare-table", elem_classes=["bv-table"])
             tokens = gr.HTML(label="Each method's tokens", elem_id="bv-compare-tokens")
             with gr.Row():
-                heat = gr.Plot(label="Methods side by side", elem_id="bv-compare-heatmap")
-                agree = gr.Plot(label="Rank agreement", elem_id="bv-compare-agreement")
+                heat = figures.plot(label="Methods side by side", elem_id="bv-compare-heatmap")
+                agree = figures.plot(label="Rank agreement", elem_id="bv-compare-agreement")
     return SimpleNamespace(methods=methods, top_k=top_k, run=run, shown=shown, reading=reading, table=table,
                            tokens=tokens, heat=heat, agree=agree, state=gr.State(None, time_to_live=3600))
 
@@ -282,24 +284,25 @@ def export_folder() -> Path:
 
 
 def export_files(rec: common.Record | None, merge: bool):
-    """The two download buttons: the explanation's HTML and JSON files (``core.export_files``),
-    or disabled buttons while there is no attribution."""
+    """The four download buttons: the explanation's HTML and JSON files (``core.export_files``) and
+    the coloured words as SVG and PNG (``core.figure_files``), or disabled buttons while there is no
+    attribution."""
     if rec is None or rec.attribution is None:
         off = gr.update(value=None, interactive=False)
-        return off, off
+        return off, off, off, off
     page, data = core.export_files(export_folder(), rec.attribution, rec.prediction, rec.model, merge=bool(merge),
                                    keep_s=EXPORT_KEEP_S, faith=rec.faith, min_change=rec.min_change)
+    svg, png = core.figure_files(export_folder(), rec.attribution, merge=bool(merge), min_change=rec.min_change)
     # public mode: the visitor's texts, served to this visitor's browser only (visitor.own_file)
-    return (gr.update(value=visitor.own_file(page), interactive=True),
-            gr.update(value=visitor.own_file(data), interactive=True))
+    return tuple(gr.update(value=visitor.own_file(f), interactive=True) for f in (page, data, svg, png))
 
 
 def wire(ui: SimpleNamespace, state: gr.State, heavy: dict, settings: core.Settings) -> None:
     """Refresh the download buttons whenever the analysis (``state``) or the word/token view changes;
     compare the methods on request (``heavy``: the app's one-at-a-time model group; ``settings``: the app's)."""
     gr.on([state.change, ui.merge.input], common.guard(export_files), inputs=[state, ui.merge],
-          outputs=[ui.html_file, ui.json_file], api_visibility="private", show_progress="hidden",
-          trigger_mode="always_last")
+          outputs=[ui.html_file, ui.json_file, ui.svg_file, ui.png_file], api_visibility="private",
+          show_progress="hidden", trigger_mode="always_last")
     cmp = ui.cmp
     views = {cmp.shown, cmp.reading, cmp.table, cmp.tokens, cmp.heat, cmp.agree}
 

@@ -24,7 +24,7 @@ import pandas as pd
 
 import bertviz_app as core
 
-from . import common, plots, visitor
+from . import common, figures, plots, visitor
 from .common import CancelFlag, esc
 from .finetune_view import (
     COMPARE_STEPS,
@@ -139,12 +139,12 @@ def build(default: str, *, settings: core.Settings | None = None) -> SimpleNames
     status = gr.Markdown(elem_id="bv-ft-status")
     bar = gr.HTML(elem_id="bv-ft-progress")
     verdict = gr.Markdown(elem_id="bv-ft-verdict")
-    curves = gr.Plot(label="Training curves", elem_id="bv-ft-curves")
+    curves = figures.plot(label="Training curves", elem_id="bv-ft-curves")
     metrics = gr.Markdown(elem_id="bv-ft-metrics")
     with gr.Row():
         per_class = gr.Dataframe(value=per_class_frame([]), label="Per-class metrics (validation)", interactive=False,
                                  elem_id="bv-ft-per-class")
-        confusion = gr.Plot(label="Confusion matrix", elem_id="bv-ft-confusion")
+        confusion = figures.plot(label="Confusion matrix", elem_id="bv-ft-confusion")
     wrong = gr.Dataframe(value=wrong_frame([]), label="Misclassified validation rows (most confident first): select a "
                                                       "row to send it to the "
                          "explorer or compare", interactive=False, wrap=True, max_height=400, elem_id="bv-ft-wrong")
@@ -175,8 +175,8 @@ def build(default: str, *, settings: core.Settings | None = None) -> SimpleNames
         cmp_btn = gr.Button("Compare", interactive=False, elem_id="bv-ft-cmp")
         cmp_md = gr.Markdown(elem_id="bv-ft-cmp-md")
         with gr.Row():
-            cmp_base_bar = gr.Plot(label="Base model", elem_id="bv-ft-cmp-base-bar")
-            cmp_tuned_bar = gr.Plot(label="Fine-tuned model", elem_id="bv-ft-cmp-tuned-bar")
+            cmp_base_bar = figures.plot(label="Base model", elem_id="bv-ft-cmp-base-bar")
+            cmp_tuned_bar = figures.plot(label="Fine-tuned model", elem_id="bv-ft-cmp-tuned-bar")
         with gr.Row():
             cmp_base_tokens = gr.HTML(elem_id="bv-ft-cmp-base-tokens")
             cmp_tuned_tokens = gr.HTML(elem_id="bv-ft-cmp-tuned-tokens")
