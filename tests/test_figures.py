@@ -166,3 +166,18 @@ def test_plot_helper_adds_svg_and_png_buttons():
     assert js == {"bv-x-svg": "() => { window.bvFigure && window.bvFigure('bv-x', 'svg'); }",
                   "bv-x-png": "() => { window.bvFigure && window.bvFigure('bv-x', 'png'); }"}
     assert "window.bvFigure" in figures.HEAD and figures.HEAD.startswith("<script>")
+
+
+def test_weight_heatmaps_start_their_colour_scale_at_zero():
+    """Plotly ignores zmin without zmax and stretches the data's own range over the scale: weights
+    of 0.062 and 0.063 would be drawn white and dark blue. The scale runs from 0 to the largest weight."""
+    pytest.importorskip("plotly")
+    from bertviz_app.ui import plots
+
+    toks = ["[CLS]", "a", "film", "[SEP]"]
+    m = np.array([[0.249, 0.25, 0.251, 0.25]] * 4)
+    for fig in (plots.attention_heatmap(m, toks), plots.rollout_heatmap(m, toks, layer=1),
+                plots.cls_rows_heatmap(m, toks)):
+        trace = fig.data[0]
+        assert trace.zmin == 0.0 and trace.zmax == pytest.approx(0.251, abs=1e-4)
+    assert plots.attention_heatmap(np.zeros((4, 4)), toks).data[0].zmax == 1.0  # nothing to scale to

@@ -122,6 +122,14 @@ def _tick_kw(tokens: Sequence[str]) -> dict:
                 tickfont=dict(size=10 if n > 40 else 12))
 
 
+def _top(z: np.ndarray) -> float:
+    """The top of a 0-based colour scale: the largest weight (plotly ignores ``zmin`` without ``zmax``
+    and would stretch the data's own range over the whole scale, so weights of 0.062 and 0.063 would
+    look like white and dark blue)."""
+    top = float(np.nanmax(z)) if z.size else 0.0
+    return top if top > 0 else 1.0
+
+
 def attention_heatmap(matrix: np.ndarray, tokens: Sequence[str], title: str = "Attention",
                       download: str | None = None) -> go.Figure:
     """(T, T) attention: row = the token attending (query), column = the token attended to (key).
@@ -132,7 +140,7 @@ def attention_heatmap(matrix: np.ndarray, tokens: Sequence[str], title: str = "A
         raise ValueError(f"matrix shape {z.shape} does not match {n} tokens")
     cats = _cats(tokens)
     fig = _figure(go.Heatmap(
-        z=np.round(z, 4), x=cats, y=cats, colorscale="Blues", zmin=0.0,
+        z=np.round(z, 4), x=cats, y=cats, colorscale="Blues", zmin=0.0, zmax=_top(z),
         colorbar=dict(title=dict(text="weight"), thickness=12),
         hovertemplate="%{y} → %{x}<br>weight %{z:.3f}<extra></extra>",
     ))
@@ -216,7 +224,7 @@ def cls_rows_heatmap(rows: np.ndarray, tokens: Sequence[str], title: str = "Wher
         raise ValueError(f"rows have {n} columns but there are {len(tokens)} tokens")
     fig = _figure(go.Heatmap(
         z=np.round(z, 4), x=_cats(tokens), y=[f"layer {i + 1}" for i in range(n_layers)], colorscale="Blues", zmin=0.0,
-        hovertemplate="%{y}: [CLS] → %{x}<br>weight %{z:.3f}<extra></extra>",
+        zmax=_top(z), hovertemplate="%{y}: [CLS] → %{x}<br>weight %{z:.3f}<extra></extra>",
         colorbar=dict(title=dict(text="weight"), thickness=12),
     ))
     fig.update_xaxes(tickangle=-60, **_tick_kw(tokens))
