@@ -39,6 +39,10 @@ class AttentionRequest(_Body):
     pair: str | None = _PAIR
     layer: int = Field(0, description="0: every layer; k: layer k only (1-based), as a list of one.")
     model: str | None = _MODEL
+    window: bool = Field(False, description="A text longer than the model reads: one window's attention (window_index) "
+                                            "and, under \"document\", the [CLS] rows merged over every window.")
+    stride: int | None = Field(None, description="With window: tokens shared by neighbouring windows (null: 128).")
+    window_index: int = Field(0, description="With window: which window's attention, 0-based.")
 
 
 _STEPS = Field(None, description="Exactly this many integration steps (with tolerance unset or 0); null: chosen.")
@@ -54,6 +58,9 @@ class ExplainRequest(_Body):
     pair: str | None = _PAIR
     model: str | None = _MODEL
     tolerance: float | None = _TOL
+    window: bool = Field(False, description="Explain a text longer than the model reads whole: each of predict's "
+                                            "windows explained, the scores merged (one per token of the document).")
+    stride: int | None = Field(None, description="With window: tokens shared by neighbouring windows (null: 128).")
 
 
 class CompareRequest(ExplainRequest):
@@ -104,6 +111,8 @@ class ExplainResponse(_Answer):
     f_baseline: float | None = None
     method: str | None = None
     truncated: bool | None = None
+    windows: int | None = Field(None, description="With window=true: how many windows were read; "
+                                                  "window_predictions lists each one's prediction.")
 
 
 class CompareResponse(_Answer):

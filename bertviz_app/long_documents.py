@@ -238,6 +238,10 @@ class DocumentExplanation:
         """Each window's f(x) - f(baseline): what its own scores add up to (up to its delta)."""
         return tuple(w.attribution.f_x - w.attribution.f_baseline for w in self.windows if w.attribution)
 
+    def window_dicts(self) -> list[dict]:
+        """Each window's prediction and numbers (what ``export``'s ``windows=`` takes)."""
+        return [w.to_dict() for w in self.windows]
+
     def to_dict(self) -> dict:
         """The merged attribution's JSON (one score per document token), plus ``windows`` (how many
         were read), each window's prediction and numbers, the document's prediction, the offsets."""
@@ -247,7 +251,7 @@ class DocumentExplanation:
             "windows": len(self.windows), "stride": self.stride,
             "offsets": [list(o) for o in self.attribution.info.offsets],
             "prediction": self.prediction.to_dict() | {"windows": len(self.windows)},
-            "window_predictions": [w.to_dict() for w in self.windows],
+            "window_predictions": self.window_dicts(),
             "scores_sum": self.scores_sum, "windows_change": list(self.windows_change),
             "truncated": False, "seconds": round(self.seconds, 4),
         }

@@ -21,6 +21,7 @@ from .batching import explain_one, predict_one
 from .catalog import list_models
 from .config import Settings
 from .errors import InputError, ModelNotFoundError
+from .long_documents import attention_windows, explain_windows
 from .methods import METHODS, compare_methods
 from .model_summary import summary as model_summary
 from .registry import LoadedModel, load_model
@@ -65,8 +66,13 @@ def predict(lm: LoadedModel, text: str, pair: str | None = "", window: bool = Fa
     return predict_one(lm, text, _pair(pair), window=bool(window), stride=stride, pool=pool).to_dict()
 
 
-def attention(lm: LoadedModel, text: str, pair: str | None = "", layer: int = 0) -> dict:
-    """{"tokens", "weights", "truncated"}: every layer (layer 0) or layer k (1-based) as a list of one."""
+def attention(lm: LoadedModel, text: str, pair: str | None = "", layer: int = 0, window: bool = False,
+              stride: int | None = None, window_index: int = 0) -> dict:
+    """{"tokens", "weights", "truncated"}: every layer (layer 0) or layer k (1-based) as a list of one.
+    ``window``: window ``window_index`` of a long text (``long_documents.attention_windows``), with
+    the document's merged [CLS] rows under "document"."""
+    if window:
+        return _attention_window(lm, text, pair, layer, stride, window_index)
     maps = attention_maps(lm, text, pair=_pair(pair))
     layer = whole_number(layer or 0, "layer")
     if not 0 <= layer <= maps.num_layers:
@@ -77,10 +83,30 @@ def attention(lm: LoadedModel, text: str, pair: str | None = "", layer: int = 0)
     return {"tokens": list(maps.tokens), "weights": np.round(w, 5).tolist(), "truncated": maps.info.truncated}
 
 
+def _attention_window(lm: LoadedModel, text: str, pair: str | None, layer, stride, window_index) -> dict:
+    stride = None if stride is None else whole_number(stride, "stride")
+    d = attention_windows(lm, text, pair=_pair(pair), window=whole_number(window_index or 0, "window_index"),
+                          stride=stride)
+    layer = whole_number(layer or 0, "layer")
+    if not 0 <= layer <= d.maps.num_layers:
+        raise InputError(f"layer must be 0 (all) or 1 to {d.maps.num_layers}, got {layer}.")
+    out = d.to_dict()
+    w = d.maps.weights if not layer else d.maps.weights[layer - 1 : layer]  # (L or 1, H, T, T)
+    out["weights"] = np.round(w, 5).tolist()
+    return out
+
+
 def explain(lm: LoadedModel, text: str, target: str | None = "", baseline: str = "pad", n_steps: int | None = None,
-            pair: str | None = "", tolerance: float | None = None) -> dict:
-    """Integrated Gradients of one text, batched with concurrent calls with equal arguments."""
+            pair: str | None = "", tolerance: float | None = None, window: bool = False,
+            stride: int | None = None) -> dict:
+    """Integrated Gradients of one text, batched with concurrent calls with equal arguments.
+    ``window``: a long text whole, in predict's windows (``long_documents.explain_windows``): one
+    score per token of the document, "windows" and each window's prediction."""
     n, tol = steps_args(n_steps, tolerance)
+    if window:
+        d = explain_windows(lm, text, target=target or None, baseline=baseline, pair=_pair(pair), n_steps=n,
+                            tolerance=tol, stride=None if stride is None else whole_number(stride, "stride"))
+        return d.to_dict()
     attr = explain_one(lm, text, target=target or None, baseline=baseline, n_steps=n, pair=_pair(pair), tolerance=tol)
     out = attr.to_dict()
     out["relative_delta"] = finite(attr.relative_delta)
