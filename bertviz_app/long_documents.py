@@ -367,7 +367,9 @@ def _engine(lm: LoadedModel, w: DocumentWindow, target_idx: int, baseline: str, 
 class DocumentAttention:
     """Attention over a long document: the picked window's maps (``maps``, its tokens' offsets into
     the whole text) and, over every document token, the windows' [CLS] rows and rollout [CLS] rows
-    per layer, merged (``merge_windows``)."""
+    per layer, merged (``merge_windows``). An entry is the token's share of its window's [CLS]
+    (the windows' weighted mean where two read it), so entries compare across windows and a row
+    sums to about the number of windows, not to 1."""
 
     maps: AttentionMaps  # the picked window
     window: int
