@@ -322,8 +322,10 @@ def _explain_windows(lm, text, cls, target, baseline, pair, output, stride, pool
                            lm.settings.max_method_seconds)
             del probe
         results = []
+        # Integrated Gradients find f(x) and f(baseline) on their own path (no separate forward pass)
+        ends = cls.name != "integrated_gradients"
         for w in doc.windows:
-            engine = _engine(lm, w, target_idx, baseline, output)
+            engine = _engine(lm, w, target_idx, baseline, output, evaluate=ends)
             a = cls(engine).attribute(**options)
             del engine  # one window's word vectors at a time
             if len(a.scores) != len(w) or a.info.tokens != w.info.tokens:
