@@ -92,6 +92,11 @@ from .finetune import run_folder as run_folder
 from .finetune import run_plan as run_plan
 from .finetune import zip_run as zip_run
 from .inference import predict as predict
+from .long_documents import DocumentAttention as DocumentAttention
+from .long_documents import DocumentExplanation as DocumentExplanation
+from .long_documents import attention_windows as attention_windows
+from .long_documents import document_windows as document_windows
+from .long_documents import explain_windows as explain_windows
 from .methods import METHODS as METHODS
 from .methods import compare_methods as compare_methods
 from .methods import explain as explain

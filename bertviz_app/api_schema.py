@@ -42,6 +42,10 @@ class AttentionRequest(_Body):
     measure: str = Field("raw", description="Context-mixing measure: raw (attention weights), norm (attention-norm, "
                                             "Kobayashi et al. 2020), value_zeroing (Mohebbi et al. 2023) or alti "
                                             "(Ferrando et al. 2022).")
+    window: bool = Field(False, description="A text longer than the model reads: one window's attention (window_index) "
+                                            "and, under \"document\", the [CLS] rows merged over every window.")
+    stride: int | None = Field(None, description="With window: tokens shared by neighbouring windows (null: 128).")
+    window_index: int = Field(0, description="With window: which window's attention, 0-based.")
 
 
 _STEPS = Field(None, description="Exactly this many integration steps (with tolerance unset or 0); null: chosen.")
@@ -57,6 +61,9 @@ class ExplainRequest(_Body):
     pair: str | None = _PAIR
     model: str | None = _MODEL
     tolerance: float | None = _TOL
+    window: bool = Field(False, description="Explain a text longer than the model reads whole: each of predict's "
+                                            "windows explained, the scores merged (one per token of the document).")
+    stride: int | None = Field(None, description="With window: tokens shared by neighbouring windows (null: 128).")
 
 
 class CompareRequest(ExplainRequest):
@@ -115,6 +122,8 @@ class ExplainResponse(_Answer):
     f_baseline: float | None = None
     method: str | None = None
     truncated: bool | None = None
+    windows: int | None = Field(None, description="With window=true: how many windows were read; "
+                                                  "window_predictions lists each one's prediction.")
 
 
 class CompareResponse(_Answer):

@@ -145,7 +145,12 @@ def cmd_explain(args) -> int:
     lm = _load(args)
     text = _single(args)
     if args.compare:
+        if args.window:
+            raise SystemExit(_fail("--window explains one method over a whole document; --compare takes a text "
+                                   "that fits the model"))
         return _compare(args, lm, text)
+    if args.window:
+        return _explain_windows(args, lm, text)
     if args.method != "integrated_gradients":
         if args.tolerance is not None:
             raise SystemExit(_fail("--tolerance is for integrated_gradients only"))
@@ -198,10 +203,70 @@ def cmd_explain(args) -> int:
     return 0
 
 
+def _explain_windows(args, lm, text) -> int:
+    """explain --window: one attribution per token of the whole document, read in predict's windows."""
+    from . import change_warning, colour_scale, explain_windows, write_html, write_json
+
+    if args.method != "integrated_gradients" and args.tolerance is not None:
+        raise SystemExit(_fail("--tolerance is for integrated_gradients only"))
+    n_steps, tolerance = _steps(args) if args.method == "integrated_gradients" else (args.n_steps, None)
+    d = explain_windows(lm, text, args.method, target=args.target, baseline=args.baseline, pair=args.pair,
+                        output=args.output, stride=args.stride, n_steps=n_steps, tolerance=tolerance,
+                        n_samples=args.n_samples, seed=args.seed)
+    a = d.attribution
+    for path, write in ((args.html, write_html), (args.out, write_json)):
+        if path:
+            saved = write(path, a, d.prediction, model=lm.name, windows=d.window_dicts())
+            print(f"saved {saved}", file=sys.stderr)
+    if args.json:
+        _out(d.to_dict())
+        return 0
+    p = d.prediction
+    print(f"{len(d.windows)} windows of at most {lm.max_length} tokens ({d.stride} shared by neighbours), "
+          f"{len(a.tokens)} tokens; document: {p.label} "
+          + "  ".join(f"{k} {v:.3f}" for k, v in p.scores.items()) + f"; explaining {a.target} with {a.method}")
+    for w in d.windows:
+        wa = w.attribution
+        print(f"  window {w.index}: tokens {w.token_span[0]}-{w.token_span[1] - 1}  {w.label:<12} "
+              + "  ".join(f"{k} {v:.3f}" for k, v in zip(w.labels, w.probs))
+              + f"  f(x)-f(baseline) {wa.f_x - wa.f_baseline:+.4f}  scores sum {float(wa.scores.sum()):+.4f}")
+    print(f"merged scores sum {d.scores_sum:+.4f} (each window's scores add up to its own change; the merged sum is "
+          f"not the change of one input); worst window's relative delta {a.relative_delta:.1%}")
+    scale = colour_scale(a)
+    warning = change_warning(a, scale)
+    if warning:
+        print(f"warning: {warning}")
+    print(f"bars: 20 marks = {scale.full:.4g}")
+    for tok, s in zip(a.tokens, a.scores):
+        bar = ("+" if s >= 0 else "-") * int(round(scale.alpha(s) * 20))
+        print(f"  {tok:<16} {s:+.4f} {bar}")
+    return 0
+
+
+def _attention_windows(args, lm, text) -> int:
+    """attention --window [K]: window K's attention, and the [CLS] rows merged over the whole document."""
+    from . import attention_windows
+
+    d = attention_windows(lm, text, pair=args.pair, window=args.window, stride=args.stride, measure=args.measure)
+    if args.json:
+        _out(d.to_dict())
+        return 0
+    layers, heads, t, _ = d.maps.weights.shape
+    a, b = d.spans[d.window]
+    print(f"measure: {d.measure}; window {d.window} of {d.windows} (0-based; document tokens {a}-{b - 1}): {layers} "
+          f"layers x {heads} heads x {t} tokens")
+    top = sorted(zip(d.rollout_cls[-1], d.info.tokens), reverse=True)[:10]
+    print("whole document, aggregated [CLS] row at the last layer (windows merged): "
+          + ", ".join(f"{tok} {w:.3f}" for w, tok in top))
+    return 0
+
+
 def cmd_attention(args) -> int:
     from .context_mixing import MEASURE_NOTES, context_mixing
 
     lm = _load(args)
+    if args.window is not None:
+        return _attention_windows(args, lm, _single(args))
     mm = context_mixing(lm, _single(args), pair=args.pair, measure=args.measure)
     if args.json:
         _out({**mm.to_dict(), "truncated": mm.info.truncated})
@@ -505,6 +570,12 @@ def build_parser(settings: Settings | None = None) -> argparse.ArgumentParser:
     p.add_argument("--png", default=None, metavar="PATH", help="also save the coloured words as a PNG figure")
     p.add_argument("--tokens", action="store_true",
                    help="with --svg/--png: colour the model's tokens instead of whole words")
+    p.add_argument("--window", action="store_true",
+                   help="explain a text longer than the model's limit whole: each of predict's overlapping windows "
+                        "explained, the scores merged (one per token of the document; each window's prediction listed)")
+    p.add_argument("--stride", type=int, default=None,
+                   help="with --window: tokens shared by neighbouring windows (default: 128, at most half the "
+                        "model's length)")
     p = add("explain-csv", cmd_explain_csv,
             "predict and explain every row of a CSV/TSV file (several processes with accelerate launch)")
     p.add_argument("data", help="file with a header row (.csv, .tsv, .txt)")
@@ -534,6 +605,10 @@ def build_parser(settings: Settings | None = None) -> argparse.ArgumentParser:
     p.add_argument("--measure", default="raw", choices=MEASURE_NAMES,
                    help="raw (attention weights, default), norm (attention-norm), value_zeroing or alti: what a "
                         "token takes from each other token, layer by layer (docs/methods.md)")
+    p.add_argument("--window", type=int, nargs="?", const=0, default=None, metavar="K",
+                   help="a text longer than the model's limit: window K's attention (0-based, default 0) and the "
+                        "[CLS] rows merged over the whole document")
+    p.add_argument("--stride", type=int, default=None, help="with --window: tokens shared by neighbouring windows")
     add("summary", cmd_summary, "architecture and parameter counts by component")
     add("models", cmd_models, "registered models")
     p = add("build-default", cmd_build_default, "fine-tune the offline default model into models/default")

@@ -368,10 +368,13 @@ def _finite(x: float) -> float | None:
 
 
 def explanation_dict(attr: Attribution, prediction: Prediction | None = None, model: str = "",
-                     min_change: float = Settings.min_change, faith: Faithfulness | None = None) -> dict:
+                     min_change: float = Settings.min_change, faith: Faithfulness | None = None,
+                     windows: Sequence[dict] | None = None) -> dict:
     """``attr.to_dict()`` (under "attribution") plus the prediction, the model, the input text
     with its token offsets, the colour scale and (``faith``) its ERASER faithfulness. JSON-safe:
-    non-finite numbers become null."""
+    non-finite numbers become null. ``windows``: a long document explained in windows
+    (``long_documents``): each window's prediction and numbers (``WindowResult.to_dict``), kept
+    under "windows" with how many were read."""
     scale = colour_scale(attr, min_change)
     a = attr.to_dict()
     a["relative_delta"] = _finite(a["relative_delta"])
@@ -393,6 +396,8 @@ def explanation_dict(attr: Attribution, prediction: Prediction | None = None, mo
                          "threshold": scale.threshold, "too_small": scale.too_small},
         "warning": change_warning(attr, scale),
         "faithfulness": None if faith is None else faith.to_dict(),
+        **({} if windows is None else {"windows": {"count": len(windows), "predictions": [dict(w) for w in windows],
+                                                   "scores_sum": float(np.sum(attr.scores, dtype=np.float64))}}),
     }
 
 
@@ -428,9 +433,10 @@ def explanation_from_dict(d: dict) -> Explanation:
 
 
 def explanation_json(attr: Attribution, prediction: Prediction | None = None, model: str = "",
-                     min_change: float = Settings.min_change, faith: Faithfulness | None = None) -> str:
-    return json.dumps(explanation_dict(attr, prediction, model, min_change, faith), ensure_ascii=False, indent=1,
-                      allow_nan=False) + "\n"
+                     min_change: float = Settings.min_change, faith: Faithfulness | None = None,
+                     windows: Sequence[dict] | None = None) -> str:
+    return json.dumps(explanation_dict(attr, prediction, model, min_change, faith, windows), ensure_ascii=False,
+                      indent=1, allow_nan=False) + "\n"
 
 
 # --------------------------------------------------------------------------- standalone HTML
@@ -469,11 +475,13 @@ METHOD_TEXT = {
 
 
 def explanation_html(attr: Attribution, prediction: Prediction | None = None, model: str = "", merge: bool = True,
-                     min_change: float = Settings.min_change, faith: Faithfulness | None = None) -> str:
+                     min_change: float = Settings.min_change, faith: Faithfulness | None = None,
+                     windows: Sequence[dict] | None = None) -> str:
     """One standalone page: coloured words (or tokens), method, target, f(x), f(baseline),
     change, delta and relative delta, (``faith``) the ERASER faithfulness with its reading, the
     model, the prediction, and a table of every token with its attribution. Opens offline; all
-    text escaped."""
+    text escaped. ``windows`` (a long document, ``explanation_dict``): a table of the windows, and the
+    numbers say that f(x) and f(baseline) are the windows' means, not what the merged scores add up to."""
     scale = colour_scale(attr, min_change)
     labels, scores, special = attribution_units(attr, merge)
     warning = change_warning(attr, scale, scores)
@@ -510,6 +518,18 @@ def explanation_html(attr: Attribution, prediction: Prediction | None = None, mo
         facts.append(("Second text", f'<span class="text">{_e(attr.info.pair)}</span>'))
     if attr.info.truncated:
         facts.append(("Truncated", "yes: only the first tokens the model reads were explained"))
+    if windows is not None:
+        facts = [f for f in facts if not f[0].startswith(("f(x)", "f(baseline)", "Convergence", "Relative"))]
+        facts += [
+            ("Windows", f"{len(windows)}: the text was read in overlapping windows, each explained alone; a token "
+                        "read by two windows gets their scores' mean, weighted by its distance from each window's "
+                        "edge"),
+            ("f(x), f(baseline)", f"{attr.f_x:.6f}, {attr.f_baseline:.6f} (the windows' means: each window's scores "
+                                  "add up to its own change, listed below)"),
+            ("Sum of the merged scores", f"{float(np.sum(attr.scores, dtype=np.float64)):+.6f} (not a change of any "
+                                         "one input)"),
+            ("Worst window's relative delta", f"{rel:.2%}" if math.isfinite(rel) else "undefined"),
+        ]
     facts_rows = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in facts)
     pred_html = ""
     if prediction is not None:
@@ -517,6 +537,19 @@ def explanation_html(attr: Attribution, prediction: Prediction | None = None, mo
                        for lab, p in zip(prediction.labels, prediction.probs))
         pred_html = (f"<h2>Prediction: {_e(prediction.label)}</h2><table><tr><th>class</th><th>probability</th></tr>"
                      f"{rows}</table>")
+    win_html = ""
+    if windows is not None:
+        def _rel(x):
+            return "" if x is None else f"{x:.2%}"
+
+        rows = "".join(
+            f"<tr><td class='num'>{w['index']}</td><td>{_e(w['label'])}</td>"
+            f"<td>{_e(', '.join(f'{k} {v:.4f}' for k, v in w['scores'].items()))}</td>"
+            f"<td class='num'>{w['tokens'][0]}\u2013{w['tokens'][1] - 1}</td>"
+            f"<td class='num'>{_e(w.get('f_x', ''))}</td><td class='num'>{_e(w.get('f_baseline', ''))}</td>"
+            f"<td class='num'>{_e(_rel(w.get('relative_delta')))}</td></tr>" for w in windows)
+        win_html = ("<h2>Windows</h2><table><tr><th>#</th><th>prediction</th><th>probabilities</th><th>tokens</th>"
+                    f"<th>f(x)</th><th>f(baseline)</th><th>relative delta</th></tr>{rows}</table>")
     share = (lambda v: f"{v / change:+.1%}") if abs(change) > 1e-12 else (lambda v: "")
     tok_rows = "".join(
         f"<tr><td class='num'>{i}</td><td>{_e(tok)}</td><td class='num'>{float(v):+.6f}</td>"
@@ -531,7 +564,7 @@ def explanation_html(attr: Attribution, prediction: Prediction | None = None, mo
         f"<title>Explanation: {_e(attr.target)} \u2014 {_e(model or 'bertviz_app')}</title>"
         f"<style>{_PAGE_CSS}</style></head><body>"
         f"<h1>Why the model gives \u201c{_e(attr.target)}\u201d this {_e(what)}</h1>"
-        f"{coloured}<h2>Numbers</h2><table>{facts_rows}</table>{pred_html}{table}"
+        f"{coloured}<h2>Numbers</h2><table>{facts_rows}</table>{pred_html}{win_html}{table}"
         "</body></html>\n"
     )
 
@@ -587,15 +620,17 @@ def write_png(path: str | os.PathLike, attr: Attribution, merge: bool = True, ti
 
 
 def write_html(path: str | os.PathLike, attr: Attribution, prediction: Prediction | None = None, model: str = "",
-               merge: bool = True, min_change: float = Settings.min_change, faith: Faithfulness | None = None) -> Path:
+               merge: bool = True, min_change: float = Settings.min_change, faith: Faithfulness | None = None,
+               windows: Sequence[dict] | None = None) -> Path:
     """Save ``explanation_html`` to ``path``; returns the path."""
-    return write_text(path, explanation_html(attr, prediction, model, merge, min_change, faith))
+    return write_text(path, explanation_html(attr, prediction, model, merge, min_change, faith, windows))
 
 
 def write_json(path: str | os.PathLike, attr: Attribution, prediction: Prediction | None = None, model: str = "",
-               min_change: float = Settings.min_change, faith: Faithfulness | None = None) -> Path:
+               min_change: float = Settings.min_change, faith: Faithfulness | None = None,
+               windows: Sequence[dict] | None = None) -> Path:
     """Save ``explanation_dict`` as JSON to ``path``; returns the path."""
-    return write_text(path, explanation_json(attr, prediction, model, min_change, faith))
+    return write_text(path, explanation_json(attr, prediction, model, min_change, faith, windows))
 
 
 def _slug(text: str, limit: int = 40) -> str:
@@ -604,18 +639,20 @@ def _slug(text: str, limit: int = 40) -> str:
 
 def export_files(folder: str | os.PathLike, attr: Attribution, prediction: Prediction | None = None, model: str = "",
                  merge: bool = True, keep_s: float | None = None,
-                 faith: Faithfulness | None = None, min_change: float = Settings.min_change) -> tuple[Path, Path]:
+                 faith: Faithfulness | None = None, min_change: float = Settings.min_change,
+                 windows: Sequence[dict] | None = None) -> tuple[Path, Path]:
     """Write the HTML and JSON files of one explanation into ``folder`` (created if needed) under
     names made from the target and a hash of the content, so the same explanation exported
     twice is one pair of files. ``keep_s``: first delete this folder's explanation files older
     than that many seconds (a server's export folder stays small); ``min_change``: the colour scale's
-    floor (the model's settings). Returns (html_path, json_path)."""
+    floor (the model's settings); ``windows``: a long document's windows (``explanation_dict``).
+    Returns (html_path, json_path)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     if keep_s is not None:
         prune(folder, keep_s)
-    page = explanation_html(attr, prediction, model, merge, min_change, faith=faith)
-    data = explanation_json(attr, prediction, model, min_change, faith=faith)
+    page = explanation_html(attr, prediction, model, merge, min_change, faith=faith, windows=windows)
+    data = explanation_json(attr, prediction, model, min_change, faith=faith, windows=windows)
     digest = hashlib.sha256((page + data).encode("utf-8")).hexdigest()[:12]
     stem = f"explanation-{_slug(attr.target)}-{digest}"
     return write_text(folder / f"{stem}.html", page), write_text(folder / f"{stem}.json", data)

@@ -52,9 +52,81 @@ def build() -> SimpleNamespace:
         "through the trained pooler and classifier; the last point is the model's prediction."
     )
     cmp = build_compare()
+    doc = build_document()
     return SimpleNamespace(target=target, baseline=baseline, n_steps=n_steps, auto=auto, merge=merge, explain=explain,
                            delta=delta, tokens=tokens, bar=bar, path=path, lens=lens, html_file=html_file,
-                           json_file=json_file, svg_file=svg_file, png_file=png_file, cmp=cmp)
+                           json_file=json_file, svg_file=svg_file, png_file=png_file, cmp=cmp, doc=doc)
+
+
+# --------------------------------------------------------------------------- whole document (windows)
+DOCUMENT_LABEL = "Explain the whole document (windows)"
+
+
+def build_document() -> SimpleNamespace:
+    """A text longer than the model reads, explained whole: predict's overlapping windows, each
+    explained with the settings above, merged into one coloured view (``core.explain_windows``)."""
+    with gr.Accordion("Whole document (windows)", open=False, elem_id="bv-doc-panel"):
+        gr.Markdown(
+            "The view above explains the first tokens the model reads only. This explains **every token** of a longer "
+            "text: it is read in the same overlapping windows as the prediction's *whole text* option, each window "
+            "is explained alone (Integrated Gradients, the settings above) for the document's predicted class, and a "
+            "token read by two windows gets the mean of their scores weighted by its distance from each window's "
+            "edge. Each window's own prediction is listed.", elem_classes=["bv-note"])
+        with gr.Row():
+            stride = gr.Slider(0, 256, value=128, step=1, label="Tokens shared by neighbouring windows (stride)",
+                               elem_id="bv-doc-stride", scale=3)
+            run = gr.Button(DOCUMENT_LABEL, elem_id="bv-doc-run", scale=1)
+        reading = gr.Markdown(elem_id="bv-doc-reading")
+        tokens = gr.HTML(elem_id="bv-doc-tokens")
+        table = gr.Dataframe(value=pd.DataFrame(columns=DOCUMENT_COLUMNS), label="Each window's prediction",
+                             interactive=False, wrap=True, elem_id="bv-doc-windows", elem_classes=["bv-table"])
+        with gr.Row():
+            html_file = gr.DownloadButton("Download as HTML", interactive=False, size="sm", elem_id="bv-doc-html")
+            json_file = gr.DownloadButton("Download as JSON", interactive=False, size="sm", elem_id="bv-doc-json")
+    return SimpleNamespace(stride=stride, run=run, reading=reading, tokens=tokens, table=table, html_file=html_file,
+                           json_file=json_file)
+
+
+DOCUMENT_COLUMNS = ["window", "document tokens", "prediction", "probabilities", "f(x) − f(baseline)",
+                    "relative delta"]
+
+
+def explain_document(rec: common.Record | None, target: str, baseline: str, n_steps: int, auto: bool, stride,
+                     settings: core.Settings):
+    """``core.explain_windows`` on the analysed text with the tab's settings."""
+    if rec is None:
+        raise core.InputError("Press Analyze first: there is no text to explain yet.")
+    lm = common.load(rec.model, rec.model, settings)
+    info = rec.prediction
+    return core.explain_windows(lm, info.text, target=common.target_arg(target), baseline=baseline, pair=info.pair,
+                                stride=min(int(stride), lm.max_length // 2), n_steps=int(n_steps),
+                                tolerance=common.tolerance_arg(bool(auto)))
+
+
+def render_document(ui: SimpleNamespace, d, rec: common.Record, merge: bool) -> dict:
+    """One coloured view of the whole text, the windows' predictions, the two download buttons."""
+    doc = ui.doc
+    a, p = d.attribution, d.prediction
+    rows = [[w.index, f"{w.token_span[0]}–{w.token_span[1] - 1}", w.label,
+             ", ".join(f"{k} {v:.3f}" for k, v in zip(w.labels, w.probs)),
+             round(w.attribution.f_x - w.attribution.f_baseline, 4), f"{w.attribution.relative_delta:.1%}"]
+            for w in d.windows]
+    probs = ", ".join(f"{common.esc(k)} {v:.3f}" for k, v in p.scores.items())
+    reading = (f"**{len(d.windows)} window{'s' if len(d.windows) > 1 else ''}**, {len(a.tokens)} tokens; the document "
+               f"reads as **{common.esc(p.label)}** ({probs}); explaining **{common.esc(a.target)}**. "
+               "Each window's scores add up to its own change (up to its "
+               f"delta; worst window {a.relative_delta:.1%}); the merged scores sum to {d.scores_sum:+.4f}, which is "
+               "not the change of any one input.")
+    page, data = core.export_files(export_folder(), a, p, rec.model, merge=bool(merge), keep_s=EXPORT_KEEP_S,
+                                   min_change=rec.min_change, windows=d.window_dicts())
+    return {
+        doc.reading: reading,
+        doc.tokens: core.attribution_tokens_html(a, bool(merge), title=f"The whole document: attribution to "
+                                                 f"“{a.target}”", min_change=rec.min_change),
+        doc.table: pd.DataFrame(rows, columns=DOCUMENT_COLUMNS),
+        doc.html_file: gr.update(value=visitor.own_file(page), interactive=True),
+        doc.json_file: gr.update(value=visitor.own_file(data), interactive=True),
+    }
 
 
 # --------------------------------------------------------------------------- methods side by side
@@ -305,6 +377,15 @@ def wire(ui: SimpleNamespace, state: gr.State, heavy: dict, settings: core.Setti
           show_progress="hidden", trigger_mode="always_last")
     cmp = ui.cmp
     views = {cmp.shown, cmp.reading, cmp.table, cmp.tokens, cmp.heat, cmp.agree}
+    doc = ui.doc
+
+    @common.guard
+    def run_document(rec, target, baseline, n_steps, auto, stride, merge):
+        return render_document(ui, explain_document(rec, target, baseline, n_steps, auto, stride, settings), rec, merge)
+
+    doc.run.click(run_document, inputs=[state, ui.target, ui.baseline, ui.n_steps, ui.auto, doc.stride, ui.merge],
+                  outputs=[doc.reading, doc.tokens, doc.table, doc.html_file, doc.json_file],
+                  api_visibility="private", **heavy)
 
     # The results sit in a column hidden until they arrive, so gradio's progress on them cannot be
     # seen: the button itself says that the comparison runs, and for how long so far.
