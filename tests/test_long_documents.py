@@ -274,3 +274,20 @@ def test_page_panel_explains_the_whole_document(tiny, tiny_model_dir, tmp_path):
     assert out["tokens"].count('class="bv-tok"') >= len(LONG.split())
     with pytest.raises(bv.InputError, match="Analyze first"):
         attribution_tab.explain_document(None, common.PREDICTED, "pad", 50, True, STRIDE, Settings())
+
+
+@pytest.mark.parametrize("measure", ["norm", "alti"])
+def test_attention_windows_take_a_context_mixing_measure(tiny, measure):
+    """Each window's measure over its own ids: a text that fits gives the measure's own [CLS] rows."""
+    from bertviz_app.context_mixing import context_mixing
+
+    short = "the film was good"
+    one = bv.attention_windows(tiny, short, measure=measure)
+    whole = context_mixing(tiny, short, measure=measure)
+    assert one.measure == measure and one.maps.measure == measure
+    np.testing.assert_allclose(one.rollout_cls, whole.aggregated[:, 0], atol=1e-5)
+    np.testing.assert_allclose(one.cls_row, whole.combined[:, 0], atol=1e-5)
+    at = bv.attention_windows(tiny, LONG, window=1, stride=STRIDE, measure=measure)
+    np.testing.assert_allclose(at.maps.aggregated.sum(-1), 1, atol=1e-5)
+    with pytest.raises(bv.InputError, match="value_zeroing"):
+        bv.attention_windows(tiny, short, measure="flow")
