@@ -28,6 +28,7 @@ from .catalog import ENCODER as ENCODER
 from .catalog import list_models as list_models
 from .config import Settings as Settings
 from .data import guess_columns as guess_columns
+from .data import no_text_message as no_text_message
 from .data import read_table as read_table
 from .data import review_columns as review_columns
 from .data import safe_csv_cell as safe_csv_cell
