@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import random
+import threading
 import time
 import zipfile
 from pathlib import Path
@@ -230,6 +231,7 @@ class StandInJob:
     comes after the Cancel, so only the run's own "Cancelling…" can say it was heard."""
 
     quiet_ticks = 3  # after the Cancel; 0: stops at once (the run whose "Cancelled" raced the Cancel button's write)
+    release: threading.Event | None = None  # if given: after the Cancel, ticks on until it is set (the test saw it)
 
     def __init__(self, plan, cancel):
         self.cancel_event, self.error, self.results, self.running = cancel, None, [], True
@@ -251,6 +253,10 @@ class StandInJob:
             yield None
         for _ in range(self.quiet_ticks):
             time.sleep(timeout)
+            yield None
+        while self.release is not None and not self.release.wait(timeout):
+            if time.monotonic() > deadline:
+                raise AssertionError("the test never let the run stop")
             yield None
         self.error, self.running = bv.CancelledError("stopped at step 1 of 100; nothing was saved."), False
 
