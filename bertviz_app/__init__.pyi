@@ -33,6 +33,7 @@ from .context_mixing import check_measure as check_measure
 from .context_mixing import context_mixing_inputs as context_mixing_inputs
 from .context_mixing import supported_measures as supported_measures
 from .data import guess_columns as guess_columns
+from .data import no_text_message as no_text_message
 from .data import read_table as read_table
 from .data import review_columns as review_columns
 from .data import safe_csv_cell as safe_csv_cell
