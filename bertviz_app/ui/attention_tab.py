@@ -201,6 +201,7 @@ class DocumentView:
     stride: int
     text: str
     pair: str | None
+    max_length: int = 0  # the model's; the stride is at most half of it
 
 
 def build_document() -> SimpleNamespace:
@@ -279,7 +280,7 @@ def read_document(rec: common.Record | None, window, stride, settings: core.Sett
     stride = min(int(stride if stride is not None else 128), lm.max_length // 2)
     p = rec.prediction
     d = attention_windows(lm, p.text, pair=p.pair, window=index, stride=stride, measure=record_measure(rec))
-    return DocumentView(dataclasses.replace(d, maps=_small(d.maps)), stride, p.text, p.pair)
+    return DocumentView(dataclasses.replace(d, maps=_small(d.maps)), stride, p.text, p.pair, lm.max_length)
 
 
 def pick_window(rec: common.Record | None, view: DocumentView | None, window, stride,
@@ -314,7 +315,10 @@ def document_reading(view: DocumentView) -> str:
         head = (f"**1 window:** this text fits the model ({len(d.info)} tokens), so the whole document is what the "
                 "charts above show.")
     else:
-        head = (f"**{n} windows** over the document's {len(d.info)} tokens ({view.stride} shared by neighbours), "
+        most = (f", at most half the model's {view.max_length}" if view.max_length and
+                view.stride == view.max_length // 2 else "")
+        head = (f"**{n} windows** of up to {view.max_length or len(d.maps.info)} tokens over the document's "
+                f"{len(d.info)} tokens ({view.stride} shared by neighbours{most}), "
                 "read with " + common.esc(name) + ": " + "; ".join(window_label(d, k) for k in range(n)) + ".")
     a, b = d.char_spans[d.window]
     text = d.info.text[a:b]
