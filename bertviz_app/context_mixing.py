@@ -139,8 +139,10 @@ def context_mixing(lm, text: str, pair: str | None = None, measure: str = "raw")
 def _check_tokens(lm, input_ids: torch.Tensor) -> None:
     """Refuse an input whose tokens besides [CLS]/[SEP] (and the like) hold no visible character:
     "[CLS] [SEP]" typed as text (the tokenizer reads them as the special tokens), control or
-    zero-width characters that tokenise to nothing, or to a bare word-start piece ("Ġ", "▁")."""
-    special = set(lm.tokenizer.all_special_ids)
+    zero-width characters that tokenise to nothing, or to a bare word-start piece ("Ġ", "▁"). [UNK]
+    is text (an emoji the vocabulary lacks is still what the reader typed), as the page's Analyze
+    check (``encoding.check_has_words``) counts it, so a text the page analyses has every measure."""
+    special = set(lm.tokenizer.all_special_ids) - {lm.tokenizer.unk_token_id}
     ids = [int(i) for i in input_ids.reshape(-1).tolist() if int(i) not in special]
     shown = lm.tokenizer.decode(ids) if ids else ""
     if not any(ch.isprintable() and not ch.isspace() for ch in shown):

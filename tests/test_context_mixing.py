@@ -276,12 +276,20 @@ def test_unknown_and_unsupported_measures_are_refused(fam_lm, monkeypatch):
 def test_bad_texts_are_refused(fam_lm):
     tok = fam_lm.tokenizer
     only_specials = f"{tok.cls_token or tok.bos_token} {tok.sep_token or tok.eos_token}"
-    for text, match in [("", "empty"), ("   \n", "empty"), ("x" * (fam_lm.settings.max_chars + 1), "limit"),
-                        (only_specials, "special"), ("\x01\x02\u200b", "special")]:
+    cases = [("", "empty"), ("   \n", "empty"), ("x" * (fam_lm.settings.max_chars + 1), "limit"),
+             (only_specials, "special")]
+    invisible = "\x01\x02\u200b"
+    if tok.unk_token_id not in tok(invisible, add_special_tokens=False)["input_ids"]:  # else it is [UNK]: text
+        cases.append((invisible, "special"))
+    for text, match in cases:
         with pytest.raises(InputError, match=match):
             cm.context_mixing(fam_lm, text, measure="alti")
+    first, last = tok.cls_token_id or tok.bos_token_id, tok.sep_token_id or tok.eos_token_id
     with pytest.raises(InputError, match="special"):
-        cm.context_mixing_inputs(fam_lm, {"input_ids": torch.tensor([tok.all_special_ids[:2]])}, "raw")
+        cm.context_mixing_inputs(fam_lm, {"input_ids": torch.tensor([[first, last]])}, "raw")
+    if tok.unk_token_id is not None:  # [UNK] is the reader's text (an emoji), as the page's Analyze counts it
+        m = cm.context_mixing_inputs(fam_lm, {"input_ids": torch.tensor([[first, tok.unk_token_id, last]])}, "alti")
+        np.testing.assert_allclose(m.aggregated.sum(-1), 1, atol=TOL)
 
 
 
