@@ -395,3 +395,21 @@ def test_summary_reproduces_published_base_counts(family, config, total, head):
     s = bv.summary(model, name=family)
     assert s.total_params == total == sum(n for _, n in s.components)
     assert s.classifier_params == head and s.encoder_params == total - head
+
+
+@pytest.mark.parametrize("method", ["integrated_gradients", "alti"])
+def test_a_long_document_is_explained_whole_on_every_family(fam_lm, method):
+    """Past the 64 tokens these models read: predict's windows, each explained from its own ids, merged
+    into one score per document token; each window's IG adds up to its own change."""
+    text = " ".join(TEXTS * 8)  # ~190 tokens: several windows of 64
+    d = bv.explain_windows(fam_lm, text, method, stride=16, n_steps=32)
+    doc = bv.document_windows(fam_lm, text, stride=16)
+    assert len(d.windows) == len(doc) >= 3 and len(d.attribution.tokens) == len(doc.info)
+    assert np.isfinite(d.attribution.scores).all()
+    assert text[slice(*d.attribution.info.offsets[-2])].strip() == "fun"  # the last word is covered, where it is
+    if method == "integrated_gradients":
+        for w in d.windows:
+            a = w.attribution
+            assert abs(a.scores.sum() - (a.f_x - a.f_baseline)) <= abs(a.delta) + 1e-5
+    at = bv.attention_windows(fam_lm, text, window=len(doc) - 1, stride=16, measure="norm")
+    assert at.cls_row.shape == (fam_lm.model.config.num_hidden_layers, len(doc.info))
