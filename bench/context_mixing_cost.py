@@ -60,7 +60,7 @@ def child(code: str, n_texts: int, n_tokens: int, threads: int) -> dict:
 
     hf_logging.set_verbosity_error()
     import bertviz_app as bv
-    from bertviz_app import context_mixing as cm
+    from bertviz_app import mixing_measures as cm
     from bertviz_app.config import Settings
     from bertviz_app.default_model import rotten_tomatoes_split
 

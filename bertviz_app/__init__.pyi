@@ -27,11 +27,6 @@ from .build_job import start_default_build as start_default_build
 from .catalog import ENCODER as ENCODER
 from .catalog import list_models as list_models
 from .config import Settings as Settings
-from .context_mixing import MEASURES as MEASURES
-from .context_mixing import MixingMaps as MixingMaps
-from .context_mixing import check_measure as check_measure
-from .context_mixing import context_mixing_inputs as context_mixing_inputs
-from .context_mixing import supported_measures as supported_measures
 from .data import guess_columns as guess_columns
 from .data import no_text_message as no_text_message
 from .data import read_table as read_table
@@ -102,6 +97,12 @@ from .long_documents import window_maps as window_maps
 from .methods import METHODS as METHODS
 from .methods import compare_methods as compare_methods
 from .methods import explain as explain
+from .mixing_measures import MEASURES as MEASURES
+from .mixing_measures import MixingMaps as MixingMaps
+from .mixing_measures import check_measure as check_measure
+from .mixing_measures import context_mixing as context_mixing
+from .mixing_measures import context_mixing_inputs as context_mixing_inputs
+from .mixing_measures import supported_measures as supported_measures
 from .model_summary import summary as summary
 from .registry import LoadedModel as LoadedModel
 from .registry import clear_cache as clear_cache

@@ -262,7 +262,7 @@ def _attention_windows(args, lm, text) -> int:
 
 
 def cmd_attention(args) -> int:
-    from .context_mixing import MEASURE_NOTES, context_mixing
+    from .mixing_measures import MEASURE_NOTES, context_mixing
 
     lm = _load(args)
     if args.window is not None:

@@ -137,7 +137,7 @@ class Family:
         """Logits (B, C) from the last hidden states (B, T or 1, D); reads position 0 only."""
         raise NotImplementedError
 
-    # -- context mixing (``context_mixing.py``) ---------------------------------------------------
+    # -- context mixing (``mixing_measures.py``) ---------------------------------------------------
     def mixing_parts(self, layer) -> MixingParts:
         """The attention block's parts of one layer (one of ``layers(model)``)."""
         sa, out = layer.attention.self, layer.attention.output

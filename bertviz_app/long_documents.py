@@ -34,12 +34,12 @@ import torch
 
 from .attention_maps import cls_rows, rollout
 from .attribution import TOKEN_BUDGET, AttributionEngine, check_args, speed_options, steps_mode
-from .context_mixing import MixingMaps, check_measure, context_mixing_inputs
 from .encoding import check_texts
 from .errors import InputError
 from .families import family_of
 from .inference import check_window, pool_logits, probabilities, window_logits, window_plan
 from .methods import MAX_SAMPLES, WordFeatures, method_class, refuse_if_slow
+from .mixing_measures import MixingMaps, check_measure, context_mixing_inputs
 from .registry import LoadedModel
 from .results import AttentionMaps, Attribution, Prediction, TokenInfo
 

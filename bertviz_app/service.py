@@ -19,10 +19,10 @@ from . import visitors
 from .batching import explain_one, predict_one
 from .catalog import list_models
 from .config import Settings
-from .context_mixing import check_measure, context_mixing
 from .errors import InputError, ModelNotFoundError
 from .long_documents import attention_windows, explain_windows
 from .methods import METHODS, compare_methods
+from .mixing_measures import check_measure, context_mixing
 from .model_summary import summary as model_summary
 from .registry import LoadedModel, load_model
 from .results import FIXED_N_STEPS
@@ -69,7 +69,7 @@ def predict(lm: LoadedModel, text: str, pair: str | None = "", window: bool = Fa
 def attention(lm: LoadedModel, text: str, pair: str | None = "", layer: int = 0, measure: str | None = "raw",
               window: bool = False, stride: int | None = None, window_index: int = 0) -> dict:
     """{"tokens", "measure", "weights", "combined", "aggregated", "cls_scores", "truncated"} of one
-    context-mixing measure (raw attention by default; ``bertviz_app.context_mixing``): weights
+    context-mixing measure (raw attention by default; ``bertviz_app.mixing_measures``): weights
     (L, H, T, T) per head (H = 1 for per-layer measures), combined (L, T, T) per layer, aggregated
     (L, T, T) across layers up to each, for every layer (layer 0) or layer k (1-based) as a list of
     one; cls_scores (T,) the last layer's aggregated [CLS] row. An unknown measure, or one the

@@ -279,7 +279,7 @@ def test_page_panel_explains_the_whole_document(tiny, tiny_model_dir, tmp_path):
 @pytest.mark.parametrize("measure", ["norm", "alti"])
 def test_attention_windows_take_a_context_mixing_measure(tiny, measure):
     """Each window's measure over its own ids: a text that fits gives the measure's own [CLS] rows."""
-    from bertviz_app.context_mixing import context_mixing
+    from bertviz_app.mixing_measures import context_mixing
 
     short = "the film was good"
     one = bv.attention_windows(tiny, short, measure=measure)
