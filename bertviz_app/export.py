@@ -35,7 +35,7 @@ import numpy as np
 
 from .config import Settings
 from .errors import InputError
-from .results import Attribution, Faithfulness, Prediction, TokenInfo
+from .results import MIXING_METHODS, NO_COMPLETENESS, Attribution, Faithfulness, Prediction, TokenInfo
 
 __all__ = [
     "ColourScale",
@@ -68,7 +68,8 @@ LOGIT_FACTOR = 4.0
 SHARES_OF_THE_CHANGE = ("integrated_gradients", "kernel_shap")
 # methods whose scores are magnitudes (saliency: the norm of a gradient): they say how much a token
 # matters, never in which direction, so they are drawn in one neutral colour with a legend that says so
-UNSIGNED_METHODS = ("saliency",)
+# (and the context-mixing measures: how much [CLS] takes from each token)
+UNSIGNED_METHODS = ("saliency", *MIXING_METHODS)
 MAX_ALPHA = 0.85  # strongest background, so black text stays readable on it
 GREEN_RGB, RED_RGB = "44, 160, 44", "214, 39, 40"
 MAGNITUDE_RGB = "31, 119, 180"  # blue: no "for" or "against" in it
@@ -191,7 +192,7 @@ def attribution_units(attr: Attribution, merge: bool) -> tuple[list[str], np.nda
 
 def tokens_html(labels: Sequence[str], scores: Sequence[float] | np.ndarray, special: Sequence[bool] | np.ndarray,
                 target: str, scale: ColourScale, title: str = "", warning: str | None = None,
-                signed: bool = True) -> str:
+                signed: bool = True, mixing: bool = False) -> str:
     """Tokens on a green (for the target) / red (against) background whose strength is
     ``scale.alpha(score)``; the legend prints the scale. ``signed=False`` (a magnitude, e.g.
     saliency): one blue for every token, and a legend saying the colour is a size, not a direction.
@@ -213,6 +214,10 @@ def tokens_html(labels: Sequence[str], scores: Sequence[float] | np.ndarray, spe
                f"pushes towards <b>{t}</b> · "
                f'<span class="bv-tok" style="background: rgba({RED_RGB}, 0.7)">red</span> '
                f"pushes away from <b>{t}</b>")
+    elif mixing:  # a context-mixing measure's [CLS] row: the same whatever the class
+        key = (f'<span class="bv-tok" style="background: rgba({MAGNITUDE_RGB}, 0.7)">blue</span> '
+               "how much the last layer's [CLS] takes from the token (a share: no direction, and the same for "
+               "every class)")
     else:
         key = (f'<span class="bv-tok" style="background: rgba({MAGNITUDE_RGB}, 0.7)">blue</span> '
                f"how strongly the output for <b>{t}</b> reacts to the token: a magnitude with no direction (it does "
@@ -229,7 +234,7 @@ def attribution_tokens_html(attr: Attribution, merge: bool = True, title: str = 
     scale = colour_scale(attr, min_change)
     labels, scores, special = attribution_units(attr, merge)
     return tokens_html(labels, scores, special, attr.target, scale, title, change_warning(attr, scale, scores),
-                       signed=is_signed(attr.method))
+                       signed=is_signed(attr.method), mixing=attr.method in MIXING_METHODS)
 
 
 # --------------------------------------------------------------------------- JSON
@@ -243,8 +248,8 @@ class Explanation:
     faithfulness: Faithfulness | None = None
 
 
-def _finite(x: float) -> float | None:
-    return float(x) if math.isfinite(float(x)) else None
+def _finite(x: float | None) -> float | None:
+    return float(x) if x is not None and math.isfinite(float(x)) else None
 
 
 def explanation_dict(attr: Attribution, prediction: Prediction | None = None, model: str = "",
@@ -276,6 +281,14 @@ def explanation_dict(attr: Attribution, prediction: Prediction | None = None, mo
     }
 
 
+def _delta(a: dict) -> float:
+    """The record's delta; a context-mixing measure's file has none (null): its identity
+    f(x) - f(baseline) - sum(scores)."""
+    if a.get("delta") is None:
+        return float(a["f_x"]) - float(a["f_baseline"]) - float(np.sum(np.asarray(a["attributions"], dtype=np.float32)))
+    return float(a["delta"])
+
+
 def explanation_from_dict(d: dict) -> Explanation:
     """Read back what ``explanation_dict`` wrote (e.g. ``json.load`` of a saved file)."""
     if not isinstance(d, dict) or d.get("format") != FORMAT:
@@ -286,7 +299,7 @@ def explanation_from_dict(d: dict) -> Explanation:
                      truncated=bool(src["truncated"]))
     attr = Attribution(info=info, scores=np.asarray(a["attributions"], dtype=np.float32), target=a["target"],
                        target_index=int(a["target_index"]), output=a["output"], f_x=float(a["f_x"]),
-                       f_baseline=float(a["f_baseline"]), delta=float(a["delta"]), n_steps=int(a["n_steps"]),
+                       f_baseline=float(a["f_baseline"]), delta=_delta(a), n_steps=int(a["n_steps"]),
                        baseline=a["baseline"], method=a.get("method", "integrated_gradients"),
                        n_forward=int(a.get("n_forward", 0)), n_backward=int(a.get("n_backward", 0)),
                        seconds=float(a.get("seconds", 0.0)),
@@ -345,6 +358,10 @@ METHOD_TEXT = {
     "occlusion": "occlusion: the output's drop when each word is replaced by the baseline token",
     "kernel_shap": "KernelSHAP (Captum) over words, each kept or replaced by the baseline token",
     "lime": "LIME (Captum) over words, each kept or replaced by the baseline token",
+    "raw": "raw attention: the heads' mean weights aggregated by rollout, the last layer's [CLS] row",
+    "norm": "attention-norm (Kobayashi et al. 2020) aggregated across layers, the last layer's [CLS] row",
+    "value_zeroing": "value zeroing (Mohebbi et al. 2023) aggregated across layers, the last layer's [CLS] row",
+    "alti": "ALTI (Ferrando et al. 2022) aggregated across layers, the last layer's [CLS] row",
 }
 
 
@@ -360,7 +377,7 @@ def explanation_html(attr: Attribution, prediction: Prediction | None = None, mo
     unit = "word" if merge else "token"
     coloured = tokens_html(labels, scores, special, attr.target, scale,
                            title=f"{unit.capitalize()}s coloured by their attribution to \u201c{attr.target}\u201d",
-                           warning=warning, signed=is_signed(attr.method))
+                           warning=warning, signed=is_signed(attr.method), mixing=attr.method in MIXING_METHODS)
     what = "probability" if attr.output == "prob" else attr.output
     change = attr.f_x - attr.f_baseline
     rel = attr.relative_delta
@@ -372,9 +389,11 @@ def explanation_html(attr: Attribution, prediction: Prediction | None = None, mo
         ("Baseline", f"{_e(attr.baseline)} (n_steps {attr.n_steps})"),
         ("f(x)", f"{attr.f_x:.6f}"),
         ("f(baseline)", f"{attr.f_baseline:.6f}"),
-        ("f(x) \u2212 f(baseline)", f"{change:+.6f} (what the attributions add up to)"),
-        ("Convergence delta", f"{attr.delta:+.3e}"),
-        ("Relative delta", f"{rel:.2%}" if math.isfinite(rel) else "undefined (no change to compare with)"),
+        *([("f(x) \u2212 f(baseline)", f"{change:+.6f} (what the attributions add up to)"),
+           ("Convergence delta", f"{attr.delta:+.3e}"),
+           ("Relative delta", f"{rel:.2%}" if math.isfinite(rel) else "undefined (no change to compare with)")]
+          if attr.has_completeness else
+          [("f(x) \u2212 f(baseline)", f"{change:+.6f}"), ("Completeness", _e(NO_COMPLETENESS))]),
         ("Text", f'<span class="text">{_e(attr.info.text)}</span>'),
     ]
     if faith is not None:
@@ -397,7 +416,7 @@ def explanation_html(attr: Attribution, prediction: Prediction | None = None, mo
                        for lab, p in zip(prediction.labels, prediction.probs))
         pred_html = (f"<h2>Prediction: {_e(prediction.label)}</h2><table><tr><th>class</th><th>probability</th></tr>"
                      f"{rows}</table>")
-    share = (lambda v: f"{v / change:+.1%}") if abs(change) > 1e-12 else (lambda v: "")
+    share = (lambda v: f"{v / change:+.1%}") if abs(change) > 1e-12 and attr.has_completeness else (lambda v: "")
     tok_rows = "".join(
         f"<tr><td class='num'>{i}</td><td>{_e(tok)}</td><td class='num'>{float(v):+.6f}</td>"
         f"<td class='num'>{share(float(v))}</td></tr>"
