@@ -86,6 +86,7 @@ from .finetune import run_plan as run_plan
 from .finetune import zip_run as zip_run
 from .inference import predict as predict
 from .methods import METHODS as METHODS
+from .methods import MIXING_METHODS as MIXING_METHODS
 from .methods import compare_methods as compare_methods
 from .methods import explain as explain
 from .model_summary import summary as summary
