@@ -30,7 +30,6 @@ from .config import Settings as Settings
 from .context_mixing import MEASURES as MEASURES
 from .context_mixing import MixingMaps as MixingMaps
 from .context_mixing import check_measure as check_measure
-from .context_mixing import context_mixing as context_mixing
 from .context_mixing import context_mixing_inputs as context_mixing_inputs
 from .context_mixing import supported_measures as supported_measures
 from .data import guess_columns as guess_columns

@@ -137,10 +137,15 @@ def context_mixing(lm, text: str, pair: str | None = None, measure: str = "raw")
 
 
 def _check_tokens(lm, input_ids: torch.Tensor) -> None:
+    """Refuse an input whose tokens besides [CLS]/[SEP] (and the like) hold no visible character:
+    "[CLS] [SEP]" typed as text (the tokenizer reads them as the special tokens), control or
+    zero-width characters that tokenise to nothing, or to a bare word-start piece ("Ġ", "▁")."""
     special = set(lm.tokenizer.all_special_ids)
-    if all(int(i) in special for i in input_ids.reshape(-1).tolist()):
-        raise InputError("The text has no tokens besides the model's special ones ([CLS], [SEP], padding...): "
-                         "enter words to analyse.")
+    ids = [int(i) for i in input_ids.reshape(-1).tolist() if int(i) not in special]
+    shown = lm.tokenizer.decode(ids) if ids else ""
+    if not any(ch.isprintable() and not ch.isspace() for ch in shown):
+        raise InputError("The text holds nothing but the model's special tokens ([CLS], [SEP] and the like), "
+                         "spaces or invisible characters once tokenised: enter words to analyse.")
 
 
 def _token_info(lm, input_ids: torch.Tensor) -> TokenInfo:
@@ -228,11 +233,14 @@ def _product_rollout(per_layer: np.ndarray) -> np.ndarray:
 
 # -- norm and ALTI: the attention block decomposed per input token ---------------------------------
 
-def _transformed(parts: MixingParts, x: torch.Tensor) -> torch.Tensor:
-    """f^h(x_j) = (W_V^h x_j + b_V^h) W_O^h for every head and token: (H, T, D). The value vectors come
-    from the model's own value module, so whatever runs on it (a hook zeroing a token) counts."""
-    t = x.shape[0]
-    v = parts.value(x).view(t, parts.heads, parts.head_size)  # (T, H, d)
+def _values(parts: MixingParts, x: torch.Tensor) -> torch.Tensor:
+    """The value vectors W_V^h x_j + b_V^h of every token and head: (T, H, d). From the model's own value
+    module, called as the model calls it, so whatever runs on it (a hook zeroing a token) counts."""
+    return parts.value(x[None])[0].view(x.shape[0], parts.heads, parts.head_size)
+
+
+def _transformed(parts: MixingParts, v: torch.Tensor) -> torch.Tensor:
+    """f^h(x_j) = (W_V^h x_j + b_V^h) W_O^h for every head and token: (H, T, D)."""
     w = parts.out.weight.view(-1, parts.heads, parts.head_size)  # (D, H, d): head h's slice W_O^h
     return torch.einsum("thd,ehd->hte", v, w)  # (H, T, D)
 
@@ -243,9 +251,12 @@ def _row_blocks(t: int, d: int):
         yield slice(start, min(t, start + step))
 
 
-def _mixed(f: torch.Tensor, a: torch.Tensor, rows: slice) -> torch.Tensor:
-    """sum_h alpha^h_ij f^h(x_j) for the query rows ``rows``: (R, T, D)."""
-    return torch.einsum("hij,hjd->ijd", a[:, rows], f)
+def _mixed(parts: MixingParts, v: torch.Tensor, a: torch.Tensor, rows: slice) -> torch.Tensor:
+    """sum_h alpha^h_ij f^h(x_j) for the query rows ``rows``: (R, T, D), as (alpha^h_ij v^h_j over the
+    heads, concatenated) W_O^T: one large matrix product instead of a product with the heads (~12) inside."""
+    r, t = rows.stop - rows.start, v.shape[0]
+    z = a[:, rows].permute(1, 2, 0)[..., None] * v[None]  # (R, T, H, d)
+    return (z.reshape(r * t, -1) @ parts.out.weight.T).view(r, t, -1)  # (R, T, D)
 
 
 def _norm(fam, model, hidden, attn) -> tuple[np.ndarray, np.ndarray]:
@@ -256,15 +267,16 @@ def _norm(fam, model, hidden, attn) -> tuple[np.ndarray, np.ndarray]:
     layer_norms = np.empty((n_layers, t, t), dtype=np.float64)
     for i, layer in enumerate(fam.layers(model)):
         parts = fam.mixing_parts(layer)
-        f = _transformed(parts, hidden[i])  # (H, T, D)
+        v = _values(parts, hidden[i])  # (T, H, d)
         a = attn[i]  # (H, T, T)
-        heads[i] = (a * f.norm(dim=-1)[:, None, :]).double().cpu().numpy()  # alpha scales f: ||a f|| = a ||f||
-        for rows in _row_blocks(t, f.shape[-1]):
-            layer_norms[i, rows] = _mixed(f, a, rows).norm(dim=-1).double().cpu().numpy()
+        f_norm = _transformed(parts, v).norm(dim=-1)  # (H, T)
+        heads[i] = (a * f_norm[:, None, :]).double().cpu().numpy()  # alpha scales f: ||a f|| = a ||f||
+        for rows in _row_blocks(t, hidden.shape[-1]):
+            layer_norms[i, rows] = _mixed(parts, v, a, rows).norm(dim=-1).double().cpu().numpy()
     return heads, _normalise_rows(layer_norms)
 
 
-def _alti_block(parts: MixingParts, x: torch.Tensor, f: torch.Tensor, a: torch.Tensor, rows: slice):
+def _alti_block(parts: MixingParts, x: torch.Tensor, v: torch.Tensor, a: torch.Tensor, rows: slice):
     """ALTI's decomposition of the attention block's output for the query rows ``rows``:
 
         y_i = LN(x_i + sum_j alpha_ij f(x_j) + b_O) = sum_j T_i(x_j) + bias_i
@@ -278,9 +290,8 @@ def _alti_block(parts: MixingParts, x: torch.Tensor, f: torch.Tensor, a: torch.T
     the dense bias b_O and LN's beta go to bias_i and to no token; y_i (with the bias) is what the
     distances are measured from. Unlike that code, sigma_i is LayerNorm's own (biased variance + eps)
     so the pieces add back to the block's output exactly. Returns (pieces (R, T, D), bias (R, D))."""
-    t = x.shape[0]
     r = torch.arange(rows.start, rows.stop, device=x.device)
-    pieces = _mixed(f, a, rows)  # (R, T, D)
+    pieces = _mixed(parts, v, a, rows)  # (R, T, D)
     pieces[torch.arange(len(r)), r] += x[r]  # the residual
     b_o = parts.out.bias if parts.out.bias is not None else torch.zeros_like(x[0])
     pre = pieces.sum(dim=1) + b_o  # (R, D): what LayerNorm reads
@@ -289,7 +300,6 @@ def _alti_block(parts: MixingParts, x: torch.Tensor, f: torch.Tensor, a: torch.T
     beta = parts.norm.bias if parts.norm.bias is not None else torch.zeros_like(b_o)
     pieces = gamma * (pieces - pieces.mean(dim=-1, keepdim=True)) / sigma[:, None]  # (R, T, D)
     bias = gamma * (b_o - b_o.mean()) / sigma + beta  # (R, D)
-    del t
     return pieces, bias
 
 
@@ -299,9 +309,9 @@ def _alti(fam, model, hidden, attn) -> np.ndarray:
     out = np.empty((n_layers, t, t), dtype=np.float64)
     for i, layer in enumerate(fam.layers(model)):
         parts = fam.mixing_parts(layer)
-        f = _transformed(parts, hidden[i])  # (H, T, D)
-        for rows in _row_blocks(t, f.shape[-1]):
-            pieces, bias = _alti_block(parts, hidden[i], f, attn[i], rows)
+        v = _values(parts, hidden[i])  # (T, H, d)
+        for rows in _row_blocks(t, hidden.shape[-1]):
+            pieces, bias = _alti_block(parts, hidden[i], v, attn[i], rows)
             y = pieces.sum(dim=1) + bias  # (R, D)
             c = y.abs().sum(-1, keepdim=True) - (y[:, None] - pieces).abs().sum(-1)  # (R, T)
             out[i, rows] = c.clamp(min=0).double().cpu().numpy()
@@ -332,10 +342,10 @@ def decompose_layer(lm, inputs: dict, layer: int) -> LayerDecomposition:
     with lm.run_lock, torch.inference_mode():
         hidden, attn = _forward(model, kw)
         parts = fam.mixing_parts(fam.layers(model)[layer])
-        f = _transformed(parts, hidden[layer])
+        v = _values(parts, hidden[layer])
         rows = slice(0, hidden.shape[1])
-        mixed = _mixed(f, attn[layer], rows)
-        pieces, bias = _alti_block(parts, hidden[layer], f, attn[layer], rows)
+        mixed = _mixed(parts, v, attn[layer], rows)
+        pieces, bias = _alti_block(parts, hidden[layer], v, attn[layer], rows)
         b_o = parts.out.bias if parts.out.bias is not None else torch.zeros_like(hidden[0, 0])
         return LayerDecomposition(mixed=mixed.cpu().numpy(), out_bias=b_o.float().cpu().numpy(),
                                   pieces=pieces.cpu().numpy(), bias=bias.cpu().numpy())
@@ -348,6 +358,15 @@ def value_zeroing_chunk(t: int, d: int, heads: int, ffn: int) -> int:
     within ``VZ_CHUNK_FLOATS`` (hidden and feed-forward vectors, attention scores per copy)."""
     per_copy = t * (6 * d + ffn + 2 * heads * t)
     return int(max(1, min(t, VZ_CHUNK_FLOATS // max(1, per_copy))))
+
+
+def _cosine_distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """1 - cos(a, b) over the last axis, as ||a/|a| - b/|b|||^2 / 2: the same number, but computed from
+    the difference, so it stays accurate when a and b are nearly parallel (1 - cos in float32 is noise
+    below ~1e-7, and zeroing one token's value often moves a layer's output by about that much)."""
+    a = a / a.norm(dim=-1, keepdim=True).clamp_min(1e-30)
+    b = b / b.norm(dim=-1, keepdim=True).clamp_min(1e-30)
+    return 0.5 * (a - b).pow(2).sum(dim=-1)
 
 
 def _value_zeroing(fam, model, hidden) -> np.ndarray:
@@ -381,6 +400,6 @@ def _value_zeroing(fam, model, hidden) -> np.ndarray:
                 y = fam.run_layer(model, i, x.expand(len(js), t, d))  # (C, T, D)
             finally:
                 handle.remove()
-            dist = 1.0 - torch.nn.functional.cosine_similarity(y, base[None], dim=-1)  # (C, T): copy k, token i
+            dist = _cosine_distance(y, base[None])  # (C, T): copy k, token i
             out[i, :, start:start + len(js)] = dist.T.double().cpu().numpy()
     return _normalise_rows(out)
