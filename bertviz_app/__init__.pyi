@@ -33,6 +33,7 @@ from .context_mixing import check_measure as check_measure
 from .context_mixing import context_mixing_inputs as context_mixing_inputs
 from .context_mixing import supported_measures as supported_measures
 from .data import guess_columns as guess_columns
+from .data import no_text_message as no_text_message
 from .data import read_table as read_table
 from .data import review_columns as review_columns
 from .data import safe_csv_cell as safe_csv_cell
@@ -52,6 +53,8 @@ from .eta import RateEta as RateEta
 from .export import ColourScale as ColourScale
 from .export import Explanation as Explanation
 from .export import attribution_tokens_html as attribution_tokens_html
+from .export import attribution_tokens_png as attribution_tokens_png
+from .export import attribution_tokens_svg as attribution_tokens_svg
 from .export import attribution_units as attribution_units
 from .export import change_warning as change_warning
 from .export import check_output_path as check_output_path
@@ -61,11 +64,17 @@ from .export import explanation_from_dict as explanation_from_dict
 from .export import explanation_html as explanation_html
 from .export import explanation_json as explanation_json
 from .export import export_files as export_files
+from .export import figure_files as figure_files
+from .export import figure_name as figure_name
 from .export import is_signed as is_signed
 from .export import per_text_scale as per_text_scale
 from .export import tokens_html as tokens_html
+from .export import tokens_png as tokens_png
+from .export import tokens_svg as tokens_svg
 from .export import write_html as write_html
 from .export import write_json as write_json
+from .export import write_png as write_png
+from .export import write_svg as write_svg
 from .faithfulness_eval import faithfulness as faithfulness
 from .faithfulness_eval import faithfulness_many as faithfulness_many
 from .finetune import DEFAULT_BASE as DEFAULT_BASE
@@ -84,6 +93,11 @@ from .finetune import run_folder as run_folder
 from .finetune import run_plan as run_plan
 from .finetune import zip_run as zip_run
 from .inference import predict as predict
+from .long_documents import DocumentAttention as DocumentAttention
+from .long_documents import DocumentExplanation as DocumentExplanation
+from .long_documents import attention_windows as attention_windows
+from .long_documents import document_windows as document_windows
+from .long_documents import explain_windows as explain_windows
 from .methods import METHODS as METHODS
 from .methods import MIXING_METHODS as MIXING_METHODS
 from .methods import compare_methods as compare_methods

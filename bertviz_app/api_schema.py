@@ -39,6 +39,13 @@ class AttentionRequest(_Body):
     pair: str | None = _PAIR
     layer: int = Field(0, description="0: every layer; k: layer k only (1-based), as a list of one.")
     model: str | None = _MODEL
+    measure: str = Field("raw", description="Context-mixing measure: raw (attention weights), norm (attention-norm, "
+                                            "Kobayashi et al. 2020), value_zeroing (Mohebbi et al. 2023) or alti "
+                                            "(Ferrando et al. 2022).")
+    window: bool = Field(False, description="A text longer than the model reads: one window's attention (window_index) "
+                                            "and, under \"document\", the [CLS] rows merged over every window.")
+    stride: int | None = Field(None, description="With window: tokens shared by neighbouring windows (null: 128).")
+    window_index: int = Field(0, description="With window: which window's attention, 0-based.")
 
 
 _STEPS = Field(None, description="Exactly this many integration steps (with tolerance unset or 0); null: chosen.")
@@ -54,6 +61,9 @@ class ExplainRequest(_Body):
     pair: str | None = _PAIR
     model: str | None = _MODEL
     tolerance: float | None = _TOL
+    window: bool = Field(False, description="Explain a text longer than the model reads whole: each of predict's "
+                                            "windows explained, the scores merged (one per token of the document).")
+    stride: int | None = Field(None, description="With window: tokens shared by neighbouring windows (null: 128).")
 
 
 class CompareRequest(ExplainRequest):
@@ -89,7 +99,15 @@ class PredictResponse(_Answer):
 
 class AttentionResponse(_Answer):
     tokens: list[str]
-    weights: list[list[list[list[float]]]] = Field(description="weights[layer][head][i][j]: query i, key j.")
+    measure: str = Field(description="The measure the numbers are (raw, norm, value_zeroing or alti).")
+    weights: list[list[list[list[float]]]] = Field(description="weights[layer][head][i][j]: what token i takes from "
+                                                               "token j (raw: query i attends to key j); one head for "
+                                                               "the per-layer measures, value_zeroing and alti.")
+    combined: list[list[list[float]]] = Field(description="combined[layer][i][j]: the layer's matrix, heads combined; "
+                                                          "rows sum to 1.")
+    aggregated: list[list[list[float]]] = Field(description="aggregated[layer][i][j]: across layers 1 to layer "
+                                                            "(rollout-style); rows sum to 1.")
+    cls_scores: list[float] = Field(description="The last layer's aggregated [CLS] row: a ranking of the tokens.")
     truncated: bool
 
 
@@ -106,6 +124,8 @@ class ExplainResponse(_Answer):
     f_baseline: float | None = None
     method: str | None = None
     truncated: bool | None = None
+    windows: int | None = Field(None, description="With window=true: how many windows were read; "
+                                                  "window_predictions lists each one's prediction.")
 
 
 class CompareResponse(_Answer):

@@ -26,13 +26,13 @@ def attention(lm: LoadedModel, text: str, pair: str | None = None) -> AttentionM
 
 def mean_heads(maps: AttentionMaps | np.ndarray) -> np.ndarray:
     """Mean over heads: (L, H, T, T) -> (L, T, T). Rows still sum to 1."""
-    w = maps.weights if isinstance(maps, AttentionMaps) else maps
+    w = np.asarray(getattr(maps, "weights", maps))  # AttentionMaps, MixingMaps or the (L, H, T, T) array
     return w.mean(axis=1)
 
 
 def cls_rows(maps: AttentionMaps | np.ndarray, head: int | None = None) -> np.ndarray:
     """Where [CLS] looks in each layer: (L, T), for one head or the mean of heads."""
-    w = maps.weights if isinstance(maps, AttentionMaps) else maps
+    w = np.asarray(getattr(maps, "weights", maps))  # AttentionMaps, MixingMaps or the (L, H, T, T) array
     rows = w[:, :, 0, :]  # (L, H, T)
     return rows.mean(axis=1) if head is None else rows[:, head, :]
 

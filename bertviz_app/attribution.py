@@ -378,20 +378,50 @@ class AttributionEngine:
     def __init__(self, lm: LoadedModel, items: Sequence[tuple[str, str | None]], baseline: str = "pad",
                  output: str = "prob", target_idx: int | None = None, *, attention: str | None = None,
                  cls_only: bool | None = None):
+        texts, pairs = [t for t, _ in items], [p for _, p in items]
+        enc = encode_batch(lm, texts, pairs if pairs[0] is not None else None)  # all or none have a pair
+        infos = [token_info(enc, r, t, p) for r, (t, p) in enumerate(items)]
+        self._build(lm, infos, enc["input_ids"], enc["attention_mask"],
+                    enc.get("token_type_ids", torch.zeros_like(enc["input_ids"])), baseline, output, target_idx,
+                    attention, cls_only)
+
+    @classmethod
+    def for_tokens(cls, lm: LoadedModel, input_ids: Sequence[int], token_type_ids: Sequence[int] | None,
+                   info: TokenInfo, target: str | int | None = None, baseline: str = "pad", output: str = "prob", *,
+                   attention: str | None = None, cls_only: bool | None = None,
+                   evaluate: bool = True) -> AttributionEngine:
+        """One input given as its token ids (specials included, unpadded; ``info`` describes the
+        same tokens), not as text: e.g. one window of a long document (``long_documents``), whose ids
+        the tokenizer made from the whole text and which re-tokenizing its characters would not give
+        back. f(x), f(baseline) and the target are evaluated unless ``evaluate`` is False."""
+        check_args(baseline, 2, output)
+        if len(input_ids) != len(info.tokens) or not 0 < len(input_ids) <= lm.max_length:
+            raise InputError(f"{len(input_ids)} token ids for {len(info.tokens)} tokens (at most {lm.max_length}).")
+        ids = torch.tensor([list(input_ids)], dtype=torch.long)  # (1, T)
+        types = torch.zeros_like(ids) if token_type_ids is None else torch.tensor([list(token_type_ids)])  # (1, T)
+        engine = cls.__new__(cls)
+        engine._build(lm, [info], ids, torch.ones_like(ids), types, baseline, output, lm.label_index(target),
+                      attention, cls_only)
+        if evaluate:
+            engine.evaluate_ends()
+        return engine
+
+    def _build(self, lm: LoadedModel, infos: list[TokenInfo], ids: torch.Tensor, mask: torch.Tensor,
+               types: torch.Tensor, baseline: str, output: str, target_idx: int | None, attention: str | None,
+               cls_only: bool | None) -> None:
+        """Everything but the tokenizing: the rows' ids, mask and token types (G, T) -> word vectors."""
         self.lm, self.baseline, self.output = lm, baseline, output
         self.attention, self.cls_only = speed_options(lm, attention, cls_only)
         self.model = model = lm.fp32_model()
         device = next(model.parameters()).device
-        texts, pairs = [t for t, _ in items], [p for _, p in items]
-        enc = encode_batch(lm, texts, pairs if pairs[0] is not None else None)  # all or none have a pair
-        self.infos = [token_info(enc, r, t, p) for r, (t, p) in enumerate(items)]
-        self.ids = enc["input_ids"].to(device)  # (G, T)
-        self.mask = enc["attention_mask"].to(device)  # (G, T)
-        self.types = enc.get("token_type_ids", torch.zeros_like(enc["input_ids"])).to(device)  # (G, T)
+        self.infos = infos
+        self.ids = ids.to(device)  # (G, T)
+        self.mask = mask.to(device)  # (G, T)
+        self.types = types.to(device)  # (G, T)
         self.base_ids = torch.cat([baseline_ids(lm, self.ids[r : r + 1], baseline)
-                                   for r in range(len(items))])  # (G, T)
+                                   for r in range(len(infos))])  # (G, T)
         words = family_of(model).word_embeddings(model)  # the (V, E) lookup IG varies
-        g = len(items)
+        g = len(infos)
         self.targets: list[int | None] = [target_idx] * g
         self.f_x: list[float] = []
         self.f_b: list[float] = []

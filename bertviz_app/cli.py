@@ -25,6 +25,8 @@ from .config import Settings
 __all__ = ["main"]
 
 EXIT_ERROR = 2
+# context_mixing.MEASURES, without importing torch for --help (a test checks they agree)
+MEASURE_NAMES = ("raw", "norm", "value_zeroing", "alti")
 
 
 def _out(obj) -> None:
@@ -133,23 +135,30 @@ def cmd_explain(args) -> int:
         recommended_baseline,
         write_html,
         write_json,
+        write_png,
+        write_svg,
     )
 
-    for path in (args.html, args.out):  # a bad path fails now, not after the attribution
+    for path in (args.html, args.out, args.svg, args.png):  # a bad path fails now, not after the attribution
         if path:
             check_output_path(path)
     from .methods import canonical_method
     from .results import NO_COMPLETENESS
 
     # "ig", "value-zeroing"...: the registered names; an unknown one fails now, listing the valid ones
-    method = canonical_method(args.method)
+    method = args.method = canonical_method(args.method)
     for m in (args.methods or "").split(",") if args.compare else ():
         if m.strip():
             canonical_method(m)
     lm = _load(args)
     text = _single(args)
     if args.compare:
+        if args.window:
+            raise SystemExit(_fail("--window explains one method over a whole document; --compare takes a text "
+                                   "that fits the model"))
         return _compare(args, lm, text)
+    if args.window:
+        return _explain_windows(args, lm, text)
     if method != "integrated_gradients":
         if args.tolerance is not None:
             raise SystemExit(_fail("--tolerance is for integrated_gradients only"))
@@ -170,6 +179,9 @@ def cmd_explain(args) -> int:
             if path:
                 saved = write(path, a, pred, model=lm.name, faith=faith)
                 print(f"saved {saved}", file=sys.stderr)
+    for path, write in ((args.svg, write_svg), (args.png, write_png)):  # the coloured words as a figure
+        if path:
+            print(f"saved {write(path, a, merge=not args.tokens, min_change=lm.settings.min_change)}", file=sys.stderr)
     if args.json:
         _out(a.to_dict() | {"faithfulness": faith.to_dict()})
         return 0
@@ -201,20 +213,87 @@ def cmd_explain(args) -> int:
     return 0
 
 
+def _explain_windows(args, lm, text) -> int:
+    """explain --window: one attribution per token of the whole document, read in predict's windows."""
+    from . import change_warning, colour_scale, explain_windows, write_html, write_json
+
+    if args.method != "integrated_gradients" and args.tolerance is not None:
+        raise SystemExit(_fail("--tolerance is for integrated_gradients only"))
+    n_steps, tolerance = _steps(args) if args.method == "integrated_gradients" else (args.n_steps, None)
+    d = explain_windows(lm, text, args.method, target=args.target, baseline=args.baseline, pair=args.pair,
+                        output=args.output, stride=args.stride, n_steps=n_steps, tolerance=tolerance,
+                        n_samples=args.n_samples, seed=args.seed)
+    a = d.attribution
+    for path, write in ((args.html, write_html), (args.out, write_json)):
+        if path:
+            saved = write(path, a, d.prediction, model=lm.name, windows=d.window_dicts())
+            print(f"saved {saved}", file=sys.stderr)
+    if args.json:
+        _out(d.to_dict())
+        return 0
+    p = d.prediction
+    print(f"{len(d.windows)} windows of at most {lm.max_length} tokens ({d.stride} shared by neighbours), "
+          f"{len(a.tokens)} tokens; document: {p.label} "
+          + "  ".join(f"{k} {v:.3f}" for k, v in p.scores.items()) + f"; explaining {a.target} with {a.method}")
+    for w in d.windows:
+        wa = w.attribution
+        print(f"  window {w.index}: tokens {w.token_span[0]}-{w.token_span[1] - 1}  {w.label:<12} "
+              + "  ".join(f"{k} {v:.3f}" for k, v in zip(w.labels, w.probs))
+              + f"  f(x)-f(baseline) {wa.f_x - wa.f_baseline:+.4f}  scores sum {float(wa.scores.sum()):+.4f}")
+    print(f"merged scores sum {d.scores_sum:+.4f} (each window's scores add up to its own change; the merged sum is "
+          f"not the change of one input); worst window's relative delta {a.relative_delta:.1%}")
+    scale = colour_scale(a)
+    warning = change_warning(a, scale)
+    if warning:
+        print(f"warning: {warning}")
+    print(f"bars: 20 marks = {scale.full:.4g}")
+    for tok, s in zip(a.tokens, a.scores):
+        bar = ("+" if s >= 0 else "-") * int(round(scale.alpha(s) * 20))
+        print(f"  {tok:<16} {s:+.4f} {bar}")
+    return 0
+
+
+def _attention_windows(args, lm, text) -> int:
+    """attention --window [K]: window K's attention, and the [CLS] rows merged over the whole document."""
+    from . import attention_windows
+
+    d = attention_windows(lm, text, pair=args.pair, window=args.window, stride=args.stride, measure=args.measure)
+    if args.json:
+        _out(d.to_dict())
+        return 0
+    layers, heads, t, _ = d.maps.weights.shape
+    a, b = d.spans[d.window]
+    print(f"measure: {d.measure}; window {d.window} of {d.windows} (0-based; document tokens {a}-{b - 1}): {layers} "
+          f"layers x {heads} heads x {t} tokens")
+    top = sorted(zip(d.rollout_cls[-1], d.info.tokens), reverse=True)[:10]
+    print("whole document, aggregated [CLS] row at the last layer (windows merged): "
+          + ", ".join(f"{tok} {w:.3f}" for w, tok in top))
+    return 0
+
+
 def cmd_attention(args) -> int:
-    from . import attention, cls_rows
+    from .context_mixing import MEASURE_NOTES, context_mixing
 
     lm = _load(args)
-    maps = attention(lm, _single(args), pair=args.pair)
+    if args.window is not None:
+        return _attention_windows(args, lm, _single(args))
+    mm = context_mixing(lm, _single(args), pair=args.pair, measure=args.measure)
     if args.json:
-        _out(maps.to_dict())
+        _out({**mm.to_dict(), "truncated": mm.info.truncated})
         return 0
-    layers, heads, t, _ = maps.weights.shape
-    print(f"{layers} layers x {heads} heads x {t} tokens; [CLS] attention (mean of heads) per layer:")
-    rows = cls_rows(maps)  # (L, T)
-    for i, row in enumerate(rows, start=1):
-        top = sorted(zip(row, maps.tokens), reverse=True)[:5]
-        print(f"  layer {i:>2}: " + ", ".join(f"{tok} {w:.2f}" for w, tok in top))
+    layers, heads, t = mm.num_layers, mm.num_heads, len(mm.tokens)
+    print(f"measure: {mm.measure}. {MEASURE_NOTES[mm.measure]}")
+    if mm.measure == "raw":
+        print(f"{layers} layers x {heads} heads x {t} tokens; [CLS] attention (mean of heads) per layer:")
+    else:
+        per = f"{heads} heads" if heads > 1 else "no heads (measured per layer)"
+        print(f"{layers} layers x {per} x {t} tokens; what [CLS] takes from each token per layer "
+              f"({mm.measure}, rows sum to 1):")
+    top5 = lambda row: ", ".join(f"{tok} {w:.2f}" for w, tok in sorted(zip(row, mm.tokens), reverse=True)[:5])  # noqa: E731
+    for i, row in enumerate(mm.combined[:, 0], start=1):  # (L, T): the [CLS] row of each layer
+        print(f"  layer {i:>2}: " + top5(row))
+    print(f"across all layers ({'rollout' if mm.measure in ('raw', 'norm') else 'product of the layers'}): "
+          + top5(mm.cls_scores))
     return 0
 
 
@@ -499,6 +578,18 @@ def build_parser(settings: Settings | None = None) -> argparse.ArgumentParser:
                         "opens offline)")
     p.add_argument("--out", default=None, metavar="PATH",
                    help="also save the explanation as JSON (the attribution, the prediction and the model)")
+    p.add_argument("--svg", default=None, metavar="PATH",
+                   help="also save the coloured words as a vector SVG figure (text stays text), as the page's "
+                        "'Download as SVG'")
+    p.add_argument("--png", default=None, metavar="PATH", help="also save the coloured words as a PNG figure")
+    p.add_argument("--tokens", action="store_true",
+                   help="with --svg/--png: colour the model's tokens instead of whole words")
+    p.add_argument("--window", action="store_true",
+                   help="explain a text longer than the model's limit whole: each of predict's overlapping windows "
+                        "explained, the scores merged (one per token of the document; each window's prediction listed)")
+    p.add_argument("--stride", type=int, default=None,
+                   help="with --window: tokens shared by neighbouring windows (default: 128, at most half the "
+                        "model's length)")
     p = add("explain-csv", cmd_explain_csv,
             "predict and explain every row of a CSV/TSV file (several processes with accelerate launch)")
     p.add_argument("data", help="file with a header row (.csv, .tsv, .txt)")
@@ -523,7 +614,15 @@ def build_parser(settings: Settings | None = None) -> argparse.ArgumentParser:
                    help="attribution methods, comma-separated: ig, gradient_x_input, saliency, occlusion, kernel_shap, "
                         "lime; each gets its top words, comprehensiveness, sufficiency and seconds per row "
                         "(default: %(default)s)")
-    add("attention", cmd_attention, "attention weights of every layer and head", "one")
+    p = add("attention", cmd_attention, "attention weights of every layer and head, or another context-mixing measure",
+            "one")
+    p.add_argument("--measure", default="raw", choices=MEASURE_NAMES,
+                   help="raw (attention weights, default), norm (attention-norm), value_zeroing or alti: what a "
+                        "token takes from each other token, layer by layer (docs/methods.md)")
+    p.add_argument("--window", type=int, nargs="?", const=0, default=None, metavar="K",
+                   help="a text longer than the model's limit: window K's attention (0-based, default 0) and the "
+                        "[CLS] rows merged over the whole document")
+    p.add_argument("--stride", type=int, default=None, help="with --window: tokens shared by neighbouring windows")
     add("summary", cmd_summary, "architecture and parameter counts by component")
     add("models", cmd_models, "registered models")
     p = add("build-default", cmd_build_default, "fine-tune the offline default model into models/default")

@@ -11,7 +11,7 @@ from .families import family_of
 from .registry import LoadedModel
 from .results import TokenInfo
 
-__all__ = ["check_text", "check_texts", "encode", "encode_batch", "token_info"]
+__all__ = ["check_text", "check_texts", "check_has_words", "encode", "encode_batch", "token_info"]
 
 
 def check_text(text: object, what: str = "Text", max_chars: int = Settings.max_chars) -> str:
@@ -109,3 +109,22 @@ def encode(lm: LoadedModel, text: str, pair: str | None = None, device: torch.de
     drop = {"offset_mapping"} | (set() if fam is None or fam.token_types else {"token_type_ids"})
     inputs = {k: v.to(device or lm.device) for k, v in enc.items() if k not in drop}
     return inputs, info
+
+
+def check_has_words(lm: LoadedModel, text: object, pair: object = None) -> None:
+    """InputError unless ``text`` (and a non-blank ``pair``) can be analysed (``check_text``) and hold
+    at least one token that is not a special one: "[CLS] [SEP]" or "<s></s>" typed as the text leave
+    nothing to attend to or from but the model's own markers. [UNK] counts as a word (an unknown
+    character is still the reader's text)."""
+    text = check_text(text, max_chars=lm.settings.max_chars)
+    texts = [("Text", text)]
+    if isinstance(pair, str) and pair.strip():
+        texts.append(("Second text", check_text(pair, "Second text", lm.settings.max_chars)))
+    tok = lm.tokenizer
+    special = set(tok.all_special_ids) - {tok.unk_token_id}
+    for what, t in texts:
+        ids = tok(t, add_special_tokens=False)["input_ids"]
+        if all(i in special for i in ids):
+            shown = " ".join(dict.fromkeys(tok.convert_ids_to_tokens(ids))) or "none"
+            raise InputError(f"{what} holds only the model's special tokens ({shown}): there is no word to "
+                             "analyse. Enter a sentence.")

@@ -46,6 +46,13 @@ __all__ = [
     "is_signed",
     "tokens_html",
     "attribution_tokens_html",
+    "token_background",
+    "tokens_drawing",
+    "tokens_svg",
+    "tokens_png",
+    "attribution_tokens_svg",
+    "attribution_tokens_png",
+    "figure_name",
     "attribution_units",
     "explanation_html",
     "explanation_json",
@@ -54,7 +61,11 @@ __all__ = [
     "write_html",
     "write_json",
     "write_text",
+    "write_svg",
+    "write_png",
+    "write_bytes",
     "export_files",
+    "figure_files",
     "check_output_path",
 ]
 
@@ -190,6 +201,12 @@ def attribution_units(attr: Attribution, merge: bool) -> tuple[list[str], np.nda
     return list(groups.words), merge_scores(scores, groups), special  # (W,)
 
 
+def token_background(score: float, scale: ColourScale, signed: bool = True) -> tuple[str, float]:
+    """A token's background: ("r, g, b", opacity) drawn over white, the same in the HTML and the SVG views."""
+    rgb = MAGNITUDE_RGB if not signed else GREEN_RGB if score > 0 else RED_RGB
+    return rgb, scale.alpha(score) * MAX_ALPHA
+
+
 def tokens_html(labels: Sequence[str], scores: Sequence[float] | np.ndarray, special: Sequence[bool] | np.ndarray,
                 target: str, scale: ColourScale, title: str = "", warning: str | None = None,
                 signed: bool = True, mixing: bool = False) -> str:
@@ -201,8 +218,8 @@ def tokens_html(labels: Sequence[str], scores: Sequence[float] | np.ndarray, spe
     s = np.asarray(scores, dtype=np.float64)
     spans = []
     for lab, v, sp in zip(labels, s, special):
-        rgb = MAGNITUDE_RGB if not signed else GREEN_RGB if v > 0 else RED_RGB
-        style = f"background: rgba({rgb}, {scale.alpha(v) * MAX_ALPHA:.2f});"
+        rgb, opacity = token_background(v, scale, signed)
+        style = f"background: rgba({rgb}, {opacity:.2f});"
         if sp:
             style += " color: #777; font-size: 0.85em;"
         value = f"{v:+.4f}" if signed else f"{v:.4f}"
@@ -237,6 +254,114 @@ def attribution_tokens_html(attr: Attribution, merge: bool = True, title: str = 
                        signed=is_signed(attr.method), mixing=attr.method in MIXING_METHODS)
 
 
+# --------------------------------------------------------------------------- figures (SVG, PNG)
+FIGURE_WIDTH = 760.0  # px: a page's text width; tokens wrap into lines of at most this
+_SIZE, _SMALL, _PAD, _GAP, _LINE = 14.0, 12.0, 4.0, 5.0, 26.0  # font, legend font, box padding, gap, line pitch
+
+
+def tokens_drawing(labels: Sequence[str], scores: Sequence[float] | np.ndarray, special: Sequence[bool] | np.ndarray,
+                   target: str, scale: ColourScale, title: str = "", warning: str | None = None,
+                   signed: bool = True, width: float = FIGURE_WIDTH, mixing: bool = False):
+    """The coloured-token view of ``tokens_html`` as a ``drawing.Drawing``: every token a box in its
+    colour (``token_background``, over white) with its text on it, wrapped into lines; the title, the
+    warning and the legend (the scale's ``describe()``) as text around them."""
+    from .drawing import Box, Drawing, Group, Run, text_width, wrap
+
+    s = np.asarray(scores, dtype=np.float64)
+    items: list = []
+    y = 8.0
+    if title:
+        for line in wrap(str(title), width, _SIZE + 1, bold=True):
+            y += _LINE - 4
+            items.append(Run(10, y, line, _SIZE + 1, bold=True, cls="bv-title"))
+    if warning:
+        for line in wrap(f"Warning: {warning}", width, _SMALL):
+            y += _SMALL + 6
+            items.append(Run(10, y, line, _SMALL, colour="#8a5a00", cls="bv-warn"))
+    x, top, right = 10.0, y + 8, 10.0 + width
+    for lab, v, sp in zip(labels, s, special):
+        size = _SIZE * 0.85 if sp else _SIZE
+        w = text_width(str(lab), size) + 2 * _PAD
+        if x > 10 and x + w > right:  # the next line
+            x, top = 10.0, top + _LINE
+        rgb, opacity = token_background(v, scale, signed)
+        value = f"{v:+.4f}" if signed else f"{v:.4f}"
+        items.append(Group("bv-tok", f"{lab}: {value}", (
+            Box(x, top, w, _LINE - 6, rgb, round(opacity, 2), radius=3),
+            Run(x + _PAD, top + _LINE - 11, str(lab), size, colour="#777777" if sp else "#111111"))))
+        x += w + _GAP
+    y = top + _LINE + 12
+    t = str(target)
+    if signed:
+        keys = [(GREEN_RGB, "green", f"pushes towards {t}"), (RED_RGB, "red", f"pushes away from {t}")]
+    elif mixing:  # a context-mixing measure's [CLS] row, as in tokens_html
+        keys = [(MAGNITUDE_RGB, "blue", "how much the last layer's [CLS] takes from the token (a share: no "
+                                         "direction, the same for every class)")]
+    else:
+        keys = [(MAGNITUDE_RGB, "blue", f"how strongly the output for {t} reacts to the token (a magnitude, "
+                                         "no direction)")]
+    x = 10.0
+    for rgb, name, meaning in keys:
+        sw = text_width(name, _SMALL) + 2 * _PAD
+        items.append(Box(x, y - _SMALL, sw, _SMALL + 5, rgb, 0.7, radius=3, cls="bv-legend"))
+        items.append(Run(x + _PAD, y, name, _SMALL, cls="bv-legend"))
+        items.append(Run(x + sw + 4, y, meaning, _SMALL, colour="#444444", cls="bv-legend"))
+        x += sw + 4 + text_width(meaning, _SMALL) + 14
+    for line in wrap(scale.describe(), width, _SMALL):
+        y += _SMALL + 6
+        items.append(Run(10, y, line, _SMALL, colour="#444444", cls="bv-legend"))
+    widest = max([it.x + it.width for it in items if isinstance(it, Run)] + [right])
+    return Drawing(widest + 10, y + 10, items, title=title or f"Tokens coloured by their attribution to {t}")
+
+
+def tokens_svg(labels: Sequence[str], scores: Sequence[float] | np.ndarray, special: Sequence[bool] | np.ndarray,
+               target: str, scale: ColourScale, title: str = "", warning: str | None = None,
+               signed: bool = True, mixing: bool = False) -> str:
+    """``tokens_html`` as a standalone vector SVG: each token a ``<text>`` on a ``<rect>`` of the same
+    colour as in the HTML view, its exact value as the tooltip; every string XML-escaped."""
+    from .drawing import to_svg
+
+    return to_svg(tokens_drawing(labels, scores, special, target, scale, title, warning, signed, mixing=mixing))
+
+
+def tokens_png(labels: Sequence[str], scores: Sequence[float] | np.ndarray, special: Sequence[bool] | np.ndarray,
+               target: str, scale: ColourScale, title: str = "", warning: str | None = None,
+               signed: bool = True, dpi_scale: float = 2.0, mixing: bool = False) -> bytes:
+    """The same figure as ``tokens_svg`` as PNG bytes (matplotlib), ``dpi_scale`` pixels per SVG px."""
+    from .drawing import to_png
+
+    return to_png(tokens_drawing(labels, scores, special, target, scale, title, warning, signed, mixing=mixing),
+                  dpi_scale)
+
+
+def _figure_args(attr: Attribution, merge: bool, title: str | None, min_change: float) -> tuple:
+    scale = colour_scale(attr, min_change)
+    labels, scores, special = attribution_units(attr, merge)
+    if title is None:
+        unit = "Words" if merge else "Tokens"
+        title = f"{unit} coloured by {attr.method.replace('_', ' ')} towards \u201c{attr.target}\u201d"
+    return (labels, scores, special, attr.target, scale, title, change_warning(attr, scale, scores),
+            is_signed(attr.method))
+
+
+def attribution_tokens_svg(attr: Attribution, merge: bool = True, title: str | None = None,
+                           min_change: float = Settings.min_change) -> str:
+    """``tokens_svg`` for an attribution on its absolute scale (the HTML view's), with the too-small warning."""
+    return tokens_svg(*_figure_args(attr, merge, title, min_change), mixing=attr.method in MIXING_METHODS)
+
+
+def attribution_tokens_png(attr: Attribution, merge: bool = True, title: str | None = None,
+                           min_change: float = Settings.min_change, dpi_scale: float = 2.0) -> bytes:
+    """``attribution_tokens_svg``'s figure as PNG bytes."""
+    return tokens_png(*_figure_args(attr, merge, title, min_change), dpi_scale=dpi_scale,
+                      mixing=attr.method in MIXING_METHODS)
+
+
+def figure_name(attr: Attribution) -> str:
+    """A file name (no suffix) that says what the figure holds: ``attributions_integrated_gradients``."""
+    return f"attributions_{_slug(attr.method, 60).replace('-', '_')}"
+
+
 # --------------------------------------------------------------------------- JSON
 @dataclass(frozen=True, eq=False)
 class Explanation:
@@ -253,10 +378,13 @@ def _finite(x: float | None) -> float | None:
 
 
 def explanation_dict(attr: Attribution, prediction: Prediction | None = None, model: str = "",
-                     min_change: float = Settings.min_change, faith: Faithfulness | None = None) -> dict:
+                     min_change: float = Settings.min_change, faith: Faithfulness | None = None,
+                     windows: Sequence[dict] | None = None) -> dict:
     """``attr.to_dict()`` (under "attribution") plus the prediction, the model, the input text
     with its token offsets, the colour scale and (``faith``) its ERASER faithfulness. JSON-safe:
-    non-finite numbers become null."""
+    non-finite numbers become null. ``windows``: a long document explained in windows
+    (``long_documents``): each window's prediction and numbers (``WindowResult.to_dict``), kept
+    under "windows" with how many were read."""
     scale = colour_scale(attr, min_change)
     a = attr.to_dict()
     a["relative_delta"] = _finite(a["relative_delta"])
@@ -278,6 +406,8 @@ def explanation_dict(attr: Attribution, prediction: Prediction | None = None, mo
                          "threshold": scale.threshold, "too_small": scale.too_small},
         "warning": change_warning(attr, scale),
         "faithfulness": None if faith is None else faith.to_dict(),
+        **({} if windows is None else {"windows": {"count": len(windows), "predictions": [dict(w) for w in windows],
+                                                   "scores_sum": float(np.sum(attr.scores, dtype=np.float64))}}),
     }
 
 
@@ -321,9 +451,10 @@ def explanation_from_dict(d: dict) -> Explanation:
 
 
 def explanation_json(attr: Attribution, prediction: Prediction | None = None, model: str = "",
-                     min_change: float = Settings.min_change, faith: Faithfulness | None = None) -> str:
-    return json.dumps(explanation_dict(attr, prediction, model, min_change, faith), ensure_ascii=False, indent=1,
-                      allow_nan=False) + "\n"
+                     min_change: float = Settings.min_change, faith: Faithfulness | None = None,
+                     windows: Sequence[dict] | None = None) -> str:
+    return json.dumps(explanation_dict(attr, prediction, model, min_change, faith, windows), ensure_ascii=False,
+                      indent=1, allow_nan=False) + "\n"
 
 
 # --------------------------------------------------------------------------- standalone HTML
@@ -366,11 +497,13 @@ METHOD_TEXT = {
 
 
 def explanation_html(attr: Attribution, prediction: Prediction | None = None, model: str = "", merge: bool = True,
-                     min_change: float = Settings.min_change, faith: Faithfulness | None = None) -> str:
+                     min_change: float = Settings.min_change, faith: Faithfulness | None = None,
+                     windows: Sequence[dict] | None = None) -> str:
     """One standalone page: coloured words (or tokens), method, target, f(x), f(baseline),
     change, delta and relative delta, (``faith``) the ERASER faithfulness with its reading, the
     model, the prediction, and a table of every token with its attribution. Opens offline; all
-    text escaped."""
+    text escaped. ``windows`` (a long document, ``explanation_dict``): a table of the windows, and the
+    numbers say that f(x) and f(baseline) are the windows' means, not what the merged scores add up to."""
     scale = colour_scale(attr, min_change)
     labels, scores, special = attribution_units(attr, merge)
     warning = change_warning(attr, scale, scores)
@@ -409,6 +542,18 @@ def explanation_html(attr: Attribution, prediction: Prediction | None = None, mo
         facts.append(("Second text", f'<span class="text">{_e(attr.info.pair)}</span>'))
     if attr.info.truncated:
         facts.append(("Truncated", "yes: only the first tokens the model reads were explained"))
+    if windows is not None:
+        facts = [f for f in facts if not f[0].startswith(("f(x)", "f(baseline)", "Convergence", "Relative"))]
+        facts += [
+            ("Windows", f"{len(windows)}: the text was read in overlapping windows, each explained alone; a token "
+                        "read by two windows gets their scores' mean, weighted by its distance from each window's "
+                        "edge"),
+            ("f(x), f(baseline)", f"{attr.f_x:.6f}, {attr.f_baseline:.6f} (the windows' means: each window's scores "
+                                  "add up to its own change, listed below)"),
+            ("Sum of the merged scores", f"{float(np.sum(attr.scores, dtype=np.float64)):+.6f} (not a change of any "
+                                         "one input)"),
+            ("Worst window's relative delta", f"{rel:.2%}" if math.isfinite(rel) else "undefined"),
+        ]
     facts_rows = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in facts)
     pred_html = ""
     if prediction is not None:
@@ -416,6 +561,19 @@ def explanation_html(attr: Attribution, prediction: Prediction | None = None, mo
                        for lab, p in zip(prediction.labels, prediction.probs))
         pred_html = (f"<h2>Prediction: {_e(prediction.label)}</h2><table><tr><th>class</th><th>probability</th></tr>"
                      f"{rows}</table>")
+    win_html = ""
+    if windows is not None:
+        def _rel(x):
+            return "" if x is None else f"{x:.2%}"
+
+        rows = "".join(
+            f"<tr><td class='num'>{w['index']}</td><td>{_e(w['label'])}</td>"
+            f"<td>{_e(', '.join(f'{k} {v:.4f}' for k, v in w['scores'].items()))}</td>"
+            f"<td class='num'>{w['tokens'][0]}\u2013{w['tokens'][1] - 1}</td>"
+            f"<td class='num'>{_e(w.get('f_x', ''))}</td><td class='num'>{_e(w.get('f_baseline', ''))}</td>"
+            f"<td class='num'>{_e(_rel(w.get('relative_delta')))}</td></tr>" for w in windows)
+        win_html = ("<h2>Windows</h2><table><tr><th>#</th><th>prediction</th><th>probabilities</th><th>tokens</th>"
+                    f"<th>f(x)</th><th>f(baseline)</th><th>relative delta</th></tr>{rows}</table>")
     share = (lambda v: f"{v / change:+.1%}") if abs(change) > 1e-12 and attr.has_completeness else (lambda v: "")
     tok_rows = "".join(
         f"<tr><td class='num'>{i}</td><td>{_e(tok)}</td><td class='num'>{float(v):+.6f}</td>"
@@ -430,7 +588,7 @@ def explanation_html(attr: Attribution, prediction: Prediction | None = None, mo
         f"<title>Explanation: {_e(attr.target)} \u2014 {_e(model or 'bertviz_app')}</title>"
         f"<style>{_PAGE_CSS}</style></head><body>"
         f"<h1>Why the model gives \u201c{_e(attr.target)}\u201d this {_e(what)}</h1>"
-        f"{coloured}<h2>Numbers</h2><table>{facts_rows}</table>{pred_html}{table}"
+        f"{coloured}<h2>Numbers</h2><table>{facts_rows}</table>{pred_html}{win_html}{table}"
         "</body></html>\n"
     )
 
@@ -450,13 +608,18 @@ def check_output_path(path: str | os.PathLike) -> Path:
 
 
 def write_text(path: str | os.PathLike, text: str) -> Path:
-    """Write ``text`` to ``path`` (whole or not at all); a bad path raises InputError saying why."""
+    """Write ``text`` to ``path`` as UTF-8 (whole or not at all); a bad path raises InputError saying why."""
+    return write_bytes(path, text.encode("utf-8"))
+
+
+def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    """Write ``data`` to ``path`` (whole or not at all); a bad path raises InputError saying why."""
     p = check_output_path(path)
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         os.replace(tmp, p)
         tmp = None
     except OSError as exc:
@@ -468,16 +631,30 @@ def write_text(path: str | os.PathLike, text: str) -> Path:
     return p
 
 
+def write_svg(path: str | os.PathLike, attr: Attribution, merge: bool = True, title: str | None = None,
+              min_change: float = Settings.min_change) -> Path:
+    """Save ``attribution_tokens_svg`` (the coloured tokens as vector SVG) to ``path``; returns the path."""
+    return write_text(path, attribution_tokens_svg(attr, merge, title, min_change))
+
+
+def write_png(path: str | os.PathLike, attr: Attribution, merge: bool = True, title: str | None = None,
+              min_change: float = Settings.min_change, dpi_scale: float = 2.0) -> Path:
+    """Save ``attribution_tokens_png`` (the coloured tokens as PNG) to ``path``; returns the path."""
+    return write_bytes(path, attribution_tokens_png(attr, merge, title, min_change, dpi_scale))
+
+
 def write_html(path: str | os.PathLike, attr: Attribution, prediction: Prediction | None = None, model: str = "",
-               merge: bool = True, min_change: float = Settings.min_change, faith: Faithfulness | None = None) -> Path:
+               merge: bool = True, min_change: float = Settings.min_change, faith: Faithfulness | None = None,
+               windows: Sequence[dict] | None = None) -> Path:
     """Save ``explanation_html`` to ``path``; returns the path."""
-    return write_text(path, explanation_html(attr, prediction, model, merge, min_change, faith))
+    return write_text(path, explanation_html(attr, prediction, model, merge, min_change, faith, windows))
 
 
 def write_json(path: str | os.PathLike, attr: Attribution, prediction: Prediction | None = None, model: str = "",
-               min_change: float = Settings.min_change, faith: Faithfulness | None = None) -> Path:
+               min_change: float = Settings.min_change, faith: Faithfulness | None = None,
+               windows: Sequence[dict] | None = None) -> Path:
     """Save ``explanation_dict`` as JSON to ``path``; returns the path."""
-    return write_text(path, explanation_json(attr, prediction, model, min_change, faith))
+    return write_text(path, explanation_json(attr, prediction, model, min_change, faith, windows))
 
 
 def _slug(text: str, limit: int = 40) -> str:
@@ -486,21 +663,42 @@ def _slug(text: str, limit: int = 40) -> str:
 
 def export_files(folder: str | os.PathLike, attr: Attribution, prediction: Prediction | None = None, model: str = "",
                  merge: bool = True, keep_s: float | None = None,
-                 faith: Faithfulness | None = None, min_change: float = Settings.min_change) -> tuple[Path, Path]:
+                 faith: Faithfulness | None = None, min_change: float = Settings.min_change,
+                 windows: Sequence[dict] | None = None) -> tuple[Path, Path]:
     """Write the HTML and JSON files of one explanation into ``folder`` (created if needed) under
     names made from the target and a hash of the content, so the same explanation exported
     twice is one pair of files. ``keep_s``: first delete this folder's explanation files older
     than that many seconds (a server's export folder stays small); ``min_change``: the colour scale's
-    floor (the model's settings). Returns (html_path, json_path)."""
+    floor (the model's settings); ``windows``: a long document's windows (``explanation_dict``).
+    Returns (html_path, json_path)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     if keep_s is not None:
         prune(folder, keep_s)
-    page = explanation_html(attr, prediction, model, merge, min_change, faith=faith)
-    data = explanation_json(attr, prediction, model, min_change, faith=faith)
+    page = explanation_html(attr, prediction, model, merge, min_change, faith=faith, windows=windows)
+    data = explanation_json(attr, prediction, model, min_change, faith=faith, windows=windows)
     digest = hashlib.sha256((page + data).encode("utf-8")).hexdigest()[:12]
     stem = f"explanation-{_slug(attr.target)}-{digest}"
     return write_text(folder / f"{stem}.html", page), write_text(folder / f"{stem}.json", data)
+
+
+def figure_files(folder: str | os.PathLike, attr: Attribution, merge: bool = True, keep_s: float | None = None,
+                 min_change: float = Settings.min_change) -> tuple[Path, Path]:
+    """Write the coloured tokens as SVG and PNG into a folder of ``folder`` named by a hash of the
+    content, under names that say what they hold (``figure_name``: attributions_integrated_gradients.svg,
+    .png), so the downloads keep those names. ``keep_s``: as ``export_files``. Returns (svg, png)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    if keep_s is not None:
+        prune(folder, keep_s)
+    svg = attribution_tokens_svg(attr, merge, None, min_change)
+    sub = folder / f"explanation-figures-{hashlib.sha256(svg.encode('utf-8')).hexdigest()[:12]}"
+    sub.mkdir(exist_ok=True)
+    name = figure_name(attr)
+    png = sub / f"{name}.png"
+    if not png.exists():  # the same figure exported twice is drawn once
+        write_bytes(png, attribution_tokens_png(attr, merge, None, min_change))
+    return write_text(sub / f"{name}.svg", svg), png
 
 
 def prune(folder: Path, keep_s: float, pattern: str = "explanation-*") -> None:

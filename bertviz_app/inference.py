@@ -12,7 +12,8 @@ from .forward import classifier_logits
 from .registry import LoadedModel
 from .results import Prediction
 
-__all__ = ["predict", "predict_windows", "probabilities", "WINDOW_POOLS"]
+__all__ = ["predict", "predict_windows", "probabilities", "window_plan", "window_logits", "pool_logits", "check_window",
+           "WINDOW_POOLS"]
 
 # Attention kernel "auto" (settings' predict_attention, predict's ``attention=``) uses SDPA for
 # batches padded to at least SDPA_MIN_TOKENS and eager below. Measured on 2 cores (bench/): SDPA
@@ -115,11 +116,13 @@ def predict(
 WINDOW_POOLS = ("mean", "max")
 
 
-def _window_plan(lm: LoadedModel, texts: list[str], pairs: list[str] | None, stride: int):
+def window_plan(lm: LoadedModel, texts: list[str], pairs: list[str] | None, stride: int):
     """Tokenize into overlapping windows of at most ``lm.max_length`` tokens (the second text, if
-    any, is repeated in every window). -> (encoding, window -> text index, total tokens per text)."""
+    any, is repeated in every window). -> (encoding, window -> text index, total tokens per text,
+    windows per text). The encoding carries each window's ``offset_mapping`` into its own text
+    (``long_documents`` places every window's tokens in the whole document by them)."""
     enc = lm.tokenizer(texts, pairs, truncation="only_first" if pairs else True, max_length=lm.max_length,
-                       stride=stride, return_overflowing_tokens=True)
+                       stride=stride, return_overflowing_tokens=True, return_offsets_mapping=True)
     owner = list(enc["overflow_to_sample_mapping"])
     totals = [0] * len(texts)
     seen = [0] * len(texts)
@@ -158,17 +161,30 @@ def predict_windows(lm: LoadedModel, texts, pairs=None, stride: int = 128, pool:
     if batch_size < 1:
         raise InputError("batch_size must be at least 1.")
     options = _options(lm, attention, sort_by_length, cls_only_last_layer)
-    enc, owner, totals, n_windows = _window_plan(lm, texts, pairs, stride)
-    window_logits = _batched_logits(lm, enc, batch_size, *options).numpy()  # (W, C)
+    enc, owner, totals, n_windows = window_plan(lm, texts, pairs, stride)
+    logits = _batched_logits(lm, enc, batch_size, *options).numpy()  # (W, C)
     owner_arr = np.asarray(owner)  # (W,)
     results = []
     for i, text in enumerate(texts):
-        rows = window_logits[owner_arr == i]  # (w_i, C)
-        pooled = rows.mean(axis=0) if pool == "mean" else rows.max(axis=0)  # (C,)
-        p = probabilities(lm, torch.from_numpy(pooled[None])).numpy()[0]  # (C,)
+        p = probabilities(lm, torch.from_numpy(pool_logits(logits[owner_arr == i], pool)[None])).numpy()[0]  # (C,)
         results.append(Prediction(
             text=text, pair=pairs[i] if pairs else None, labels=lm.labels, probs=tuple(float(x) for x in p),
             label=lm.labels[int(p.argmax())], truncated=False, n_tokens=int(totals[i]), multi_label=lm.multi_label,
             windows=int(n_windows[i]),
         ))
     return results
+
+
+def pool_logits(rows: np.ndarray, pool: str = "mean") -> np.ndarray:
+    """One text's window logits (w, C) -> its pooled logits (C,): the mean, or the max per class."""
+    return rows.mean(axis=0) if pool == "mean" else rows.max(axis=0)
+
+
+def window_logits(lm: LoadedModel, enc, batch_size: int = 8, *, attention: str | None = None,
+                  sort_by_length: bool | None = None, cls_only_last_layer: bool | None = None) -> np.ndarray:
+    """Logits (W, C) of every window of a ``window_plan`` encoding, ``batch_size`` windows per
+    forward pass (inference mode), as ``predict_windows`` computes them."""
+    if batch_size < 1:
+        raise InputError("batch_size must be at least 1.")
+    options = _options(lm, attention, sort_by_length, cls_only_last_layer)
+    return _batched_logits(lm, enc, batch_size, *options).numpy()

@@ -286,10 +286,13 @@ class Api:
         return _answer(PredictResponse, out)
 
     async def attention(self, body: AttentionRequest, request: Request) -> Response:
-        """Attention weights of every layer and head (or one layer)."""
+        """Attention weights of every layer and head (or one layer), or another context-mixing measure
+        (measure: norm, value_zeroing, alti), with each layer's matrix, their aggregation across layers and
+        the [CLS] row."""
         who = self.owner(request)
         out = await self.gates["attention"].run(lambda: self.service.attention(
-            self.open(body.model, who), body.text, body.pair, body.layer))
+            self.open(body.model, who), body.text, body.pair, body.layer, body.measure, body.window, body.stride,
+            body.window_index))
         return _answer(AttentionResponse, out, validate=False)
 
     async def explain(self, body: ExplainRequest, request: Request) -> Response:
@@ -299,13 +302,16 @@ class Api:
         who = self.owner(request)
         out = await self.gates["explain"].run(lambda: self.service.explain(
             self.open(body.model, who), body.text, body.target, body.baseline, body.n_steps, body.pair,
-            body.tolerance))
+            body.tolerance, body.window, body.stride))
         return _answer(ExplainResponse, out)
 
     async def compare(self, body: CompareRequest, request: Request) -> Response:
         """Attribution methods side by side on one text: scores, cost, agreement (Spearman, top-k overlap)
         and ERASER faithfulness. A per-word method that would take too long is refused up front."""
         who = self.owner(request)
+        if body.window:
+            raise InputError("window is for /v1/explain and /v1/attention: the comparison takes a text that fits "
+                             "the model.")
         out = await self.gates["compare"].run(lambda: self.service.compare(
             self.open(body.model, who), body.text, body.methods, body.target, body.baseline, body.n_steps,
             body.pair, body.tolerance, body.top_k, body.seed))

@@ -16,11 +16,12 @@ from pathlib import Path
 import numpy as np
 
 from . import visitors
-from .attention_maps import attention as attention_maps
 from .batching import explain_one, predict_one
 from .catalog import list_models
 from .config import Settings
+from .context_mixing import check_measure, context_mixing
 from .errors import InputError, ModelNotFoundError
+from .long_documents import attention_windows, explain_windows
 from .methods import METHODS, compare_methods
 from .model_summary import summary as model_summary
 from .registry import LoadedModel, load_model
@@ -65,22 +66,60 @@ def predict(lm: LoadedModel, text: str, pair: str | None = "", window: bool = Fa
     return predict_one(lm, text, _pair(pair), window=bool(window), stride=stride, pool=pool).to_dict()
 
 
-def attention(lm: LoadedModel, text: str, pair: str | None = "", layer: int = 0) -> dict:
-    """{"tokens", "weights", "truncated"}: every layer (layer 0) or layer k (1-based) as a list of one."""
-    maps = attention_maps(lm, text, pair=_pair(pair))
+def attention(lm: LoadedModel, text: str, pair: str | None = "", layer: int = 0, measure: str | None = "raw",
+              window: bool = False, stride: int | None = None, window_index: int = 0) -> dict:
+    """{"tokens", "measure", "weights", "combined", "aggregated", "cls_scores", "truncated"} of one
+    context-mixing measure (raw attention by default; ``bertviz_app.context_mixing``): weights
+    (L, H, T, T) per head (H = 1 for per-layer measures), combined (L, T, T) per layer, aggregated
+    (L, T, T) across layers up to each, for every layer (layer 0) or layer k (1-based) as a list of
+    one; cls_scores (T,) the last layer's aggregated [CLS] row. An unknown measure, or one the
+    model's family cannot have: InputError naming those that work. ``window``: window ``window_index``
+    of a long text (``long_documents.attention_windows``), with the document's merged [CLS] rows under
+    "document"."""
+    measure = check_measure(lm, "raw" if measure is None or measure == "" else measure)
+    if window:
+        return _attention_window(lm, text, pair, layer, stride, window_index, measure)
+    mm = context_mixing(lm, text, pair=_pair(pair), measure=measure)  # raw: one forward pass, as ``attention``
+    info, weights, combined, aggregated = mm.info, mm.weights, mm.combined, mm.aggregated
+    n_layers = int(weights.shape[0])
     layer = whole_number(layer or 0, "layer")
-    if not 0 <= layer <= maps.num_layers:
-        raise InputError(f"layer must be 0 (all) or 1 to {maps.num_layers}, got {layer}.")
-    w = maps.weights if not layer else maps.weights[layer - 1 : layer]  # (L or 1, H, T, T)
+    if not 0 <= layer <= n_layers:
+        raise InputError(f"layer must be 0 (all) or 1 to {n_layers}, got {layer}.")
+    cls_scores = aggregated[-1, 0]  # (T,)
+    if layer:
+        weights, combined, aggregated = (a[layer - 1 : layer] for a in (weights, combined, aggregated))
     # 5 decimals (rows still sum to 1 within 1e-4 for short texts): float32 -> float64 -> JSON
     # would otherwise spend ~18 characters per weight on noise digits
-    return {"tokens": list(maps.tokens), "weights": np.round(w, 5).tolist(), "truncated": maps.info.truncated}
+    r = lambda a: np.round(a, 5).tolist()  # noqa: E731
+    return {"tokens": list(info.tokens), "measure": measure, "weights": r(weights), "combined": r(combined),
+            "aggregated": r(aggregated), "cls_scores": r(cls_scores), "truncated": info.truncated}
+
+
+def _attention_window(lm: LoadedModel, text: str, pair: str | None, layer, stride, window_index,
+                      measure: str) -> dict:
+    stride = None if stride is None else whole_number(stride, "stride")
+    d = attention_windows(lm, text, pair=_pair(pair), window=whole_number(window_index or 0, "window_index"),
+                          stride=stride, measure=measure)
+    layer = whole_number(layer or 0, "layer")
+    if not 0 <= layer <= d.maps.num_layers:
+        raise InputError(f"layer must be 0 (all) or 1 to {d.maps.num_layers}, got {layer}.")
+    out = d.to_dict()
+    w = d.maps.weights if not layer else d.maps.weights[layer - 1 : layer]  # (L or 1, H, T, T)
+    out["weights"] = np.round(w, 5).tolist()
+    return out
 
 
 def explain(lm: LoadedModel, text: str, target: str | None = "", baseline: str = "pad", n_steps: int | None = None,
-            pair: str | None = "", tolerance: float | None = None) -> dict:
-    """Integrated Gradients of one text, batched with concurrent calls with equal arguments."""
+            pair: str | None = "", tolerance: float | None = None, window: bool = False,
+            stride: int | None = None) -> dict:
+    """Integrated Gradients of one text, batched with concurrent calls with equal arguments.
+    ``window``: a long text whole, in predict's windows (``long_documents.explain_windows``): one
+    score per token of the document, "windows" and each window's prediction."""
     n, tol = steps_args(n_steps, tolerance)
+    if window:
+        d = explain_windows(lm, text, target=target or None, baseline=baseline, pair=_pair(pair), n_steps=n,
+                            tolerance=tol, stride=None if stride is None else whole_number(stride, "stride"))
+        return d.to_dict()
     attr = explain_one(lm, text, target=target or None, baseline=baseline, n_steps=n, pair=_pair(pair), tolerance=tol)
     out = attr.to_dict()
     out["relative_delta"] = finite(attr.relative_delta)

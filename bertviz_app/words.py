@@ -9,6 +9,7 @@ pieces and attention *from* a word is averaged (Clark et al. 2019), so rows stil
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 
@@ -35,6 +36,7 @@ def word_groups(info: TokenInfo) -> WordGroups:
     if info.pair is not None:
         spans[1] = [(m.start(), m.end()) for m in _WORD.finditer(info.pair)]
     sources = {0: info.text, 1: info.pair or ""}
+    ends = {seq: [b for _, b in sp] for seq, sp in spans.items()}
     words: list[str] = []
     groups: list[list[int]] = []
     current: tuple[int, int] | None = None  # (sequence id, word index) of the open group
@@ -46,8 +48,11 @@ def word_groups(info: TokenInfo) -> WordGroups:
             continue
         # The word the token overlaps: SentencePiece tokenizers (DeBERTa-v2) start a "▁word" piece's
         # offsets on the space before the word, so a start-inside-the-word test would miss it.
+        # The first word ending after the token's start, if it starts before the token's end (the
+        # words are in order and do not overlap: a search, not a scan, so a long document stays fast).
         stop = max(end, start + 1)
-        word_idx = next((k for k, (a, b) in enumerate(spans[seq]) if a < stop and start < b), None)
+        k = bisect.bisect_right(ends[seq], start)
+        word_idx = k if k < len(spans[seq]) and spans[seq][k][0] < stop else None
         if word_idx is None:  # should not happen; keep the token on its own
             words.append(tok)
             groups.append([i])

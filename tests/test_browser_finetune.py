@@ -18,7 +18,7 @@ if not os.path.exists(CHROMIUM):
     pytest.skip(f"browser tests need Chromium at {CHROMIUM} (not installed here)", allow_module_level=True)
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
 
-from test_finetune_ui import write_csv  # noqa: E402
+from test_finetune_ui import StandInJob, write_csv  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT_MS = 120_000
@@ -120,3 +120,43 @@ def test_after_a_reload_the_run_list_holds_the_run_and_its_buttons_wait_for_a_ch
     sync_api.expect(page.locator("#bv-ft-cmp-md")).to_contain_text("fine-tuned")
     assert page.locator("span.error").count() == 0, "error badges on the page"
     page.context.close()
+
+
+@pytest.mark.parametrize("at_once", [True, False])
+def test_cancel_leaves_the_page_saying_cancelled(browser, app_url, tiny_model_dir, tmp_path, monkeypatch, at_once):
+    """Cancel says "Cancelling…" while the run winds down and "Cancelled" once it has stopped, and
+    "Cancelled" stays, also when the run stops at once (the Cancel button's own "Cancelling…" could
+    arrive after it and stay for good). The training is a stand-in that waits for the Cancel (and,
+    winding down, for the test to have seen "Cancelling…"), so the test does not race a real run."""
+    import threading
+
+    from bertviz_app.ui import finetune_tab
+
+    release = threading.Event()
+    job = type("Job", (StandInJob,), {"quiet_ticks": 0, "release": None if at_once else release})
+    monkeypatch.setattr(finetune_tab.core, "FinetuneJob", job)
+    csv_path = write_csv(tmp_path / "reviews.csv", n=24)
+    page = open_page(browser, TIMEOUT_MS)
+    try:
+        page.goto(app_url)
+        page.get_by_role("tab", name="Fine-tune").click()
+        page.locator("#bv-ft-upload input[type=file]").set_input_files(str(csv_path))
+        sync_api.expect(page.locator("#bv-ft-report")).to_contain_text("Ready to train")
+        base = page.locator("#bv-ft-base input")
+        base.fill(str(tiny_model_dir))
+        base.press("Enter")
+        page.locator("#bv-ft-start").click()
+        status = page.locator("#bv-ft-status")
+        sync_api.expect(status).to_contain_text("loss 0.6900", timeout=60_000)
+        page.locator("#bv-ft-cancel").click()
+        if not at_once:
+            sync_api.expect(status).to_contain_text("Cancelling…", timeout=60_000)
+            release.set()
+        sync_api.expect(status).to_contain_text("Cancelled: stopped at step 1 of 100", timeout=60_000)
+        page.wait_for_timeout(1500)  # nothing comes after the run's last word
+        sync_api.expect(status).not_to_contain_text("Cancelling")
+        sync_api.expect(status).to_contain_text("Cancelled: stopped at step 1 of 100")
+        assert page.locator(".toast-title").count() == 0
+    finally:
+        release.set()  # a failed test lets the stand-in end (the served app outlives it)
+        page.context.close()

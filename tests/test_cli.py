@@ -67,6 +67,22 @@ def test_explain_tolerance_guarantees_the_delta(capsys, tiny_model_dir):
     assert code == 2 and "tolerance must be a relative delta" in err
 
 
+def test_finetune_refuses_a_file_without_texts_naming_its_columns(capsys, tiny_model_dir, cli_models, tmp_path):
+    """Issue 21: ``finetune`` on an ``id,label`` file guessed ``id`` as the text and trained on it. Now:
+    exit 2, one line that names the columns found and says what to fix, no run saved, the file as it was."""
+    data = tmp_path / "ids.csv"
+    data.write_text("id,label\n" + "".join(f"{i},{('neg', 'pos')[i % 2]}\n" for i in range(40)), encoding="utf-8")
+    before = data.read_bytes()
+    code, out, err = run(capsys, "finetune", str(data), "--base", str(tiny_model_dir), "--mode", "probe")
+    assert code == 2 and out == "" and "Traceback" not in err and err.count("\n") == 1
+    assert "No column of 'ids.csv' holds text: found 'id' (numbers), 'label'" in err and "--text-column" in err
+    code, out, err = run(capsys, "finetune", str(data), "--text-column", "id", "--base", str(tiny_model_dir),
+                         "--mode", "probe", "--json")
+    assert code == 2 and out == "" and "Traceback" not in err and err.count("\n") == 1
+    assert "The text column 'id' holds numbers, not texts" in err and "'id' (numbers), 'label'" in err
+    assert data.read_bytes() == before and not (cli_models / "runs").exists()
+
+
 def test_attention_json_contract(capsys, tiny_model_dir):
     code, out, _ = run(capsys, "attention", "a good film", "--model", str(tiny_model_dir), "--json")
     r = json.loads(out)

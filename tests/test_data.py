@@ -19,8 +19,11 @@ from bertviz_app.config import Settings
 from bertviz_app.data import (
     ROW_NOTE,
     build_dataset,
+    describe_columns,
     format_rows,
     guess_columns,
+    holds_numbers,
+    no_text_message,
     read_table,
     safe_csv_cell,
     split_dataset,
@@ -396,6 +399,53 @@ def test_guess_pair_column(tmp_path):
     t2 = read_table(write_csv(tmp_path / "s.csv", rows, header=("sentence1", "sentence2", "label")))
     g2 = guess_columns(t2)
     assert (g2.text, g2.pair, g2.label) == ("sentence1", "sentence2", "label")
+
+
+def test_a_column_of_numbers_is_never_guessed_as_the_text(tmp_path):
+    """Issue 21: an ``id,label`` file had ``id`` guessed as the text (and trained on); ids, scores and
+    counts (all or nearly all cells numbers) are never the text, even in a column named "text"."""
+    labels = [lab for _, lab in good_rows()]
+    t = read_table(write_csv(tmp_path / "ids.csv", [(i, lab) for i, lab in enumerate(labels)], header=("id", "label")))
+    g = guess_columns(t)
+    assert (g.text, g.label) == (None, "label") and not any(r.startswith("text") for r in g.reasons)
+    assert holds_numbers(t, "id") and not holds_numbers(t, "label")
+    assert describe_columns(t) == "'id' (numbers), 'label'"
+    assert no_text_message(t) == ("No column of 'ids.csv' holds text: found 'id' (numbers), 'label'. Add a column of "
+                                  "texts to the file, or name the column that holds them as the text column.")
+    # by name too, and whatever the numbers look like; nearly all numbers (one stray word in 30) is still numbers
+    nums = ["12", "-3.5", ".5", "1e-3", "1,234.5", "45%", "+7", "1.234,5", " 8 ", "0"] * 3
+    nums[4] = "n/a"
+    t = read_table(write_csv(tmp_path / "n.csv", list(zip(nums, labels)), header=("text", "label")))
+    assert holds_numbers(t, "text") and guess_columns(t).text is None
+    # a numbers column beside a texts one: the texts are chosen, by name or by content
+    rows = [(i * 1000, f"{i}.5", txt, lab) for i, (txt, lab) in enumerate(good_rows())]
+    t = read_table(write_csv(tmp_path / "m.csv", rows, header=("text", "score", "body_x", "label")))
+    assert guess_columns(t).text == "body_x"
+    # texts that contain numbers, or a few number-only texts, are texts
+    rows = [(txt if i % 5 else str(i), lab) for i, (txt, lab) in enumerate(good_rows())]  # 6 of 30 are numbers
+    t = read_table(write_csv(tmp_path / "t.csv", rows))
+    assert not holds_numbers(t, "text") and guess_columns(t).text == "text"
+    # an empty column is not called numbers (validate says it is empty)
+    t = read_table(write_csv(tmp_path / "e.csv", [(" ", lab) for lab in labels]))
+    assert not holds_numbers(t, "text") and describe_columns(t) == "'text' (empty), 'label'"
+
+
+def test_a_text_column_of_numbers_is_refused_by_name(tmp_path):
+    labels = [lab for _, lab in good_rows()]
+    rows = [(i, txt, i % 3, lab) for i, (txt, lab) in enumerate(good_rows())]
+    path = write_csv(tmp_path / "ids.csv", rows, header=("id", "review", "pair_n", "label"))
+    before = path.read_bytes()
+    t = read_table(path)
+    err = problem(validate(t, "id", "label"), "text_numbers")
+    assert err.severity == "error"
+    assert err.message == ("The text column 'id' holds numbers, not texts (e.g. '0', '1', '2'). Choose the column "
+                           "that holds the texts (found 'id' (numbers), 'review', 'pair_n' (numbers), 'label'), or "
+                           "add a column of texts to the file.")
+    assert problem(validate(t, "review", "label", "pair_n"), "pair_numbers").severity == "error"
+    with pytest.raises(DataError, match="The text column 'id' holds numbers"):
+        validate(t, "id", "label").raise_if_blocking()
+    assert validate(t, "review", "label").ok  # the numbers are fine as a label, or left alone
+    assert len(labels) == 30 and path.read_bytes() == before  # the user's file is untouched
 
 
 # ----------------------------------------------------------------------------------------------

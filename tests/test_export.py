@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import numpy as np
@@ -187,10 +188,14 @@ def test_ui_download_buttons_get_the_core_files(tiny, tmp_path, monkeypatch):
 
     monkeypatch.setattr(attribution_tab, "export_folder", lambda: tmp_path / "exports")
     off = attribution_tab.export_files(None, True)
-    assert [o["interactive"] for o in off] == [False, False]
+    assert [o["interactive"] for o in off] == [False, False, False, False]
     rec = common.analyze_all(tiny, "the film was great", None, None, "pad", 20)
-    page, data = attribution_tab.export_files(rec, True)
-    assert page["interactive"] and data["interactive"]
+    page, data, svg, png = attribution_tab.export_files(rec, True)
+    assert page["interactive"] and data["interactive"] and svg["interactive"] and png["interactive"]
+    assert os.path.basename(svg["value"]) == "attributions_integrated_gradients.svg"  # the download's name
+    assert open(svg["value"], encoding="utf-8").read() == core.attribution_tokens_svg(
+        rec.attribution, merge=True, min_change=rec.min_change)
+    assert open(png["value"], "rb").read(8) == b"\x89PNG\r\n\x1a\n"
     assert open(page["value"], encoding="utf-8").read() == core.explanation_html(
         rec.attribution, rec.prediction, rec.model, merge=True, faith=rec.faith)
     saved = json.load(open(data["value"], encoding="utf-8"))

@@ -547,6 +547,38 @@ def test_plan_refuses_bad_requests_with_what_to_fix(models_dir, tiny_model_dir, 
                          settings=settings)
 
 
+def write_ids(path: Path, header=("id", "label"), n: int = 40) -> Path:
+    """An ``id,label`` file (issue 21): numbers and classes, no text."""
+    path.write_text(",".join(header) + "\n" + "".join(f"{i},{('negative', 'positive')[i % 2]}\n" for i in range(n)),
+                    encoding="utf-8")
+    return path
+
+
+def test_plan_refuses_a_file_without_texts_and_a_text_column_of_numbers(models_dir, tiny_model_dir, tmp_path,
+                                                                         settings):
+    """Issue 21: an ``id,label`` file used to train on the ids as texts. Fine-tune refuses it, naming the
+    columns it found, whether the text column is guessed or named; the file is left as it was."""
+    data = write_ids(tmp_path / "ids.csv")
+    before = data.read_bytes()
+    plan = dict(base=str(tiny_model_dir), mode="probe", allow_paths=True, settings=settings)
+    with pytest.raises(bv.DataError) as err:
+        bv.plan_finetune(data, **plan)
+    assert str(err.value) == ("No column of 'ids.csv' holds text: found 'id' (numbers), 'label'. Add a column of "
+                              "texts to the file, or name the column that holds them as the text column "
+                              "(--text-column).")
+    with pytest.raises(bv.DataError, match=r"The text column 'id' holds numbers, not texts .*found 'id' \(numbers\)"):
+        bv.plan_finetune(data, text_column="id", label_column="label", **plan)
+    assert data.read_bytes() == before and not list(models_dir.iterdir())
+    # the validation (evaluation) file: numbers where its texts should be, or no text column to guess
+    good = write_csv(tmp_path / "d.csv")
+    bad_val = write_ids(tmp_path / "val.csv", header=("review", "sentiment"))
+    with pytest.raises(bv.DataError, match=r"'val.csv' has numbers, not texts, in its text column 'review' \(found "
+                                           r"'review' \(numbers\), 'sentiment'\)"):
+        bv.plan_finetune(good, val_table=bad_val, **plan)
+    with pytest.raises(bv.DataError, match=r"could not be guessed \(found 'id' \(numbers\), 'label'\)"):
+        bv.plan_finetune(good, val_table=data, **plan)
+
+
 def test_plan_refuses_an_existing_run_name_and_a_folder_base_when_paths_are_off(models_dir, tiny_model_dir, dataset,
                                                                                 tmp_path, settings):
     run_finetune(dataset, models_dir=models_dir, base=str(tiny_model_dir), mode="probe", name="taken")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import random
+import threading
 import time
 import zipfile
 from pathlib import Path
@@ -211,8 +212,7 @@ def test_cancel_stops_a_long_run_and_keeps_the_best_weights(app_url, data, tiny_
         time.sleep(0.2)
     assert any("Training" in str(o[0]) and "loss" in str(o[0]) for o in job.outputs()), "no progress was streamed"
     t0 = time.time()
-    msg = client.predict(api_name="/finetune_cancel")
-    assert "Cancelling" in msg
+    assert client.predict(api_name="/finetune_cancel") == ()  # no output: the run itself says "Cancelling…"
     out = job.result(timeout=60)
     assert time.time() - t0 < 30
     assert "Cancelled" in field(out, "status")
@@ -223,6 +223,96 @@ def test_cancel_stops_a_long_run_and_keeps_the_best_weights(app_url, data, tiny_
     assert info["cancelled"] is True and info["steps"] < info["max_steps"]
     curves = json.loads(field(out, "curves")["plot"])
     assert any(t.get("name") == "training loss" for t in curves["data"])
+
+
+class StandInJob:
+    """A FinetuneJob that trains nothing: one progress event, then it waits for Cancel and stops a step
+    later (three quiet ticks, as a run saving its best weights does) with CancelledError. No other event
+    comes after the Cancel, so only the run's own "Cancelling…" can say it was heard."""
+
+    quiet_ticks = 3  # after the Cancel; 0: stops at once (the run whose "Cancelled" raced the Cancel button's write)
+    release: threading.Event | None = None  # if given: after the Cancel, ticks on until it is set (the test saw it)
+
+    def __init__(self, plan, cancel):
+        self.cancel_event, self.error, self.results, self.running = cancel, None, [], True
+
+    def start(self):
+        return self
+
+    def cancel(self):
+        self.cancel_event.set()
+
+    def events(self, timeout: float = 0.2):
+        import bertviz_app as bv
+
+        yield {"kind": "progress", "step": 1, "max_steps": 100, "eta": None, "logs": {"loss": 0.69}}
+        deadline = time.monotonic() + 60
+        while not self.cancel_event.wait(timeout):
+            if time.monotonic() > deadline:
+                raise AssertionError("Cancel never reached the run")
+            yield None
+        for _ in range(self.quiet_ticks):
+            time.sleep(timeout)
+            yield None
+        while self.release is not None and not self.release.wait(timeout):
+            if time.monotonic() > deadline:
+                raise AssertionError("the test never let the run stop")
+            yield None
+        self.error, self.running = bv.CancelledError("stopped at step 1 of 100; nothing was saved."), False
+
+
+def test_cancel_only_asks_and_the_run_says_cancelling_then_cancelled(app_url, data, tiny_model_dir, monkeypatch):
+    """The Cancel button writes nothing to the page: its "Cancelling…" could arrive after a run that
+    stopped at once had said "Cancelled", leaving "Cancelling…" for good (as on the Explain-a-file tab,
+    20f4e0c). The run says "Cancelling…" within a tick of the Cancel, then "Cancelled"."""
+    from bertviz_app.ui import finetune_tab
+
+    monkeypatch.setattr(finetune_tab.core, "FinetuneJob", StandInJob)
+    client = Client(app_url, verbose=False)
+    upload(client, data["good"])
+    job = client.submit(*start_args(str(tiny_model_dir), mode="full", name="ui-stand-in"), api_name="/finetune_start")
+    deadline = time.time() + 60
+    while time.time() < deadline and not any("loss 0.69" in str(o[0]) for o in job.outputs()):
+        time.sleep(0.1)
+    assert any("loss 0.69" in str(o[0]) for o in job.outputs()), "no progress was streamed"
+    assert client.predict(api_name="/finetune_cancel") == ()  # it asks; it writes no status
+    out = job.result(timeout=60)
+    statuses = [str(o[0]) for o in job.outputs()]
+    told = [i for i, st in enumerate(statuses) if "Cancelling…" in st]
+    assert told, statuses
+    assert field(out, "status") == "**Cancelled:** stopped at step 1 of 100; nothing was saved."
+    assert statuses[-1] == field(out, "status") and told[0] < len(statuses) - 1
+
+
+def test_the_cancel_handler_sets_the_flag_and_returns_nothing():
+    from bertviz_app.ui.common import CancelFlag
+    from bertviz_app.ui.finetune_tab import Handlers
+
+    flag = CancelFlag()
+    assert Handlers.on_cancel(flag) is None and flag.event.is_set()
+
+
+def test_a_file_without_texts_is_refused_naming_its_columns(app_url, tiny_model_dir, tmp_path):
+    """Issue 21: an ``id,label`` file had ``id`` guessed as the text. The tab guesses no text column,
+    its report names the columns found and says what to fix, and Start refuses, as it does a numbers
+    column chosen as the text. The uploaded file is left as it was."""
+    path = _write(tmp_path / "ids.csv", "id,label\n" + "".join(f"{i},{('negative', 'positive')[i % 2]}\n"
+                                                              for i in range(40)))
+    before = path.read_bytes()
+    client = Client(app_url, verbose=False)
+    notices, preview, text, label, pair, multi, report = upload(client, path)
+    assert text["value"] is None and label["value"] == "label"
+    assert "No column of 'ids.csv' holds text: found 'id' (numbers), 'label'" in report
+    assert "choose the column that holds them as the text column" in report and "Traceback" not in report
+    with pytest.raises(Exception) as excinfo:
+        client.predict(*start_args(str(tiny_model_dir), text=None, label="label"), api_name="/finetune_start")
+    assert "found 'id' (numbers), 'label'" in str(excinfo.value) and "Traceback" not in str(excinfo.value)
+    chosen = client.predict("id", "label", "", False, api_name="/finetune_report")
+    assert "**Error:** The text column 'id' holds numbers, not texts" in chosen
+    with pytest.raises(Exception) as excinfo:
+        client.predict(*start_args(str(tiny_model_dir), text="id", label="label"), api_name="/finetune_start")
+    assert "The text column 'id' holds numbers" in str(excinfo.value) and "Traceback" not in str(excinfo.value)
+    assert path.read_bytes() == before
 
 
 def test_two_runs_at_once_wait_for_each_other(app_url, data, tiny_model_dir):

@@ -9,9 +9,12 @@ from collections.abc import Sequence
 from .messages import quoted
 from .records import ColumnGuess, Table
 
-__all__ = ["MAX_CLASSES", "guess_columns"]
+__all__ = ["MAX_CLASSES", "NUMERIC_SHARE", "describe_columns", "guess_columns", "holds_numbers", "no_text_message"]
 
 MAX_CLASSES = 1000  # more distinct labels than this: a free-text column, not classes
+NUMERIC_SHARE = 0.9  # a column whose filled cells are at least this share numbers holds numbers, not texts
+# 12, -3.5, .5, 1e-3, 1,234.5, 1.234,5, 45%: a cell that is a number (an id, a score, a count), not a text
+_NUMBER = re.compile(r"[+-]?(?:\d+(?:[.,]\d+)*|[.,]\d+)(?:[eE][+-]?\d+)?%?")
 _TEXT_HINTS = ("text", "sentence", "review", "content", "comment", "body", "message", "tweet", "document",
                "utterance", "question", "premise", "passage", "description", "post", "abstract", "title")
 _PAIR_HINTS = ("text_b", "textb", "text2", "sentence2", "sentence_b", "sentenceb", "hypothesis", "text_pair",
@@ -36,6 +39,38 @@ def _hint_score(name: str, hints: Sequence[str]) -> int:
     return 1 if any(h in words for h in hints if len(h) > 1) else 0
 
 
+def _filled(table: Table, col: str):
+    s = table.df[col].dropna().astype(str).str.strip()
+    return s[s != ""]
+
+
+def holds_numbers(table: Table, col: str) -> bool:
+    """True when the column's filled cells are all, or nearly all (``NUMERIC_SHARE``), numbers: ids,
+    scores, counts. Such a column is never a text column (an empty column is not called numbers)."""
+    s = _filled(table, col)
+    return bool(len(s)) and float(s.map(lambda v: _NUMBER.fullmatch(v) is not None).mean()) >= NUMERIC_SHARE
+
+
+def describe_columns(table: Table, limit: int = 12) -> str:
+    """The table's columns for a message, each one that cannot be a text marked: "'id' (numbers), 'label'"
+    (at most ``limit`` named)."""
+    def one(col: str) -> str:
+        what = " (empty)" if not len(_filled(table, col)) else " (numbers)" if holds_numbers(table, col) else ""
+        return quoted(col) + what
+
+    cols = table.columns
+    more = len(cols) - limit
+    return ", ".join(one(c) for c in cols[:limit]) + (f" and {more} more" if more > 0 else "")
+
+
+def no_text_message(table: Table, fix: str = "name the column that holds them as the text column") -> str:
+    """Why no text column can be guessed, naming the columns found: "No column of 'x.csv' holds text:
+    found id (numbers), label. Add a column of texts, or ...". ``fix``: how to name one where the
+    message is shown (the CLI's option, the page's dropdown)."""
+    where = f" of {quoted(table.name)}" if table.name else ""
+    return f"No column{where} holds text: found {describe_columns(table)}. Add a column of texts to the file, or {fix}."
+
+
 def guess_columns(table: Table) -> ColumnGuess:
     """Suggest the text, label and (optional) second-text columns; the user confirms or changes.
 
@@ -43,15 +78,17 @@ def guess_columns(table: Table) -> ColumnGuess:
     for the second text, text/sentence/review/content for the text (an empty column is still
     suggested by name, so validate can say it is empty). Then content: the label is the column
     with fewest distinct short values (at least 2), the text the column with the longest cells.
+    A column of numbers (ids, scores: ``holds_numbers``) is never the text or the second text, even
+    by name: with no other column the text is None (``no_text_message`` says why).
     """
     df = table.df
     cols = list(table.columns)
     n = max(1, len(df))
     stats: dict[str, tuple[float, int, float]] = {}  # col -> (mean length, distinct values, filled fraction)
     for col in cols:
-        s = df[col].dropna().astype(str).str.strip()
-        s = s[s != ""]
+        s = _filled(table, col)
         stats[col] = (float(s.str.len().mean()) if len(s) else 0.0, int(s.nunique()), len(s) / n)
+    numbers = {c for c in cols if holds_numbers(table, c)}  # never a text
     reasons: list[str] = []
 
     def is_id(col: str) -> bool:
@@ -64,8 +101,8 @@ def guess_columns(table: Table) -> ColumnGuess:
         return min(found, key=key) if found else None
 
     label = by_name(_LABEL_HINTS, ())
-    pair = by_name(_PAIR_HINTS, (label,), exact=True)
-    text = by_name(_TEXT_HINTS, (label, pair), longest=True)
+    pair = by_name(_PAIR_HINTS, (label, *numbers), exact=True)
+    text = by_name(_TEXT_HINTS, (label, pair, *numbers), longest=True)
     for what, col in (("label", label), ("second text", pair), ("text", text)):
         if col is not None:
             reasons.append(f"{what}: {quoted(col)} (name)")
@@ -76,7 +113,7 @@ def guess_columns(table: Table) -> ColumnGuess:
             label = min(small, key=lambda c: (stats[c][1], cols.index(c)))
             reasons.append(f"label: {quoted(label)} ({stats[label][1]} distinct values)")
     if text is None:
-        rest = [c for c in cols if c not in (label, pair) and stats[c][2] > 0]
+        rest = [c for c in cols if c not in (label, pair) and c not in numbers and stats[c][2] > 0]
         free = [c for c in rest if not is_id(c)] or rest
         if free:
             text = max(free, key=lambda c: (stats[c][0], -cols.index(c)))

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..config import Settings
 from ..errors import BertvizError, DataError, InputError
-from .columns import MAX_CLASSES
+from .columns import MAX_CLASSES, describe_columns, holds_numbers
 from .messages import ROW_NOTE, format_rows, quote_list, quoted
 from .records import Problem, Report, Table
 from .rows import Rows, check_columns, extract_rows
@@ -33,8 +33,9 @@ def validate(
 ) -> Report:
     """Check the chosen columns before training and list every problem with its rows.
 
-    Errors (block training): no usable rows, an empty label column, a single class, a class with
-    fewer than ``settings.min_class_examples`` examples, labels that look like free text.
+    Errors (block training): a text (or second text) column of numbers (ids, scores), no usable rows,
+    an empty label column, a single class, a class with fewer than ``settings.min_class_examples``
+    examples, labels that look like free text.
     Warnings: empty texts and missing labels (those rows are skipped), duplicates (later copies
     skipped; conflicting labels called out), classes under ``settings.warn_class_examples``,
     texts over ``settings.max_chars`` characters (cut), and, given a tokenizer, texts longer than
@@ -49,6 +50,14 @@ def validate(
     def add(sev, code, msg, rows=()):
         problems.append(Problem(sev, code, msg, tuple(rows)))
 
+    for col, what, code in ((text_col, "text column", "text_numbers"), (pair_col, "second text column",
+                                                                          "pair_numbers")):
+        if col and holds_numbers(table, col):  # ids or scores: a model trained on them learns nothing of texts
+            cells = table.df[col].dropna().astype(str).str.strip()
+            seen = ", ".join(quoted(v) for v in cells[cells != ""].head(3))
+            add("error", code,
+                f"The {what} {quoted(col)} holds numbers, not texts (e.g. {seen}). Choose the column that holds "
+                f"the texts (found {describe_columns(table)}), or add a column of texts to the file.")
     n_rows = len(x.rows)
     any_label = any(lab is not None for lab in x.labels)
     if not any_label:

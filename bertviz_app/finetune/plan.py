@@ -7,7 +7,17 @@ import os
 from pathlib import Path
 
 from ..config import Settings
-from ..data import Table, build_dataset, guess_columns, read_table, review_columns, validation_dataset
+from ..data import (
+    Table,
+    build_dataset,
+    describe_columns,
+    guess_columns,
+    holds_numbers,
+    no_text_message,
+    read_table,
+    review_columns,
+    validation_dataset,
+)
 from ..errors import DataError, InputError
 from .auto import auto_config, base_hidden_size
 from .records import DEFAULT_BASE, MODES, FinetunePlan
@@ -21,15 +31,22 @@ def val_columns(val_table: Table, text: str, label: str, pair: str | None) -> tu
     it has them, else guessed."""
     cols = set(val_table.columns)
     if {text, label} <= cols and (not pair or pair in cols):
-        return text, label, pair, []
-    g = guess_columns(val_table)  # the validation file names its columns differently: guess them
-    vp = g.pair if pair else None
-    if g.text is None or g.label is None or (pair and vp is None):
-        raise DataError(f"The validation file {val_table.name!r} lacks the columns {text!r} and {label!r}"
-                        + (f" and {pair!r}" if pair else "")
-                        + " and they could not be guessed: give it the same header as the training file.")
-    return g.text, g.label, vp, [f"validation file columns guessed: text {g.text!r}, label {g.label!r}"
-                                 + (f", pair {vp!r}" if vp else "")]
+        vt, vl, vp, notes = text, label, pair, []
+    else:
+        g = guess_columns(val_table)  # the validation file names its columns differently: guess them
+        vt, vl, vp = g.text, g.label, g.pair if pair else None
+        if vt is None or vl is None or (pair and vp is None):
+            raise DataError(f"The validation file {val_table.name!r} lacks the columns {text!r} and {label!r}"
+                            + (f" and {pair!r}" if pair else "")
+                            + f" and they could not be guessed (found {describe_columns(val_table)}): give it the "
+                            "same header as the training file.")
+        notes = [f"validation file columns guessed: text {vt!r}, label {vl!r}" + (f", pair {vp!r}" if vp else "")]
+    for col, what in ((vt, "text"), (vp, "second text")):
+        if col and holds_numbers(val_table, col):  # the same header, but ids or scores where the texts should be
+            raise DataError(f"The validation file {val_table.name!r} has numbers, not texts, in its {what} column "
+                            f"{col!r} (found {describe_columns(val_table)}): put the validation texts in that "
+                            "column.")
+    return vt, vl, vp, notes
 
 
 def plan_finetune(
@@ -75,9 +92,11 @@ def plan_finetune(
     notices: list[str] = list(table.notices)
     guess = guess_columns(table)
     text, label, pair = text_column or guess.text, label_column or guess.label, pair_column or None
+    if text is None and not any(not holds_numbers(table, c) and c != label for c in table.columns):
+        raise DataError(no_text_message(table, "name the column that holds them as the text column (--text-column)"))
     if text is None or label is None:
         raise DataError(f"Could not tell which column holds the {'text' if text is None else 'labels'}: choose the "
-                        f"text and label columns (columns: {', '.join(table.columns)}).")
+                        f"text and label columns (found {describe_columns(table)}).")
     if not (text_column and label_column):
         notices.append(f"columns guessed: text {text!r}, label {label!r}")
     report = review_columns(table, text, label, pair, multi_label, settings=settings)

@@ -22,6 +22,7 @@ import gradio as gr
 
 import bertviz_app as core
 from bertviz_app.config import Settings
+from bertviz_app.context_mixing import check_measure
 
 from . import (
     api,
@@ -30,6 +31,7 @@ from . import (
     batch_tab,
     build_panel,
     common,
+    figures,
     finetune_tab,
     model_tab,
     predict_tab,
@@ -39,7 +41,7 @@ from . import (
 __all__ = ["build_app", "mount", "Page", "CSS"]
 
 log = logging.getLogger("bertviz_app.ui")
-CSS = common.CSS + finetune_tab.CSS
+CSS = common.CSS + finetune_tab.CSS + figures.CSS
 HEAVY = dict(concurrency_limit=1, concurrency_id="heavy")  # model work, one at a time (2-core friendly)
 
 
@@ -72,6 +74,9 @@ class Page:
         # drawing every tab on each Analyze cost more than the model's own forward passes).
         self.open_tab = gr.State({"tab": "predict"})  # changed in place (on_tab): a running Analyze reads it
         self.drawn = gr.State({}, time_to_live=3600)  # {"attention": record id, "attributions": record id}
+        # The Attention tab's measure as Analyze reads it: a State, not the dropdown itself, so /analyze keeps
+        # its inputs (a gradio_client caller gets raw attention); set by change_measure and load_model
+        self.chosen_measure = gr.State({"measure": "raw"})
         with gr.Tabs() as self.tabs:
             with gr.Tab("Predict", id="predict"):
                 self.p = predict_tab.build()
@@ -93,7 +98,8 @@ class Page:
         self.attention_charts = {a.heatmap, a.cls_rows, a.rollout, a.overview, a.overview_notice}
         self.attribution_charts = {t.delta, t.tokens, t.bar, t.path, t.lens}
         self.ig_outputs = {self.state, self.drawn, p.tokens} | self.attention_charts | self.attribution_charts
-        self.model_outputs = {m.info, m.table, m.config, t.target, t.baseline, p.model_info, p.warnings}
+        self.model_outputs = {m.info, m.table, m.config, t.target, t.baseline, p.model_info, p.warnings, a.measure,
+                              a.measure_note, self.chosen_measure}
 
     def load(self, name: str | None) -> core.LoadedModel:
         return common.load(name, self.default, self.settings)
@@ -123,7 +129,7 @@ class Page:
 
     # ------------------------------------------------------------- Analyze: everything once
     def analyze(self, model_name, text, pair, target, baseline, n_steps, auto, layer, head, hide, merge, attr_merge,
-                skip_ig=False, window=False, open_tab=None):
+                skip_ig=False, window=False, open_tab=None, measure=None):
         """Analyze, as one queued streaming event (one place in the heavy queue per click, issue 19):
         the quick part (one forward pass each: prediction, attention, [CLS] lens) is shown at once,
         then Integrated Gradients and the [CLS] path follow in the same event, then the button is
@@ -132,14 +138,17 @@ class Page:
         previous text (``analysis_failed``); a failure of Integrated Gradients keeps the quick part
         (``ig_failed``); either way the button is back and the error is raised for gradio to show.
         ``open_tab``: the page's ``{"tab": ...}`` (``on_tab`` changes it in place), read when
-        drawing, so a chart tab opened while the analysis runs is drawn for this text."""
+        drawing, so a chart tab opened while the analysis runs is drawn for this text. ``measure``: the
+        Attention tab's measure (``{"measure": name}``, the page's ``chosen_measure``, or a name), computed
+        in the quick part when it is not raw attention."""
         track = common.AnalyzeProgress(skip_ig=bool(skip_ig), n_steps=int(n_steps or 50), auto=bool(auto))
         live = open_tab if isinstance(open_tab, dict) else {"tab": open_tab or "predict"}
+        measure = (measure or {}).get("measure", "raw") if isinstance(measure, dict) else (measure or "raw")
 
         def work():
             lm = self.load(model_name)
             track.n_layers = lm.num_layers
-            return lm, common.analyze_fast(lm, text, pair, progress=track.step, window=bool(window))
+            return lm, common.analyze_fast(lm, text, pair, progress=track.step, window=bool(window), measure=measure)
 
         try:
             lm, rec = yield from common.stream_work(work, lambda: self.busy(track))
@@ -229,6 +238,39 @@ class Page:
     def rerender_attention(self, rec, layer, head, hide, merge):
         return attention_tab.render(self.a, rec, layer, head, hide, merge)
 
+    def change_measure(self, model_name, rec, measure, shown, layer, head, hide, merge) -> dict:
+        """The Attention tab's measure changed: that measure computed for the analysed text (nothing
+        else), the tab's charts and head control redrawn, and the line saying what the measure is. A
+        measure the model's family cannot have: that line says why, and the choice goes back to raw
+        attention. Before any Analyze: the line alone."""
+        a = self.a
+        lm = self.load(rec.model if rec is not None else model_name)
+        try:
+            measure = check_measure(lm, measure)
+        except core.InputError as exc:
+            out = {a.measure: gr.update(value="raw"), a.measure_note: attention_tab.measure_note("raw", str(exc)),
+                   self.chosen_measure: {"measure": "raw"}}
+            if rec is not None and rec.mixing is not None:
+                out.update(self.measure_drawn(common.with_measure(lm, rec, "raw"), rec, shown, layer, head, hide,
+                                              merge))
+            return out
+        out = {a.measure_note: attention_tab.measure_note(measure), self.chosen_measure: {"measure": measure}}
+        if rec is not None:
+            out.update(self.measure_drawn(common.with_measure(lm, rec, measure), rec, shown, layer, head, hide, merge))
+        return out
+
+    def measure_drawn(self, new, rec, shown, layer, head, hide, merge) -> dict:
+        """``new`` (``rec`` with another measure) as the page's record, the Attention tab drawn for it; a
+        tab drawn for ``rec`` stays drawn (the same analysis)."""
+        kept = {tab: id(new) for tab, rid in (shown or {}).items() if rid == id(rec)}
+        kept["attention"] = id(new)
+        out = {self.state: new, self.drawn: kept}
+        ctl = attention_tab.controls(self.a, new, layer, head)
+        out.update(ctl)
+        head = ctl[self.a.head]["value"]
+        out.update(attention_tab.render(self.a, new, layer, head, hide, merge))
+        return out
+
     def rerender_attribution(self, rec, merge):
         return attribution_tab.render(self.t, rec, merge, skipped=True)
 
@@ -249,6 +291,9 @@ class Page:
             out[t.baseline] = gr.update(value=core.recommended_baseline(lm))
         out[p.model_info] = common.model_line(lm)
         out[p.warnings] = common.warnings_md(lm)
+        out.update(attention_tab.measure_control(self.a, lm))
+        if self.a.measure_note in out:  # the choice went back to raw attention
+            out[self.chosen_measure] = {"measure": "raw"}
         return out
 
     def on_start(self, model_name, target, baseline):
@@ -278,7 +323,8 @@ class Page:
                       api_visibility="private", show_progress="hidden")
         analyze = taken.then(common.guard_stream(self.analyze),
                              inputs=[m.model, p.text, p.pair, t.target, t.baseline, t.n_steps, t.auto, a.layer,
-                                     a.head, a.hide, a.merge, t.merge, p.skip_ig, p.window, self.open_tab],
+                                     a.head, a.hide, a.merge, t.merge, p.skip_ig, p.window, self.open_tab,
+                                     self.chosen_measure],
                              outputs=analyze_all, api_name="analyze", api_visibility="undocumented",
                              show_progress="hidden", **HEAVY)
         # The handler has restored the page before raising; gradio then marks the event's outputs
@@ -301,6 +347,12 @@ class Page:
         gr.on([a.hide.input, a.merge.input], common.guard(self.rerender_attention),
               inputs=[self.state, a.layer, a.head, a.hide, a.merge], outputs=self.attention_charts,
               trigger_mode="always_last", **private)
+        # another measure: computed for the analysed text (model work: in the heavy queue), the tab redrawn
+        a.measure.input(common.guard(self.change_measure),
+                        inputs=[m.model, self.state, a.measure, self.drawn, a.layer, a.head, a.hide, a.merge],
+                        outputs=self.attention_charts | {self.state, self.drawn, a.layer, a.head, a.measure,
+                                                         a.measure_note, self.chosen_measure},
+                        trigger_mode="always_last", api_visibility="private", show_progress="minimal", **HEAVY)
         t.merge.input(common.guard(self.rerender_attribution), inputs=[self.state, t.merge],
                       outputs=self.attribution_charts, trigger_mode="always_last", **private)
 
@@ -343,4 +395,4 @@ def mount(app, demo: gr.Blocks, settings: Settings):
                                footer_links=["api", "gradio"], show_error=False, ssr_mode=False,
                                # gradio's upload route itself refuses bigger files, before anything is written
                                max_file_size=int(settings.max_upload_mb * 10**6) if settings.public else None,
-                               theme=gr.themes.Soft(), css=CSS)
+                               theme=gr.themes.Soft(), css=CSS, head=figures.HEAD)

@@ -40,10 +40,14 @@ def functions(default: str, settings: Settings) -> dict[str, Callable]:
         ("mean" or "max"), and "windows" says how many were read."""
         return service.predict(load(model), text, pair, window, stride, pool)
 
-    def attention(text: str, pair: str = "", layer: int = 0, model: str = default) -> dict:
-        """Attention weights: {"tokens", "weights", "truncated"} with weights[layer][head][i][j] (query i,
-        key j); layer=0 returns every layer, layer=k (1-based) only that one (as a list of one)."""
-        return service.attention(load(model), text, pair, layer)
+    def attention(text: str, pair: str = "", layer: int = 0, model: str = default, measure: str = "raw") -> dict:
+        """Attention weights or another context-mixing measure: {"tokens", "measure", "weights", "combined",
+        "aggregated", "cls_scores", "truncated"} with weights[layer][head][i][j] (what token i takes from token
+        j; raw: query i, key j; one head for value_zeroing and alti), combined[layer][i][j] (heads combined),
+        aggregated[layer][i][j] (across layers up to that one) and cls_scores (the last aggregated [CLS] row).
+        measure: raw, norm (attention-norm), value_zeroing or alti. layer=0 returns every layer, layer=k
+        (1-based) only that one (as a list of one)."""
+        return service.attention(load(model), text, pair, layer, measure)
 
     def explain(text: str, target: str = "", baseline: str = "pad", n_steps: int | None = None, pair: str = "",
                 model: str = default, tolerance: float | None = None) -> dict:

@@ -15,7 +15,7 @@ import pandas as pd
 
 import bertviz_app as core
 
-from . import common, plots, visitor
+from . import common, figures, plots, visitor
 
 
 def build() -> SimpleNamespace:
@@ -35,13 +35,15 @@ def build() -> SimpleNamespace:
     with gr.Row():
         html_file = gr.DownloadButton("Download as HTML", interactive=False, size="sm", elem_id="bv-download-html")
         json_file = gr.DownloadButton("Download as JSON", interactive=False, size="sm", elem_id="bv-download-json")
-    gr.Markdown("The HTML file is one standalone page (coloured words, every number; opens offline). Each chart "
-                "downloads as a PNG from the camera icon at its top right (shown when the pointer is over it).",
-                elem_classes=["bv-note"])
-    bar = gr.Plot(label="Attribution by token", elem_id="bv-attr-bar")
+        svg_file = gr.DownloadButton("Download as SVG", interactive=False, size="sm", elem_id="bv-download-svg")
+        png_file = gr.DownloadButton("Download as PNG", interactive=False, size="sm", elem_id="bv-download-png")
+    gr.Markdown("The HTML file is one standalone page (coloured words, every number; opens offline). The SVG "
+                "(vector, text stays text) and PNG files are the coloured words as a figure for a paper; each chart "
+                "has its own SVG and PNG buttons under it.", elem_classes=["bv-note"])
+    bar = figures.plot(label="Attribution by token", elem_id="bv-attr-bar")
     with gr.Row():
-        path = gr.Plot(label="[CLS] path", elem_id="bv-cls-path")
-        lens = gr.Plot(label="[CLS] lens", elem_id="bv-cls-lens")
+        path = figures.plot(label="[CLS] path", elem_id="bv-cls-path")
+        lens = figures.plot(label="[CLS] lens", elem_id="bv-cls-lens")
     gr.Markdown(
         "**[CLS] path:** the same attribution taken at the output of the embeddings and of every layer: "
         "evidence starts on the word positions and ends up in [CLS], the only position the classifier reads. "
@@ -50,9 +52,81 @@ def build() -> SimpleNamespace:
         "through the trained pooler and classifier; the last point is the model's prediction."
     )
     cmp = build_compare()
+    doc = build_document()
     return SimpleNamespace(target=target, baseline=baseline, n_steps=n_steps, auto=auto, merge=merge, explain=explain,
                            delta=delta, tokens=tokens, bar=bar, path=path, lens=lens, html_file=html_file,
-                           json_file=json_file, cmp=cmp)
+                           json_file=json_file, svg_file=svg_file, png_file=png_file, cmp=cmp, doc=doc)
+
+
+# --------------------------------------------------------------------------- whole document (windows)
+DOCUMENT_LABEL = "Explain the whole document (windows)"
+
+
+def build_document() -> SimpleNamespace:
+    """A text longer than the model reads, explained whole: predict's overlapping windows, each
+    explained with the settings above, merged into one coloured view (``core.explain_windows``)."""
+    with gr.Accordion("Whole document (windows)", open=False, elem_id="bv-doc-panel"):
+        gr.Markdown(
+            "The view above explains the first tokens the model reads only. This explains **every token** of a longer "
+            "text: it is read in the same overlapping windows as the prediction's *whole text* option, each window "
+            "is explained alone (Integrated Gradients, the settings above) for the document's predicted class, and a "
+            "token read by two windows gets the mean of their scores weighted by its distance from each window's "
+            "edge. Each window's own prediction is listed.", elem_classes=["bv-note"])
+        with gr.Row():
+            stride = gr.Slider(0, 256, value=128, step=1, label="Tokens shared by neighbouring windows (stride)",
+                               elem_id="bv-doc-stride", scale=3)
+            run = gr.Button(DOCUMENT_LABEL, elem_id="bv-doc-run", scale=1)
+        reading = gr.Markdown(elem_id="bv-doc-reading")
+        tokens = gr.HTML(elem_id="bv-doc-tokens")
+        table = gr.Dataframe(value=pd.DataFrame(columns=DOCUMENT_COLUMNS), label="Each window's prediction",
+                             interactive=False, wrap=True, elem_id="bv-doc-windows", elem_classes=["bv-table"])
+        with gr.Row():
+            html_file = gr.DownloadButton("Download as HTML", interactive=False, size="sm", elem_id="bv-doc-html")
+            json_file = gr.DownloadButton("Download as JSON", interactive=False, size="sm", elem_id="bv-doc-json")
+    return SimpleNamespace(stride=stride, run=run, reading=reading, tokens=tokens, table=table, html_file=html_file,
+                           json_file=json_file)
+
+
+DOCUMENT_COLUMNS = ["window", "document tokens", "prediction", "probabilities", "f(x) − f(baseline)",
+                    "relative delta"]
+
+
+def explain_document(rec: common.Record | None, target: str, baseline: str, n_steps: int, auto: bool, stride,
+                     settings: core.Settings):
+    """``core.explain_windows`` on the analysed text with the tab's settings."""
+    if rec is None:
+        raise core.InputError("Press Analyze first: there is no text to explain yet.")
+    lm = common.load(rec.model, rec.model, settings)
+    info = rec.prediction
+    return core.explain_windows(lm, info.text, target=common.target_arg(target), baseline=baseline, pair=info.pair,
+                                stride=min(int(stride), lm.max_length // 2), n_steps=int(n_steps),
+                                tolerance=common.tolerance_arg(bool(auto)))
+
+
+def render_document(ui: SimpleNamespace, d, rec: common.Record, merge: bool) -> dict:
+    """One coloured view of the whole text, the windows' predictions, the two download buttons."""
+    doc = ui.doc
+    a, p = d.attribution, d.prediction
+    rows = [[w.index, f"{w.token_span[0]}–{w.token_span[1] - 1}", w.label,
+             ", ".join(f"{k} {v:.3f}" for k, v in zip(w.labels, w.probs)),
+             round(w.attribution.f_x - w.attribution.f_baseline, 4), f"{w.attribution.relative_delta:.1%}"]
+            for w in d.windows]
+    probs = ", ".join(f"{common.esc(k)} {v:.3f}" for k, v in p.scores.items())
+    reading = (f"**{len(d.windows)} window{'s' if len(d.windows) > 1 else ''}**, {len(a.tokens)} tokens; the document "
+               f"reads as **{common.esc(p.label)}** ({probs}); explaining **{common.esc(a.target)}**. "
+               "Each window's scores add up to its own change (up to its "
+               f"delta; worst window {a.relative_delta:.1%}); the merged scores sum to {d.scores_sum:+.4f}, which is "
+               "not the change of any one input.")
+    page, data = core.export_files(export_folder(), a, p, rec.model, merge=bool(merge), keep_s=EXPORT_KEEP_S,
+                                   min_change=rec.min_change, windows=d.window_dicts())
+    return {
+        doc.reading: reading,
+        doc.tokens: core.attribution_tokens_html(a, bool(merge), title=f"The whole document: attribution to "
+                                                 f"“{a.target}”", min_change=rec.min_change),
+        doc.table: pd.DataFrame(rows, columns=DOCUMENT_COLUMNS),
+        doc.html_file: gr.update(value=visitor.own_file(page), interactive=True),
+        doc.json_file: gr.update(value=visitor.own_file(data), interactive=True),
+    }
 
 
 # --------------------------------------------------------------------------- methods side by side
@@ -92,8 +166,8 @@ def build_compare() -> SimpleNamespace:
                                  elem_id="bv-compare-table", elem_classes=["bv-table"])
             tokens = gr.HTML(label="Each method's tokens", elem_id="bv-compare-tokens")
             with gr.Row():
-                heat = gr.Plot(label="Methods side by side", elem_id="bv-compare-heatmap")
-                agree = gr.Plot(label="Rank agreement", elem_id="bv-compare-agreement")
+                heat = figures.plot(label="Methods side by side", elem_id="bv-compare-heatmap")
+                agree = figures.plot(label="Rank agreement", elem_id="bv-compare-agreement")
     return SimpleNamespace(methods=methods, top_k=top_k, run=run, shown=shown, reading=reading, table=table,
                            tokens=tokens, heat=heat, agree=agree, state=gr.State(None, time_to_live=3600))
 
@@ -287,26 +361,36 @@ def export_folder() -> Path:
 
 
 def export_files(rec: common.Record | None, merge: bool):
-    """The two download buttons: the explanation's HTML and JSON files (``core.export_files``),
-    or disabled buttons while there is no attribution."""
+    """The four download buttons: the explanation's HTML and JSON files (``core.export_files``) and
+    the coloured words as SVG and PNG (``core.figure_files``), or disabled buttons while there is no
+    attribution."""
     if rec is None or rec.attribution is None:
         off = gr.update(value=None, interactive=False)
-        return off, off
+        return off, off, off, off
     page, data = core.export_files(export_folder(), rec.attribution, rec.prediction, rec.model, merge=bool(merge),
                                    keep_s=EXPORT_KEEP_S, faith=rec.faith, min_change=rec.min_change)
+    svg, png = core.figure_files(export_folder(), rec.attribution, merge=bool(merge), min_change=rec.min_change)
     # public mode: the visitor's texts, served to this visitor's browser only (visitor.own_file)
-    return (gr.update(value=visitor.own_file(page), interactive=True),
-            gr.update(value=visitor.own_file(data), interactive=True))
+    return tuple(gr.update(value=visitor.own_file(f), interactive=True) for f in (page, data, svg, png))
 
 
 def wire(ui: SimpleNamespace, state: gr.State, heavy: dict, settings: core.Settings) -> None:
     """Refresh the download buttons whenever the analysis (``state``) or the word/token view changes;
     compare the methods on request (``heavy``: the app's one-at-a-time model group; ``settings``: the app's)."""
     gr.on([state.change, ui.merge.input], common.guard(export_files), inputs=[state, ui.merge],
-          outputs=[ui.html_file, ui.json_file], api_visibility="private", show_progress="hidden",
-          trigger_mode="always_last")
+          outputs=[ui.html_file, ui.json_file, ui.svg_file, ui.png_file], api_visibility="private",
+          show_progress="hidden", trigger_mode="always_last")
     cmp = ui.cmp
     views = {cmp.shown, cmp.reading, cmp.table, cmp.tokens, cmp.heat, cmp.agree}
+    doc = ui.doc
+
+    @common.guard
+    def run_document(rec, target, baseline, n_steps, auto, stride, merge):
+        return render_document(ui, explain_document(rec, target, baseline, n_steps, auto, stride, settings), rec, merge)
+
+    doc.run.click(run_document, inputs=[state, ui.target, ui.baseline, ui.n_steps, ui.auto, doc.stride, ui.merge],
+                  outputs=[doc.reading, doc.tokens, doc.table, doc.html_file, doc.json_file],
+                  api_visibility="private", **heavy)
 
     # The results sit in a column hidden until they arrive, so gradio's progress on them cannot be
     # seen: the button itself says that the comparison runs, and for how long so far.

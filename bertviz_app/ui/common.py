@@ -22,6 +22,8 @@ import numpy as np
 import bertviz_app as core
 from bertviz_app import service
 from bertviz_app.config import Settings
+from bertviz_app.context_mixing import MixingMaps, check_measure, context_mixing, supported_measures
+from bertviz_app.encoding import check_has_words
 
 from . import visitor
 
@@ -159,6 +161,8 @@ class Record:
     ig_failed: bool = False  # Analyze's Integrated Gradients ended in an error (the tab says so, not "being computed")
     # the model's settings' min_change (BERTVIZ_MIN_CHANGE): the floor of the colour scales drawn for this text
     min_change: float = core.Settings.min_change
+    # the Attention tab's measure other than raw attention (value zeroing, ALTI...), None for raw attention
+    mixing: MixingMaps | None = None
 
 
 def target_arg(target: str | None) -> str | None:
@@ -171,13 +175,17 @@ def tolerance_arg(auto: bool) -> float | None:
 
 
 def analyze_fast(lm: core.LoadedModel, text: str, pair: str | None,
-                 progress: Callable[[float, str], Any] | None = None, window: bool = False) -> Record:
+                 progress: Callable[[float, str], Any] | None = None, window: bool = False,
+                 measure: str | None = "raw") -> Record:
     """The quick part of Analyze (one forward pass each): prediction, attention, [CLS] lens.
     Shown at once; a long text's Integrated Gradients (``analyze_ig``) can take a minute.
     ``window``: a text past the model's length is classified whole (mean of the logits of
-    windows overlapping by a quarter of the length); the charts still read its first window."""
+    windows overlapping by a quarter of the length); the charts still read its first window.
+    ``measure``: the Attention tab's measure, computed too when it is not raw attention and the
+    model's family supports it (``with_measure``)."""
     step = progress or (lambda *_: None)
     pair = pair if pair and pair.strip() else None
+    check_has_words(lm, text, pair)  # an empty text, or "[CLS] [SEP]": one clear message before any work
     step(0.05, "Predicting")
     # window stride: a quarter of the model's length shared by neighbours (128 tokens for BERT's 512)
     pred = core.predict_one(lm, text, pair, window=bool(window), stride=lm.max_length // 4)  # batched with /predict
@@ -186,7 +194,25 @@ def analyze_fast(lm: core.LoadedModel, text: str, pair: str | None,
     maps = core.AttentionMaps(info=maps.info, weights=maps.weights.astype(np.float16))  # halves per-user memory
     step(0.15, "[CLS] lens")
     lens = core.cls_lens(lm, text, pair=pair)
-    return Record(lm.name, lm.labels, lm.device_label, pred, maps, lens, min_change=lm.settings.min_change)
+    rec = Record(lm.name, lm.labels, lm.device_label, pred, maps, lens, min_change=lm.settings.min_change)
+    if measure and measure != "raw" and measure in supported_measures(lm):
+        step(0.17, "Context mixing")
+        rec = with_measure(lm, rec, measure)
+    return rec
+
+
+def with_measure(lm: core.LoadedModel, rec: Record, measure: str | None) -> Record:
+    """``rec`` with the Attention tab's ``measure`` computed for its text (``Record.mixing``; raw
+    attention: None, the record's own maps). An unknown or unsupported measure: InputError saying
+    which work (``check_measure``)."""
+    measure = check_measure(lm, measure or "raw")
+    if measure == "raw":
+        return dataclasses.replace(rec, mixing=None) if rec.mixing is not None else rec
+    if rec.mixing is not None and rec.mixing.measure == measure:
+        return rec
+    mm = context_mixing(lm, rec.prediction.text, rec.prediction.pair, measure)
+    mm = dataclasses.replace(mm, weights=mm.weights.astype(np.float16))  # per-head maps: half the per-user memory
+    return dataclasses.replace(rec, mixing=mm)
 
 
 def analyze_ig(lm: core.LoadedModel, rec: Record, target: str | None, baseline: str, n_steps: int,

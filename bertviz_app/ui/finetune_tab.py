@@ -8,9 +8,10 @@ Layout and event wiring only: the fine-tune chain is the core service (``plan_fi
 trains in a worker thread; the streaming handler reads its events and redraws at most twice a
 second. The event has its own concurrency id (one training at a time, a second user sees their
 queue position) so the explorer's analyses are not blocked by a long run. Cancel sets the
-session's ``threading.Event`` (kept in ``gr.State``); the run stops within a step and still saves
-the best weights so far. Each event's handler is a method of ``Handlers``, which holds the tab's
-components and the server's ``Settings``.
+session's ``threading.Event`` (kept in ``gr.State``) and writes nothing itself; the run says
+"Cancelling…", stops within a step, still saves the best weights so far and says "Cancelled".
+Each event's handler is a method of ``Handlers``, which holds the tab's components and the
+server's ``Settings``.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import pandas as pd
 
 import bertviz_app as core
 
-from . import common, plots, visitor
+from . import common, figures, plots, visitor
 from .common import CancelFlag, esc
 from .finetune_view import (
     COMPARE_STEPS,
@@ -139,12 +140,12 @@ def build(default: str, *, settings: core.Settings | None = None) -> SimpleNames
     status = gr.Markdown(elem_id="bv-ft-status")
     bar = gr.HTML(elem_id="bv-ft-progress")
     verdict = gr.Markdown(elem_id="bv-ft-verdict")
-    curves = gr.Plot(label="Training curves", elem_id="bv-ft-curves")
+    curves = figures.plot(label="Training curves", elem_id="bv-ft-curves")
     metrics = gr.Markdown(elem_id="bv-ft-metrics")
     with gr.Row():
         per_class = gr.Dataframe(value=per_class_frame([]), label="Per-class metrics (validation)", interactive=False,
                                  elem_id="bv-ft-per-class")
-        confusion = gr.Plot(label="Confusion matrix", elem_id="bv-ft-confusion")
+        confusion = figures.plot(label="Confusion matrix", elem_id="bv-ft-confusion")
     wrong = gr.Dataframe(value=wrong_frame([]), label="Misclassified validation rows (most confident first): select a "
                                                       "row to send it to the "
                          "explorer or compare", interactive=False, wrap=True, max_height=400, elem_id="bv-ft-wrong")
@@ -175,8 +176,8 @@ def build(default: str, *, settings: core.Settings | None = None) -> SimpleNames
         cmp_btn = gr.Button("Compare", interactive=False, elem_id="bv-ft-cmp")
         cmp_md = gr.Markdown(elem_id="bv-ft-cmp-md")
         with gr.Row():
-            cmp_base_bar = gr.Plot(label="Base model", elem_id="bv-ft-cmp-base-bar")
-            cmp_tuned_bar = gr.Plot(label="Fine-tuned model", elem_id="bv-ft-cmp-tuned-bar")
+            cmp_base_bar = figures.plot(label="Base model", elem_id="bv-ft-cmp-base-bar")
+            cmp_tuned_bar = figures.plot(label="Fine-tuned model", elem_id="bv-ft-cmp-tuned-bar")
         with gr.Row():
             cmp_base_tokens = gr.HTML(elem_id="bv-ft-cmp-base-tokens")
             cmp_tuned_tokens = gr.HTML(elem_id="bv-ft-cmp-tuned-tokens")
@@ -299,16 +300,20 @@ class Handlers:
                 f.wrong: wrong_frame([]), f.wrong_csv: None, f.results: None, f.selected: None, f.selected_md: ""}
 
     def follow(self, job, live: Live, cancel):
-        """The job's events as page updates, at most one every UPDATE_EVERY seconds."""
+        """The job's events as page updates, at most one every UPDATE_EVERY seconds. Once Cancel is
+        pressed the next update (within a tick) says "cancelling…": the run, not the Cancel button,
+        writes the status, so its last word ("Cancelled") is the one that stays."""
         f = self.f
-        last, dirty = 0.0, False
+        last, dirty, told = 0.0, False, False
         for event in job.events(timeout=0.2):
             if event is not None:
                 dirty = live.add(event) or dirty
             now = time.monotonic()
-            if dirty and now - last >= UPDATE_EVERY:
-                last, dirty = now, False
-                note = "  \nCancelling: saving the best weights so far…" if cancel.is_set() else ""
+            tell = cancel.is_set() and not told
+            if (dirty and now - last >= UPDATE_EVERY) or tell:
+                last, dirty, told = now, False, told or tell
+                note = "  \n**Cancelling…** the run stops within a step and saves the best weights so far." \
+                    if cancel.is_set() else ""
                 yield {f.status: live.status() + note,
                        f.bar: progress_html(live.step, live.max_steps, live.eta, live.what, live.timed),
                        f.curves: live.figure()}
@@ -343,9 +348,11 @@ class Handlers:
         return out
 
     @staticmethod
-    def on_cancel(flag: CancelFlag):
+    def on_cancel(flag: CancelFlag) -> None:
+        """Ask the running training to stop. The run says so itself (its next update: "Cancelling…",
+        then "Cancelled"): a status written here could arrive after a run that stopped at once had
+        said "Cancelled", and left the page saying "Cancelling…" for good (as on the Explain-a-file tab)."""
         flag.event.set()
-        return "**Cancelling…** the run stops within a step and saves the best weights so far."
 
     # ---------------------------------------------------------------- after a run
     def on_select(self, rows, evt: gr.SelectData):
@@ -468,7 +475,7 @@ def _wire_training(f: SimpleNamespace, h: Handlers, heavy: dict, after_run) -> N
     if after_run is not None:
         fn, ins, outs = after_run
         started.success(fn, inputs=ins, outputs=outs, api_visibility="private", **heavy)
-    f.cancel.click(h.on_cancel, inputs=[f.flag], outputs=[f.status], api_name="finetune_cancel",
+    f.cancel.click(h.on_cancel, inputs=[f.flag], outputs=None, api_name="finetune_cancel",
                    api_visibility="undocumented", queue=False)
 
 

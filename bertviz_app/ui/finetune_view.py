@@ -56,11 +56,22 @@ def refusal(path: str | None, exc: Exception, what: str = "training file") -> st
     return f"The {what} {name} was refused: {exc} Fix the file and upload it again."
 
 
+def no_text(table) -> str | None:
+    """Why no column of ``table`` can be the text column (every one is numbers, empty or the label: an
+    ``id,label`` file), naming the columns found; None when one can."""
+    if core.guess_columns(table).text is not None:
+        return None
+    return core.no_text_message(table, "choose the column that holds them as the text column")
+
+
 def report_md(table, text_col, label_col, pair_col, multi_label, settings: core.Settings | None = None) -> str:
     """The validation report for the chosen columns: errors (block training) then warnings, with the
-    limits of ``settings`` (default: ``Settings()``)."""
+    limits of ``settings`` (default: ``Settings()``). No text column chosen in a table without one:
+    says so (``no_text``) instead of "choose the text column"."""
     if table is None:
         return ""
+    if not text_col and (why := no_text(table)):
+        return f"**Error:** {esc(why)}  \n**Fix the errors above before training.**"
     try:
         rep = core.review_columns(table, text_col, label_col, pair_col or None, bool(multi_label), settings=settings)
     except (core.DataError, core.InputError) as exc:
@@ -117,6 +128,8 @@ def plan_from_fields(table, val_table, text_col, label_col, pair_col, multi_labe
     if val_refused and val_table is None:
         raise core.DataError(val_refused.replace("Fix the file and upload it again.", "Fix the file and upload it "
                              "again, or remove it to hold out part of the training data instead."))
+    if not text_col and (why := no_text(table)):
+        raise core.DataError(why)
     if not text_col or not label_col:
         raise core.DataError("Choose two different columns for the text and the label.")
     seed = _number(seed, "Seed", whole=True, example="42")

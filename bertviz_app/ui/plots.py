@@ -13,6 +13,7 @@ merged, and the hover names the token without a per-cell payload.
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -75,12 +76,21 @@ def _labels(tokens: Sequence[str]) -> list[str]:
     return [_esc(t) for t in tokens]
 
 
-def _layout(fig: go.Figure, title: str, height: int, **kw) -> go.Figure:
+def file_name(text: str, limit: int = 80) -> str:
+    """A download's file name (no suffix) from a title: "Layer 3, head 2" -> "layer3_head2"."""
+    s = re.sub(r"\b([a-z]+) (\d+)\b", r"\1\2", str(text).lower())  # "layer 3" -> "layer3"
+    return re.sub(r"[^a-z0-9]+", "_", s).strip("_")[:limit].rstrip("_") or "figure"
+
+
+def _layout(fig: go.Figure, title: str, height: int, download: str | None = None, **kw) -> go.Figure:
+    """Title, size, margins and font; ``download``: the file name its SVG/PNG download gets
+    (``layout.meta.download``, read by ``ui.figures``), default made from the title."""
     fig.update_layout(
         title=dict(text=_esc(title, 200), x=0.01, xanchor="left"),
         height=height,
         margin=dict(l=10, r=10, t=50, b=10),
         font=_FONT,
+        meta=dict(download=download or file_name(title)),
         **kw,
     )
     return fig
@@ -112,15 +122,25 @@ def _tick_kw(tokens: Sequence[str]) -> dict:
                 tickfont=dict(size=10 if n > 40 else 12))
 
 
-def attention_heatmap(matrix: np.ndarray, tokens: Sequence[str], title: str = "Attention") -> go.Figure:
-    """(T, T) attention: row = the token attending (query), column = the token attended to (key)."""
+def _top(z: np.ndarray) -> float:
+    """The top of a 0-based colour scale: the largest weight (plotly ignores ``zmin`` without ``zmax``
+    and would stretch the data's own range over the whole scale, so weights of 0.062 and 0.063 would
+    look like white and dark blue)."""
+    top = float(np.nanmax(z)) if z.size else 0.0
+    return top if top > 0 else 1.0
+
+
+def attention_heatmap(matrix: np.ndarray, tokens: Sequence[str], title: str = "Attention",
+                      download: str | None = None) -> go.Figure:
+    """(T, T) attention: row = the token attending (query), column = the token attended to (key).
+    ``download``: the figure's file name, default "attention_" + the title's (attention_layer3_head2)."""
     z = np.asarray(matrix, dtype=np.float32)  # (T, T)
     n = len(tokens)
     if z.shape != (n, n):
         raise ValueError(f"matrix shape {z.shape} does not match {n} tokens")
     cats = _cats(tokens)
     fig = _figure(go.Heatmap(
-        z=np.round(z, 4), x=cats, y=cats, colorscale="Blues", zmin=0.0,
+        z=np.round(z, 4), x=cats, y=cats, colorscale="Blues", zmin=0.0, zmax=_top(z),
         colorbar=dict(title=dict(text="weight"), thickness=12),
         hovertemplate="%{y} → %{x}<br>weight %{z:.3f}<extra></extra>",
     ))
@@ -128,7 +148,9 @@ def attention_heatmap(matrix: np.ndarray, tokens: Sequence[str], title: str = "A
     fig.update_yaxes(title_text="attending (query)", autorange="reversed", **_tick_kw(tokens))
     fig.update_yaxes(scaleanchor="x", scaleratio=1, constrain="domain")  # square cells
     fig.update_xaxes(constrain="domain")
-    return _layout(fig, title, _axis_size(n) + 120)
+    name = file_name(title)
+    return _layout(fig, title, _axis_size(n) + 120,
+                   download=download or (name if name.startswith("attention") else f"attention_{name}"))
 
 
 def pool_matrix(matrix: np.ndarray, tokens: Sequence[str], max_tokens: int) -> tuple[np.ndarray, list[str]]:
@@ -191,7 +213,7 @@ def attention_overview(
                      ticktext=[f"L{la + 1}" for la in range(n_layers)], autorange="reversed", ticks="", showgrid=False)
     cell = 70 if n_heads <= 12 else 50
     return _layout(fig, "All layers × heads (rows: layers, columns: heads; each tile on its own colour scale)",
-                   80 + cell * n_layers), notice
+                   80 + cell * n_layers, download="attention_overview"), notice
 
 
 def cls_rows_heatmap(rows: np.ndarray, tokens: Sequence[str], title: str = "Where [CLS] looks, by layer") -> go.Figure:
@@ -202,7 +224,7 @@ def cls_rows_heatmap(rows: np.ndarray, tokens: Sequence[str], title: str = "Wher
         raise ValueError(f"rows have {n} columns but there are {len(tokens)} tokens")
     fig = _figure(go.Heatmap(
         z=np.round(z, 4), x=_cats(tokens), y=[f"layer {i + 1}" for i in range(n_layers)], colorscale="Blues", zmin=0.0,
-        hovertemplate="%{y}: [CLS] → %{x}<br>weight %{z:.3f}<extra></extra>",
+        zmax=_top(z), hovertemplate="%{y}: [CLS] → %{x}<br>weight %{z:.3f}<extra></extra>",
         colorbar=dict(title=dict(text="weight"), thickness=12),
     ))
     fig.update_xaxes(tickangle=-60, **_tick_kw(tokens))
@@ -213,7 +235,8 @@ def cls_rows_heatmap(rows: np.ndarray, tokens: Sequence[str], title: str = "Wher
 def rollout_heatmap(matrix: np.ndarray, tokens: Sequence[str], layer: int | None = None) -> go.Figure:
     """(T, T) attention rollout up to ``layer`` (1-based, for the title)."""
     where = f" up to layer {layer}" if layer else ""
-    return attention_heatmap(matrix, tokens, title=f"Attention rollout{where} (flow from input tokens)")
+    return attention_heatmap(matrix, tokens, title=f"Attention rollout{where} (flow from input tokens)",
+                             download=f"attention_rollout_layer{layer}" if layer else "attention_rollout")
 
 
 def prob_bar(labels: Sequence[str], probs: Sequence[float], title: str = "Class probabilities") -> go.Figure:
@@ -227,7 +250,8 @@ def prob_bar(labels: Sequence[str], probs: Sequence[float], title: str = "Class 
     ))
     fig.update_xaxes(range=[0, 1], tickformat=".0%")
     fig.update_yaxes(autorange="reversed", type="category")
-    return _layout(fig, title, 120 + 34 * len(p))
+    return _layout(fig, title, 120 + 34 * len(p),
+                   download="probabilities" if title == "Class probabilities" else f"probabilities_{file_name(title)}")
 
 
 def attribution_bar(tokens: Sequence[str], scores: Sequence[float], title: str = "Attribution by token",
@@ -256,7 +280,7 @@ def attribution_bar(tokens: Sequence[str], scores: Sequence[float], title: str =
     if note:
         fig.add_annotation(text=_esc(note, 300), x=0.5, y=0.97, xref="paper", yref="paper", showarrow=False,
                            font=dict(color="#8a5a00"), bgcolor="#fff6e0")
-    return _layout(fig, f"{title} ({axis})", 360, showlegend=False)
+    return _layout(fig, f"{title} ({axis})", 360, download=file_name(title), showlegend=False)
 
 
 def cls_path_heatmap(scores: np.ndarray, layer_names: Sequence[str], tokens: Sequence[str],

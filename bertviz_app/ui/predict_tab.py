@@ -8,7 +8,7 @@ import gradio as gr
 
 import bertviz_app as core
 
-from . import common, plots
+from . import common, figures, plots
 
 EXAMPLES = [
     ["A gorgeous, moving film: a joy from start to finish.", ""],
@@ -37,7 +37,7 @@ def build() -> SimpleNamespace:
             warnings = gr.Markdown(elem_id="bv-warnings")
             notice = gr.Markdown(elem_id="bv-notice")
             label = gr.Label(label="Class probabilities", elem_id="bv-label")
-    bar = gr.Plot(label="Probabilities", elem_id="bv-prob-bar")
+    bar = figures.plot(label="Probabilities", elem_id="bv-prob-bar")
     tokens = gr.HTML(label="Which tokens drove the prediction (Integrated Gradients)", elem_id="bv-predict-tokens")
     return SimpleNamespace(text=text, pair=pair, analyze=analyze, status=status, skip_ig=skip_ig, window=window,
                            model_info=model_info, warnings=warnings, notice=notice, label=label, bar=bar, tokens=tokens)
