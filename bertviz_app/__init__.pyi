@@ -98,6 +98,7 @@ from .long_documents import DocumentExplanation as DocumentExplanation
 from .long_documents import attention_windows as attention_windows
 from .long_documents import document_windows as document_windows
 from .long_documents import explain_windows as explain_windows
+from .long_documents import window_maps as window_maps
 from .methods import METHODS as METHODS
 from .methods import MIXING_METHODS as MIXING_METHODS
 from .methods import compare_methods as compare_methods

@@ -32,7 +32,6 @@ input (no padding) for callers that have tokenised already (the comparison, long
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass
 
@@ -46,7 +45,8 @@ from .families import MixingParts, family_of
 from .results import TokenInfo
 
 __all__ = ["MEASURES", "MEASURE_NOTES", "MixingMaps", "context_mixing", "check_measure", "supported_measures",
-           "context_mixing_inputs", "decompose_layer", "LayerDecomposition", "value_zeroing_chunk"]
+           "context_mixing_inputs", "decompose_layer", "LayerDecomposition", "value_zeroing_chunk",
+           "value_zeroing_distances"]
 
 MEASURES = ("raw", "norm", "value_zeroing", "alti")
 
@@ -139,8 +139,10 @@ def context_mixing(lm, text: str, pair: str | None = None, measure: str = "raw")
 def _check_tokens(lm, input_ids: torch.Tensor) -> None:
     """Refuse an input whose tokens besides [CLS]/[SEP] (and the like) hold no visible character:
     "[CLS] [SEP]" typed as text (the tokenizer reads them as the special tokens), control or
-    zero-width characters that tokenise to nothing, or to a bare word-start piece ("Ġ", "▁")."""
-    special = set(lm.tokenizer.all_special_ids)
+    zero-width characters that tokenise to nothing, or to a bare word-start piece ("Ġ", "▁"). [UNK]
+    is text (an emoji the vocabulary lacks is still what the reader typed), as the page's Analyze
+    check (``encoding.check_has_words``) counts it, so a text the page analyses has every measure."""
+    special = set(lm.tokenizer.all_special_ids) - {lm.tokenizer.unk_token_id}
     ids = [int(i) for i in input_ids.reshape(-1).tolist() if int(i) not in special]
     shown = lm.tokenizer.decode(ids) if ids else ""
     if not any(ch.isprintable() and not ch.isspace() for ch in shown):
@@ -196,7 +198,7 @@ def context_mixing_inputs(lm, inputs: dict, measure: str = "raw", info: TokenInf
             combined = _alti(fam, model, hidden, attn)
             weights, aggregated = combined[:, None], _product_rollout(combined)
         else:
-            combined = _value_zeroing(fam, model, hidden)
+            combined = _value_zeroing(fam, model, hidden, attn)
             weights, aggregated = combined[:, None], _product_rollout(combined)
     return MixingMaps(info=info, measure=measure, weights=weights.astype(np.float32),
                       combined=combined.astype(np.float32), aggregated=aggregated.astype(np.float32),
@@ -245,38 +247,54 @@ def _transformed(parts: MixingParts, v: torch.Tensor) -> torch.Tensor:
     return torch.einsum("thd,ehd->hte", v, w)  # (H, T, D)
 
 
-def _row_blocks(t: int, d: int):
-    step = max(1, ROW_CHUNK_FLOATS // max(1, t * d))
+def _blocks(t: int, per_item: int, budget: int):
+    step = max(1, budget // max(1, per_item))
     for start in range(0, t, step):
         yield slice(start, min(t, start + step))
 
 
-def _mixed(parts: MixingParts, v: torch.Tensor, a: torch.Tensor, rows: slice) -> torch.Tensor:
-    """sum_h alpha^h_ij f^h(x_j) for the query rows ``rows``: (R, T, D), as (alpha^h_ij v^h_j over the
-    heads, concatenated) W_O^T: one large matrix product instead of a product with the heads (~12) inside."""
-    r, t = rows.stop - rows.start, v.shape[0]
-    z = a[:, rows].permute(1, 2, 0)[..., None] * v[None]  # (R, T, H, d)
-    return (z.reshape(r * t, -1) @ parts.out.weight.T).view(r, t, -1)  # (R, T, D)
+def _row_blocks(t: int, d: int):
+    return _blocks(t, t * d, ROW_CHUNK_FLOATS)
+
+
+def _by_token(a: torch.Tensor, x: torch.Tensor, cols: slice) -> torch.Tensor:
+    """sum_h a^h_ij x^h_j for every query i and the tokens j in ``cols``, token-major: (C, T, E) from
+    the weights a (H, T, T) and per-head vectors x (H, T, E). One batched matrix product over the
+    tokens j, each (T x H) @ (H x E); the T^2 E outputs are written once (no (T, T, H, E) product)."""
+    w = a[:, :, cols].permute(2, 1, 0).contiguous()  # (C, T, H): column j of every head
+    return torch.bmm(w, x[:, cols].transpose(0, 1).contiguous())  # (C, T, E)
+
+
+def _mixed(f: torch.Tensor, a: torch.Tensor, rows: slice) -> torch.Tensor:
+    """sum_h alpha^h_ij f^h(x_j) for the query rows ``rows``: (R, T, D) (a view, token-major in memory),
+    from f (H, T, D) and alpha (H, T, T)."""
+    return _by_token(a[:, rows], f, slice(None)).transpose(0, 1)  # (R, T, D)
 
 
 def _norm(fam, model, hidden, attn) -> tuple[np.ndarray, np.ndarray]:
     """Kobayashi et al. 2020: per head ||alpha^h_ij f^h(x_j)|| (L, H, T, T); per layer
     ||sum_h alpha^h_ij f^h(x_j)|| with rows normalised to 1 (L, T, T)."""
     n_layers, n_heads, t, _ = attn.shape
-    heads = np.empty((n_layers, n_heads, t, t), dtype=np.float64)
-    layer_norms = np.empty((n_layers, t, t), dtype=np.float64)
+    heads = torch.empty((n_layers, n_heads, t, t), dtype=attn.dtype)
+    layer_norms = torch.empty((n_layers, t, t), dtype=attn.dtype)
     for i, layer in enumerate(fam.layers(model)):
         parts = fam.mixing_parts(layer)
-        v = _values(parts, hidden[i])  # (T, H, d)
+        f = _transformed(parts, _values(parts, hidden[i]))  # (H, T, D)
         a = attn[i]  # (H, T, T)
-        f_norm = _transformed(parts, v).norm(dim=-1)  # (H, T)
-        heads[i] = (a * f_norm[:, None, :]).double().cpu().numpy()  # alpha scales f: ||a f|| = a ||f||
-        for rows in _row_blocks(t, hidden.shape[-1]):
-            layer_norms[i, rows] = _mixed(parts, v, a, rows).norm(dim=-1).double().cpu().numpy()
-    return heads, _normalise_rows(layer_norms)
+        heads[i] = (a * f.norm(dim=-1)[:, None, :]).cpu()  # alpha scales f: ||a f|| = a ||f||
+        for cols in _row_blocks(t, hidden.shape[-1]):
+            layer_norms[i, :, cols] = _by_token(a, f, cols).norm(dim=-1).T.cpu()  # (T, C)
+    return heads.double().numpy(), _normalise_rows(layer_norms.numpy())
 
 
-def _alti_block(parts: MixingParts, x: torch.Tensor, v: torch.Tensor, a: torch.Tensor, rows: slice):
+def _ln_input(parts: MixingParts, x: torch.Tensor, f: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+    """What the attention block's LayerNorm reads: x_i + sum_j sum_h alpha^h_ij f^h(x_j) + b_O, (T, D)."""
+    b_o = parts.out.bias if parts.out.bias is not None else torch.zeros_like(x[0])
+    return x + torch.bmm(a, f).sum(dim=0) + b_o
+
+
+def _alti_block(parts: MixingParts, x: torch.Tensor, f: torch.Tensor, a: torch.Tensor, rows: slice,
+                pre: torch.Tensor):
     """ALTI's decomposition of the attention block's output for the query rows ``rows``:
 
         y_i = LN(x_i + sum_j alpha_ij f(x_j) + b_O) = sum_j T_i(x_j) + bias_i
@@ -289,33 +307,37 @@ def _alti_block(parts: MixingParts, x: torch.Tensor, v: torch.Tensor, a: torch.T
     the value bias b_V is inside f(x_j) (each token's value vector carries it, weighted by alpha_ij),
     the dense bias b_O and LN's beta go to bias_i and to no token; y_i (with the bias) is what the
     distances are measured from. Unlike that code, sigma_i is LayerNorm's own (biased variance + eps)
-    so the pieces add back to the block's output exactly. Returns (pieces (R, T, D), bias (R, D))."""
+    so the pieces add back to the block's output exactly. ``pre``: what LayerNorm reads (``_ln_input``).
+    Returns (pieces (R, T, D), bias (R, D), y (R, D)), y = gamma * (pre - mean(pre)) / sigma + beta,
+    which is the sum of the pieces and the bias."""
     r = torch.arange(rows.start, rows.stop, device=x.device)
-    pieces = _mixed(parts, v, a, rows)  # (R, T, D)
+    pieces = _mixed(f, a, rows)  # (R, T, D)
     pieces[torch.arange(len(r)), r] += x[r]  # the residual
     b_o = parts.out.bias if parts.out.bias is not None else torch.zeros_like(x[0])
-    pre = pieces.sum(dim=1) + b_o  # (R, D): what LayerNorm reads
+    pre = pre[rows]  # (R, D)
     sigma = torch.sqrt(pre.var(dim=-1, unbiased=False, keepdim=True) + parts.norm.eps)  # (R, 1)
     gamma = parts.norm.weight if parts.norm.weight is not None else torch.ones_like(b_o)
     beta = parts.norm.bias if parts.norm.bias is not None else torch.zeros_like(b_o)
-    pieces = gamma * (pieces - pieces.mean(dim=-1, keepdim=True)) / sigma[:, None]  # (R, T, D)
-    bias = gamma * (b_o - b_o.mean()) / sigma + beta  # (R, D)
-    return pieces, bias
+    scale = gamma / sigma  # (R, D)
+    pieces = pieces.sub_(pieces.mean(dim=-1, keepdim=True)).mul_(scale[:, None])  # (R, T, D)
+    bias = scale * (b_o - b_o.mean()) + beta  # (R, D)
+    return pieces, bias, scale * (pre - pre.mean(dim=-1, keepdim=True)) + beta
 
 
 def _alti(fam, model, hidden, attn) -> np.ndarray:
     """Ferrando et al. 2022: c_ij = max(0, ||y_i||_1 - ||y_i - T_i(x_j)||_1), rows normalised: (L, T, T)."""
     n_layers, _, t, _ = attn.shape
-    out = np.empty((n_layers, t, t), dtype=np.float64)
+    out = torch.empty((n_layers, t, t), dtype=attn.dtype)
     for i, layer in enumerate(fam.layers(model)):
         parts = fam.mixing_parts(layer)
-        v = _values(parts, hidden[i])  # (T, H, d)
+        f = _transformed(parts, _values(parts, hidden[i]))  # (H, T, D)
+        pre = _ln_input(parts, hidden[i], f, attn[i])  # (T, D)
         for rows in _row_blocks(t, hidden.shape[-1]):
-            pieces, bias = _alti_block(parts, hidden[i], v, attn[i], rows)
-            y = pieces.sum(dim=1) + bias  # (R, D)
-            c = y.abs().sum(-1, keepdim=True) - (y[:, None] - pieces).abs().sum(-1)  # (R, T)
-            out[i, rows] = c.clamp(min=0).double().cpu().numpy()
-    return _normalise_rows(out)
+            pieces, _, y = _alti_block(parts, hidden[i], f, attn[i], rows, pre)
+            rest = torch.sub(y[:, None], pieces, out=pieces)  # (R, T, D): y_i - T_i(x_j), in place
+            c = y.abs().sum(-1, keepdim=True) - torch.linalg.vector_norm(rest, ord=1, dim=-1)  # (R, T)
+            out[i, rows] = c.clamp(min=0).cpu()
+    return _normalise_rows(out.numpy())
 
 
 @dataclass(frozen=True, eq=False)
@@ -342,10 +364,11 @@ def decompose_layer(lm, inputs: dict, layer: int) -> LayerDecomposition:
     with lm.run_lock, torch.inference_mode():
         hidden, attn = _forward(model, kw)
         parts = fam.mixing_parts(fam.layers(model)[layer])
-        v = _values(parts, hidden[layer])
+        f = _transformed(parts, _values(parts, hidden[layer]))
         rows = slice(0, hidden.shape[1])
-        mixed = _mixed(parts, v, attn[layer], rows)
-        pieces, bias = _alti_block(parts, hidden[layer], v, attn[layer], rows)
+        mixed = _mixed(f, attn[layer], rows)
+        pieces, bias, _ = _alti_block(parts, hidden[layer], f, attn[layer], rows,
+                                      _ln_input(parts, hidden[layer], f, attn[layer]))
         b_o = parts.out.bias if parts.out.bias is not None else torch.zeros_like(hidden[0, 0])
         return LayerDecomposition(mixed=mixed.cpu().numpy(), out_bias=b_o.float().cpu().numpy(),
                                   pieces=pieces.cpu().numpy(), bias=bias.cpu().numpy())
@@ -354,9 +377,11 @@ def decompose_layer(lm, inputs: dict, layer: int) -> LayerDecomposition:
 # -- value zeroing ------------------------------------------------------------------------------
 
 def value_zeroing_chunk(t: int, d: int, heads: int, ffn: int) -> int:
-    """How many copies of a T-token input one batched layer call takes, so the activations stay
-    within ``VZ_CHUNK_FLOATS`` (hidden and feed-forward vectors, attention scores per copy)."""
-    per_copy = t * (6 * d + ffn + 2 * heads * t)
+    """How many zeroed tokens (copies of a T-token layer) one batched step takes, so its activations
+    stay within ``VZ_CHUNK_FLOATS``: per copy and token the removed vector, the LayerNorm input and
+    output, the feed-forward's inner vectors (removed part, input, activation), its output, the sum
+    and the layer output, and the attention column."""
+    per_copy = t * (6 * d + 3 * ffn + heads)
     return int(max(1, min(t, VZ_CHUNK_FLOATS // max(1, per_copy))))
 
 
@@ -369,37 +394,67 @@ def _cosine_distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return 0.5 * (a - b).pow(2).sum(dim=-1)
 
 
-def _value_zeroing(fam, model, hidden) -> np.ndarray:
-    """Mohebbi et al. 2023: C_ij = cosine distance between token i's layer output and the same with
-    token j's value vector zeroed (every head), rows normalised to 1: (L, T, T). Copy j of the
-    layer's input has row j of its value projection's output zeroed (a hook that acts only on this
-    thread's call), and the copies run through the layer as one batch, a chunk at a time."""
+def _centre(v: torch.Tensor) -> torch.Tensor:
+    return v - v.mean(dim=-1, keepdim=True)
+
+
+def value_zeroing_distances(model, hidden: torch.Tensor, attn: torch.Tensor) -> np.ndarray:
+    """Mohebbi et al. 2023, before rows are normalised: C[l, i, j] = cosine distance between token i's
+    output of layer l and the same with token j's value vector zeroed in every head of layer l: (L, T, T)
+    float64, for a model of a supported family (any float dtype) from its own ``hidden_states``
+    (L + 1, T, D) and ``attentions`` (L, H, T, T) of one unpadded input.
+
+    Exact without re-running attention: zeroing v_j removes m_ij = sum_h alpha^h_ij f^h(x_j) (norm's
+    and ALTI's vectors, the value bias inside f) from the attention output of every query i and
+    changes nothing else, so copy j's layer output is the layer's tail (residual + LayerNorm, then
+    the feed-forward) on s_i - m_ij, s_i = x_i + sum_k m_ik + b_O being what the LayerNorm reads.
+    The feed-forward's first linear layer is affine in the LayerNorm's centred input, so with
+    A = W_1 diag(gamma) it reads (A c(s_i) - sum_h alpha^h_ij A c(f^h(x_j))) / sigma_ij + W_1 beta + b_1
+    (c: minus the mean over D; sigma_ij the copy's own LayerNorm scale): A is applied to T + H T
+    vectors per layer instead of T^2; the activation, second linear layer and LayerNorm (and
+    DeBERTa's layer-0 convolution) run on every (copy, token) pair through the family's own modules
+    (``Family.feed_forward``), a chunk of copies at a time (``value_zeroing_chunk``)."""
+    fam = family_of(model)
     layers = fam.layers(model)
-    n_layers, t, d = len(layers), hidden.shape[1], hidden.shape[2]
-    cfg = model.config
-    ffn = int(getattr(cfg, "intermediate_size", 0) or getattr(cfg, "hidden_dim", 0) or 4 * d)
-    out = np.empty((n_layers, t, t), dtype=np.float64)
-    owner = threading.get_ident()
-    for i, layer in enumerate(layers):
-        parts = fam.mixing_parts(layer)
-        x = hidden[i][None]  # (1, T, D)
-        base = fam.run_layer(model, i, x)[0]  # (T, D)
-        chunk = value_zeroing_chunk(t, d, parts.heads, ffn)
-        for start in range(0, t, chunk):
-            js = torch.arange(start, min(t, start + chunk), device=x.device)
-            keep = torch.ones(len(js), t, 1, dtype=x.dtype, device=x.device)
-            keep[torch.arange(len(js)), js] = 0.0  # copy k zeroes token js[k]'s value vector
+    out = np.empty((len(layers), hidden.shape[1], hidden.shape[1]), dtype=np.float64)
+    for i in range(len(layers)):
+        out[i] = _layer_value_zeroing(fam, model, i, hidden[i], attn[i].to(hidden.dtype))
+    return out
 
-            def zero(module, args, output, keep=keep):
-                if threading.get_ident() != owner or output.shape[0] != keep.shape[0]:
-                    return None
-                return output * keep
 
-            handle = parts.value.register_forward_hook(zero)
-            try:
-                y = fam.run_layer(model, i, x.expand(len(js), t, d))  # (C, T, D)
-            finally:
-                handle.remove()
-            dist = _cosine_distance(y, base[None])  # (C, T): copy k, token i
-            out[i, :, start:start + len(js)] = dist.T.double().cpu().numpy()
-    return _normalise_rows(out)
+def _layer_value_zeroing(fam, model, index: int, x: torch.Tensor, a: torch.Tensor) -> np.ndarray:
+    """Layer ``index``'s value-zeroing distances (T, T) from its input x (T, D) and attention a (H, T, T)."""
+    layer = fam.layers(model)[index]
+    parts, lin1 = fam.mixing_parts(layer), fam.ffn_in(layer)
+    norm = parts.norm
+    t, d = x.shape
+    f = _transformed(parts, _values(parts, x))  # (H, T, D)
+    gamma = norm.weight if norm.weight is not None else torch.ones_like(x[0])
+    beta = norm.bias if norm.bias is not None else torch.zeros_like(x[0])
+    s = _ln_input(parts, x, f, a)  # (T, D): the LayerNorm's input, nothing zeroed
+    w1 = lin1.weight * gamma  # (F, D): A
+    inner0 = lin1.weight @ beta + (lin1.bias if lin1.bias is not None else 0.0)  # (F,)
+    p = _centre(s) @ w1.T  # (T, F)
+    ft = f.transpose(0, 1).contiguous()  # (T, H, D): token-major, so a chunk of tokens is one slice
+    gt = _centre(ft) @ w1.T  # (T, H, F): A c(f^h(x_j))
+
+    def tail(w: torch.Tensor, cols: slice) -> torch.Tensor:
+        """Layer outputs (C, T, D) with sum_h w[k, i, h] f^h(x_j) (j = the k-th token of ``cols``) taken
+        from the LayerNorm's input of query i."""
+        z = torch.baddbmm(s, w, ft[cols], alpha=-1.0)  # (C, T, D): s_i - m_ij
+        h, _, rstd = torch.native_layer_norm(z, (d,), norm.weight, norm.bias, norm.eps)  # LN(z), 1 / sigma
+        inner = torch.baddbmm(p, w, gt[cols], alpha=-1.0).mul_(rstd).add_(inner0)  # (C, T, F): lin1(LN(z))
+        return fam.feed_forward(model, index, h, x.expand(z.shape), inner=inner)
+
+    base = tail(torch.zeros((1, t, a.shape[0]), dtype=x.dtype, device=x.device), slice(0, 1))[0]  # (T, D)
+    out = np.empty((t, t), dtype=np.float64)
+    for js in _blocks(t, 1, value_zeroing_chunk(t, d, parts.heads, lin1.out_features)):
+        w = a[:, :, js].permute(2, 1, 0).contiguous()  # (C, T, H): alpha^h_ij for the zeroed tokens j
+        y = tail(w, js)  # (C, T, D): copy k zeroes token js[k]
+        out[:, js] = _cosine_distance(y, base[None]).T.double().cpu().numpy()  # (T, C): token i, copy k
+    return out
+
+
+def _value_zeroing(fam, model, hidden, attn) -> np.ndarray:
+    """Value zeroing's per-layer matrices, rows normalised to 1: (L, T, T)."""
+    return _normalise_rows(value_zeroing_distances(model, hidden, attn))

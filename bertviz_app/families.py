@@ -144,6 +144,29 @@ class Family:
         return MixingParts(sa.value, out.dense, out.LayerNorm, sa.value.out_features // sa.attention_head_size,
                            sa.attention_head_size)
 
+    def ffn_in(self, layer) -> nn.Linear:
+        """The feed-forward block's first linear layer: what it applies to the attention block's
+        LayerNorm output (``mixing_parts(layer).norm``)."""
+        return layer.intermediate.dense
+
+    def feed_forward(self, model, index: int, h: torch.Tensor, x: torch.Tensor,
+                     inner: torch.Tensor | None = None) -> torch.Tensor:
+        """What layer ``index`` runs after its attention block: from the block's LayerNorm output
+        ``h`` (B, T, D) to the layer's output (B, T, D), ``hidden_states[index + 1]``. ``x``: the
+        layer's input (B, T, D) (DeBERTa's layer-0 convolution reads it). ``inner``: the first
+        linear layer's output ``ffn_in(layer)(h)`` (B, T, F) when the caller has it already (value
+        zeroing builds it per head); everything else runs through the model's own modules."""
+        layer = self.layers(model)[index]
+        inner = layer.intermediate.dense(h) if inner is None else inner
+        return layer.output(layer.intermediate.intermediate_act_fn(inner), h)  # LN(dense(act) + h)
+
+    def post_attention(self, model, index: int, attn_out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """Layer ``index``'s output (B, T, D) from its attention output ``attn_out`` (B, T, D: after
+        the output dense, before the residual) and its input ``x`` (B, T, D): the block's residual +
+        LayerNorm, then ``feed_forward``."""
+        norm = self.mixing_parts(self.layers(model)[index]).norm
+        return self.feed_forward(model, index, norm(attn_out + x), x)
+
     def run_layer(self, model, index: int, hidden: torch.Tensor, attention: str = "sdpa") -> torch.Tensor:
         """Layer ``index`` in full over unpadded inputs: (B, T, D) -> (B, T, D), ``hidden_states[index + 1]``
         from ``hidden_states[index]`` (value zeroing runs copies of it). ``attention``: the kernel
@@ -298,6 +321,15 @@ class DistilBert(Family):
         sa = layer.attention
         return MixingParts(sa.v_lin, sa.out_lin, layer.sa_layer_norm, sa.n_heads, sa.attention_head_size)
 
+    def ffn_in(self, layer):
+        return layer.ffn.lin1
+
+    def feed_forward(self, model, index, h, x, inner=None):
+        layer = self.layers(model)[index]
+        ffn = layer.ffn
+        inner = ffn.lin1(h) if inner is None else inner
+        return layer.output_layer_norm(ffn.dropout(ffn.lin2(ffn.activation(inner))) + h)  # (B, T, D)
+
     head_prefixes = ("pre_classifier.", "classifier.")
 
     def head(self, model, hidden):
@@ -357,6 +389,14 @@ class Albert(Family):
     def mixing_parts(self, layer):
         sa = layer.attention
         return MixingParts(sa.value, sa.dense, sa.LayerNorm, sa.num_attention_heads, sa.attention_head_size)
+
+    def ffn_in(self, layer):
+        return layer.ffn
+
+    def feed_forward(self, model, index, h, x, inner=None):
+        layer = self.layers(model)[index]
+        inner = layer.ffn(h) if inner is None else inner
+        return layer.full_layer_layer_norm(layer.ffn_output(layer.activation(inner)) + h)  # (B, T, D)
 
     head_prefixes = ("albert.pooler.", "classifier.")
 
@@ -422,6 +462,15 @@ class DebertaV2(Family):
     def mixing_parts(self, layer):
         sa, out = layer.attention.self, layer.attention.output
         return MixingParts(sa.value_proj, out.dense, out.LayerNorm, sa.num_attention_heads, sa.attention_head_size)
+
+    def feed_forward(self, model, index, h, x, inner=None):
+        """Intermediate and output as in BERT, and after layer 0 the convolution the encoder applies
+        there (it reads the layer's input ``x``)."""
+        out = super().feed_forward(model, index, h, x, inner)  # (B, T, D)
+        enc = model.deberta.encoder
+        if index == 0 and enc.conv is not None:
+            out = enc.conv(x, out, torch.ones(x.shape[:2], dtype=torch.long, device=x.device))
+        return out
 
     def run_layer(self, model, index, hidden, attention="sdpa"):
         """Its own layer module (disentangled attention), and after layer 0 the convolution the

@@ -44,7 +44,7 @@ from .registry import LoadedModel
 from .results import AttentionMaps, Attribution, Prediction, TokenInfo
 
 __all__ = ["DocumentWindow", "DocumentWindows", "WindowResult", "DocumentExplanation", "DocumentAttention",
-           "document_windows", "explain_windows", "attention_windows", "merge_windows", "edge_weights",
+           "document_windows", "explain_windows", "attention_windows", "window_maps", "merge_windows", "edge_weights",
            "raw_cls_scores", "default_stride", "DEFAULT_STRIDE"]
 
 
@@ -423,6 +423,25 @@ def raw_cls_scores(maps: AttentionMaps) -> tuple[np.ndarray, np.ndarray]:
     return cls_rows(maps), rollout(maps)[:, 0]
 
 
+def _check_index(doc: DocumentWindows, window) -> None:
+    """InputError unless ``window`` is the index of one of ``doc``'s windows (a text that fits: one window)."""
+    if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or not 0 <= window < len(doc):
+        n = len(doc)
+        read = "this text fits the model: it is read in 1 window" if n == 1 else f"this text is read in {n} windows"
+        raise InputError(f"window must be a whole number from 0 to {n - 1} ({read}), got {window!r}.")
+
+
+def window_maps(lm: LoadedModel, text: str, pair: str | None = None, window: int = 0, stride: int | None = None,
+                measure: str = "raw") -> MixingMaps:
+    """The ``measure`` of window ``window`` (0-based) alone, over its own ids: the maps ``attention_windows``
+    gives for that window, without reading the others (a page switching windows)."""
+    measure = check_measure(lm, measure)
+    doc = document_windows(lm, text, pair, default_stride(lm, stride))
+    _check_index(doc, window)
+    w = doc.windows[int(window)]
+    return context_mixing_inputs(lm, _window_inputs(lm, w), measure, info=w.info)
+
+
 def attention_windows(lm: LoadedModel, text: str, pair: str | None = None, window: int = 0, stride: int | None = None,
                       cls_fn: Callable[[LoadedModel, DocumentWindow], tuple[np.ndarray, np.ndarray]] | None = None,
                       measure: str = "raw") -> DocumentAttention:
@@ -436,9 +455,7 @@ def attention_windows(lm: LoadedModel, text: str, pair: str | None = None, windo
     measure = check_measure(lm, measure)
     stride = default_stride(lm, stride)
     doc = document_windows(lm, text, pair, stride)
-    if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or not 0 <= window < len(doc):
-        raise InputError(f"window must be a whole number from 0 to {len(doc) - 1} (this text is read in "
-                         f"{len(doc)} windows), got {window!r}.")
+    _check_index(doc, window)
     picked = None
     rows, rolls = [], []
     for w in doc.windows:

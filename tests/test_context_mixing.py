@@ -5,6 +5,7 @@ that read value vectors, value zeroing runs batched, and bad input is refused wi
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -140,20 +141,88 @@ def test_a_token_with_zeroed_values_contributes_nothing(fam_lm):
     assert plain.combined[:, others, j].max() > 1e-4 or plain.combined.shape[-1] <= j
 
 
+def _value_zeroing_by_hooks(model, hidden):
+    """The reference: each layer run again on its input once per token j, a hook on the value module
+    zeroing token j's value vector (every head), and the cosine distance of every token's output from
+    the unchanged layer's output: (L, T, T)."""
+    fam = family_of(model)
+    out = []
+    for i, layer in enumerate(fam.layers(model)):
+        x = hidden[i][None]  # (1, T, D)
+        base = fam.run_layer(model, i, x, attention="eager")[0]  # (T, D)
+        dist = np.empty((x.shape[1], x.shape[1]))
+        for j in range(x.shape[1]):
+            def zero(module, args, output, j=j):
+                output = output.clone()
+                output[:, j] = 0.0
+                return output
+
+            handle = fam.mixing_parts(layer).value.register_forward_hook(zero)
+            try:
+                y = fam.run_layer(model, i, x, attention="eager")[0]  # (T, D)
+            finally:
+                handle.remove()
+            cos = (y * base).sum(-1) / (y.norm(dim=-1) * base.norm(dim=-1))
+            dist[:, j] = (1.0 - cos).numpy()  # every token's change with token j's value zeroed
+        out.append(dist)
+    return np.stack(out)
+
+
+def test_value_zeroing_equals_rerunning_the_layer_with_the_value_zeroed(fam_lm):
+    """The measure removes sum_h alpha^h_ij f^h(x_j) from the attention output and runs only the layer's
+    tail (with the feed-forward's first layer built per head); it must equal zeroing the value vector
+    and running the whole layer again. In float64, where 1 - cos of the hook loop is exact enough."""
+    inputs, info = _inputs(fam_lm)
+    model = copy.deepcopy(fam_lm.fp32_model()).double()
+    fam = family_of(model)
+    with torch.inference_mode():
+        out = model(**fam.inputs(**inputs), output_hidden_states=True, output_attentions=True)
+        hidden = torch.stack([h[0] for h in out.hidden_states])  # (L + 1, T, D)
+        attn = torch.stack([a[0] for a in out.attentions])  # (L, H, T, T)
+        want = _value_zeroing_by_hooks(model, hidden)
+        got = cm.value_zeroing_distances(model, hidden, attn)
+    assert got.shape == want.shape == (len(fam.layers(model)), len(info), len(info))
+    assert want.max() > 0
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-15)
+    rows = want / want.sum(axis=-1, keepdims=True)  # what the page shows
+    np.testing.assert_allclose(got / got.sum(axis=-1, keepdims=True), rows, atol=TOL)
+    # the float32 measure (a random tiny model's distances are ~1e-7: float32 rounding shows at ~1e-4 relative)
+    maps = cm.context_mixing_inputs(fam_lm, inputs, "value_zeroing", info)
+    np.testing.assert_allclose(maps.combined, rows, atol=1e-3)
+
+
+def test_post_attention_is_the_rest_of_the_layer(fam_lm):
+    """What value zeroing runs per copy: from the attention output (after the output dense, captured in
+    the model's own forward) and the layer's input, the layer's output hidden_states[l + 1]."""
+    inputs, _ = _inputs(fam_lm)
+    model = fam_lm.fp32_model()
+    fam = family_of(model)
+    dense = _capture(fam_lm, inputs, lambda p: p.out)
+    with torch.inference_mode():
+        hs = model(**fam.inputs(**inputs), output_hidden_states=True).hidden_states
+        for i, attn_out in enumerate(dense):
+            got = fam.post_attention(model, i, torch.from_numpy(attn_out)[None], hs[i])
+            np.testing.assert_allclose(got, hs[i + 1], atol=TOL)
+            layer = fam.layers(model)[i]
+            h = fam.mixing_parts(layer).norm(torch.from_numpy(attn_out)[None] + hs[i])
+            inner = fam.ffn_in(layer)(h)
+            np.testing.assert_allclose(fam.feed_forward(model, i, h, hs[i], inner=inner), hs[i + 1], atol=TOL)
+
+
 def test_value_zeroing_is_batched(fam_lm, monkeypatch):
-    """One batched call of the layer per chunk of zeroed tokens (plus the unchanged input), not one
-    forward of the model per token; with a smaller budget it takes more, smaller chunks, same result."""
+    """One batched call of the layer's tail per chunk of zeroed tokens (plus the unchanged input), not
+    one forward per token; with a smaller budget it takes more, smaller chunks, same result."""
     inputs, info = _inputs(fam_lm)
     fam = family_of(fam_lm.model)
     t, n_layers = len(info), fam_lm.model.config.num_hidden_layers
     calls = []
-    real = fam.run_layer
+    real = fam.feed_forward
 
-    def counting(model, index, hidden, **kw):
-        calls.append((index, hidden.shape[0]))
-        return real(model, index, hidden, **kw)
+    def counting(model, index, h, x, **kw):
+        calls.append((index, h.shape[0]))
+        return real(model, index, h, x, **kw)
 
-    monkeypatch.setattr(fam, "run_layer", counting)
+    monkeypatch.setattr(fam, "feed_forward", counting)
     forwards = []
     handle = fam_lm.fp32_model().register_forward_hook(lambda *a: forwards.append(1))
     try:
@@ -170,13 +239,11 @@ def test_value_zeroing_is_batched(fam_lm, monkeypatch):
     # the same up to float32 rounding of different batch shapes (a random tiny model's value vectors move
     # a layer's output by ~1e-4, so its distances are ~1e-7 and carry a relative rounding of ~1e-4)
     np.testing.assert_allclose(single.combined, whole.combined, atol=1e-3)
-    parts = fam.mixing_parts(fam.layers(fam_lm.fp32_model())[0])
-    assert not parts.value._forward_hooks  # the zeroing hook is gone
 
 
 def test_chunk_size_bounds_memory():
     assert cm.value_zeroing_chunk(512, 768, 12, 3072) >= 1
-    per_copy = 512 * (6 * 768 + 3072 + 2 * 12 * 512)
+    per_copy = 512 * (6 * 768 + 3 * 3072 + 12)
     assert cm.value_zeroing_chunk(512, 768, 12, 3072) * per_copy <= cm.VZ_CHUNK_FLOATS
     assert cm.value_zeroing_chunk(4, 16, 2, 32) == 4
     assert math.isclose(cm.value_zeroing_chunk(10**6, 10**4, 1, 1), 1)
@@ -209,12 +276,20 @@ def test_unknown_and_unsupported_measures_are_refused(fam_lm, monkeypatch):
 def test_bad_texts_are_refused(fam_lm):
     tok = fam_lm.tokenizer
     only_specials = f"{tok.cls_token or tok.bos_token} {tok.sep_token or tok.eos_token}"
-    for text, match in [("", "empty"), ("   \n", "empty"), ("x" * (fam_lm.settings.max_chars + 1), "limit"),
-                        (only_specials, "special"), ("\x01\x02\u200b", "special")]:
+    cases = [("", "empty"), ("   \n", "empty"), ("x" * (fam_lm.settings.max_chars + 1), "limit"),
+             (only_specials, "special")]
+    invisible = "\x01\x02\u200b"
+    if tok.unk_token_id not in tok(invisible, add_special_tokens=False)["input_ids"]:  # else it is [UNK]: text
+        cases.append((invisible, "special"))
+    for text, match in cases:
         with pytest.raises(InputError, match=match):
             cm.context_mixing(fam_lm, text, measure="alti")
+    first, last = tok.cls_token_id or tok.bos_token_id, tok.sep_token_id or tok.eos_token_id
     with pytest.raises(InputError, match="special"):
-        cm.context_mixing_inputs(fam_lm, {"input_ids": torch.tensor([tok.all_special_ids[:2]])}, "raw")
+        cm.context_mixing_inputs(fam_lm, {"input_ids": torch.tensor([[first, last]])}, "raw")
+    if tok.unk_token_id is not None:  # [UNK] is the reader's text (an emoji), as the page's Analyze counts it
+        m = cm.context_mixing_inputs(fam_lm, {"input_ids": torch.tensor([[first, tok.unk_token_id, last]])}, "alti")
+        np.testing.assert_allclose(m.aggregated.sum(-1), 1, atol=TOL)
 
 
 

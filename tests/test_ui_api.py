@@ -114,6 +114,29 @@ def test_long_inputs_say_truncated_everywhere_and_window_reads_them_whole(client
         client.predict(long, window=True, pool="median", api_name="/predict")
     assert "pool must be one of mean, max" in error_message(excinfo)
 
+def test_attention_and_explain_read_a_long_text_in_windows(client):
+    """window, stride and window_index come last: positional calls made before them keep working."""
+    long = "the film was good . " * 40  # > 64 tokens of the tiny model
+    att = client.predict(long, "", 2, "", "raw", True, 16, 1, api_name="/attention")
+    assert att["window"] == 1 and att["windows"] > 2 and att["truncated"] is False
+    w = np.asarray(att["weights"])  # layer 2 only, window 1's own tokens
+    assert w.shape == (1, 2, len(att["tokens"]), len(att["tokens"]))
+    doc = att["document"]
+    assert np.asarray(doc["cls_row"]).shape == (2, len(doc["tokens"])) and doc["tokens"][-2] == "."
+    named = client.predict(long, window=True, stride=16, window_index=1, layer=2, api_name="/attention")
+    assert named["weights"] == att["weights"]
+    exp = client.predict(long, "", "pad", 8, "", "", None, True, 16, api_name="/explain")
+    assert exp["windows"] == att["windows"] and len(exp["attributions"]) == len(doc["tokens"])
+    assert len(exp["window_predictions"]) == exp["windows"] and exp["truncated"] is False
+    with pytest.raises(Exception) as excinfo:
+        client.predict(long, window=True, stride=16, window_index=99, api_name="/attention")
+    assert "window must be a whole number from 0 to" in error_message(excinfo)
+    with pytest.raises(Exception) as excinfo:
+        client.predict("the film was good", window=True, window_index=1, api_name="/attention")
+    assert "this text fits the model: it is read in 1 window" in error_message(excinfo)
+    assert "Traceback" not in error_message(excinfo)
+
+
 def test_attention_sizes_match_tokens(client):
     out = client.predict("the movie is great !", api_name="/attention")
     tokens = out["tokens"]

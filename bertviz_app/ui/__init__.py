@@ -94,6 +94,11 @@ class Page:
         self.analyze_outputs = {self.state, p.model_info, p.warnings, p.notice, p.label, p.bar, p.tokens,
                                 a.layer, a.head, a.heatmap, a.cls_rows, a.rollout, a.overview, a.overview_notice,
                                 t.target, t.delta, t.tokens, t.bar, t.path, t.lens, t.cmp.shown, t.cmp.state}
+        # the Attention tab's whole-document part: shown for a long text, emptied for each new one (read on its
+        # own button, never here)
+        self.document_outputs = {a.doc.panel, a.doc.state, a.doc.reading, a.doc.window, a.doc.heatmap, a.doc.cls,
+                                 a.doc.agg}
+        self.analyze_outputs |= self.document_outputs
         self.chart_inputs = [self.open_tab, self.drawn, a.layer, a.head, a.hide, a.merge, t.merge, p.skip_ig]
         self.attention_charts = {a.heatmap, a.cls_rows, a.rollout, a.overview, a.overview_notice}
         self.attribution_charts = {t.delta, t.tokens, t.bar, t.path, t.lens}
@@ -160,6 +165,7 @@ class Page:
         out = {self.state: rec, self.drawn: {}}  # both chart tabs stale until drawn
         out.update(predict_tab.render(p, rec, lm))
         out.update(attention_tab.controls(a, rec, layer, head))
+        out.update(attention_tab.document_reset(a, rec))
         out.update(attribution_tab.controls(t, rec, target))
         out[t.delta] = attribution_tab.pending_md(bool(skip_ig))
         out.update({t.cmp.shown: gr.update(visible=False), t.cmp.state: None})  # a comparison of the last text
@@ -204,6 +210,7 @@ class Page:
         out.update(predict_tab.idle(self.p))
         out.update(predict_tab.cleared(self.p))
         out.update(attention_tab.render(self.a, None, 1, attention_tab.MEAN, False, False))
+        out.update(attention_tab.document_reset(self.a, None))
         out.update(attribution_tab.render(t, None, True))
         return out
 
@@ -269,6 +276,7 @@ class Page:
         out.update(ctl)
         head = ctl[self.a.head]["value"]
         out.update(attention_tab.render(self.a, new, layer, head, hide, merge))
+        out.update(attention_tab.document_reset(self.a, new))  # a document read with the old measure is stale
         return out
 
     def rerender_attribution(self, rec, merge):
@@ -350,9 +358,11 @@ class Page:
         # another measure: computed for the analysed text (model work: in the heavy queue), the tab redrawn
         a.measure.input(common.guard(self.change_measure),
                         inputs=[m.model, self.state, a.measure, self.drawn, a.layer, a.head, a.hide, a.merge],
-                        outputs=self.attention_charts | {self.state, self.drawn, a.layer, a.head, a.measure,
-                                                         a.measure_note, self.chosen_measure},
+                        outputs=self.attention_charts | self.document_outputs
+                        | {self.state, self.drawn, a.layer, a.head, a.measure, a.measure_note, self.chosen_measure},
                         trigger_mode="always_last", api_visibility="private", show_progress="minimal", **HEAVY)
+        # the whole-document part: read on its own button, one window on the picker; redrawn with the controls
+        attention_tab.wire_document(a, self.state, HEAVY, self.settings)
         t.merge.input(common.guard(self.rerender_attribution), inputs=[self.state, t.merge],
                       outputs=self.attribution_charts, trigger_mode="always_last", **private)
 

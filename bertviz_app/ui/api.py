@@ -40,23 +40,31 @@ def functions(default: str, settings: Settings) -> dict[str, Callable]:
         ("mean" or "max"), and "windows" says how many were read."""
         return service.predict(load(model), text, pair, window, stride, pool)
 
-    def attention(text: str, pair: str = "", layer: int = 0, model: str = default, measure: str = "raw") -> dict:
+    def attention(text: str, pair: str = "", layer: int = 0, model: str = default, measure: str = "raw",
+                  window: bool = False, stride: int | None = None, window_index: int = 0) -> dict:
         """Attention weights or another context-mixing measure: {"tokens", "measure", "weights", "combined",
         "aggregated", "cls_scores", "truncated"} with weights[layer][head][i][j] (what token i takes from token
         j; raw: query i, key j; one head for value_zeroing and alti), combined[layer][i][j] (heads combined),
         aggregated[layer][i][j] (across layers up to that one) and cls_scores (the last aggregated [CLS] row).
         measure: raw, norm (attention-norm), value_zeroing or alti. layer=0 returns every layer, layer=k
-        (1-based) only that one (as a list of one)."""
-        return service.attention(load(model), text, pair, layer, measure)
+        (1-based) only that one (as a list of one). window=true: a text longer than the model reads, in predict's
+        overlapping windows (stride tokens shared by neighbours, null: 128): window window_index's (0-based)
+        "weights" and, under "document", the [CLS] row and aggregated [CLS] row of each layer merged over every
+        token, with "windows" (how many) and "window_span"."""
+        return service.attention(load(model), text, pair, layer, measure, window, stride, window_index)
 
     def explain(text: str, target: str = "", baseline: str = "pad", n_steps: int | None = None, pair: str = "",
-                model: str = default, tolerance: float | None = None) -> dict:
+                model: str = default, tolerance: float | None = None, window: bool = False,
+                stride: int | None = None) -> dict:
         """Integrated Gradients: {"tokens", "attributions", "target", "delta", "relative_delta", "n_steps",
         "tolerance", "baseline", "f_x", "f_baseline", "truncated"}. target "" = the predicted class. Steps: by
         default as many as it takes for relative_delta <= 0.05 (the page's choice); tolerance > 0: for that
         relative_delta (n_steps is then ignored); n_steps alone, or tolerance 0: exactly n_steps (default 50).
-        The answer's "tolerance" (null: fixed) and "n_steps" say which was used."""
-        return service.explain(load(model), text, target, baseline, n_steps, pair, tolerance)
+        The answer's "tolerance" (null: fixed) and "n_steps" say which was used. window=true: a text longer than
+        the model reads explained whole, each of predict's windows (stride tokens shared, null: 128) explained
+        and the scores merged: one per token of the document, with "windows", "offsets", "prediction" and
+        "window_predictions"."""
+        return service.explain(load(model), text, target, baseline, n_steps, pair, tolerance, window, stride)
 
     def compare(text: str, methods: str = "", target: str = "", baseline: str = "pad", n_steps: int | None = None,
                 pair: str = "", model: str = default, tolerance: float | None = None, top_k: int = 3,

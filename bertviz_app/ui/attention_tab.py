@@ -2,10 +2,17 @@
 layer x head, where [CLS] looks in each layer, and attention rollout. Every control re-renders
 from the stored record; nothing is recomputed, except that choosing another measure (raw attention,
 attention-norm, value zeroing, ALTI: ``bertviz_app.context_mixing``) computes that measure for the
-record's text once (``Page.change_measure``) and keeps it on the record (``Record.mixing``)."""
+record's text once (``Page.change_measure``) and keeps it on the record (``Record.mixing``).
+
+A text longer than the model reads gets a closed "Whole document (windows)" part: on its own button
+(never on Analyze) the text is read in predict's overlapping windows with the tab's measure
+(``long_documents.attention_windows``): the picked window's heatmap, and the [CLS] row and the
+aggregated [CLS] row merged over every token of the document. Picking another window reads that window
+alone (``long_documents.window_maps``)."""
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 
 import gradio as gr
@@ -13,6 +20,7 @@ import numpy as np
 
 import bertviz_app as core
 from bertviz_app.context_mixing import MEASURE_NOTES, MEASURES, supported_measures
+from bertviz_app.long_documents import attention_windows, window_maps
 
 from . import common, figures, plots
 
@@ -55,9 +63,10 @@ def build() -> SimpleNamespace:
         rollout = figures.plot(label="Attention rollout", elem_id="bv-rollout")
     overview_notice = gr.Markdown()
     overview = figures.plot(label="Overview: every layer × head", elem_id="bv-overview")
+    doc = build_document()
     return SimpleNamespace(layer=layer, head=head, hide=hide, merge=merge, heatmap=heatmap, cls_rows=cls_rows,
                            rollout=rollout, overview=overview, overview_notice=overview_notice, measure=measure,
-                           measure_note=measure_note_md)
+                           measure_note=measure_note_md, doc=doc)
 
 
 def measure_control(ui: SimpleNamespace, lm: core.LoadedModel) -> dict:
@@ -175,3 +184,223 @@ def render(ui: SimpleNamespace, rec: common.Record, layer: int, head: str, hide:
     fig, cls_fig, roll_fig = render_focus(rec, layer, head, hide, merge)
     over, notice = render_overview(rec, hide, merge)
     return {ui.heatmap: fig, ui.cls_rows: cls_fig, ui.rollout: roll_fig, ui.overview: over, ui.overview_notice: notice}
+
+
+# --------------------------------------------------------------------------- whole document (windows)
+DOCUMENT_LABEL = "Read the whole document (windows)"
+DOCUMENT_INTRO = ("The charts above read the first tokens only. Press **Read the whole document (windows)** to read "
+                  "every token, in the overlapping windows the prediction's *whole text* option reads.")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class DocumentView:
+    """What the whole-document part shows: the windows' attention (``DocumentAttention``) of one text, with the
+    stride it was read with and the window count's labels."""
+
+    doc: object  # long_documents.DocumentAttention; its maps' weights float16 (per-user memory)
+    stride: int
+    text: str
+    pair: str | None
+    max_length: int = 0  # the model's; the stride is at most half of it
+
+
+def build_document() -> SimpleNamespace:
+    """The closed part for a text longer than the model reads, hidden until Analyze reads one."""
+    with gr.Accordion("Whole document (windows)", open=False, visible=False, elem_id="bv-attn-doc-panel") as panel:
+        gr.Markdown(
+            "A text longer than the model reads is read here in the same overlapping windows as the prediction's "
+            "*whole text* option, each window with the measure chosen above. Pick a window to see its token × token "
+            "map (the layer and head chosen above); the two charts under it are the [CLS] row of every layer and "
+            "its aggregation across layers (rollout for raw attention) over **every token of the document**: each "
+            "window's own rows, a token read by two windows getting their mean weighted by its distance from each "
+            "window's edge. An entry is a token's share of its window's [CLS], so a row sums to about the number "
+            "of windows, not to 1.", elem_classes=["bv-note"])
+        with gr.Row():
+            stride = gr.Slider(0, 256, value=128, step=1, label="Tokens shared by neighbouring windows (stride)",
+                               elem_id="bv-attn-doc-stride", scale=2)
+            window = gr.Dropdown(choices=[("window 0", 0)], value=0, label="Window", elem_id="bv-attn-doc-window",
+                                 info="which of the document's windows the map shows", scale=2)
+            run = gr.Button(DOCUMENT_LABEL, elem_id="bv-attn-doc-run", scale=1)
+        reading = gr.Markdown(DOCUMENT_INTRO, elem_id="bv-attn-doc-reading")
+        heatmap = figures.plot(label="The picked window (token × token)", elem_id="bv-attn-doc-heatmap")
+        cls = figures.plot(label="[CLS] row over the whole document", elem_id="bv-attn-doc-cls")
+        agg = figures.plot(label="Aggregated [CLS] row over the whole document", elem_id="bv-attn-doc-agg")
+    return SimpleNamespace(panel=panel, stride=stride, window=window, run=run, reading=reading, heatmap=heatmap,
+                           cls=cls, agg=agg, state=gr.State(None, time_to_live=3600))
+
+
+def is_long(rec: common.Record | None) -> bool:
+    """Whether the analysed text is longer than the model reads (cut, or classified in several windows)."""
+    if rec is None:
+        return False
+    p = rec.prediction
+    return bool(p.truncated or (p.windows or 1) > 1)
+
+
+def document_reset(ui: SimpleNamespace, rec: common.Record | None) -> dict:
+    """The whole-document part for a newly analysed text: shown (closed) when the text is longer than the
+    model reads, else hidden; nothing read yet (reading it is the part's own button, never Analyze)."""
+    doc = ui.doc
+    empty = plots.empty_figure(f"Press “{DOCUMENT_LABEL}” to see this chart.")
+    return {doc.panel: gr.update(visible=is_long(rec), open=False), doc.state: None, doc.reading: DOCUMENT_INTRO,
+            doc.window: gr.update(choices=[("window 0", 0)], value=0), doc.heatmap: empty, doc.cls: empty,
+            doc.agg: empty}
+
+
+def record_measure(rec: common.Record) -> str:
+    """The measure the tab draws for ``rec`` (its ``mixing``'s, else raw attention)."""
+    return rec.mixing.measure if rec.mixing is not None else "raw"
+
+
+def window_arg(window) -> int:
+    """The window picker's value as an index (None: the first window); anything else a clear message."""
+    if window is None or window == "":
+        return 0
+    try:
+        if isinstance(window, bool) or float(window) != int(float(window)):
+            raise ValueError
+        return int(float(window))
+    except (TypeError, ValueError):
+        raise core.InputError(f"window must be a whole number (0 is the first window), got {window!r}.") from None
+
+
+def _small(mm):
+    """``mm`` with float16 arrays: half the per-user memory (as the Record's own maps)."""
+    return dataclasses.replace(mm, weights=mm.weights.astype(np.float16), combined=mm.combined.astype(np.float16),
+                               aggregated=mm.aggregated.astype(np.float16))
+
+
+def read_document(rec: common.Record | None, window, stride, settings: core.Settings) -> DocumentView:
+    """The analysed text read whole in windows (``attention_windows``) with the tab's measure: window
+    ``window``'s maps and the [CLS] rows merged over the document."""
+    if rec is None:
+        raise core.InputError("Press Analyze first: there is no text to read yet.")
+    index = window_arg(window)
+    lm = common.load(rec.model, rec.model, settings)
+    stride = min(int(stride if stride is not None else 128), lm.max_length // 2)
+    p = rec.prediction
+    d = attention_windows(lm, p.text, pair=p.pair, window=index, stride=stride, measure=record_measure(rec))
+    return DocumentView(dataclasses.replace(d, maps=_small(d.maps)), stride, p.text, p.pair, lm.max_length)
+
+
+def pick_window(rec: common.Record | None, view: DocumentView | None, window, stride,
+                settings: core.Settings) -> DocumentView:
+    """Another window picked: that window alone read (``window_maps``) when the document was read for this
+    text, measure and stride; else the whole document read again (``read_document``)."""
+    if rec is None:
+        raise core.InputError("Press Analyze first: there is no text to read yet.")
+    lm = common.load(rec.model, rec.model, settings)
+    stride = min(int(stride if stride is not None else 128), lm.max_length // 2)
+    p, measure = rec.prediction, record_measure(rec)
+    if view is None or (view.text, view.pair, view.stride, view.doc.measure) != (p.text, p.pair, stride, measure):
+        return read_document(rec, window, stride, settings)
+    index = window_arg(window)
+    if index == view.doc.window:
+        return view
+    mm = window_maps(lm, p.text, pair=p.pair, window=index, stride=stride, measure=measure)
+    return dataclasses.replace(view, doc=dataclasses.replace(view.doc, maps=_small(mm), window=index))
+
+
+def window_label(d, k: int) -> str:
+    """"window 1: tokens 32–95" (document tokens, [CLS] is token 0)."""
+    a, b = d.spans[k]
+    return f"window {k}: tokens {a}–{b - 1}"
+
+
+def document_reading(view: DocumentView) -> str:
+    d = view.doc
+    n = d.windows
+    name = MEASURE_LABELS.get(d.measure, d.measure)
+    if n == 1:
+        head = (f"**1 window:** this text fits the model ({len(d.info)} tokens), so the whole document is what the "
+                "charts above show.")
+    else:
+        most = (f", at most half the model's {view.max_length}" if view.max_length and
+                view.stride == view.max_length // 2 else "")
+        head = (f"**{n} windows** of up to {view.max_length or len(d.maps.info)} tokens over the document's "
+                f"{len(d.info)} tokens ({view.stride} shared by neighbours{most}), "
+                "read with " + common.esc(name) + ": " + "; ".join(window_label(d, k) for k in range(n)) + ".")
+    a, b = d.char_spans[d.window]
+    text = d.info.text[a:b]
+    text = text if len(text) <= 80 else text[:38] + " … " + text[-38:]
+    return head + f"  \n**Shown: window {d.window}** (characters {a}–{b}: “{common.esc(text)}”)."
+
+
+def document_charts(view: DocumentView | None, layer: int, head: str, hide: bool, merge: bool):
+    """-> (the picked window's heatmap, the merged [CLS] rows, the merged aggregated [CLS] rows)."""
+    if view is None:
+        empty = plots.empty_figure(f"Press “{DOCUMENT_LABEL}” to see this chart.")
+        return empty, empty, empty
+    d = view.doc
+    mm = d.maps
+    raw = d.measure == "raw"
+    name = MEASURE_LABELS.get(d.measure, d.measure)
+    li = min(max(int(layer or 1), 1), mm.num_layers) - 1
+    hi = head_index(head)
+    if hi is not None and (hi >= mm.num_heads or mm.num_heads == 1):
+        hi = None
+    which = ("mean of heads" if raw else "whole layer") if hi is None else f"head {hi + 1}"
+    view_w = common.token_view(mm.info, merge)
+    keep = view_w.keep(hide)
+    mat = (mm.combined[li] if hi is None else mm.weights[li, hi]).astype(np.float32)  # (T_w, T_w)
+    a, b = d.spans[d.window]
+    what = f"layer {li + 1}, {which}" if raw else f"{name[:1].upper() + name[1:]}, layer {li + 1}, {which}"
+    fig = plots.attention_heatmap(common.view_matrix(mat, view_w, keep), [view_w.labels[i] for i in keep],
+                                  title=f"Window {d.window} (document tokens {a}–{b - 1}): {what}",
+                                  download=f"window{d.window}_{d.measure}_layer{li + 1}_{which.replace(' ', '_')}")
+    view_d = common.token_view(d.info, merge)
+    keep_d = view_d.keep(hide)
+    labels = [view_d.labels[i] for i in keep_d]
+    rows = common.view_scores(d.cls_row, view_d, keep_d)  # (L, N)
+    aggs = common.view_scores(d.rollout_cls, view_d, keep_d)  # (L, N)
+    cls_title = ("Where [CLS] looks over the whole document, by layer (mean of heads, windows merged)" if raw else
+                 f"What [CLS] takes from each token of the whole document, by layer ({name}, windows merged)")
+    agg_title = ("Attention rollout's [CLS] row over the whole document, up to each layer (windows merged)" if raw
+                 else f"{name[:1].upper() + name[1:]} aggregated over layers: the [CLS] row over the whole document "
+                      "(windows merged)")
+    return fig, plots.cls_rows_heatmap(rows, labels, title=cls_title), plots.cls_rows_heatmap(aggs, labels,
+                                                                                              title=agg_title)
+
+
+def render_document(ui: SimpleNamespace, view: DocumentView, layer: int, head: str, hide: bool, merge: bool) -> dict:
+    """The part after reading: the reading, the window picker (every window and its tokens), the charts."""
+    doc, d = ui.doc, view.doc
+    fig, cls, agg = document_charts(view, layer, head, hide, merge)
+    return {doc.state: view, doc.reading: document_reading(view),
+            doc.window: gr.update(choices=[(window_label(d, k), k) for k in range(d.windows)], value=d.window),
+            doc.heatmap: fig, doc.cls: cls, doc.agg: agg}
+
+
+def rerender_document(ui: SimpleNamespace, view: DocumentView | None, layer: int, head: str, hide: bool,
+                      merge: bool) -> dict:
+    """Another layer, head or token view: the part's charts redrawn from what was read (nothing before)."""
+    doc = ui.doc
+    if view is None:
+        return {doc.heatmap: gr.skip(), doc.cls: gr.skip(), doc.agg: gr.skip()}
+    fig, cls, agg = document_charts(view, layer, head, hide, merge)
+    return {doc.heatmap: fig, doc.cls: cls, doc.agg: agg}
+
+
+def wire_document(ui: SimpleNamespace, state: gr.State, heavy: dict, settings: core.Settings) -> None:
+    """The part's events: its button reads the document (model work, in the heavy queue), the window picker
+    reads one window, the tab's layer/head/token-view controls redraw its charts."""
+    doc = ui.doc
+    outputs = [doc.state, doc.reading, doc.window, doc.heatmap, doc.cls, doc.agg]
+    view_inputs = [ui.layer, ui.head, ui.hide, ui.merge]
+
+    @common.guard
+    def run_document(rec, window, stride, layer, head, hide, merge):
+        return render_document(ui, read_document(rec, window, stride, settings), layer, head, hide, merge)
+
+    @common.guard
+    def picked(rec, view, window, stride, layer, head, hide, merge):
+        return render_document(ui, pick_window(rec, view, window, stride, settings), layer, head, hide, merge)
+
+    doc.run.click(run_document, inputs=[state, doc.window, doc.stride, *view_inputs], outputs=outputs,
+                  api_visibility="private", show_progress="minimal", **heavy)
+    doc.window.input(picked, inputs=[state, doc.state, doc.window, doc.stride, *view_inputs], outputs=outputs,
+                     api_visibility="private", show_progress="minimal", trigger_mode="always_last", **heavy)
+    gr.on([ui.layer.input, ui.head.input, ui.hide.input, ui.merge.input],
+          common.guard(lambda view, layer, head, hide, merge: rerender_document(ui, view, layer, head, hide, merge)),
+          inputs=[doc.state, *view_inputs], outputs=[doc.heatmap, doc.cls, doc.agg], api_visibility="private",
+          show_progress="hidden", trigger_mode="always_last")
