@@ -95,6 +95,7 @@ from .long_documents import document_windows as document_windows
 from .long_documents import explain_windows as explain_windows
 from .long_documents import window_maps as window_maps
 from .methods import METHODS as METHODS
+from .methods import MIXING_METHODS as MIXING_METHODS
 from .methods import compare_methods as compare_methods
 from .methods import explain as explain
 from .mixing_measures import MEASURES as MEASURES

@@ -69,7 +69,9 @@ class ExplainRequest(_Body):
 class CompareRequest(ExplainRequest):
     methods: str | list[str] | None = Field("", description="Comma-separated names or a list (\"\": all of "
                                                             "integrated_gradients, gradient_x_input, saliency, "
-                                                            "occlusion, kernel_shap, lime).")
+                                                            "occlusion, kernel_shap, lime; ig = "
+                                                            "integrated_gradients; the context-mixing measures raw, "
+                                                            "norm, value_zeroing, alti when named).")
     top_k: int = Field(3, description="Top tokens compared between methods.")
     seed: int = Field(0, description="Random seed of kernel_shap and lime.")
 

@@ -142,6 +142,14 @@ def cmd_explain(args) -> int:
     for path in (args.html, args.out, args.svg, args.png):  # a bad path fails now, not after the attribution
         if path:
             check_output_path(path)
+    from .methods import canonical_method
+    from .results import NO_COMPLETENESS
+
+    # "ig", "value-zeroing"...: the registered names; an unknown one fails now, listing the valid ones
+    method = args.method = canonical_method(args.method)
+    for m in (args.methods or "").split(",") if args.compare else ():
+        if m.strip():
+            canonical_method(m)
     lm = _load(args)
     text = _single(args)
     if args.compare:
@@ -151,10 +159,10 @@ def cmd_explain(args) -> int:
         return _compare(args, lm, text)
     if args.window:
         return _explain_windows(args, lm, text)
-    if args.method != "integrated_gradients":
+    if method != "integrated_gradients":
         if args.tolerance is not None:
             raise SystemExit(_fail("--tolerance is for integrated_gradients only"))
-        a = explain(lm, text, args.method, target=args.target, baseline=args.baseline, pair=args.pair,
+        a = explain(lm, text, method, target=args.target, baseline=args.baseline, pair=args.pair,
                     output=args.output, n_steps=args.n_steps, n_samples=args.n_samples, seed=args.seed)
     else:
         n_steps, tolerance = _steps(args)
@@ -182,6 +190,8 @@ def cmd_explain(args) -> int:
         print(f"{a.method}, target {a.target}: f(x)={a.f_x:.4f}  f(baseline)={a.f_baseline:.4f}  "
               f"baseline={a.baseline}  "
               f"cost: {a.n_forward} forward, {a.n_backward} backward rows, {a.seconds:.3f} s")
+        if not a.has_completeness:
+            print(f"completeness {NO_COMPLETENESS}")
     else:
         steps = f"chosen for a relative delta <= {a.tolerance:g}" if a.tolerance is not None else "fixed"
         print(f"target {a.target}: f(x)={a.f_x:.4f}  f(baseline)={a.f_baseline:.4f}  baseline={a.baseline}  "
@@ -542,10 +552,14 @@ def build_parser(settings: Settings | None = None) -> argparse.ArgumentParser:
                    help="with --window: how window logits are combined")
     p = add("explain", cmd_explain, "attribution of each token (Integrated Gradients or --method)", "one")
     p.add_argument("--method", default="integrated_gradients",
-                   help="integrated_gradients (default), gradient_x_input, saliency, occlusion, kernel_shap or lime")
+                   help="integrated_gradients (default; or ig), gradient_x_input, saliency, occlusion, kernel_shap, "
+                        "lime, or a context-mixing measure's [CLS] row: raw, norm, value_zeroing, alti")
     p.add_argument("--compare", action="store_true",
                    help="run several methods side by side: scores, cost, agreement and ERASER faithfulness")
-    p.add_argument("--methods", default=None, help="with --compare: comma-separated methods (default: all)")
+    p.add_argument("--methods", default=None, metavar="M[,M...]",
+                   help="with --compare: comma-separated methods (default: the six attribution methods); the "
+                        "context-mixing measures raw, norm, value_zeroing, alti are compared when named, e.g. "
+                        "ig,value_zeroing,alti,norm,raw")
     p.add_argument("--n-samples", type=int, default=None,
                    help="kernel_shap, lime: perturbed inputs (default: 8 per word, 64-400)")
     p.add_argument("--seed", type=int, default=0, help="kernel_shap, lime: random seed (default: %(default)s)")

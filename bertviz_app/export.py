@@ -35,7 +35,7 @@ import numpy as np
 
 from .config import Settings
 from .errors import InputError
-from .results import Attribution, Faithfulness, Prediction, TokenInfo
+from .results import MIXING_METHODS, NO_COMPLETENESS, Attribution, Faithfulness, Prediction, TokenInfo
 
 __all__ = [
     "ColourScale",
@@ -79,7 +79,8 @@ LOGIT_FACTOR = 4.0
 SHARES_OF_THE_CHANGE = ("integrated_gradients", "kernel_shap")
 # methods whose scores are magnitudes (saliency: the norm of a gradient): they say how much a token
 # matters, never in which direction, so they are drawn in one neutral colour with a legend that says so
-UNSIGNED_METHODS = ("saliency",)
+# (and the context-mixing measures: how much [CLS] takes from each token)
+UNSIGNED_METHODS = ("saliency", *MIXING_METHODS)
 MAX_ALPHA = 0.85  # strongest background, so black text stays readable on it
 GREEN_RGB, RED_RGB = "44, 160, 44", "214, 39, 40"
 MAGNITUDE_RGB = "31, 119, 180"  # blue: no "for" or "against" in it
@@ -208,7 +209,7 @@ def token_background(score: float, scale: ColourScale, signed: bool = True) -> t
 
 def tokens_html(labels: Sequence[str], scores: Sequence[float] | np.ndarray, special: Sequence[bool] | np.ndarray,
                 target: str, scale: ColourScale, title: str = "", warning: str | None = None,
-                signed: bool = True) -> str:
+                signed: bool = True, mixing: bool = False) -> str:
     """Tokens on a green (for the target) / red (against) background whose strength is
     ``scale.alpha(score)``; the legend prints the scale. ``signed=False`` (a magnitude, e.g.
     saliency): one blue for every token, and a legend saying the colour is a size, not a direction.
@@ -230,6 +231,10 @@ def tokens_html(labels: Sequence[str], scores: Sequence[float] | np.ndarray, spe
                f"pushes towards <b>{t}</b> · "
                f'<span class="bv-tok" style="background: rgba({RED_RGB}, 0.7)">red</span> '
                f"pushes away from <b>{t}</b>")
+    elif mixing:  # a context-mixing measure's [CLS] row: the same whatever the class
+        key = (f'<span class="bv-tok" style="background: rgba({MAGNITUDE_RGB}, 0.7)">blue</span> '
+               "how much the last layer's [CLS] takes from the token (a share: no direction, and the same for "
+               "every class)")
     else:
         key = (f'<span class="bv-tok" style="background: rgba({MAGNITUDE_RGB}, 0.7)">blue</span> '
                f"how strongly the output for <b>{t}</b> reacts to the token: a magnitude with no direction (it does "
@@ -246,7 +251,7 @@ def attribution_tokens_html(attr: Attribution, merge: bool = True, title: str = 
     scale = colour_scale(attr, min_change)
     labels, scores, special = attribution_units(attr, merge)
     return tokens_html(labels, scores, special, attr.target, scale, title, change_warning(attr, scale, scores),
-                       signed=is_signed(attr.method))
+                       signed=is_signed(attr.method), mixing=attr.method in MIXING_METHODS)
 
 
 # --------------------------------------------------------------------------- figures (SVG, PNG)
@@ -256,7 +261,7 @@ _SIZE, _SMALL, _PAD, _GAP, _LINE = 14.0, 12.0, 4.0, 5.0, 26.0  # font, legend fo
 
 def tokens_drawing(labels: Sequence[str], scores: Sequence[float] | np.ndarray, special: Sequence[bool] | np.ndarray,
                    target: str, scale: ColourScale, title: str = "", warning: str | None = None,
-                   signed: bool = True, width: float = FIGURE_WIDTH):
+                   signed: bool = True, width: float = FIGURE_WIDTH, mixing: bool = False):
     """The coloured-token view of ``tokens_html`` as a ``drawing.Drawing``: every token a box in its
     colour (``token_background``, over white) with its text on it, wrapped into lines; the title, the
     warning and the legend (the scale's ``describe()``) as text around them."""
@@ -289,6 +294,9 @@ def tokens_drawing(labels: Sequence[str], scores: Sequence[float] | np.ndarray, 
     t = str(target)
     if signed:
         keys = [(GREEN_RGB, "green", f"pushes towards {t}"), (RED_RGB, "red", f"pushes away from {t}")]
+    elif mixing:  # a context-mixing measure's [CLS] row, as in tokens_html
+        keys = [(MAGNITUDE_RGB, "blue", "how much the last layer's [CLS] takes from the token (a share: no "
+                                         "direction, the same for every class)")]
     else:
         keys = [(MAGNITUDE_RGB, "blue", f"how strongly the output for {t} reacts to the token (a magnitude, "
                                          "no direction)")]
@@ -308,21 +316,22 @@ def tokens_drawing(labels: Sequence[str], scores: Sequence[float] | np.ndarray, 
 
 def tokens_svg(labels: Sequence[str], scores: Sequence[float] | np.ndarray, special: Sequence[bool] | np.ndarray,
                target: str, scale: ColourScale, title: str = "", warning: str | None = None,
-               signed: bool = True) -> str:
+               signed: bool = True, mixing: bool = False) -> str:
     """``tokens_html`` as a standalone vector SVG: each token a ``<text>`` on a ``<rect>`` of the same
     colour as in the HTML view, its exact value as the tooltip; every string XML-escaped."""
     from .drawing import to_svg
 
-    return to_svg(tokens_drawing(labels, scores, special, target, scale, title, warning, signed))
+    return to_svg(tokens_drawing(labels, scores, special, target, scale, title, warning, signed, mixing=mixing))
 
 
 def tokens_png(labels: Sequence[str], scores: Sequence[float] | np.ndarray, special: Sequence[bool] | np.ndarray,
                target: str, scale: ColourScale, title: str = "", warning: str | None = None,
-               signed: bool = True, dpi_scale: float = 2.0) -> bytes:
+               signed: bool = True, dpi_scale: float = 2.0, mixing: bool = False) -> bytes:
     """The same figure as ``tokens_svg`` as PNG bytes (matplotlib), ``dpi_scale`` pixels per SVG px."""
     from .drawing import to_png
 
-    return to_png(tokens_drawing(labels, scores, special, target, scale, title, warning, signed), dpi_scale)
+    return to_png(tokens_drawing(labels, scores, special, target, scale, title, warning, signed, mixing=mixing),
+                  dpi_scale)
 
 
 def _figure_args(attr: Attribution, merge: bool, title: str | None, min_change: float) -> tuple:
@@ -338,13 +347,14 @@ def _figure_args(attr: Attribution, merge: bool, title: str | None, min_change: 
 def attribution_tokens_svg(attr: Attribution, merge: bool = True, title: str | None = None,
                            min_change: float = Settings.min_change) -> str:
     """``tokens_svg`` for an attribution on its absolute scale (the HTML view's), with the too-small warning."""
-    return tokens_svg(*_figure_args(attr, merge, title, min_change))
+    return tokens_svg(*_figure_args(attr, merge, title, min_change), mixing=attr.method in MIXING_METHODS)
 
 
 def attribution_tokens_png(attr: Attribution, merge: bool = True, title: str | None = None,
                            min_change: float = Settings.min_change, dpi_scale: float = 2.0) -> bytes:
     """``attribution_tokens_svg``'s figure as PNG bytes."""
-    return tokens_png(*_figure_args(attr, merge, title, min_change), dpi_scale=dpi_scale)
+    return tokens_png(*_figure_args(attr, merge, title, min_change), dpi_scale=dpi_scale,
+                      mixing=attr.method in MIXING_METHODS)
 
 
 def figure_name(attr: Attribution) -> str:
@@ -363,8 +373,8 @@ class Explanation:
     faithfulness: Faithfulness | None = None
 
 
-def _finite(x: float) -> float | None:
-    return float(x) if math.isfinite(float(x)) else None
+def _finite(x: float | None) -> float | None:
+    return float(x) if x is not None and math.isfinite(float(x)) else None
 
 
 def explanation_dict(attr: Attribution, prediction: Prediction | None = None, model: str = "",
@@ -401,6 +411,14 @@ def explanation_dict(attr: Attribution, prediction: Prediction | None = None, mo
     }
 
 
+def _delta(a: dict) -> float:
+    """The record's delta; a context-mixing measure's file has none (null): its identity
+    f(x) - f(baseline) - sum(scores)."""
+    if a.get("delta") is None:
+        return float(a["f_x"]) - float(a["f_baseline"]) - float(np.sum(np.asarray(a["attributions"], dtype=np.float32)))
+    return float(a["delta"])
+
+
 def explanation_from_dict(d: dict) -> Explanation:
     """Read back what ``explanation_dict`` wrote (e.g. ``json.load`` of a saved file)."""
     if not isinstance(d, dict) or d.get("format") != FORMAT:
@@ -411,7 +429,7 @@ def explanation_from_dict(d: dict) -> Explanation:
                      truncated=bool(src["truncated"]))
     attr = Attribution(info=info, scores=np.asarray(a["attributions"], dtype=np.float32), target=a["target"],
                        target_index=int(a["target_index"]), output=a["output"], f_x=float(a["f_x"]),
-                       f_baseline=float(a["f_baseline"]), delta=float(a["delta"]), n_steps=int(a["n_steps"]),
+                       f_baseline=float(a["f_baseline"]), delta=_delta(a), n_steps=int(a["n_steps"]),
                        baseline=a["baseline"], method=a.get("method", "integrated_gradients"),
                        n_forward=int(a.get("n_forward", 0)), n_backward=int(a.get("n_backward", 0)),
                        seconds=float(a.get("seconds", 0.0)),
@@ -471,6 +489,10 @@ METHOD_TEXT = {
     "occlusion": "occlusion: the output's drop when each word is replaced by the baseline token",
     "kernel_shap": "KernelSHAP (Captum) over words, each kept or replaced by the baseline token",
     "lime": "LIME (Captum) over words, each kept or replaced by the baseline token",
+    "raw": "raw attention: the heads' mean weights aggregated by rollout, the last layer's [CLS] row",
+    "norm": "attention-norm (Kobayashi et al. 2020) aggregated across layers, the last layer's [CLS] row",
+    "value_zeroing": "value zeroing (Mohebbi et al. 2023) aggregated across layers, the last layer's [CLS] row",
+    "alti": "ALTI (Ferrando et al. 2022) aggregated across layers, the last layer's [CLS] row",
 }
 
 
@@ -488,7 +510,7 @@ def explanation_html(attr: Attribution, prediction: Prediction | None = None, mo
     unit = "word" if merge else "token"
     coloured = tokens_html(labels, scores, special, attr.target, scale,
                            title=f"{unit.capitalize()}s coloured by their attribution to \u201c{attr.target}\u201d",
-                           warning=warning, signed=is_signed(attr.method))
+                           warning=warning, signed=is_signed(attr.method), mixing=attr.method in MIXING_METHODS)
     what = "probability" if attr.output == "prob" else attr.output
     change = attr.f_x - attr.f_baseline
     rel = attr.relative_delta
@@ -500,9 +522,11 @@ def explanation_html(attr: Attribution, prediction: Prediction | None = None, mo
         ("Baseline", f"{_e(attr.baseline)} (n_steps {attr.n_steps})"),
         ("f(x)", f"{attr.f_x:.6f}"),
         ("f(baseline)", f"{attr.f_baseline:.6f}"),
-        ("f(x) \u2212 f(baseline)", f"{change:+.6f} (what the attributions add up to)"),
-        ("Convergence delta", f"{attr.delta:+.3e}"),
-        ("Relative delta", f"{rel:.2%}" if math.isfinite(rel) else "undefined (no change to compare with)"),
+        *([("f(x) \u2212 f(baseline)", f"{change:+.6f} (what the attributions add up to)"),
+           ("Convergence delta", f"{attr.delta:+.3e}"),
+           ("Relative delta", f"{rel:.2%}" if math.isfinite(rel) else "undefined (no change to compare with)")]
+          if attr.has_completeness else
+          [("f(x) \u2212 f(baseline)", f"{change:+.6f}"), ("Completeness", _e(NO_COMPLETENESS))]),
         ("Text", f'<span class="text">{_e(attr.info.text)}</span>'),
     ]
     if faith is not None:
@@ -550,7 +574,7 @@ def explanation_html(attr: Attribution, prediction: Prediction | None = None, mo
             f"<td class='num'>{_e(_rel(w.get('relative_delta')))}</td></tr>" for w in windows)
         win_html = ("<h2>Windows</h2><table><tr><th>#</th><th>prediction</th><th>probabilities</th><th>tokens</th>"
                     f"<th>f(x)</th><th>f(baseline)</th><th>relative delta</th></tr>{rows}</table>")
-    share = (lambda v: f"{v / change:+.1%}") if abs(change) > 1e-12 else (lambda v: "")
+    share = (lambda v: f"{v / change:+.1%}") if abs(change) > 1e-12 and attr.has_completeness else (lambda v: "")
     tok_rows = "".join(
         f"<tr><td class='num'>{i}</td><td>{_e(tok)}</td><td class='num'>{float(v):+.6f}</td>"
         f"<td class='num'>{share(float(v))}</td></tr>"

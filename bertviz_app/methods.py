@@ -19,6 +19,15 @@ attribution classes are:
   seeded, batched; shared by a word's pieces like occlusion.
 - ``lime``: Captum Lime over the same word features (Captum's default sampling and exponential
   cosine kernel; a ridge regression with alpha 1, as the original LIME for text), seeded, batched.
+- ``raw``, ``norm``, ``value_zeroing``, ``alti``: the context-mixing measures (``context_mixing``),
+  each scoring a token by its measure's aggregated [CLS] row at the last layer (``cls_scores``: >= 0,
+  summing to 1; the same whatever the target). A token ranking, so the comparison scores it like the
+  attributions, but not an additive attribution: no completeness (delta) applies
+  (``Attribution.has_completeness``). Registered after ``METHODS``: the default comparison is
+  unchanged, and they are compared when named (``MIXING_METHODS``).
+
+Names are read loosely (``canonical_method``): case and "-" for "_" do not matter, and "ig" is
+``integrated_gradients``.
 
 "Replaced by the baseline token" is the same replacement Integrated Gradients starts from: the
 word vectors of [PAD]/[MASK]/[UNK], or zero vectors for the "zero" baseline.
@@ -42,12 +51,14 @@ from .attention_maps import attention, rollout
 from .attribution import TOKEN_BUDGET, AttributionEngine, attribute, speed_options, steps_mode
 from .errors import InputError
 from .registry import LoadedModel
-from .results import Attribution, MethodComparison
+from .results import MIXING_METHODS, Attribution, MethodComparison
 from .words import word_groups
 
-__all__ = ["METHODS", "METHOD_CLASSES", "Method", "register_method", "method_class", "explain", "compare_methods",
-           "estimate_seconds", "default_samples", "spearman", "top_k_overlap", "IntegratedGradients",
-           "GradientXInput", "Saliency", "Occlusion", "KernelShap", "Lime", "WordFeatures", "refuse_if_slow"]
+__all__ = ["METHODS", "METHOD_CLASSES", "MIXING_METHODS", "METHOD_ALIASES", "Method", "register_method",
+           "method_class", "canonical_method", "explain", "compare_methods", "estimate_seconds", "default_samples",
+           "spearman", "top_k_overlap", "IntegratedGradients", "GradientXInput", "Saliency", "Occlusion", "KernelShap",
+           "Lime", "ContextMixing", "RawAttention", "AttentionNorm", "ValueZeroing", "Alti", "WordFeatures",
+           "refuse_if_slow"]
 
 MAX_SAMPLES = 2000
 PROBE_ROWS = 8
@@ -127,11 +138,25 @@ def register_method(cls: type[Method]) -> type[Method]:
     return cls
 
 
+# Short names accepted for a method (the CLI's and explain-csv's "ig").
+METHOD_ALIASES = {"ig": "integrated_gradients"}
+
+
+def canonical_method(method: str) -> str:
+    """The registered name ``method`` means: stripped, lower case, "-" read as "_", an alias
+    (``METHOD_ALIASES``) replaced; InputError listing the valid names otherwise."""
+    name = method.strip().lower().replace("-", "_") if isinstance(method, str) else None
+    name = METHOD_ALIASES.get(name, name)
+    if name not in METHOD_CLASSES:
+        aliases = "".join(f", {a} (= {m})" for a, m in METHOD_ALIASES.items())
+        raise InputError(f"Unknown attribution method {method!r}: choose one of {', '.join(METHOD_CLASSES)}"
+                         f"{aliases}.")
+    return name
+
+
 def method_class(method: str) -> type[Method]:
-    """The class registered as ``method``; InputError naming the choices otherwise."""
-    if not isinstance(method, str) or method not in METHOD_CLASSES:
-        raise InputError(f"Unknown attribution method {method!r}: choose one of {', '.join(METHOD_CLASSES)}.")
-    return METHOD_CLASSES[method]
+    """The class registered as ``method`` (read by ``canonical_method``); InputError naming the choices otherwise."""
+    return METHOD_CLASSES[canonical_method(method)]
 
 
 def default_samples(n_words: int) -> int:
@@ -347,6 +372,57 @@ class Lime(_Sampled):
 METHODS = tuple(METHOD_CLASSES)  # the built-in methods' names, in the order registered above
 
 
+class ContextMixing(Method):
+    """A context-mixing measure (``context_mixing``) as a token ranking: the measure over the engine's
+    encoded text, scored by its aggregated [CLS] row at the last layer (``MixingMaps.cls_scores``,
+    >= 0, summing to 1). The target does not change the scores (f(x) and f(baseline) are still the
+    target's, for the record). Cost: the engine's two rows, one forward with every hidden state and
+    attention map, and for value zeroing one copy of the text per token through every layer."""
+
+    measure: ClassVar[str] = ""
+
+    def attribute(self, *, n_steps=None, tolerance=None, n_samples=None, seed=0) -> Attribution:
+        from .mixing_measures import context_mixing_inputs
+
+        start = time.perf_counter()
+        g = self.engine
+        info = g.infos[0]
+        t = len(info)
+        inputs = {"input_ids": g.ids[:1, :t], "attention_mask": g.mask[:1, :t], "token_type_ids": g.types[:1, :t]}
+        maps = context_mixing_inputs(g.lm, inputs, self.measure, info)
+        rows = 3 + (t if self.measure == "value_zeroing" else 0)
+        return self.record(maps.cls_scores, 1, rows, 0, time.perf_counter() - start)
+
+
+@register_method
+class RawAttention(ContextMixing):
+    """Raw attention weights, heads averaged, aggregated by rollout (residual as 0.5 I)."""
+
+    name = measure = "raw"
+
+
+@register_method
+class AttentionNorm(ContextMixing):
+    """Attention-norm ||alpha_ij f(x_j)|| (Kobayashi et al. 2020), aggregated by rollout."""
+
+    name = measure = "norm"
+
+
+@register_method
+class ValueZeroing(ContextMixing):
+    """Value zeroing (Mohebbi et al. 2023), aggregated across layers."""
+
+    name = measure = "value_zeroing"
+
+
+@register_method
+class Alti(ContextMixing):
+    """ALTI (Ferrando et al. 2022), aggregated across layers."""
+
+    name = measure = "alti"
+
+
+
 def estimate_seconds(method: str, n_words: int, seconds_per_row: float, n_samples: int | None = None) -> float:
     """Forward rows a per-word method needs times the measured time of one row."""
     return method_class(method).rows_needed(n_words, n_samples) * seconds_per_row
@@ -381,9 +457,9 @@ def explain(
     tolerance: float | None = None,
 ) -> Attribution:
     """One score per token of ``text`` for class ``target`` (default: the predicted class) by
-    ``method`` (one of ``METHODS``, see the module docstring). ``n_steps``, ``tolerance``: Integrated
-    Gradients' steps as for ``attribute`` (default: as many as it takes for a relative delta of
-    ``DEFAULT_TOLERANCE``; ``n_steps`` alone: exactly that many);
+    ``method`` (one of ``METHODS`` or ``MIXING_METHODS``, see the module docstring). ``n_steps``,
+    ``tolerance``: Integrated Gradients' steps as for ``attribute`` (default: as many as it takes
+    for a relative delta of ``DEFAULT_TOLERANCE``; ``n_steps`` alone: exactly that many);
     ``n_samples`` (None: ``default_samples``) and ``seed``: KernelSHAP's and LIME's perturbed
     inputs and their random draw (the same seed gives the same scores)."""
     return method_class(method).explain(lm, text, target, baseline, pair, output, n_steps=n_steps,
@@ -436,7 +512,8 @@ def compare_methods(
     seed: int = 0,
     tolerance: float | None = None,
 ) -> MethodComparison:
-    """Every method in ``methods`` on one text, with its cost, its ERASER faithfulness, the rank
+    """Every method in ``methods`` (default: the built-in ``METHODS``; name the context-mixing
+    ``MIXING_METHODS`` to score them too) on one text, with its cost, its ERASER faithfulness, the rank
     agreement of every pair (Spearman and top-k overlap over the non-special tokens, on score
     magnitudes) and each one's agreement with attention rollout's [CLS] row at the last layer.
     Always explains the probability of one class (``target``; default: the predicted class)."""
@@ -444,7 +521,8 @@ def compare_methods(
 
     methods = tuple(methods)
     if not methods:
-        raise InputError(f"No method given: choose some of {', '.join(METHODS)}.")
+        raise InputError(f"No method given: choose some of {', '.join(METHOD_CLASSES)}.")
+    methods = tuple(canonical_method(m) for m in methods)
     classes = [method_class(m) for m in methods]
     if len(set(methods)) != len(methods):
         raise InputError("A method is listed twice: name each once.")

@@ -18,6 +18,8 @@ __all__ = [
     "Faithfulness",
     "MethodComparison",
     "METHOD_LABELS",
+    "MIXING_METHODS",
+    "NO_COMPLETENESS",
     "FAITHFULNESS_TIE",
     "method_label",
 ]
@@ -40,7 +42,19 @@ METHOD_LABELS = {
     "occlusion": "occlusion (per word)",
     "kernel_shap": "KernelSHAP (per word)",
     "lime": "LIME (per word)",
+    "raw": "raw attention (rollout)",
+    "norm": "attention-norm",
+    "value_zeroing": "value zeroing",
+    "alti": "ALTI",
 }
+
+# The context-mixing measures (``context_mixing.MEASURES``) scored as attribution methods: each one's
+# aggregated [CLS] row is a token ranking (>= 0, summing to 1: how much [CLS] takes from each token),
+# not a share of f(x) - f(baseline), so no completeness (delta) reading applies to them.
+MIXING_METHODS = ("raw", "norm", "value_zeroing", "alti")
+# What a reader is told in place of the delta of such a method.
+NO_COMPLETENESS = ("does not apply: a context-mixing measure says how much [CLS] takes from each token (its scores "
+                   "sum to 1), not how much each token adds to f(x) - f(baseline)")
 
 # AOPC comprehensiveness values closer than this are a tie: half a percentage point of the target's
 # probability, below the two decimals a reading prints. Two methods that rank the same tokens first
@@ -164,6 +178,13 @@ class Attribution:
         return self.info.tokens
 
     @property
+    def has_completeness(self) -> bool:
+        """Whether the scores are meant to add up to f(x) - f(baseline) (so ``delta`` reads as a gap in
+        that); False for the context-mixing measures (``MIXING_METHODS``), whose ``delta`` is only
+        the record's identity f(x) - f(baseline) - sum(scores)."""
+        return self.method not in MIXING_METHODS
+
+    @property
     def relative_delta(self) -> float:
         gap = abs(self.f_x - self.f_baseline)
         return float(abs(self.delta) / gap) if gap > 1e-12 else float("inf") if abs(self.delta) > 1e-12 else 0.0
@@ -172,6 +193,8 @@ class Attribution:
         """The record as JSON types; the cost fields only where they were measured (``methods.explain``)."""
         cost = ({"n_forward": self.n_forward, "n_backward": self.n_backward, "seconds": self.seconds}
                 if self.seconds else {})
+        # a context-mixing measure: no delta to read (null), and why, under "completeness"
+        gap = {} if self.has_completeness else {"delta": None, "relative_delta": None, "completeness": NO_COMPLETENESS}
         return {
             "tokens": list(self.tokens),
             "attributions": [float(s) for s in self.scores],
@@ -186,6 +209,7 @@ class Attribution:
             "tolerance": self.tolerance,
             "method": self.method,
             **cost,
+            **gap,
         }
 
 

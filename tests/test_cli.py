@@ -255,3 +255,31 @@ def test_build_default_takes_its_models_folder_as_an_option():
     args = build_parser().parse_args(["build-default", "--models-dir", "/srv/models", "--max-train-rows", "5"])
     assert args.models_dir == "/srv/models" and args.max_train_rows == 5
     assert build_parser().parse_args(["build-default"]).models_dir is None  # the settings' folder
+
+
+def test_explain_compare_with_the_context_mixing_measures(capsys, tiny_model_dir):
+    """`explain --compare --methods ig,value_zeroing,alti,norm,raw --json`: each method by its
+    registered name with its faithfulness; the measures' JSON says completeness does not apply."""
+    code, out, _ = run(capsys, "explain", "a good film", "--model", str(tiny_model_dir), "--compare", "--methods",
+                       "ig,value_zeroing,alti,norm,raw", "--n-steps", "8", "--json")
+    assert code == 0
+    r = json.loads(out)
+    assert list(r["methods"]) == ["integrated_gradients", "value_zeroing", "alti", "norm", "raw"]
+    for name, m in r["methods"].items():
+        f = m["faithfulness"]
+        assert f["method"] == name and -1 <= f["comprehensiveness"] <= 1 and -1 <= f["sufficiency"] <= 1
+        assert len(m["attributions"]) == len(r["tokens"])
+        if name != "integrated_gradients":
+            assert m["delta"] is None and m["completeness"].startswith("does not apply")
+            assert min(m["attributions"]) >= 0 and sum(m["attributions"]) == pytest.approx(1.0, abs=1e-4)
+    assert isinstance(r["methods"]["integrated_gradients"]["delta"], float)
+    assert len(r["spearman"]) == 5 and r["most_faithful"] in r["methods"]
+    code, out, _ = run(capsys, "explain", "a good film", "--model", str(tiny_model_dir), "--method", "value-zeroing")
+    assert code == 0 and out.startswith("value_zeroing, target") and "completeness does not apply" in out
+
+
+@pytest.mark.parametrize("argv", [["--compare", "--methods", "ig,attention_flow"], ["--method", "flow"]])
+def test_an_unknown_method_lists_the_valid_ones(capsys, tiny_model_dir, argv):
+    code, out, err = run(capsys, "explain", "a good film", "--model", str(tiny_model_dir), *argv)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert all(m in err for m in ("integrated_gradients", "occlusion", "raw", "norm", "value_zeroing", "alti", "ig"))

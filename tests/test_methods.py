@@ -14,7 +14,7 @@ import bertviz_app as bv
 from bertviz_app import InputError
 from bertviz_app.config import Settings
 from bertviz_app.faithfulness_eval import faithfulness
-from bertviz_app.methods import METHODS, compare_methods, explain, spearman, top_k_overlap
+from bertviz_app.methods import METHODS, MIXING_METHODS, compare_methods, explain, spearman, top_k_overlap
 from bertviz_app.words import merge_scores, word_groups
 
 SENTENCE = "a gorgeous, moving film!"
@@ -392,7 +392,8 @@ def test_methods_are_classes_found_by_name_in_the_registry(tiny, monkeypatch):
     from bertviz_app.attribution import AttributionEngine
     from bertviz_app.methods import METHOD_CLASSES, Method, Saliency, method_class, register_method
 
-    assert METHODS == tuple(METHOD_CLASSES) and method_class("saliency") is Saliency
+    # the built-in attribution methods, then the context-mixing measures (compared only when named)
+    assert METHODS + MIXING_METHODS == tuple(METHOD_CLASSES) and method_class("saliency") is Saliency
     engine = AttributionEngine.for_text(tiny, SENTENCE)
     direct = Saliency(engine).attribute()
     np.testing.assert_allclose(direct.scores, explain(tiny, SENTENCE, "saliency").scores, atol=1e-7)
@@ -419,3 +420,90 @@ def test_methods_are_classes_found_by_name_in_the_registry(tiny, monkeypatch):
     assert "uniform" in methods.METHOD_CLASSES
     with pytest.raises(InputError, match="Unknown attribution method 'magic'"):
         explain(tiny, SENTENCE, "magic")
+
+
+# --------------------------------------------------------------------------- context-mixing measures
+def test_compare_scores_the_context_mixing_measures_like_the_attributions(tiny):
+    """IG and the four measures through the one comparison: each gets its faithfulness and its rank
+    agreement; a measure's scores are its aggregated [CLS] row (>= 0, summing to 1), and no
+    completeness (delta) is read from them."""
+    from bertviz_app.mixing_measures import MEASURES, context_mixing
+
+    assert MIXING_METHODS == MEASURES and not set(METHODS) & set(MIXING_METHODS)  # the default is unchanged
+    c = compare_methods(tiny, SENTENCE, methods=["ig", "value_zeroing", "alti", "norm", "raw"], n_steps=8)
+    assert c.methods == ("integrated_gradients", "value_zeroing", "alti", "norm", "raw")
+    assert [f.method for f in c.faithfulness] == list(c.methods)
+    assert all(-1 <= f.comprehensiveness <= 1 and -1 <= f.sufficiency <= 1 for f in c.faithfulness)
+    assert c.spearman.shape == (5, 5) and len({a.target_index for a in c.attributions}) == 1
+    for a in c.attributions[1:]:
+        ref = context_mixing(tiny, SENTENCE, measure=a.method).cls_scores
+        np.testing.assert_allclose(a.scores, ref, atol=1e-6)
+        assert np.all(a.scores >= 0) and float(a.scores.sum()) == pytest.approx(1.0, abs=1e-4)
+        assert not a.has_completeness and a.seconds > 0 and a.n_forward >= 3 and a.n_backward == 0
+        d = a.to_dict()
+        assert d["delta"] is None and d["relative_delta"] is None and d["completeness"].startswith("does not apply")
+    assert c.attributions[0].has_completeness and "completeness" not in c.attributions[0].to_dict()
+    # the raw measure's [CLS] row is attention rollout's: it ranks the tokens as the rollout column does
+    assert c.rollout_spearman[c.methods.index("raw")] == pytest.approx(1.0, abs=1e-6)
+    d = c.to_dict()
+    assert set(d["methods"]) == set(c.methods) and all("faithfulness" in m for m in d["methods"].values())
+    json.dumps(d)
+
+
+def test_method_names_are_read_loosely_and_unknown_ones_list_the_valid_ones(tiny):
+    from bertviz_app.methods import canonical_method
+
+    assert canonical_method(" IG ") == "integrated_gradients" and canonical_method("Value-Zeroing") == "value_zeroing"
+    with pytest.raises(InputError) as err:
+        explain(tiny, SENTENCE, "alti!")
+    assert all(m in str(err.value) for m in (*METHODS, *MIXING_METHODS, "ig"))
+    with pytest.raises(InputError, match="value_zeroing"):
+        compare_methods(tiny, SENTENCE, methods=["ig", "attention_flow"])
+    with pytest.raises(InputError, match="twice"):
+        compare_methods(tiny, SENTENCE, methods=["ig", "integrated_gradients"])
+
+
+def test_a_measures_export_says_completeness_does_not_apply(tiny):
+    from bertviz_app.export import explanation_dict, explanation_from_dict, explanation_html
+
+    a = explain(tiny, SENTENCE, "alti")
+    page = explanation_html(a)
+    assert "Completeness" in page and "does not apply" in page and "Convergence delta" not in page
+    assert "[CLS] takes from the token" in page  # its legend: a share, not a reaction of the output
+    back = explanation_from_dict(json.loads(json.dumps(explanation_dict(a)))).attribution
+    assert back.method == "alti" and back.delta == pytest.approx(a.delta, abs=1e-5)
+    np.testing.assert_allclose(back.scores, a.scores, atol=1e-6)
+
+
+def test_the_pages_comparison_with_measures_ticked(sentiment, monkeypatch, request):
+    """The Attributions tab: the measures can be ticked (not ticked at first), and a comparison with
+    them gives their rows, coloured tokens and agreement like any method."""
+    from types import SimpleNamespace
+
+    import gradio as gr
+
+    from bertviz_app.ui import attribution_tab, common
+
+    with gr.Blocks():
+        block = attribution_tab.build_compare()
+    assert {k for _, k in block.methods.choices} >= set(MIXING_METHODS) and list(block.methods.value) == list(METHODS)
+
+    monkeypatch.setattr(sentiment, "memo_size", 8)
+    sentiment.clear_memo()
+    request.addfinalizer(sentiment.clear_memo)
+    rec = common.analyze_all(sentiment, "the film was awful", None, None, "pad", 20, auto=True)
+    methods = ["integrated_gradients", "value_zeroing", "alti", "norm", "raw"]
+    c = attribution_tab.compare(rec, methods, common.PREDICTED, "pad", 20, True, 2, Settings())
+    assert c.methods == tuple(methods)
+    table = attribution_tab.compare_table(c)
+    assert [m.replace(" ★ (tied)", "").replace(" ★", "") for m in table["method"]] == [
+        "Integrated Gradients", "value zeroing", "ALTI", "attention-norm", "raw attention (rollout)"]
+    assert list(table["comprehensiveness ↑"]) == [round(f.comprehensiveness, 4) for f in c.faithfulness]
+    cmp = SimpleNamespace(shown="shown", reading="reading", table="table", tokens="tokens", heat="heat", agree="agree")
+    ui = SimpleNamespace(delta="delta", tokens="tokens", bar="bar", path="path", lens="lens", cmp=cmp)
+    shown = attribution_tab.render_compare(ui, c, merge=True)
+    assert shown["tokens"].count('class="bv-line"') == 5 and shown["tokens"].count("[CLS] takes from the token") == 4
+    assert np.asarray(shown["agree"].data[0].z).shape == (6, 6)
+    with pytest.raises(InputError, match="value_zeroing"):
+        attribution_tab.compare(rec, ["integrated_gradients", "zeroing"], common.PREDICTED, "pad", 20, True, 2,
+                                Settings())

@@ -335,7 +335,10 @@ def test_json_routes_answer_like_the_gradio_endpoints(app_url, client):
     ("explain", {"text": "good", "target": "neutral"}, None, 400, "neutral"),
     ("explain", {"text": "good", "n_steps": 2.5}, None, 422, "n_steps: Input should be a valid integer"),
     ("attention", {"text": "good", "layer": 9}, None, 400, "layer must be 0 (all) or 1 to 2"),
-    ("compare", {"text": "good", "methods": "ig,lime"}, None, 400, "Unknown attribution method 'ig'"),
+    # "ig" is integrated_gradients (as in the CLI and explain-csv); an unknown name gets the valid ones
+    ("compare", {"text": "good", "methods": "ig,flow"}, None, 400, "Unknown attribution method 'flow': choose one of "
+                                                                  "integrated_gradients, gradient_x_input, saliency"),
+    ("compare", {"text": "good", "methods": "magic"}, None, 400, "raw, norm, value_zeroing, alti, ig"),
     ("compare", {"text": "good", "methods": [1, 2]}, None, 422, "methods.0: Input should be a valid string"),
     ("compare", {"text": "good", "methods": "lime, lime"}, None, 400, "listed twice"),
     ("compare", {"text": "   "}, None, 400, "empty"),
@@ -344,6 +347,15 @@ def test_json_routes_refuse_bad_input_with_a_status_and_a_message(app_url, endpo
     got_status, out = post(app_url, endpoint, body, raw)
     assert got_status == status, out
     assert set(out) == {"error"} and says in out["error"] and "Traceback" not in out["error"], out
+
+
+def test_compare_route_scores_the_context_mixing_measures(app_url):
+    status, out = post(app_url, "compare", {"text": "the film was not good", "methods": "ig, value_zeroing, alti"})
+    assert status == 200, out
+    assert list(out["methods"]) == ["integrated_gradients", "value_zeroing", "alti"]
+    for name in ("value_zeroing", "alti"):
+        m = out["methods"][name]
+        assert "comprehensiveness" in m["faithfulness"] and m["delta"] is None and "does not apply" in m["completeness"]
 
 
 def test_compare_sets_methods_side_by_side_on_one_class(app_url, client):

@@ -146,10 +146,15 @@ def build_compare() -> SimpleNamespace:
             "are removed (higher = more faithful); *sufficiency* = how much it drops when only they are kept "
             "(lower = more faithful). **Agreement**: Spearman rank correlation and top-k overlap of the token "
             "rankings (by magnitude), and Spearman with attention rollout's [CLS] row at the last layer. Per-word "
-            "methods cost one forward pass per word (occlusion) or per sample (KernelSHAP, LIME).",
+            "methods cost one forward pass per word (occlusion) or per sample (KernelSHAP, LIME). The "
+            "context-mixing measures (raw attention, attention-norm, value zeroing, ALTI; not ticked by default) "
+            "rank tokens by how much the last layer's [CLS] takes from each: tick them to see which view of "
+            "attention tracks what the model uses; they are shares, not parts of the output, so no completeness "
+            "(delta) applies to them.",
             elem_classes=["bv-note"])
         with gr.Row():
-            methods = gr.CheckboxGroup(choices=[(v, k) for k, v in METHOD_LABELS.items()], value=list(METHOD_LABELS),
+            # every registered method can be ticked; the six attribution methods are, at first
+            methods = gr.CheckboxGroup(choices=[(v, k) for k, v in METHOD_LABELS.items()], value=list(core.METHODS),
                                        label="Methods", elem_id="bv-compare-methods", scale=4)
             top_k = gr.Slider(1, 10, value=3, step=1, label="k for the top-k overlap", scale=1)
         run = gr.Button(COMPARE_LABEL, elem_id="bv-compare")
