@@ -1,6 +1,6 @@
 """A figure as a list of boxes and text runs, written as vector SVG (by hand) or PNG (matplotlib).
 
-Used for the coloured-token view (``export.tokens_svg`` / ``export.tokens_png``): text stays text
+Used for the coloured-token view (``export_figures.tokens_svg`` / ``tokens_png``): text stays text
 (``<text>`` elements a reader can select and search), every box is a ``<rect>``, nothing is
 embedded as a bitmap. Stdlib only; matplotlib is imported only to draw a PNG.
 
