@@ -25,7 +25,7 @@ from .config import Settings
 __all__ = ["main"]
 
 EXIT_ERROR = 2
-# context_mixing.MEASURES, without importing torch for --help (a test checks they agree)
+# mixing_measures.MEASURES, without importing torch for --help (a test checks they agree)
 MEASURE_NAMES = ("raw", "norm", "value_zeroing", "alti")
 
 

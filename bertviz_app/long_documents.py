@@ -448,7 +448,7 @@ def attention_windows(lm: LoadedModel, text: str, pair: str | None = None, windo
     """The attention of window ``window`` (0-based) of ``text`` and the [CLS] rows of every window
     merged over the whole document. ``cls_fn(lm, window) -> (cls rows (L, T_w), aggregated [CLS]
     rows (L, T_w))`` gives a window's [CLS] scores (default: raw attention and its rollout,
-    ``raw_cls_scores``). Without ``cls_fn``, ``measure`` (``context_mixing.MEASURES``) is computed over
+    ``raw_cls_scores``). Without ``cls_fn``, ``measure`` (``mixing_measures.MEASURES``) is computed over
     each window's own ids: the picked window's maps are its ``MixingMaps`` and a window's [CLS] rows
     are its per-layer and aggregated [CLS] rows (raw: attention and rollout, as ``raw_cls_scores``).
     Windows are read one at a time."""

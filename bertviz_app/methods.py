@@ -19,7 +19,7 @@ attribution classes are:
   seeded, batched; shared by a word's pieces like occlusion.
 - ``lime``: Captum Lime over the same word features (Captum's default sampling and exponential
   cosine kernel; a ridge regression with alpha 1, as the original LIME for text), seeded, batched.
-- ``raw``, ``norm``, ``value_zeroing``, ``alti``: the context-mixing measures (``context_mixing``),
+- ``raw``, ``norm``, ``value_zeroing``, ``alti``: the context-mixing measures (``mixing_measures``),
   each scoring a token by its measure's aggregated [CLS] row at the last layer (``cls_scores``: >= 0,
   summing to 1; the same whatever the target). A token ranking, so the comparison scores it like the
   attributions, but not an additive attribution: no completeness (delta) applies
@@ -373,7 +373,7 @@ METHODS = tuple(METHOD_CLASSES)  # the built-in methods' names, in the order reg
 
 
 class ContextMixing(Method):
-    """A context-mixing measure (``context_mixing``) as a token ranking: the measure over the engine's
+    """A context-mixing measure (``mixing_measures``) as a token ranking: the measure over the engine's
     encoded text, scored by its aggregated [CLS] row at the last layer (``MixingMaps.cls_scores``,
     >= 0, summing to 1). The target does not change the scores (f(x) and f(baseline) are still the
     target's, for the record). Cost: the engine's two rows, one forward with every hidden state and
@@ -420,7 +420,6 @@ class Alti(ContextMixing):
     """ALTI (Ferrando et al. 2022), aggregated across layers."""
 
     name = measure = "alti"
-
 
 
 def estimate_seconds(method: str, n_words: int, seconds_per_row: float, n_samples: int | None = None) -> float:

@@ -48,7 +48,7 @@ METHOD_LABELS = {
     "alti": "ALTI",
 }
 
-# The context-mixing measures (``context_mixing.MEASURES``) scored as attribution methods: each one's
+# The context-mixing measures (``mixing_measures.MEASURES``) scored as attribution methods: each one's
 # aggregated [CLS] row is a token ranking (>= 0, summing to 1: how much [CLS] takes from each token),
 # not a share of f(x) - f(baseline), so no completeness (delta) reading applies to them.
 MIXING_METHODS = ("raw", "norm", "value_zeroing", "alti")
