@@ -1,0 +1,209 @@
+"""Calibration of a single-label classifier: how honest its confidence is, and temperature scaling.
+
+- ``calibration_metrics``: expected calibration error (top-label, 15 equal-width confidence bins,
+  Guo et al. 2017), negative log-likelihood and Brier score;
+- ``reliability_bins``: the bins behind the ECE, for a reliability diagram;
+- ``fit_temperature``: the temperature T > 0 that minimises the NLL of ``softmax(logits / T)``
+  (temperature scaling, Guo et al. 2017); it never changes the argmax;
+- ``save_calibration`` / ``load_temperature``: ``calibration.json`` beside a model's ``config.json``,
+  which predict applies when present (see docs/methods.md, "Calibration").
+
+Numpy in, plain floats / dicts out. Nothing here reads the environment.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .errors import InputError
+
+log = logging.getLogger(__name__)
+
+CALIBRATION_FILE = "calibration.json"
+T_MIN, T_MAX = 0.05, 20.0
+N_BINS = 15
+EPS = 1e-12
+
+
+def _check(probs, labels, what: str = "probs") -> tuple[np.ndarray, np.ndarray]:
+    p = np.asarray(probs, dtype=np.float64)
+    y = np.asarray(labels)
+    if p.ndim != 2 or p.shape[0] == 0 or p.shape[1] < 2:
+        raise InputError(f"{what} must be a non-empty (rows, classes) array with at least 2 classes, "
+                         f"got shape {p.shape}")
+    if y.ndim != 1 or y.shape[0] != p.shape[0]:
+        raise InputError(f"labels must be one integer per row ({p.shape[0]} rows), got shape {y.shape}")
+    if y.dtype.kind not in "iu":
+        if y.dtype.kind == "f" and np.all(np.isfinite(y)) and np.all(y == np.round(y)):
+            y = y.astype(np.int64)
+        else:
+            raise InputError("labels must be integer class indices")
+    y = y.astype(np.int64)
+    if y.min() < 0 or y.max() >= p.shape[1]:
+        raise InputError(f"labels must lie in 0..{p.shape[1] - 1}, found {int(y.min())}..{int(y.max())}")
+    if not np.all(np.isfinite(p)):
+        raise InputError(f"{what} contain NaN or infinite values")
+    return p, y
+
+
+def softmax_t(logits, t: float = 1.0) -> np.ndarray:
+    """``softmax(logits / t)`` over the last axis, in float64 (numerically stable)."""
+    if not (isinstance(t, (int, float)) and math.isfinite(t) and t > 0):
+        raise InputError(f"temperature must be a positive number, got {t!r}")
+    z = np.asarray(logits, dtype=np.float64) / float(t)
+    z = z - z.max(axis=-1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _bin_index(confidence: np.ndarray, n_bins: int) -> np.ndarray:
+    # Equal-width bins (k/n, (k+1)/n]; a confidence of exactly 0 goes into the first bin.
+    return np.clip(np.ceil(confidence * n_bins).astype(np.int64) - 1, 0, n_bins - 1)
+
+
+def reliability_bins(probs, labels, n_bins: int = N_BINS) -> list[dict]:
+    """Top-label reliability bins: for each of ``n_bins`` equal-width confidence bins ``(low, high]``,
+    the number of rows whose top probability falls in it, their mean confidence and their accuracy
+    (``confidence`` and ``accuracy`` are None for an empty bin)."""
+    p, y = _check(probs, labels)
+    if not isinstance(n_bins, int) or n_bins < 1:
+        raise InputError(f"n_bins must be a positive integer, got {n_bins!r}")
+    conf = p.max(axis=1)
+    correct = (p.argmax(axis=1) == y).astype(np.float64)
+    idx = _bin_index(conf, n_bins)
+    out = []
+    for k in range(n_bins):
+        m = idx == k
+        n = int(m.sum())
+        out.append({
+            "low": k / n_bins, "high": (k + 1) / n_bins, "count": n,
+            "confidence": float(conf[m].mean()) if n else None,
+            "accuracy": float(correct[m].mean()) if n else None,
+        })
+    return out
+
+
+def calibration_metrics(probs, labels, n_bins: int = N_BINS) -> dict:
+    """ECE, NLL and Brier score of predicted probabilities ``probs`` (rows, classes) against integer labels.
+
+    - ``ece``: top-label expected calibration error, sum over ``n_bins`` equal-width confidence bins of
+      (rows in bin / rows) * |accuracy in bin - mean confidence in bin| (Guo et al. 2017);
+    - ``nll``: mean of -log p(true class), p clipped at 1e-12;
+    - ``brier``: multi-class Brier score, mean over rows of sum over classes of (p_c - onehot_c)^2
+      (so it lies in [0, 2]; the binary "p - y squared" convention is half of it for two classes).
+    """
+    p, y = _check(probs, labels)
+    bins = reliability_bins(p, y, n_bins)
+    n = p.shape[0]
+    ece = sum(b["count"] / n * abs(b["accuracy"] - b["confidence"]) for b in bins if b["count"])
+    p_true = p[np.arange(n), y]
+    nll = float(-np.log(np.clip(p_true, EPS, None)).mean())
+    onehot = np.zeros_like(p)
+    onehot[np.arange(n), y] = 1.0
+    brier = float(((p - onehot) ** 2).sum(axis=1).mean())
+    return {"ece": float(ece), "nll": nll, "brier": brier}
+
+
+def _nll_at(z: np.ndarray, y: np.ndarray, log_t: float) -> float:
+    s = z / math.exp(log_t)
+    s = s - s.max(axis=1, keepdims=True)
+    lse = np.log(np.exp(s).sum(axis=1))
+    return float((lse - s[np.arange(len(y)), y]).mean())
+
+
+def fit_temperature(logits, labels) -> float:
+    """The temperature T in [0.05, 20] minimising the mean NLL of ``softmax(logits / T)`` on (logits, labels).
+
+    The NLL is convex in 1/T, unimodal in log T, so a golden-section search over log T (deterministic,
+    no randomness, no torch) finds it; the result is refined to ~1e-6 relative precision."""
+    z, y = _check(logits, labels, "logits")
+    lo, hi = math.log(T_MIN), math.log(T_MAX)
+    g = (math.sqrt(5) - 1) / 2
+    a, b = lo, hi
+    c, d = b - g * (b - a), a + g * (b - a)
+    fc, fd = _nll_at(z, y, c), _nll_at(z, y, d)
+    while b - a > 1e-7:
+        if fc <= fd:
+            b, d, fd = d, c, fc
+            c = b - g * (b - a)
+            fc = _nll_at(z, y, c)
+        else:
+            a, c, fc = c, d, fd
+            d = a + g * (b - a)
+            fd = _nll_at(z, y, d)
+    best = (a + b) / 2
+    # The ends of the range are candidates too (a monotone NLL pushes the optimum to a bound).
+    candidates = [(_nll_at(z, y, x), x) for x in (lo, best, hi)]
+    return float(min(math.exp(min(candidates)[1]), T_MAX))
+
+
+def calibration_report(logits, labels, n_bins: int = N_BINS) -> dict:
+    """Fit T on (logits, labels) and give the metrics before and after: ``{"temperature", "ece_before",
+    "ece_after", "nll_before", "nll_after", "brier_before", "brier_after", "rows"}``."""
+    z, y = _check(logits, labels, "logits")
+    t = fit_temperature(z, y)
+    before = calibration_metrics(softmax_t(z, 1.0), y, n_bins)
+    after = calibration_metrics(softmax_t(z, t), y, n_bins)
+    return {
+        "temperature": t, "rows": int(len(y)),
+        "ece_before": before["ece"], "ece_after": after["ece"],
+        "nll_before": before["nll"], "nll_after": after["nll"],
+        "brier_before": before["brier"], "brier_after": after["brier"],
+    }
+
+
+def save_calibration(folder, report: dict, source: str) -> Path:
+    """Write ``calibration.json`` into ``folder`` atomically (temporary file + rename) from a
+    ``calibration_report`` result; ``source`` says what it was fitted on (e.g. "validation split")."""
+    folder = Path(folder)
+    t = float(report["temperature"])
+    if not (math.isfinite(t) and T_MIN <= t <= T_MAX):
+        raise InputError(f"temperature {t!r} is outside [{T_MIN}, {T_MAX}]")
+    data = {
+        "temperature": t,
+        "fitted_on": {"rows": int(report.get("rows", 0)), "source": str(source)},
+        **{k: float(report[k]) for k in ("ece_before", "ece_after", "nll_before", "nll_after",
+                                          "brier_before", "brier_after") if report.get(k) is not None},
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    fd, tmp = tempfile.mkstemp(prefix=".calibration-", suffix=".json", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=2)
+        os.replace(tmp, folder / CALIBRATION_FILE)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return folder / CALIBRATION_FILE
+
+
+def load_temperature(folder) -> float | None:
+    """The temperature saved in ``folder/calibration.json``, or None when there is none or it cannot be
+    used (unreadable, not JSON, no number, out of [0.05, 20]: logged as a warning, never raised)."""
+    if folder is None:
+        return None
+    path = Path(folder) / CALIBRATION_FILE
+    try:
+        if not path.is_file():
+            return None
+        if path.stat().st_size > 1_000_000:
+            log.warning("%s is too large to be a calibration file; ignored", path)
+            return None
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError) as e:
+        log.warning("%s could not be read (%s); predictions stay uncalibrated", path, e)
+        return None
+    t = data.get("temperature") if isinstance(data, dict) else None
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or not T_MIN <= t <= T_MAX:
+        log.warning("%s holds no usable temperature (%r, expected a number in [%s, %s]); ignored",
+                    path, t, T_MIN, T_MAX)
+        return None
+    return float(t)
