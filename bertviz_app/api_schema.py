@@ -32,6 +32,8 @@ class PredictRequest(_Body):
                                             "windows whose logits are pooled (else it is cut: truncated=true).")
     stride: int = Field(128, description="With window: tokens shared by neighbouring windows.")
     pool: str = Field("mean", description="With window: how window logits are combined, mean or max.")
+    calibrated: bool = Field(True, description="Apply the temperature saved in the model folder's calibration.json "
+                                               "(if any); false: the model's raw probabilities.")
 
 
 class AttentionRequest(_Body):
@@ -95,6 +97,8 @@ class PredictResponse(_Answer):
     truncated: bool = Field(description="The text was longer than the model reads and was cut.")
     pair: str | None = None
     windows: int | None = Field(None, description="With window=true: how many windows were read.")
+    temperature: float | None = Field(None, description="The calibration.json temperature the logits were divided "
+                                                        "by (absent: raw probabilities).")
 
 
 class AttentionResponse(_Answer):

@@ -192,19 +192,19 @@ def _make_predict(lm: LoadedModel) -> MicroBatcher:
         model = ref()
         if model is None:
             raise RuntimeError("the model was unloaded")
-        has_pair, window, stride, pool = key
+        has_pair, window, stride, pool, calibrated = key
         texts = [t for t, _ in payloads]
         pairs = [p for _, p in payloads] if has_pair else None
         if window:
-            return predict(model, texts, pairs, window=True, stride=stride, pool=pool)
-        return predict(model, texts, pairs)
+            return predict(model, texts, pairs, window=True, stride=stride, pool=pool, calibrated=calibrated)
+        return predict(model, texts, pairs, calibrated=calibrated)
 
     return MicroBatcher(run, name=f"predict-batcher[{lm.name}]")
 
 
 def predict_one(lm: LoadedModel, text: str, pair: str | None = None, window: bool = False, stride: int = 128,
-                pool: str = "mean") -> Prediction:
-    """``predict(lm, text, pair, window=..., stride=..., pool=...)[0]``, batched with whatever other
+                pool: str = "mean", calibrated: bool = True) -> Prediction:
+    """``predict(lm, text, pair, window=..., stride=..., pool=..., calibrated=...)[0]``, batched with whatever other
     threads are predicting on the same model with the same options right now. Raises the same
     InputError as ``predict`` for a bad text or option, in the caller's thread, before queueing."""
     text, pair = _checked(lm, text, pair)
@@ -213,7 +213,7 @@ def predict_one(lm: LoadedModel, text: str, pair: str | None = None, window: boo
         from .inference import check_window
 
         check_window(lm, stride, pool)
-    key = (pair is not None, window, stride if window else None, pool if window else None)
+    key = (pair is not None, window, stride if window else None, pool if window else None, bool(calibrated))
     return _batcher(lm, "predict", _make_predict).submit(key, (text, pair))
 
 

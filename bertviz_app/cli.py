@@ -84,7 +84,7 @@ def cmd_predict(args) -> int:
     texts = _texts(args)
     pairs = [args.pair] * len(texts) if args.pair else None
     window = dict(window=True, stride=args.stride, pool=args.pool) if args.window else {}
-    for p in predict(lm, texts, pairs, **window):
+    for p in predict(lm, texts, pairs, calibrated=not args.raw_probabilities, **window):
         if args.json:
             _out(p.to_dict())
         else:
@@ -550,6 +550,8 @@ def build_parser(settings: Settings | None = None) -> argparse.ArgumentParser:
                    help="with --window: tokens shared by neighbouring windows (default: %(default)s)")
     p.add_argument("--pool", default="mean", choices=["mean", "max"],
                    help="with --window: how window logits are combined")
+    p.add_argument("--raw-probabilities", action="store_true",
+                   help="the model's own softmax, without the temperature of the folder's calibration.json")
     p = add("explain", cmd_explain, "attribution of each token (Integrated Gradients or --method)", "one")
     p.add_argument("--method", default="integrated_gradients",
                    help="integrated_gradients (default; or ig), gradient_x_input, saliency, occlusion, kernel_shap, "

@@ -12,8 +12,8 @@ from .forward import classifier_logits
 from .registry import LoadedModel
 from .results import Prediction
 
-__all__ = ["predict", "predict_windows", "probabilities", "window_plan", "window_logits", "pool_logits", "check_window",
-           "WINDOW_POOLS"]
+__all__ = ["predict", "predict_windows", "probabilities", "applied_temperature", "window_plan", "window_logits",
+           "pool_logits", "check_window", "WINDOW_POOLS"]
 
 # Attention kernel "auto" (settings' predict_attention, predict's ``attention=``) uses SDPA for
 # batches padded to at least SDPA_MIN_TOKENS and eager below. Measured on 2 cores (bench/): SDPA
@@ -22,10 +22,24 @@ SDPA_MIN_TOKENS = 128
 PREDICT_ATTENTIONS = ("auto", "eager", "sdpa")
 
 
-def probabilities(lm: LoadedModel, logits: torch.Tensor) -> torch.Tensor:
-    """Softmax for single-label models, sigmoid for multi-label ones; always float32."""
+def probabilities(lm: LoadedModel, logits: torch.Tensor, calibrated: bool = False) -> torch.Tensor:
+    """Softmax for single-label models, sigmoid for multi-label ones; always float32.
+
+    ``calibrated=True`` (what predict reports by default): a single-label model's logits are divided by
+    its temperature (``lm.temperature``, from the folder's calibration.json; 1.0 when there is none)
+    first. The default, False, is the model's own softmax, which the attributions explain."""
     logits = logits.float()  # (B, C)
-    return torch.sigmoid(logits) if lm.multi_label else torch.softmax(logits, dim=-1)
+    if lm.multi_label:
+        return torch.sigmoid(logits)
+    t = applied_temperature(lm, calibrated)
+    return torch.softmax(logits / t if t != 1.0 else logits, dim=-1)
+
+
+def applied_temperature(lm: LoadedModel, calibrated: bool = True) -> float:
+    """The temperature ``probabilities(lm, ..., calibrated)`` divides the logits by (1.0: none)."""
+    if not calibrated or lm.multi_label:
+        return 1.0
+    return float(getattr(lm, "temperature", 1.0) or 1.0)
 
 
 def _options(lm: LoadedModel, attention, sort_by_length, cls_only_last_layer):
@@ -74,6 +88,7 @@ def predict(
     window: bool = False,
     stride: int = 128,
     pool: str = "mean",
+    calibrated: bool = True,
 ) -> list[Prediction]:
     """Predict every text (with its pair, for sentence-pair models). Order is preserved.
 
@@ -84,19 +99,24 @@ def predict(
 
     ``window=True`` (opt-in): a text longer than the model reads is classified on all of its
     text, in overlapping windows (``stride`` tokens shared by neighbours) whose logits are pooled
-    by ``pool`` ("mean" or "max"); see ``predict_windows``. Texts that fit give the same result."""
+    by ``pool`` ("mean" or "max"); see ``predict_windows``. Texts that fit give the same result.
+
+    ``calibrated`` (default True): a single-label model whose folder holds a calibration.json reports
+    ``softmax(logits / T)`` with its fitted temperature T (``lm.temperature``; the argmax never changes);
+    False gives the model's raw softmax. Models without calibration.json give the same either way."""
     if window:
         return predict_windows(lm, texts, pairs, stride=stride, pool=pool, batch_size=batch_size,
                                attention=attention, sort_by_length=sort_by_length,
-                               cls_only_last_layer=cls_only_last_layer)
+                               cls_only_last_layer=cls_only_last_layer, calibrated=calibrated)
     texts, pairs = check_texts(texts, pairs, max_chars=lm.settings.max_chars,
                                max_batch_texts=lm.settings.max_batch_texts)
     if batch_size < 1:
         raise InputError("batch_size must be at least 1.")
     options = _options(lm, attention, sort_by_length, cls_only_last_layer)
     enc = lm.tokenizer(texts, pairs, truncation=True, max_length=lm.max_length)
-    probs = probabilities(lm, _batched_logits(lm, enc, batch_size, *options)).numpy()  # (N, C)
+    probs = probabilities(lm, _batched_logits(lm, enc, batch_size, *options), calibrated=bool(calibrated)).numpy()
     labels = lm.labels
+    applied = applied_temperature(lm, calibrated)
     return [
         Prediction(
             text=text,
@@ -107,6 +127,7 @@ def predict(
             truncated=bool(enc.encodings[i].overflowing),
             n_tokens=len(enc["input_ids"][i]),
             multi_label=lm.multi_label,
+            temperature=applied,
         )
         for i, text in enumerate(texts)
     ]
@@ -148,13 +169,14 @@ def check_window(lm: LoadedModel, stride, pool) -> None:
 
 def predict_windows(lm: LoadedModel, texts, pairs=None, stride: int = 128, pool: str = "mean",
                     batch_size: int = 32, *, attention: str | None = None, sort_by_length: bool | None = None,
-                    cls_only_last_layer: bool | None = None) -> list[Prediction]:
+                    cls_only_last_layer: bool | None = None, calibrated: bool = True) -> list[Prediction]:
     """Classify each text on all of its tokens: a text longer than ``lm.max_length`` is cut into
     windows of ``max_length`` tokens overlapping by ``stride`` tokens, each window is classified,
     and the windows' logits are pooled (``mean``, or ``max`` per class) before the softmax/sigmoid.
     A text that fits is one window: the same probabilities as ``predict``. The result's
     ``truncated`` is False (nothing was dropped), ``n_tokens`` counts the whole text and
-    ``windows`` says how many windows were read. The speed options are ``predict``'s."""
+    ``windows`` says how many windows were read. The speed options and ``calibrated`` are ``predict``'s
+    (the temperature divides the pooled logits)."""
     texts, pairs = check_texts(texts, pairs, max_chars=lm.settings.max_chars,
                                max_batch_texts=lm.settings.max_batch_texts)
     check_window(lm, stride, pool)
@@ -166,11 +188,12 @@ def predict_windows(lm: LoadedModel, texts, pairs=None, stride: int = 128, pool:
     owner_arr = np.asarray(owner)  # (W,)
     results = []
     for i, text in enumerate(texts):
-        p = probabilities(lm, torch.from_numpy(pool_logits(logits[owner_arr == i], pool)[None])).numpy()[0]  # (C,)
+        pooled = torch.from_numpy(pool_logits(logits[owner_arr == i], pool)[None])  # (1, C)
+        p = probabilities(lm, pooled, calibrated=bool(calibrated)).numpy()[0]  # (C,)
         results.append(Prediction(
             text=text, pair=pairs[i] if pairs else None, labels=lm.labels, probs=tuple(float(x) for x in p),
             label=lm.labels[int(p.argmax())], truncated=False, n_tokens=int(totals[i]), multi_label=lm.multi_label,
-            windows=int(n_windows[i]),
+            windows=int(n_windows[i]), temperature=applied_temperature(lm, calibrated),
         ))
     return results
 

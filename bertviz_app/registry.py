@@ -30,6 +30,7 @@ from transformers import (
 )
 from transformers import logging as hf_logging
 
+from .calibration import load_temperature
 from .catalog import DEFAULT_MODELS_DIR, is_model_folder, list_models, shipped_model
 from .config import Settings
 from .errors import ModelLoadError, ModelNotFoundError
@@ -67,6 +68,10 @@ class LoadedModel:
     # Attributions kept by ``memo`` (LRU; 0: no cache). ``load_model`` sets it from the settings'
     # ``memo_size`` when the model is loaded.
     memo_size: int = 256
+    # Temperature scaling from the folder's calibration.json (``calibration.load_temperature``; 1.0 when
+    # there is none or it is unusable). Predict divides a single-label model's logits by it unless asked
+    # for the raw probabilities; attributions, the [CLS] lens and faithfulness use the raw logits.
+    temperature: float = 1.0
     _fp32: PreTrainedModel | None = field(default=None, repr=False)
     _int8: torch.nn.Module | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -466,5 +471,11 @@ def load_from_folder(name: str, kind: str, path: Path, dev: torch.device, dtype:
     model.to(dev).eval()
     for note in notes:
         log.warning("%s: %s", name, note)
-    return LoadedModel(name=name, source=kind, path=path, model=model, tokenizer=tokenizer, device=dev, dtype=dtype,
-                       warnings=tuple(notes))
+    loaded = LoadedModel(name=name, source=kind, path=path, model=model, tokenizer=tokenizer, device=dev,
+                         dtype=dtype, warnings=tuple(notes))
+    temperature = load_temperature(path)  # None: no (usable) calibration.json
+    if temperature is not None and loaded.multi_label:
+        log.warning("%s: calibration.json ignored (temperature scaling applies to single-label models)", name)
+    elif temperature is not None:
+        loaded.temperature = temperature
+    return loaded

@@ -98,6 +98,7 @@ class Prediction:
     n_tokens: int
     multi_label: bool = False
     windows: int = 1  # predict(window=True): how many overlapping windows were read and pooled
+    temperature: float = 1.0  # the calibration.json temperature the logits were divided by (1.0: none, raw)
 
     @property
     def scores(self) -> dict[str, float]:
@@ -118,6 +119,8 @@ class Prediction:
             out["active_labels"] = list(self.active_labels)
         if self.windows > 1:
             out["windows"] = self.windows
+        if self.temperature != 1.0:
+            out["temperature"] = self.temperature
         return out
 
 

@@ -282,7 +282,7 @@ class Api:
         (truncated=true) unless window=true."""
         who = self.owner(request)
         out = await self.gates["predict"].run(lambda: self.service.predict(
-            self.open(body.model, who), body.text, body.pair, body.window, body.stride, body.pool))
+            self.open(body.model, who), body.text, body.pair, body.window, body.stride, body.pool, body.calibrated))
         return _answer(PredictResponse, out)
 
     async def attention(self, body: AttentionRequest, request: Request) -> Response:

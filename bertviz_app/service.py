@@ -57,13 +57,15 @@ def _pair(pair: str | None) -> str | None:
 
 
 def predict(lm: LoadedModel, text: str, pair: str | None = "", window: bool = False, stride: int = 128,
-            pool: str = "mean") -> dict:
+            pool: str = "mean", calibrated: bool = True) -> dict:
     """Class probabilities: {"label", "scores": {class: probability}, "truncated", "text"}; batched with
-    concurrent calls (bertviz_app.batching)."""
+    concurrent calls (bertviz_app.batching). ``calibrated=False``: the model's raw softmax even where its
+    folder holds a calibration.json (then "temperature" says what the calibrated scores were divided by)."""
     if isinstance(stride, float) and stride.is_integer():  # JSON clients may send 128.0
         stride = int(stride)
     # a bad stride/pool: InputError saying what to send
-    return predict_one(lm, text, _pair(pair), window=bool(window), stride=stride, pool=pool).to_dict()
+    return predict_one(lm, text, _pair(pair), window=bool(window), stride=stride, pool=pool,
+                       calibrated=bool(calibrated)).to_dict()
 
 
 def attention(lm: LoadedModel, text: str, pair: str | None = "", layer: int = 0, measure: str | None = "raw",

@@ -33,12 +33,13 @@ def functions(default: str, settings: Settings) -> dict[str, Callable]:
         return common.load(model, default, settings)
 
     def predict(text: str, pair: str = "", model: str = default, window: bool = False, stride: int = 128,
-                pool: str = "mean") -> dict:
+                pool: str = "mean", calibrated: bool = True) -> dict:
         """Class probabilities: {"label", "scores": {class: probability}, "truncated", "text"}. A text longer
         than the model reads is cut ("truncated": true) unless window=true: then it is classified in
         overlapping windows (stride tokens shared by neighbours) whose logits are pooled by pool
-        ("mean" or "max"), and "windows" says how many were read."""
-        return service.predict(load(model), text, pair, window, stride, pool)
+        ("mean" or "max"), and "windows" says how many were read. calibrated=false: the raw probabilities
+        even where the model folder holds a calibration.json ("temperature" shows the one applied)."""
+        return service.predict(load(model), text, pair, window, stride, pool, calibrated)
 
     def attention(text: str, pair: str = "", layer: int = 0, model: str = default, measure: str = "raw",
                   window: bool = False, stride: int | None = None, window_index: int = 0) -> dict:
