@@ -448,8 +448,8 @@ def cmd_finetune(args) -> int:
         for result in results:
             v = result.verdict
             _out({"model": result.name, "path": str(result.path), "mode": result.mode,
-                  "metrics": {k: result.metrics.get(k) for k in ("accuracy", "macro_f1", "val_nll", "ece",
-                                                                  "calibration")},
+                  "metrics": {k: result.metrics.get(k) for k in ("accuracy", "macro_f1", "val_nll", "ece")},
+                  **({"calibration": result.metrics["calibration"]} if result.metrics.get("calibration") else {}),
                   "verdict": {"status": v.status, "learned": v.learned, "message": v.message,
                               "suggestions": list(v.suggestions), "majority": v.majority, "probe": v.probe},
                   **({"pushed": url} if url and result is results[-1] else {})})
