@@ -405,8 +405,25 @@ def _start(settings: Settings, demo) -> Callable[[], None]:
     return stop
 
 
-def _interrupt(signum, frame):
+def stop_on_signal(signum, frame):
+    """SIGTERM while the app loads: stop as Ctrl-C does. The KeyboardInterrupt can be lost: a signal
+    that lands while the interpreter runs a finaliser or a gc callback has its exception printed as
+    "Exception ignored" and the start-up goes on (seen once on a loaded CI machine: the server was
+    still up 60 s after the signal). So the first signal also arms a daemon timer that ends the
+    process after STOP_GRACE_S; the build child dies with it (PR_SET_PDEATHSIG)."""
+    if not getattr(stop_on_signal, "armed", False):
+        stop_on_signal.armed = True
+        timer = threading.Timer(STOP_GRACE_S, hard_exit, args=(128 + int(signum),))
+        timer.daemon = True
+        timer.start()
     raise KeyboardInterrupt
+
+
+def hard_exit(code: int) -> None:
+    """End the process now (after a stop signal whose graceful path did not end it in time)."""
+    log.warning("still running %.0f s after the stop signal: exiting now", STOP_GRACE_S)
+    logging.shutdown()
+    os._exit(code)
 
 
 def serve(settings: Settings, model: str | None = None, before_serving: Callable[[], Any] | None = None) -> None:
@@ -418,7 +435,7 @@ def serve(settings: Settings, model: str | None = None, before_serving: Callable
     # before any thread starts, so its arena limit holds for all; glibc's own variables, if set, win
     tune_allocator(settings.mmap_threshold_kb, os.environ)
     if threading.current_thread() is threading.main_thread():  # docker stop / kill: exit like Ctrl-C, stopping
-        signal.signal(signal.SIGTERM, _interrupt)  # the build child (uvicorn handles it once it runs)
+        signal.signal(signal.SIGTERM, stop_on_signal)  # the build child (uvicorn handles it once it runs)
     from .startup_page import StartupPage
 
     model = (model or settings.default_model).strip()

@@ -183,3 +183,23 @@ def test_startup_page_is_quiet_when_a_browser_hangs_up_mid_response(tmp_path, ca
     logged = "\n".join(r.getMessage() for r in caplog.records)
     for text in (out, err_text, logged):
         assert "Traceback" not in text and "Exception" not in text and "Error" not in text, text
+
+
+def test_a_stop_signal_whose_interrupt_is_lost_still_ends_the_process(monkeypatch):
+    """SIGTERM during start-up raises KeyboardInterrupt; if the interpreter loses it (a signal landing in a
+    finaliser), the timer the signal armed ends the process after the grace period anyway."""
+    from bertviz_app import server
+
+    exits = []
+    monkeypatch.setattr(server, "STOP_GRACE_S", 0.05)
+    monkeypatch.setattr(server.os, "_exit", exits.append)
+    monkeypatch.setattr(server.stop_on_signal, "armed", False, raising=False)
+    with pytest.raises(KeyboardInterrupt):
+        server.stop_on_signal(signal.SIGTERM, None)
+    with pytest.raises(KeyboardInterrupt):  # a second signal raises again, arming nothing more
+        server.stop_on_signal(signal.SIGTERM, None)
+    deadline = time.monotonic() + 5
+    while not exits and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.1)
+    assert exits == [128 + signal.SIGTERM]
