@@ -65,8 +65,10 @@ def softmax_t(logits, t: float = 1.0) -> np.ndarray:
 
 
 def _bin_index(confidence: np.ndarray, n_bins: int) -> np.ndarray:
-    # Equal-width bins (k/n, (k+1)/n]; a confidence of exactly 0 goes into the first bin.
-    return np.clip(np.ceil(confidence * n_bins).astype(np.int64) - 1, 0, n_bins - 1)
+    # Equal-width bins: bin b holds edges[b] < confidence <= edges[b + 1] (0 goes into the first), the
+    # same edges as training.expected_calibration_error, so the fine-tune's ECE and this one agree.
+    edges = np.linspace(0.0, 1.0, n_bins + 1)
+    return np.searchsorted(edges[1:-1], confidence, side="left")
 
 
 def reliability_bins(probs, labels, n_bins: int = N_BINS) -> list[dict]:
@@ -79,12 +81,13 @@ def reliability_bins(probs, labels, n_bins: int = N_BINS) -> list[dict]:
     conf = p.max(axis=1)
     correct = (p.argmax(axis=1) == y).astype(np.float64)
     idx = _bin_index(conf, n_bins)
+    edges = np.linspace(0.0, 1.0, n_bins + 1)
     out = []
     for k in range(n_bins):
         m = idx == k
         n = int(m.sum())
         out.append({
-            "low": k / n_bins, "high": (k + 1) / n_bins, "count": n,
+            "low": float(edges[k]), "high": float(edges[k + 1]), "count": n,
             "confidence": float(conf[m].mean()) if n else None,
             "accuracy": float(correct[m].mean()) if n else None,
         })
@@ -160,20 +163,29 @@ def calibration_report(logits, labels, n_bins: int = N_BINS) -> dict:
     }
 
 
-def save_calibration(folder, report: dict, source: str) -> Path:
-    """Write ``calibration.json`` into ``folder`` atomically (temporary file + rename) from a
-    ``calibration_report`` result; ``source`` says what it was fitted on (e.g. "validation split")."""
-    folder = Path(folder)
-    t = float(report["temperature"])
-    if not (math.isfinite(t) and T_MIN <= t <= T_MAX):
-        raise InputError(f"temperature {t!r} is outside [{T_MIN}, {T_MAX}]")
-    data = {
-        "temperature": t,
+def calibration_record(report: dict, source: str) -> dict:
+    """What ``calibration.json`` holds, from a ``calibration_report`` result: ``{"temperature",
+    "fitted_on": {"rows", "source"}, "ece_before", "ece_after", "nll_before", "nll_after", "brier_before",
+    "brier_after", "created"}``; ``source`` says what T was fitted on (e.g. "fine-tune validation split")."""
+    t = report.get("temperature")
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not (math.isfinite(t) and T_MIN <= t <= T_MAX):
+        raise InputError(f"temperature {t!r} is not a number in [{T_MIN}, {T_MAX}]")
+    return {
+        "temperature": float(t),
         "fitted_on": {"rows": int(report.get("rows", 0)), "source": str(source)},
         **{k: float(report[k]) for k in ("ece_before", "ece_after", "nll_before", "nll_after",
                                           "brier_before", "brier_after") if report.get(k) is not None},
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+
+
+def save_calibration(folder, report: dict, source: str) -> Path:
+    """Write ``calibration.json`` into the model folder ``folder`` atomically (temporary file + rename)
+    from a ``calibration_report`` result (``calibration_record``). Only that one file is written."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise InputError(f"{folder} is not a folder: calibration.json goes beside a model's config.json")
+    data = calibration_record(report, source)
     fd, tmp = tempfile.mkstemp(prefix=".calibration-", suffix=".json", dir=folder)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:

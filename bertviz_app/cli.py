@@ -434,6 +434,10 @@ def cmd_finetune(args) -> int:
                  and m.get("ece") is not None else "")
         say(f"saved {result.name} ({result.path}){state}: accuracy {m['accuracy']:.4f}, macro-F1 {m['macro_f1']:.4f}"
             f"{calib}, {len(result.misclassified)} misclassified validation rows, {result.seconds:.0f}s")
+        c = m.get("calibration")
+        if c:
+            say(f"calibration: temperature {c['temperature']:.3f} saved in calibration.json (predict applies it): "
+                f"ECE {c['ece_before']:.4f} -> {c['ece_after']:.4f}, NLL {c['nll_before']:.4f} -> {c['nll_after']:.4f}")
         say(f"verdict: {v.message}")
         for tip in v.suggestions:
             say(f"  try: {tip}")
@@ -446,6 +450,7 @@ def cmd_finetune(args) -> int:
             v = result.verdict
             _out({"model": result.name, "path": str(result.path), "mode": result.mode,
                   "metrics": {k: result.metrics.get(k) for k in ("accuracy", "macro_f1", "val_nll", "ece")},
+                  **({"calibration": result.metrics["calibration"]} if result.metrics.get("calibration") else {}),
                   "verdict": {"status": v.status, "learned": v.learned, "message": v.message,
                               "suggestions": list(v.suggestions), "majority": v.majority, "probe": v.probe},
                   **({"pushed": url} if url and result is results[-1] else {})})

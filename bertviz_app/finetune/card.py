@@ -52,8 +52,14 @@ def run_record(name: str, *, mode: str, base: str, source: str, data_hash: str, 
 def calibration_line(m: dict) -> str:
     if m.get("val_nll") is None or m.get("ece") is None:
         return ""
-    return (f"\nValidation loss (NLL, mean cross-entropy of the true labels) {m['val_nll']:.4f}; expected calibration "
+    line = (f"\nValidation loss (NLL, mean cross-entropy of the true labels) {m['val_nll']:.4f}; expected calibration "
             f"error of the top probability ({ECE_BINS} equal-width bins) {m['ece']:.4f}.\n")
+    c = m.get("calibration")
+    if c:
+        line += (f"\nTemperature scaling (fitted on the validation split, saved as `calibration.json` and applied by "
+                 f"predict): T = {c['temperature']:.3f}; ECE {c['ece_before']:.4f} -> {c['ece_after']:.4f}, NLL "
+                 f"{c['nll_before']:.4f} -> {c['nll_after']:.4f} (on the rows it was fitted on).\n")
+    return line
 
 
 def run_card(r: dict) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..calibration import calibration_report
 from ..data import Dataset
 from ..training import calibration_metrics, evaluate_predictions
 
@@ -15,7 +16,9 @@ __all__ = ["evaluate"]
 def evaluate(model, tokenizer, val: Dataset, max_length: int) -> tuple[dict, list[dict]]:
     """Metrics on the validation split and the rows the model gets wrong (most confident first).
     Besides accuracy and macro-F1: ``val_nll`` (mean cross-entropy of the true labels) and ``ece``
-    (expected calibration error of the top probability, 15 equal-width bins): is it as sure as it is right?"""
+    (expected calibration error of the top probability, 15 equal-width bins): is it as sure as it is right?
+    Single-label: ``calibration``, the temperature fitted on these rows' logits with ECE/NLL/Brier before
+    and after (``calibration.calibration_report``)."""
     order = np.argsort([len(t) for t in val.texts])
     probs = np.empty((len(val), len(val.label_names)), dtype=np.float32)
     logits_all = np.empty((len(val), len(val.label_names)), dtype=np.float32)
@@ -50,4 +53,7 @@ def evaluate(model, tokenizer, val: Dataset, max_length: int) -> tuple[dict, lis
     top = np.abs(probs - 0.5).max(-1) + 0.5 if val.multi_label else probs.max(-1)  # (N,)
     metrics["mean_confidence"] = float(top.mean()) if len(top) else None
     metrics.update(calibration_metrics(logits_all, truth, multi_label=val.multi_label))
+    if not val.multi_label and len(truth):
+        # temperature scaling fitted on these validation logits; the runner saves it as calibration.json
+        metrics["calibration"] = calibration_report(logits_all, truth)
     return metrics, wrong

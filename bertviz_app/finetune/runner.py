@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ..calibration import CALIBRATION_FILE, calibration_record
 from ..catalog import DEFAULT_MODELS_DIR, RUN_INFO
 from ..data import Dataset, split_dataset
 from ..errors import CancelledError, DataError, InputError, TrainingError
@@ -101,6 +102,9 @@ def run_finetune(
         "training_log.json": json.dumps(info.get("log_history", []), indent=2, default=str),
         "README.md": run_card(record),
     }
+    if metrics.get("calibration"):  # single-label: the temperature predict applies to this run
+        files[CALIBRATION_FILE] = json.dumps(calibration_record(metrics["calibration"], "fine-tune validation split"),
+                                             indent=2)
     try:
         atomic_save(model, tokenizer, dest, files)
     except OSError as exc:
