@@ -53,6 +53,11 @@ from .errors import ResourceError as ResourceError
 from .errors import TrainingError as TrainingError
 from .eta import MEASURING as MEASURING
 from .eta import RateEta as RateEta
+from .evaluation import Evaluation as Evaluation
+from .evaluation import Slice as Slice
+from .evaluation import evaluate_file as evaluate_file
+from .evaluation import wilson_interval as wilson_interval
+from .evaluation import write_evaluation as write_evaluation
 from .export import ColourScale as ColourScale
 from .export import Explanation as Explanation
 from .export import attribution_tokens_html as attribution_tokens_html
@@ -96,6 +101,7 @@ from .finetune import run_folder as run_folder
 from .finetune import run_plan as run_plan
 from .finetune import zip_run as zip_run
 from .inference import predict as predict
+from .inference import predict_with_logits as predict_with_logits
 from .long_documents import DocumentAttention as DocumentAttention
 from .long_documents import DocumentExplanation as DocumentExplanation
 from .long_documents import attention_windows as attention_windows

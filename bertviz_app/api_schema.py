@@ -10,8 +10,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["PredictRequest", "AttentionRequest", "ExplainRequest", "CompareRequest", "SummaryRequest", "DeleteRequest",
-           "PredictResponse", "AttentionResponse", "ExplainResponse", "CompareResponse", "SummaryResponse",
-           "MessageResponse", "ErrorResponse"]
+           "EvaluateRequest", "PredictResponse", "AttentionResponse", "ExplainResponse", "CompareResponse",
+           "SummaryResponse", "EvaluateResponse", "MessageResponse", "ErrorResponse"]
 
 
 class _Body(BaseModel):
@@ -86,6 +86,23 @@ class DeleteRequest(_Body):
     pass
 
 
+class EvaluateRequest(_Body):
+    csv: str = Field(description="The labelled file's text: a header row, then one row per example (comma, tab, "
+                                 "semicolon or | separated), at most BERTVIZ_MAX_EVALUATE_MB with the rest of the "
+                                 "body. Larger files: `bertviz-app evaluate FILE`.",
+                     examples=["text,label\nA gorgeous, moving film.,positive\nA tedious slog.,negative\n"])
+    text_column: str | None = Field(None, description="Column with the text (null: guessed).")
+    label_column: str | None = Field(None, description="Column with the true label (null: guessed). Labels are the "
+                                                       "model's class names, or its ids 0 to C-1.")
+    pair_column: str | None = Field(None, description="Column with a second text, for sentence-pair models.")
+    words: list[str] = Field([], description="Also slice the rows containing each word (case-insensitive, whole "
+                                             "word).")
+    model: str | None = _MODEL
+    hold_out: float = Field(0.5, description="Share of the rows the temperature is fitted on; the others measure "
+                                             "it.")
+    seed: int = Field(0, description="Seed of that random split.")
+
+
 class _Answer(BaseModel):
     model_config = ConfigDict(extra="allow")  # the core's records may carry more than listed here
 
@@ -152,6 +169,21 @@ class SummaryResponse(_Answer):
     num_layers: int
     device: str
     dtype: str
+
+
+class EvaluateResponse(_Answer):
+    rows: int = Field(description="Rows evaluated (skipped_rows: rows without a text or a label).")
+    accuracy: float
+    macro_f1: float | None = Field(description="Over the classes in the labels or the predictions; null with one "
+                                               "class.")
+    per_class: dict[str, dict[str, float]] = Field(description="Each class's precision, recall, f1 and support.")
+    confusion: dict[str, Any] = Field(description="matrix[i][j]: rows of true class labels[i] predicted as labels[j].")
+    slices: list[dict[str, Any]] = Field(description="Worst first: kind, name, size, correct, accuracy and its 95% "
+                                                     "Wilson interval.")
+    calibration: dict[str, Any] = Field(description="ece, nll, brier, temperature, ece_after, nll_after, "
+                                                    "fitted_on_rows, measured_on_rows, note.")
+    misclassified: list[dict[str, Any]] = Field(description="The first 100 rows the model gets wrong, most confident "
+                                                            "first: row, text, true, predicted, confidence.")
 
 
 class MessageResponse(_Answer):

@@ -5,6 +5,7 @@
     python -m bertviz_app explain "A tedious, joyless slog." --html why.html --out why.json
     python -m bertviz_app explain "A tedious, joyless slog." --method occlusion
     python -m bertviz_app explain "A tedious, joyless slog." --compare
+    python -m bertviz_app evaluate reviews.csv --word not --json --out eval-run/
 
 Errors print one line on stderr and exit with status 2; no traceback reaches the user
 (set BERTVIZ_DEBUG=1 to see one). A reader that stops early (``| head -1``) is not an error:
@@ -501,6 +502,70 @@ def cmd_explain_csv(args) -> int:
     return 0
 
 
+def cmd_evaluate(args) -> int:
+    """evaluate FILE: metrics, slices worst first, calibration before/after a fitted temperature."""
+    import threading
+
+    from . import DataError, evaluate_file, write_evaluation
+
+    if args.out:  # a folder that cannot be written fails now, not after the predictions
+        from pathlib import Path
+
+        out = Path(args.out).expanduser()
+        if (out.exists() and not out.is_dir()) or not out.parent.is_dir():
+            raise SystemExit(_fail(f"--out {args.out}: give a folder (created if missing) inside an existing one"))
+    lm = _load(args)
+    tty = sys.stderr.isatty()
+
+    def progress(done: int, total: int) -> None:
+        if tty:
+            sys.stderr.write(f"\revaluated {done:,}/{total:,} rows")
+            sys.stderr.flush()
+
+    try:
+        ev = evaluate_file(lm, args.data, args.text_column, args.label_column, args.pair_column,
+                           batch_size=args.batch_size, words=tuple(args.word or ()), hold_out=args.hold_out,
+                           seed=args.seed, progress=progress, cancel=threading.Event())
+    except DataError as exc:  # several problems come as a list: keep the one-line error contract
+        raise DataError(" ".join(str(exc).split())) from None
+    finally:
+        if tty:
+            sys.stderr.write("\n")
+    if args.out:
+        print(f"saved {write_evaluation(ev, args.out)} (metrics.json, predictions.csv, reliability.json)",
+              file=sys.stderr)
+    if args.json:
+        _out(ev.to_dict())
+        return 0
+    text, label, pair = ev.columns
+    print(f"{ev.rows:,} rows of {ev.source} evaluated with {ev.model} (text {text!r}, label {label!r}"
+          + (f", pair {pair!r}" if pair else "") + f"; labels matched by {ev.label_mapping})"
+          + (f"; {len(ev.skipped):,} skipped" if ev.skipped else ""))
+    lo, hi = ev.accuracy_interval
+    f1 = "n/a (one class)" if ev.macro_f1 is None else f"{ev.macro_f1:.4f}"
+    print(f"accuracy {ev.accuracy:.4f} (95% interval {lo:.3f}-{hi:.3f})  macro-F1 {f1}  "
+          f"misclassified {int((ev.predicted != ev.true).sum()):,}")
+    worst = ev.worst_slices(5)
+    if worst:
+        print("worst slices (accuracy, 95% Wilson interval, rows):")
+        width = max(len(s.name) for s in worst)
+        for s in worst:
+            a, b = s.interval
+            print(f"  {s.name:<{width}}  {s.accuracy:.3f}  [{a:.3f}, {b:.3f}]  n={s.size:,}")
+    c = ev.calibration
+    if c["temperature"] is None:
+        print(f"calibration ({c['bins']} bins): ECE {c['ece']:.4f}, NLL {c['nll']:.4f}, Brier {c['brier']:.4f}. "
+              f"{c['note']}")
+    else:
+        print(f"calibration ({c['bins']} bins, measured on {c['measured_on_rows']:,} rows): ECE {c['ece']:.4f} -> "
+              f"{c['ece_after']:.4f}, NLL {c['nll']:.4f} -> {c['nll_after']:.4f}, Brier {c['brier']:.4f} -> "
+              f"{c['brier_after']:.4f} with temperature {c['temperature']:.3f} (fitted on {c['fitted_on_rows']:,} "
+              "other rows)")
+    for note in ev.notices:
+        print(f"note: {note}")
+    return 0
+
+
 def cmd_serve(args) -> int:
     import dataclasses
 
@@ -669,6 +734,21 @@ def build_parser(settings: Settings | None = None) -> argparse.ArgumentParser:
     p.add_argument("--token-env", default="HF_TOKEN",
                    help="environment variable holding the Hub write token (default: %(default)s)")
     p.add_argument("--public", action="store_true", help="make a new Hub repository public (default: private)")
+    p = add("evaluate", cmd_evaluate, "evaluate a model on a labelled CSV/TSV/TXT file: metrics, slices worst first, "
+                                      "calibration")
+    p.add_argument("data", help="file with a header row, a text column and a label column (.csv, .tsv, .txt)")
+    p.add_argument("--text-column", default=None, help="column with the text (default: guessed)")
+    p.add_argument("--label-column", default=None, help="column with the true label (default: guessed)")
+    p.add_argument("--pair-column", default=None, help="column with a second text, for sentence pairs")
+    p.add_argument("--word", action="append", default=None, metavar="W",
+                   help="also slice the rows containing W (case-insensitive, whole word); repeat for more words")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="also write a run folder: metrics.json, predictions.csv (every row as given, then the "
+                        "prediction and probabilities), reliability.json")
+    p.add_argument("--batch-size", type=int, default=32, help="texts per forward pass (default: %(default)s)")
+    p.add_argument("--hold-out", type=float, default=0.5,
+                   help="share of the rows the temperature is fitted on; the others measure it (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=0, help="seed of that split (default: %(default)s)")
     p = add("serve", cmd_serve, "serve the web app")
     p.add_argument("--host", default=settings.host,
                    help="address to listen on (default: %(default)s; 0.0.0.0 exposes the app to the network)")

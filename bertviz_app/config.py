@@ -157,6 +157,11 @@ class Settings:
         default=200000,
         metadata={"help": "Most data rows a training/validation file may have."},
     )
+    max_evaluate_mb: float = field(
+        default=2,
+        metadata={"help": "Largest POST /v1/evaluate body, in megabytes (10**6 bytes): a small labelled CSV sent as "
+                  "JSON (larger files: `bertviz-app evaluate FILE`). Over it: 413."},
+    )
     min_class_examples: int = field(
         default=2,
         metadata={"help": "Fewest examples a class needs before training starts (2 lets a split keep one aside)."},
@@ -248,6 +253,8 @@ class Settings:
             raise ValueError(f"BERTVIZ_MAX_METHOD_SECONDS must be a positive number, got {self.max_method_seconds}")
         if not self.max_upload_mb > 0:
             raise ValueError(f"BERTVIZ_MAX_UPLOAD_MB must be a positive number, got {self.max_upload_mb}")
+        if not self.max_evaluate_mb > 0:
+            raise ValueError(f"BERTVIZ_MAX_EVALUATE_MB must be a positive number, got {self.max_evaluate_mb}")
         for name in ("max_runs_disk_gb", "run_ttl_hours"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"BERTVIZ_{name.upper()} must be a positive number, got {getattr(self, name)}")

@@ -3,6 +3,8 @@ the attention kernel per batch length and the last layer computed for [CLS] only
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
 
@@ -12,8 +14,8 @@ from .forward import classifier_logits
 from .registry import LoadedModel
 from .results import Prediction
 
-__all__ = ["predict", "predict_windows", "probabilities", "applied_temperature", "window_plan", "window_logits",
-           "pool_logits", "check_window", "WINDOW_POOLS"]
+__all__ = ["predict", "predict_with_logits", "predict_windows", "probabilities", "applied_temperature", "window_plan",
+           "window_logits", "pool_logits", "check_window", "WINDOW_POOLS"]
 
 # Attention kernel "auto" (settings' predict_attention, predict's ``attention=``) uses SDPA for
 # batches padded to at least SDPA_MIN_TOKENS and eager below. Measured on 2 cores (bench/): SDPA
@@ -54,10 +56,10 @@ def _options(lm: LoadedModel, attention, sort_by_length, cls_only_last_layer):
 
 
 def _batched_logits(lm: LoadedModel, enc, batch_size: int, attention: str, sort_by_length: bool,
-                    cls_only: bool) -> torch.Tensor:
+                    cls_only: bool, on_batch: Callable[[int, int], None] | None = None) -> torch.Tensor:
     """Logits (N, C) of every row of the tokenizer output ``enc``, in its order, computed in batches
     (sorted by token count so each batch pads to nearly its own length: on 300 reviews, character
-    sorting padded 34% extra tokens, this pads 9%)."""
+    sorting padded 34% extra tokens, this pads 9%). ``on_batch(done, total)`` after each batch."""
     lengths = [len(ids) for ids in enc["input_ids"]]
     order = np.argsort(lengths, kind="stable") if sort_by_length else np.arange(len(lengths))
     keys = [k for k in ("input_ids", "token_type_ids", "attention_mask") if k in enc]
@@ -73,6 +75,8 @@ def _batched_logits(lm: LoadedModel, enc, batch_size: int, attention: str, sort_
                 impl = "sdpa" if inputs["input_ids"].shape[1] >= SDPA_MIN_TOKENS else "eager"
             logits = classifier_logits(model, **inputs, attention=impl, cls_only=cls_only)  # (B, C)
             out[torch.as_tensor(idx)] = logits.float().cpu()
+            if on_batch is not None:
+                on_batch(min(start + batch_size, len(lengths)), len(lengths))
     return out
 
 
@@ -108,16 +112,37 @@ def predict(
         return predict_windows(lm, texts, pairs, stride=stride, pool=pool, batch_size=batch_size,
                                attention=attention, sort_by_length=sort_by_length,
                                cls_only_last_layer=cls_only_last_layer, calibrated=calibrated)
+    return predict_with_logits(lm, texts, pairs, batch_size, attention=attention, sort_by_length=sort_by_length,
+                               cls_only_last_layer=cls_only_last_layer, calibrated=calibrated)[0]
+
+
+def predict_with_logits(
+    lm: LoadedModel,
+    texts: str | list[str],
+    pairs: str | list[str] | None = None,
+    batch_size: int = 32,
+    *,
+    attention: str | None = None,
+    sort_by_length: bool | None = None,
+    cls_only_last_layer: bool | None = None,
+    calibrated: bool = True,
+    on_batch: Callable[[int, int], None] | None = None,
+) -> tuple[list[Prediction], np.ndarray]:
+    """``predict`` (no windows) and the raw logits (N, C, float32, before any temperature) its
+    probabilities come from, for what needs them: temperature scaling, the NLL. ``on_batch(done,
+    total)`` is called after each batch of forward passes (texts done so far); an exception raised
+    in it stops the call (a cancel)."""
     texts, pairs = check_texts(texts, pairs, max_chars=lm.settings.max_chars,
                                max_batch_texts=lm.settings.max_batch_texts)
     if batch_size < 1:
         raise InputError("batch_size must be at least 1.")
     options = _options(lm, attention, sort_by_length, cls_only_last_layer)
     enc = lm.tokenizer(texts, pairs, truncation=True, max_length=lm.max_length)
-    probs = probabilities(lm, _batched_logits(lm, enc, batch_size, *options), calibrated=bool(calibrated)).numpy()
+    logits = _batched_logits(lm, enc, batch_size, *options, on_batch=on_batch)  # (N, C)
+    probs = probabilities(lm, logits, calibrated=bool(calibrated)).numpy()  # (N, C)
     labels = lm.labels
     applied = applied_temperature(lm, calibrated)
-    return [
+    predictions = [
         Prediction(
             text=text,
             pair=pairs[i] if pairs else None,
@@ -131,6 +156,7 @@ def predict(
         )
         for i, text in enumerate(texts)
     ]
+    return predictions, logits.numpy()
 
 
 # --------------------------------------------------------------------------- sliding window

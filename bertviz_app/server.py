@@ -46,6 +46,8 @@ from .api_schema import (
     CompareResponse,
     DeleteRequest,
     ErrorResponse,
+    EvaluateRequest,
+    EvaluateResponse,
     ExplainRequest,
     ExplainResponse,
     MessageResponse,
@@ -60,9 +62,8 @@ from .errors import BertvizError, InputError, ModelNotFoundError, ResourceError
 __all__ = ["create_app", "serve", "start", "Running", "error_response", "REST_PREFIX", "MAX_BODY_BYTES",
            "BATCHED_CONCURRENCY", "EXPLAIN_CONCURRENCY", "UNEXPECTED", "BodyTooLarge", "ServerBusy", "Gate",
            "PredictRequest", "AttentionRequest", "ExplainRequest", "CompareRequest", "SummaryRequest", "DeleteRequest",
-           "PredictResponse",
-           "AttentionResponse", "ExplainResponse", "CompareResponse", "SummaryResponse", "MessageResponse",
-           "ErrorResponse"]
+           "EvaluateRequest", "PredictResponse", "AttentionResponse", "ExplainResponse", "CompareResponse",
+           "SummaryResponse", "EvaluateResponse", "MessageResponse", "ErrorResponse"]
 
 log = logging.getLogger("bertviz_app.server")
 
@@ -146,28 +147,35 @@ SPECS: dict[str, tuple[type[BaseModel], type[BaseModel], int]] = {
     "compare": (CompareRequest, CompareResponse, 1),
     "summary": (SummaryRequest, SummaryResponse, 2),
     "delete_my_data": (DeleteRequest, MessageResponse, 1),
+    "evaluate": (EvaluateRequest, EvaluateResponse, 1),
 }
 ROUTES = {f"{REST_PREFIX}/{name}": (name, spec[0]) for name, spec in SPECS.items()}  # path -> (name, request model)
 
 
 # --------------------------------------------------------------------------- the routes
 class _LimitedRoute(APIRoute):
-    """An APIRoute that refuses a body over MAX_BODY_BYTES (BodyTooLarge, 413) before reading more of it."""
+    """An APIRoute that refuses a body over ``limit`` bytes (MAX_BODY_BYTES; BodyTooLarge, 413) before
+    reading more of it. ``limited_route`` makes one with another limit."""
+
+    limit = MAX_BODY_BYTES
+    what = "one text of up to the app's character limit"
 
     def get_route_handler(self) -> Callable:
         handler = super().get_route_handler()
+        limit, what = self.limit, self.what
 
         async def limited(request: Request) -> Response:
             declared = request.headers.get("content-length", "")
             body, n = bytearray(), 0
             async for chunk in request.stream():
                 n += len(chunk)
-                if n <= MAX_BODY_BYTES:
+                if n <= limit:
                     body += chunk
-                elif n > DRAIN_BYTES:  # read (and drop) a little more, so the client gets the answer
+                elif n > max(DRAIN_BYTES, 2 * limit):  # read (and drop) a little more, so the client gets the answer
                     break
-            if n > MAX_BODY_BYTES:
-                raise BodyTooLarge(_too_large(int(declared) if declared.isdigit() else n, at_least=not declared))
+            if n > limit:
+                raise BodyTooLarge(_too_large(int(declared) if declared.isdigit() else n, at_least=not declared,
+                                              limit=limit, what=what))
             sent = False
 
             async def replay():
@@ -182,9 +190,14 @@ class _LimitedRoute(APIRoute):
         return limited
 
 
-def _too_large(n: int, at_least: bool = False) -> str:
-    return (f"The request body is {'over ' if at_least else ''}{n:,} bytes; send at most {MAX_BODY_BYTES:,} "
-            "(one text of up to the app's character limit).")
+def limited_route(limit: int, what: str) -> type[APIRoute]:
+    """A route class refusing bodies over ``limit`` bytes with 413, saying the limit is for ``what``."""
+    return type("LimitedRoute", (_LimitedRoute,), {"limit": int(limit), "what": what})
+
+
+def _too_large(n: int, at_least: bool = False, limit: int = MAX_BODY_BYTES,
+               what: str = _LimitedRoute.what) -> str:
+    return f"The request body is {'over ' if at_least else ''}{n:,} bytes; send at most {limit:,} ({what})."
 
 
 class Gate:
@@ -329,6 +342,16 @@ class Api:
         who = self.owner(request)
         return _answer(MessageResponse, await self.gates["delete_my_data"].run(lambda: self._delete(who)))
 
+    async def evaluate(self, body: EvaluateRequest, request: Request) -> Response:
+        """Evaluate a model on a small labelled CSV sent as text: accuracy, macro-F1, per class, confusion
+        matrix, slices worst first with 95% intervals, calibration before/after a fitted temperature and
+        the misclassified rows. Larger files: `bertviz-app evaluate FILE`."""
+        who = self.owner(request)
+        out = await self.gates["evaluate"].run(lambda: self.service.evaluate(
+            self.open(body.model, who), body.csv, body.text_column, body.label_column, body.pair_column, body.words,
+            body.hold_out, body.seed))
+        return _answer(EvaluateResponse, out)
+
     def _delete(self, who: str | None) -> dict:
         if who is None:
             raise InputError("There is no per-visitor data outside public mode (BERTVIZ_PUBLIC=1): locally, "
@@ -346,10 +369,14 @@ class Api:
 
     def add_routes(self, app: FastAPI) -> None:
         errors = {status: {"model": ErrorResponse} for status in (400, 404, 413, 422, 500, 503)}
+        evaluate = limited_route(int(self.settings.max_evaluate_mb * 1e6),
+                                 "a CSV of up to BERTVIZ_MAX_EVALUATE_MB; evaluate larger files with `bertviz-app "
+                                 "evaluate FILE`")
         for name, (_, response, _) in SPECS.items():
             app.router.add_api_route(f"{REST_PREFIX}/{name}", getattr(self, name), methods=["POST"],
                                      name=f"v1_{name}", response_model=response, responses=errors,
-                                     route_class_override=_LimitedRoute, tags=["v1"])
+                                     route_class_override=evaluate if name == "evaluate" else _LimitedRoute,
+                                     tags=["v1"])
 
 
 # --------------------------------------------------------------------------- the app

@@ -27,8 +27,8 @@ from .model_summary import summary as model_summary
 from .registry import LoadedModel, load_model
 from .results import FIXED_N_STEPS
 
-__all__ = ["open_model", "predict", "attention", "explain", "compare", "summary", "steps_args", "method_names",
-           "whole_number", "number", "finite"]
+__all__ = ["open_model", "predict", "attention", "explain", "compare", "summary", "evaluate", "steps_args",
+           "method_names", "whole_number", "number", "finite"]
 
 
 def open_model(name: str | None, default: str, settings: Settings, owner: str | None = None) -> LoadedModel:
@@ -143,6 +143,21 @@ def compare(lm: LoadedModel, text: str, methods: str | list[str] | None = "", ta
 def summary(lm: LoadedModel) -> dict:
     """Architecture, parameter counts by component, config, labels, device and dtype."""
     return model_summary(lm).to_dict()
+
+
+def evaluate(lm: LoadedModel, csv: str, text_column: str | None = None, label_column: str | None = None,
+             pair_column: str | None = None, words=(), hold_out: float = 0.5, seed: int = 0) -> dict:
+    """A small labelled file sent as text, evaluated (``evaluation.evaluate_file``): its JSON, as the
+    CLI's ``evaluate --json`` prints it."""
+    from .evaluation import evaluate_file
+
+    if not isinstance(csv, str):
+        raise InputError("csv must be the file's text (a header row, then one row per example).")
+    words = [words] if isinstance(words, str) else list(words or ())
+    ev = evaluate_file(lm, csv.encode("utf-8"), text_column or None, label_column or None, pair_column or None,
+                       words=words, hold_out=number(hold_out, "hold_out"), seed=whole_number(seed, "seed"),
+                       name="upload.csv")
+    return ev.to_dict()
 
 
 def steps_args(n_steps, tolerance) -> tuple[int | None, float | None]:

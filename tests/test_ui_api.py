@@ -469,8 +469,9 @@ def test_fifty_fixed_steps_stay_an_option_everywhere(app_url, client, tiny_model
 
 # --------------------------------------------------------------------------- the typed routes: schema and bad input
 V1 = {"predict": {"text": "good"}, "attention": {"text": "good"}, "explain": {"text": "good", "n_steps": 4},
-      "compare": {"text": "good", "methods": "saliency"}, "summary": {}, "delete_my_data": {}}
-REQUIRED = {"predict": "text", "attention": "text", "explain": "text", "compare": "text"}
+      "compare": {"text": "good", "methods": "saliency"}, "summary": {}, "delete_my_data": {},
+      "evaluate": {"csv": "text,label\nthe film was good,positive\nthe film was bad,negative\n"}}
+REQUIRED = {"predict": "text", "attention": "text", "explain": "text", "compare": "text", "evaluate": "csv"}
 TYPED = {"predict": ("window", [1]), "attention": ("layer", "two"), "explain": ("tolerance", "small"),
          "compare": ("top_k", [3]), "summary": ("model", 7)}
 
@@ -502,8 +503,9 @@ def test_each_v1_route_refuses_a_wrong_type_a_missing_and_an_unknown_field(app_u
         field, value = TYPED[endpoint]
         status, out = post(app_url, endpoint, {**V1[endpoint], field: value})
         assert status == 422 and out["error"].startswith(f"{field}: "), out
-    status, out = post(app_url, endpoint, None, b'{"text": "' + b"a" * 1_100_000 + b'"}')
-    assert status == 413 and "send at most 1,000,000" in out["error"], out
+    limit = 2_000_000 if endpoint == "evaluate" else 1_000_000  # evaluate: BERTVIZ_MAX_EVALUATE_MB
+    status, out = post(app_url, endpoint, None, b'{"text": "' + b"a" * (limit + 100_000) + b'"}')
+    assert status == 413 and f"send at most {limit:,}" in out["error"], out
     for got in (out,):
         assert set(got) == {"error"} and "Traceback" not in got["error"] and 'File "' not in got["error"]
 
