@@ -347,7 +347,9 @@ def compare_side(lm: core.LoadedModel, text: str, pair: str | None, who: str, na
     attr = core.attribute(lm, text, target=None, n_steps=COMPARE_STEPS, pair=pair)
     html_ = core.attribution_tokens_html(attr, merge=True, min_change=lm.settings.min_change,
                                          title=f"{who}: words coloured by their attribution to “{attr.target}”")
-    bar = plots.prob_bar(pred.labels, pred.probs, title=f"{who}: {name or shown_name(lm.name)}")
+    # a run's calibration.json: its probabilities are temperature-scaled (the other side's may be raw): say so
+    scaled = f" (temperature-scaled, T = {pred.temperature:.3g})" if pred.temperature != 1.0 else ""
+    bar = plots.prob_bar(pred.labels, pred.probs, title=f"{who}: {name or shown_name(lm.name)}{scaled}")
     return pred, attr, bar, html_
 
 
