@@ -25,11 +25,13 @@ from .build_job import BuildStatus as BuildStatus
 from .build_job import default_build_status as default_build_status
 from .build_job import start_default_build as start_default_build
 from .calibration import CALIBRATION_FILE as CALIBRATION_FILE
+from .calibration import calibration_info as calibration_info
 from .calibration import calibration_metrics as calibration_metrics
 from .calibration import calibration_report as calibration_report
 from .calibration import fit_temperature as fit_temperature
 from .calibration import load_temperature as load_temperature
 from .calibration import reliability_bins as reliability_bins
+from .calibration import rescale_probs as rescale_probs
 from .calibration import save_calibration as save_calibration
 from .calibration import softmax_t as softmax_t
 from .catalog import ENCODER as ENCODER

@@ -6,7 +6,9 @@
 - ``fit_temperature``: the temperature T > 0 that minimises the NLL of ``softmax(logits / T)``
   (temperature scaling, Guo et al. 2017); it never changes the argmax;
 - ``save_calibration`` / ``load_temperature``: ``calibration.json`` beside a model's ``config.json``,
-  which predict applies when present (see docs/methods.md, "Calibration").
+  which predict applies when present (see docs/methods.md, "Calibration");
+- ``calibration_info``: T and what it was fitted on, for a page to say so; ``rescale_probs``: the
+  temperature-scaled probabilities from the raw softmax (the page keeps both, to show either).
 
 Numpy in, plain floats / dicts out. Nothing here reads the environment.
 """
@@ -197,9 +199,9 @@ def save_calibration(folder, report: dict, source: str) -> Path:
     return folder / CALIBRATION_FILE
 
 
-def load_temperature(folder) -> float | None:
-    """The temperature saved in ``folder/calibration.json``, or None when there is none or it cannot be
-    used (unreadable, not JSON, no number, out of [0.05, 20]: logged as a warning, never raised)."""
+def _read_calibration(folder) -> dict | None:
+    """``folder/calibration.json`` as a dict with a usable temperature, or None (missing, unreadable, not
+    JSON, no number, out of [0.05, 20]: logged as a warning, never raised)."""
     if folder is None:
         return None
     path = Path(folder) / CALIBRATION_FILE
@@ -218,4 +220,37 @@ def load_temperature(folder) -> float | None:
         log.warning("%s holds no usable temperature (%r, expected a number in [%s, %s]); ignored",
                     path, t, T_MIN, T_MAX)
         return None
-    return float(t)
+    return data
+
+
+def load_temperature(folder) -> float | None:
+    """The temperature saved in ``folder/calibration.json``, or None when there is none or it cannot be
+    used (unreadable, not JSON, no number, out of [0.05, 20]: logged as a warning, never raised)."""
+    data = _read_calibration(folder)
+    return None if data is None else float(data["temperature"])
+
+
+def calibration_info(folder) -> dict | None:
+    """What ``folder/calibration.json`` says about its temperature, for a reader: ``{"temperature", "rows",
+    "source"}`` (``rows``: an int or None, ``source``: a short string or None where the file does not say),
+    or None when there is no usable temperature (as ``load_temperature``). Never raises."""
+    data = _read_calibration(folder)
+    if data is None:
+        return None
+    fitted = data.get("fitted_on") if isinstance(data.get("fitted_on"), dict) else {}
+    rows = fitted.get("rows")
+    rows = rows if isinstance(rows, int) and not isinstance(rows, bool) and rows > 0 else None
+    source = fitted.get("source")
+    source = " ".join(source.split())[:200] if isinstance(source, str) and source.strip() else None
+    return {"temperature": float(data["temperature"]), "rows": rows, "source": source}
+
+
+def rescale_probs(raw_probs, t: float) -> np.ndarray:
+    """``softmax(logits / t)`` from the raw softmax ``raw_probs = softmax(logits)`` (last axis): log p is
+    the logits up to a constant per row, which the softmax drops. A zero probability stays zero."""
+    p = np.asarray(raw_probs, dtype=np.float64)
+    if p.ndim < 1 or p.shape[-1] == 0 or not np.all(np.isfinite(p)) or np.any(p < 0) or np.any(p.max(-1) <= 0):
+        raise InputError("raw_probs must be non-negative finite probabilities with at least one above zero")
+    with np.errstate(divide="ignore"):
+        z = np.log(p)
+    return softmax_t(z, t)

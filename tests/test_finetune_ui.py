@@ -148,6 +148,8 @@ def test_probe_run_shows_metrics_saves_the_run_and_selects_it(app_url, data, tin
     assert "Done" in field(out, "status") and "runs/ui-probe saved" in field(out, "status")
     metrics = field(out, "metrics")
     assert "Accuracy" in metrics and "macro-F1" in metrics and "runs/ui-probe" in metrics
+    # the temperature the run fitted (issue 21): ECE and NLL before/after, with the caveat on "after"
+    assert "Temperature scaling: **T = " in metrics and "ECE " in metrics and "rows T was fitted on" in metrics
     # the verdict (did it learn? against the majority class) and how the settings were chosen
     verdict = field(out, "verdict")
     assert "runs/ui-probe (probe)" in verdict and "always answering" in verdict and "Settings:" in verdict

@@ -92,6 +92,7 @@ class Page:
                 self.b = batch_tab.build(settings=settings)
         p, a, t, m = self.p, self.a, self.t, self.m
         self.analyze_outputs = {self.state, p.model_info, p.warnings, p.notice, p.label, p.bar, p.tokens,
+                                p.calibration, p.raw,
                                 a.layer, a.head, a.heatmap, a.cls_rows, a.rollout, a.overview, a.overview_notice,
                                 t.target, t.delta, t.tokens, t.bar, t.path, t.lens, t.cmp.shown, t.cmp.state}
         # the Attention tab's whole-document part: shown for a long text, emptied for each new one (read on its
@@ -227,6 +228,10 @@ class Page:
         return {self.drawn: gr.skip(), **predict_tab.idle(self.p)}
 
     # ------------------------------------------------------------- chart tabs and re-rendering from state
+    def show_raw(self, rec, raw):
+        """The Predict tab's "show raw probabilities" switch: its label and bar redrawn from the record."""
+        return predict_tab.switch_raw(self.p, rec, raw)
+
     def on_tab(self, open_tab: dict, evt: gr.SelectData):
         """The open tab, kept in place in ``open_tab`` (the State's own dict): an Analyze event
         running now reads it when it draws, as a value passed at its start could not."""
@@ -339,6 +344,10 @@ class Page:
         # "Error" (the status line showed it). This unqueued touch of the same outputs clears that.
         analyze.failure(self.after_failure, outputs=analyze_all, queue=False, api_visibility="private",
                         show_progress="hidden")
+
+        # raw or temperature-scaled probabilities: redrawn from the record, no model work (unqueued, not in the API)
+        p.raw.input(common.guard(self.show_raw), inputs=[self.state, p.raw], outputs=[p.label, p.bar], queue=False,
+                    api_visibility="private", show_progress="hidden", trigger_mode="always_last")
 
         # a chart tab is drawn when opened
         self.tabs.select(self.on_tab, self.open_tab, self.open_tab, api_visibility="private", queue=False,

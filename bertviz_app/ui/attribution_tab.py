@@ -112,6 +112,8 @@ def render_document(ui: SimpleNamespace, d, rec: common.Record, merge: bool) -> 
              round(w.attribution.f_x - w.attribution.f_baseline, 4), f"{w.attribution.relative_delta:.1%}"]
             for w in d.windows]
     probs = ", ".join(f"{common.esc(k)} {v:.3f}" for k, v in p.scores.items())
+    if rec.calibration is not None:  # the windows' probabilities are the model's own softmax, not the Predict tab's
+        probs = "raw probabilities: " + probs
     reading = (f"**{len(d.windows)} window{'s' if len(d.windows) > 1 else ''}**, {len(a.tokens)} tokens; the document "
                f"reads as **{common.esc(p.label)}** ({probs}); explaining **{common.esc(a.target)}**. "
                "Each window's scores add up to its own change (up to its "
@@ -202,17 +204,20 @@ def compare_table(c: core.MethodComparison) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
-def compare_md(c: core.MethodComparison) -> str:
+def compare_md(c: core.MethodComparison, raw: bool = False) -> str:
+    """``raw``: the Predict tab shows temperature-scaled probabilities, so p is named the raw one."""
     a = c.attributions[0]
     text = a.info.text if len(a.info.text) <= 120 else a.info.text[:119] + "…"
-    return (f"**Explaining “{common.esc(a.target)}”** (p = {c.faithfulness[0].p_x:.4f}) "
+    p = "the model's raw p" if raw else "p"
+    return (f"**Explaining “{common.esc(a.target)}”** ({p} = {c.faithfulness[0].p_x:.4f}) "
             f"for “{common.esc(text)}”, "
             f"baseline {common.esc(a.baseline)}.  \n**Reading:** {common.esc(c.reading)} (★ in the table).  \n"
             f"Agreement is over the {int(sum(s is not None for s in a.info.sequence_ids))} non-special tokens.")
 
 
 def render_compare(ui: SimpleNamespace, c: core.MethodComparison | None, merge: bool,
-                   min_change: float = core.Settings.min_change) -> dict:
+                   min_change: float = core.Settings.min_change, raw: bool = False) -> dict:
+    """``raw``: the analysed record's prediction is temperature-scaled (``compare_md``)."""
     cmp = ui.cmp
     if c is None:
         return {cmp.shown: gr.update(visible=False)}
@@ -233,7 +238,7 @@ def render_compare(ui: SimpleNamespace, c: core.MethodComparison | None, merge: 
         lines.append(core.attribution_tokens_html(a, bool(merge), title=title, min_change=min_change))
     return {
         cmp.shown: gr.update(visible=True),
-        cmp.reading: compare_md(c),
+        cmp.reading: compare_md(c, raw),
         cmp.table: compare_table(c),
         cmp.tokens: "".join(lines),
         cmp.heat: plots.methods_heatmap(scores, names, words, title=f"Attribution to “{c.attributions[0].target}”, "
@@ -284,10 +289,12 @@ def faith_md(f: core.Faithfulness | None) -> str:
             f"{common.esc(f.reading[:1].upper() + f.reading[1:])}.")
 
 
-def delta_md(attr, min_change: float = core.Settings.min_change) -> str:
+def delta_md(attr, min_change: float = core.Settings.min_change, raw: bool = False) -> str:
+    """``raw``: the Predict tab shows temperature-scaled probabilities, so a probability here is named the
+    model's raw one (the attributions explain the model's own softmax)."""
     rel = attr.relative_delta
     gap = attr.f_x - attr.f_baseline
-    what = "probability" if attr.output == "prob" else "logit"
+    what = ("model's raw probability" if raw else "probability") if attr.output == "prob" else "logit"
     head = (f"**Target:** {common.esc(attr.target)} · **baseline:** {common.esc(attr.baseline)} · "
             f"**n_steps:** {attr.n_steps}  \n"
             f"The attributions add up to the change in the {what} of “{common.esc(attr.target)}” from the baseline "
@@ -305,6 +312,23 @@ def delta_md(attr, min_change: float = core.Settings.min_change) -> str:
         return head + (f"  \n**Warning: take these attributions with caution.** The integral was approximated with too "
                        f"few steps ({rel:.0%} error, above {common.DELTA_WARN:.0%}). Raise n_steps and explain again.")
     return head + "  \n**Converged:** the approximation is good: the scores account for the whole change."
+
+
+def calibration_md(rec: common.Record, attr: core.Attribution | None = None) -> str:
+    """For a temperature-scaled prediction: this tab reads the model's raw probabilities, so its numbers
+    and the Predict tab's differ; says both for the target. "" for an uncalibrated model."""
+    c = rec.calibration
+    if c is None:
+        return ""
+    line = (f"  \n**Raw probabilities on this tab:** the attributions, faithfulness and the [CLS] lens read the "
+            f"model's own softmax; the Predict tab shows them temperature-scaled (T = {c.temperature:.3g}, "
+            "calibration.json)")
+    target = attr.target if attr is not None else None
+    scores = dict(zip(rec.labels, c.raw_probs))
+    if target in scores and target in rec.prediction.scores:
+        line += (f": \u201c{common.esc(target)}\u201d has raw probability {scores[target]:.4f} here, "
+                 f"{rec.prediction.scores[target]:.4f} temperature-scaled there")
+    return line + "."
 
 
 def controls(ui: SimpleNamespace, rec: common.Record, target: str) -> dict:
@@ -331,7 +355,8 @@ def render(ui: SimpleNamespace, rec: common.Record, merge: bool, skipped: bool =
     attr = rec.attribution
     if attr is None:  # Analyze shows everything else first; IG follows (or was skipped, or failed)
         empty = plots.empty_figure()
-        return {ui.delta: IG_FAILED if rec.ig_failed else pending_md(skipped), ui.tokens: "", ui.bar: empty,
+        return {ui.delta: (IG_FAILED if rec.ig_failed else pending_md(skipped)) + calibration_md(rec), ui.tokens: "",
+                ui.bar: empty,
                 ui.path: empty, ui.lens: lens}
     view = common.token_view(attr.info, merge)
     scores = common.view_scores(attr.scores, view)  # (N,)
@@ -340,7 +365,8 @@ def render(ui: SimpleNamespace, rec: common.Record, merge: bool, skipped: bool =
     # ...and its layer-wise twin (each row sums to the same change)
     path_scale = core.colour_scale(rec.path, rec.min_change)
     return {
-        ui.delta: delta_md(attr, rec.min_change) + faith_md(rec.faith) + (jump_md(attr) if rec.baseline_jumps else ""),
+        ui.delta: (delta_md(attr, rec.min_change, raw=rec.calibration is not None) + faith_md(rec.faith)
+                   + (jump_md(attr) if rec.baseline_jumps else "") + calibration_md(rec, attr)),
         ui.tokens: common.tokens_html(view.labels, scores, view.special, attr, min_change=rec.min_change),
         ui.bar: plots.attribution_bar(view.labels, scores, title=f"Attribution to “{attr.target}” by token",
                                       full=scale.full if scale.absolute else None,
@@ -409,14 +435,16 @@ def wire(ui: SimpleNamespace, state: gr.State, heavy: dict, settings: core.Setti
         c = yield from common.stream_work(
             lambda: compare(rec, methods, target, baseline, n_steps, auto, top_k, settings),
             lambda: comparing(time.monotonic() - t0))
-        yield {cmp.state: c, **render_compare(ui, c, merge, rec.min_change), **compare_idle()}
+        yield {cmp.state: c, **render_compare(ui, c, merge, rec.min_change, rec.calibration is not None),
+               **compare_idle()}
 
     quick = dict(queue=False, api_visibility="private", show_progress="hidden")
     ran = cmp.run.click(comparing, outputs=[cmp.run], **quick).then(
         run_compare, inputs=[state, cmp.methods, ui.target, ui.baseline, ui.n_steps, ui.auto, cmp.top_k, ui.merge],
         outputs=views | {cmp.state, cmp.run}, api_visibility="private", show_progress="hidden", **heavy)
     ran.failure(compare_idle, outputs=[cmp.run], **quick)
-    ui.merge.input(common.guard(lambda c, merge, rec: render_compare(ui, c, merge, rec.min_change if rec else
-                                                                      core.Settings.min_change)),
+    ui.merge.input(common.guard(lambda c, merge, rec: render_compare(
+                       ui, c, merge, rec.min_change if rec else core.Settings.min_change,
+                       rec is not None and rec.calibration is not None)),
                    inputs=[cmp.state, ui.merge, state],
                    outputs=views, api_visibility="private", show_progress="hidden", trigger_mode="always_last")

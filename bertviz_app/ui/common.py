@@ -23,6 +23,7 @@ import bertviz_app as core
 from bertviz_app import service
 from bertviz_app.config import Settings
 from bertviz_app.encoding import check_has_words
+from bertviz_app.inference import applied_temperature
 from bertviz_app.mixing_measures import MixingMaps, check_measure, context_mixing, supported_measures
 
 from . import visitor
@@ -143,6 +144,19 @@ class CancelFlag:
 
 
 # --------------------------------------------------------------------------- the analysis
+@dataclass(frozen=True)
+class Calibration:
+    """How the Predict tab's probabilities were temperature-scaled (the model folder's calibration.json):
+    ``Record.prediction`` holds softmax(logits / temperature), ``raw_probs`` the model's own softmax
+    (what the attributions, the [CLS] lens and faithfulness read). ``rows``/``source``: what T was
+    fitted on, None where the file does not say."""
+
+    temperature: float
+    raw_probs: tuple[float, ...]
+    rows: int | None = None
+    source: str | None = None
+
+
 @dataclass(frozen=True, eq=False)
 class Record:
     """Everything one Analyze computed; kept per user in gr.State, re-rendered without recomputing."""
@@ -163,6 +177,24 @@ class Record:
     min_change: float = core.Settings.min_change
     # the Attention tab's measure other than raw attention (value zeroing, ALTI...), None for raw attention
     mixing: MixingMaps | None = None
+    # the prediction is temperature-scaled (calibration.json): T, the raw probabilities; None: they are raw
+    calibration: Calibration | None = None
+
+
+def calibrated_prediction(lm: core.LoadedModel, raw: core.Prediction) -> tuple[core.Prediction, Calibration | None]:
+    """``raw`` (predict's ``calibrated=False`` answer) as predict reports it by default: divided by the model's
+    temperature where its folder holds a calibration.json (then with a ``Calibration`` carrying the raw
+    probabilities and what T was fitted on), else unchanged with None. One forward pass gives both."""
+    t = applied_temperature(lm, True)
+    if t == 1.0:
+        return raw, None
+    probs = tuple(float(x) for x in core.rescale_probs(raw.probs, t))
+    info = core.calibration_info(lm.path) or {}
+    if info.get("temperature") != t:  # the file changed since the model was loaded: T is what was applied
+        info = {}
+    cal = Calibration(temperature=t, raw_probs=tuple(float(x) for x in raw.probs), rows=info.get("rows"),
+                      source=info.get("source"))
+    return dataclasses.replace(raw, probs=probs, temperature=t), cal
 
 
 def target_arg(target: str | None) -> str | None:
@@ -188,13 +220,16 @@ def analyze_fast(lm: core.LoadedModel, text: str, pair: str | None,
     check_has_words(lm, text, pair)  # an empty text, or "[CLS] [SEP]": one clear message before any work
     step(0.05, "Predicting")
     # window stride: a quarter of the model's length shared by neighbours (128 tokens for BERT's 512)
-    pred = core.predict_one(lm, text, pair, window=bool(window), stride=lm.max_length // 4)  # batched with /predict
+    # batched with /predict; the raw softmax, then temperature-scaled as predict reports it (both kept)
+    raw = core.predict_one(lm, text, pair, window=bool(window), stride=lm.max_length // 4, calibrated=False)
+    pred, calibration = calibrated_prediction(lm, raw)
     step(0.1, "Reading attention")
     maps = core.attention(lm, text, pair=pair)
     maps = core.AttentionMaps(info=maps.info, weights=maps.weights.astype(np.float16))  # halves per-user memory
     step(0.15, "[CLS] lens")
     lens = core.cls_lens(lm, text, pair=pair)
-    rec = Record(lm.name, lm.labels, lm.device_label, pred, maps, lens, min_change=lm.settings.min_change)
+    rec = Record(lm.name, lm.labels, lm.device_label, pred, maps, lens, min_change=lm.settings.min_change,
+                 calibration=calibration)
     if measure and measure != "raw" and measure in supported_measures(lm):
         step(0.17, "Context mixing")
         rec = with_measure(lm, rec, measure)

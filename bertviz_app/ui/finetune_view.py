@@ -217,6 +217,21 @@ def _num(x) -> str:
     return "–" if x is None else f"{x:.3f}"
 
 
+def calibration_md(r, named: bool = False) -> str:
+    """One line: the temperature the run fitted on its validation split (``metrics["calibration"]``, saved
+    as calibration.json) with ECE and NLL before/after; "" for a run without one (multi-label, or older)."""
+    c = r.metrics.get("calibration")
+    if not isinstance(c, dict) or not isinstance(c.get("temperature"), (int, float)):
+        return ""
+    who = f" ({esc(r.name)})" if named else ""
+    rows = f"the {c['rows']:,} validation rows" if isinstance(c.get("rows"), int) else "the validation rows"
+    return (f"Temperature scaling{who}: **T = {c['temperature']:.3f}** (saved as calibration.json; predict "
+            "applies it) · "
+            f"ECE {_num(c.get('ece_before'))} \u2192 {_num(c.get('ece_after'))} · NLL {_num(c.get('nll_before'))} "
+            f"\u2192 {_num(c.get('nll_after'))}; \u201cafter\u201d is measured on {rows} T was fitted on, so it is "
+            "optimistic")
+
+
 def metrics_md(results: list) -> str:
     if not results:
         return ""
@@ -229,6 +244,8 @@ def metrics_md(results: list) -> str:
                      f"validation rows · {len(r.misclassified)} misclassified · {r.seconds:.0f} s")
         lines.append(f"Validation loss (NLL) {_num(m.get('val_nll'))} · calibration error (ECE, 15 bins) "
                      f"{_num(m.get('ece'))}: lower is better for both")
+        if calibration := calibration_md(r):
+            lines.append(calibration)
     else:
         lines.append("### Probe vs full fine-tuning (same split)")
         lines.append("| | " + " | ".join(f"{esc(r.name)} ({r.mode})" for r in results) + " |")
@@ -240,6 +257,7 @@ def metrics_md(results: list) -> str:
         lines.append("| misclassified | " + " | ".join(str(len(r.misclassified)) for r in results) + " |")
         lines.append("| time | " + " | ".join(f"{r.seconds:.0f} s" for r in results) + " |")
         lines.append("")
+        lines += [line for r in results if (line := calibration_md(r, named=True))]
     for r in results:
         if r.cancelled:
             lines.append(f"**Cancelled:** {esc(r.name)} holds the best weights found before the cancel.")
@@ -329,7 +347,9 @@ def compare_side(lm: core.LoadedModel, text: str, pair: str | None, who: str, na
     attr = core.attribute(lm, text, target=None, n_steps=COMPARE_STEPS, pair=pair)
     html_ = core.attribution_tokens_html(attr, merge=True, min_change=lm.settings.min_change,
                                          title=f"{who}: words coloured by their attribution to “{attr.target}”")
-    bar = plots.prob_bar(pred.labels, pred.probs, title=f"{who}: {name or shown_name(lm.name)}")
+    # a run's calibration.json: its probabilities are temperature-scaled (the other side's may be raw): say so
+    scaled = f" (temperature-scaled, T = {pred.temperature:.3g})" if pred.temperature != 1.0 else ""
+    bar = plots.prob_bar(pred.labels, pred.probs, title=f"{who}: {name or shown_name(lm.name)}{scaled}")
     return pred, attr, bar, html_
 
 

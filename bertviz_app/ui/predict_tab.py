@@ -37,10 +37,16 @@ def build() -> SimpleNamespace:
             warnings = gr.Markdown(elem_id="bv-warnings")
             notice = gr.Markdown(elem_id="bv-notice")
             label = gr.Label(label="Class probabilities", elem_id="bv-label")
+            # a model folder with calibration.json: the probabilities above are temperature-scaled; this says so
+            # and shows the raw ones on request (redrawn from the record, no model work). Hidden otherwise.
+            calibration = gr.Markdown(visible=False, elem_id="bv-calibration")
+            raw = gr.Checkbox(value=False, label="Show raw probabilities", visible=False, elem_id="bv-raw-probs",
+                              info="the model's own softmax, before temperature scaling")
     bar = figures.plot(label="Probabilities", elem_id="bv-prob-bar")
     tokens = gr.HTML(label="Which tokens drove the prediction (Integrated Gradients)", elem_id="bv-predict-tokens")
     return SimpleNamespace(text=text, pair=pair, analyze=analyze, status=status, skip_ig=skip_ig, window=window,
-                           model_info=model_info, warnings=warnings, notice=notice, label=label, bar=bar, tokens=tokens)
+                           model_info=model_info, warnings=warnings, notice=notice, label=label, bar=bar, tokens=tokens,
+                           calibration=calibration, raw=raw)
 
 
 IDLE_LABEL = "Analyze"
@@ -58,7 +64,8 @@ def idle(ui: SimpleNamespace) -> dict:
 
 def cleared(ui: SimpleNamespace) -> dict:
     """Every Predict output that belongs to an analysed text, empty (the model's lines stay)."""
-    return {ui.notice: "", ui.label: None, ui.bar: plots.empty_figure(), ui.tokens: ""}
+    return {ui.notice: "", ui.label: None, ui.bar: plots.empty_figure(), ui.tokens: "",
+            ui.calibration: gr.update(value="", visible=False), ui.raw: gr.update(value=False, visible=False)}
 
 
 def truncation_notice(rec: common.Record, max_length: int | None = None) -> str:
@@ -76,17 +83,60 @@ def truncation_notice(rec: common.Record, max_length: int | None = None) -> str:
             f"text whole** to classify all of it (the /predict API: window=true).")
 
 
-def render(ui: SimpleNamespace, rec: common.Record, lm=None) -> dict:
+LABEL = "Class probabilities"
+SCALED_LABEL = "Class probabilities (temperature-scaled)"
+RAW_LABEL = "Class probabilities (raw, before temperature scaling)"
+# The label component keeps its title (a plain value: /analyze's output stays {"label", "confidences"}); the
+# note and switch under it, and the bar's title, say which probabilities are shown.
+
+
+def calibration_md(rec: common.Record) -> str:
+    """One line under the probabilities of a model whose folder holds a calibration.json: they are
+    temperature-scaled, by which T, fitted on what; "" for raw probabilities (no calibration)."""
+    c = rec.calibration
+    if c is None:
+        return ""
+    rows = f"{c.rows:,} rows" if c.rows else "rows"
+    source = f" of the {common.esc(c.source)}" if c.source else ""
+    fitted = f"fitted on {rows}{source}" if (c.rows or c.source) else "how it was fitted is not recorded"
+    # says the same whichever way the switch under it stands (the bar's title says which is drawn)
+    return (f"**Calibrated by temperature scaling:** shown as predict reports them, softmax(logits / T) with "
+            f"**T = {c.temperature:.3g}** (calibration.json, {fitted}); **Show raw probabilities** gives the model's "
+            "own softmax. The predicted class is the same either way; the attributions explain the raw probabilities.")
+
+
+def probabilities(ui: SimpleNamespace, rec: common.Record | None, raw: bool = False) -> dict:
+    """The class probabilities (label and bar) of ``rec``: temperature-scaled as predict reports them,
+    or the model's raw softmax when ``raw`` (for a calibrated record; an uncalibrated one has only those)."""
+    if rec is None:
+        return {ui.label: None, ui.bar: plots.empty_figure()}
     p = rec.prediction
+    probs, title = p.probs, LABEL
+    if rec.calibration is not None:
+        probs, title = (rec.calibration.raw_probs, RAW_LABEL) if raw else (p.probs, SCALED_LABEL)
+    return {ui.label: {lab: float(v) for lab, v in zip(p.labels, probs)},
+            ui.bar: plots.prob_bar(p.labels, probs, title=title)}
+
+
+def render(ui: SimpleNamespace, rec: common.Record, lm=None) -> dict:
+    calibrated = rec.calibration is not None
     out = {
         ui.model_info: common.model_line(lm) if lm is not None else "",
         ui.warnings: common.warnings_md(lm) if lm is not None else "",
         ui.notice: truncation_notice(rec, lm.max_length if lm is not None else None),
-        ui.label: {lab: float(v) for lab, v in zip(p.labels, p.probs)},
-        ui.bar: plots.prob_bar(p.labels, p.probs),
+        **probabilities(ui, rec),
+        ui.calibration: gr.update(value=calibration_md(rec), visible=calibrated),
+        ui.raw: gr.update(value=False, visible=calibrated),  # a new text opens on what predict reports
         ui.tokens: tokens_html(rec),
     }
     return out
+
+
+def switch_raw(ui: SimpleNamespace, rec: common.Record | None, raw: bool) -> dict:
+    """The "show raw probabilities" switch: the label and bar redrawn from the record (no model work)."""
+    if rec is None or rec.calibration is None:
+        return {ui.label: gr.skip(), ui.bar: gr.skip()}
+    return probabilities(ui, rec, bool(raw))
 
 
 def tokens_html(rec: common.Record) -> str:
