@@ -193,6 +193,15 @@ def test_probe_labels_are_checked(tiny):
     assert bv.probe_layers(v, ["neg", "pos"] * 6)[0]["folds"] == 5  # class names work as labels too
 
 
+def test_three_classes_probe_one_vs_rest(tiny):
+    texts, y = labelled(30)
+    y3 = np.where(y == 1, 1, np.where(np.arange(30) % 4 == 0, 2, 0))  # 3 classes
+    v = bv.layer_vectors(tiny, texts, layers=[0, 2])
+    probes = bv.probe_layers(v, y3, folds=3)
+    assert len(probes) == 2 and all(0 <= p["mean_probe_accuracy"] <= 1 for p in probes)
+    assert bv.probe_layers(v, y3, folds=3) == probes
+
+
 # --------------------------------------------------------------------------- PCA
 def test_projection_shape_and_variance(tiny):
     texts, _ = labelled(20)
