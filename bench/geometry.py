@@ -82,6 +82,10 @@ def main(argv=None) -> int:
     pred, vec, probe = (statistics.median(x) for x in (t_pred, t_vec, t_probe))
     acc = float(np.mean(vectors.logits.argmax(1) == labels))
     cores = os.cpu_count()
+    majority = float(np.bincount(labels).max() / len(labels))
+
+    def best(kind: str) -> int:
+        return max(probes, key=lambda p: (p[f"{kind}_probe_accuracy"], -p["layer"]))["layer"]
     lines = [
         "# [CLS] geometry by layer: cost against predict",
         "",
@@ -114,7 +118,9 @@ def main(argv=None) -> int:
         f"Vectors in memory: {vectors.nbytes / 1e6:.1f} MB ({len(texts):,} rows x {len(vectors.layers)} depths x "
         f"{vectors.hidden_size} x 2 bytes x 2 vectors).",
         "",
-        "Probe accuracy by depth (0 = embeddings; mean over folds, +- std across folds):",
+        "Probe accuracy by depth (0 = embeddings; mean over folds, +- std across folds). The majority class is "
+        f"{majority:.3f} of the rows; [CLS] at depth 0 is the same vector for every text (no context yet), so its "
+        f"probe scores that share. [CLS] is best at layer {best('cls')}, the word mean at layer {best('mean')}.",
         "",
         "| layer | [CLS] probe | mean probe |",
         "|---:|---:|---:|",
