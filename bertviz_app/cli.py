@@ -502,7 +502,7 @@ def cmd_layers(args) -> int:
     vector and on the mean of the word tokens' vectors, for a labelled file."""
     from pathlib import Path
 
-    from . import layer_vectors, probe_layers, read_labelled, save_projections
+    from . import layer_vectors, probe_layers, read_labelled, read_table, save_projections
 
     out_dir = None
     if args.out:
@@ -511,8 +511,10 @@ def cmd_layers(args) -> int:
             raise SystemExit(_fail(f"--out {out_dir} is a file; give a folder (it is created if missing)"))
         if not out_dir.parent.is_dir():
             raise SystemExit(_fail(f"--out {out_dir}: the folder {out_dir.parent} does not exist"))
+    table = read_table(args.data, max_upload_mb=args.settings.max_upload_mb,
+                       max_rows=args.settings.max_rows)  # a bad file fails before the model loads
     lm = _load(args)
-    data = read_labelled(args.data, lm, args.text_column, args.label_column, settings=args.settings)
+    data = read_labelled(table, lm, args.text_column, args.label_column, settings=args.settings)
     say = (lambda m: print(m, file=sys.stderr, flush=True)) if args.json else (lambda m: print(m, flush=True))
     counts = ", ".join(f"{k} {v:,}" for k, v in data.class_counts().items())
     say(f"{args.data}: text column {data.columns[0]!r}, label column {data.columns[1]!r}; {len(data.texts):,} rows "

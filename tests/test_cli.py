@@ -354,3 +354,13 @@ def test_layers_bad_files_are_one_line_errors(capsys, tiny_model_dir, tmp_path, 
     code, out, err = run(capsys, "layers", str(data), "--model", str(tiny_model_dir), "--json")
     assert code == 2 and out == "" and err.count("\n") == 1 and re.search(message, err), err
     assert "Traceback" not in err
+
+
+def test_layers_refuses_a_zip_renamed_csv_before_loading_the_model(capsys, tmp_path):
+    import zipfile
+
+    data = tmp_path / "reviews.csv"
+    with zipfile.ZipFile(data, "w") as z:
+        z.writestr("reviews.csv", "text,label\ngood,positive\n")
+    code, out, err = run(capsys, "layers", str(data), "--model", str(tmp_path / "no-such-model"), "--json")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "zip" in err.lower(), err
