@@ -2,13 +2,14 @@
 plus `probe_layers` (5-fold logistic regression per depth and vector) on the held-out reviews of the
 default model, against in-process `predict` of the same texts, in the same run.
 
-    python bench/geometry.py                     # 2,000 held-out reviews, 3 rounds
+    python bench/geometry.py                     # 2,000 held-out reviews, 3 passes
     BERTVIZ_MODELS_DIR=/path/to/models python bench/geometry.py --rounds 1
 
-Issue 21's target: evaluate with the geometry at every layer <= 2x predict. The parts alternate
-(predict, geometry, geometry, predict, ...) and medians are compared, so load from other processes
-hits both alike. Also times PCA of every depth (`save_projections`) and reports the probe
-accuracies. Writes bench/geometry_results.md.
+Issue 21's target: evaluate with the geometry at every layer <= 2x predict. Both are timed on chunks
+of --chunk texts in alternating order (predict first, then the geometry first) and summed per pass,
+so on a shared machine a slow minute hits both sides; the probes then run on all the rows. Also
+times PCA of every depth (`save_projections`) and reports the probe accuracies. Writes
+bench/geometry_results.md.
 """
 
 from __future__ import annotations
@@ -37,7 +38,10 @@ SETTINGS = replace(Settings.from_env(), memo_size=0)
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=2000, help="held-out reviews (default: %(default)s)")
-    ap.add_argument("--rounds", type=int, default=3, help="pairs of timings (default: %(default)s)")
+    ap.add_argument("--rounds", type=int, default=3, help="passes over the texts (default: %(default)s)")
+    ap.add_argument("--chunk", type=int, default=250,
+                    help="texts per timed call; predict and the geometry alternate chunk by chunk (default: "
+                         "%(default)s)")
     ap.add_argument("--model", default="default")
     ap.add_argument("--out", default=str(ROOT / "bench" / "geometry_results.md"))
     args = ap.parse_args(argv)
@@ -56,25 +60,27 @@ def main(argv=None) -> int:
     load = [os.getloadavg()[0]]
     t_pred, t_vec, t_probe = [], [], []
     vectors = probes = None
-
-    def time_predict():
-        t = time.perf_counter()
-        bv.predict(lm, texts)
-        t_pred.append(time.perf_counter() - t)
-
-    def time_geometry():
-        nonlocal vectors, probes
-        t = time.perf_counter()
-        vectors = layer_vectors(lm, texts)
-        t_vec.append(time.perf_counter() - t)
+    chunks = [slice(a, a + args.chunk) for a in range(0, len(texts), args.chunk)]
+    for r in range(args.rounds):
+        pred_s = vec_s = 0.0
+        parts = []
+        for c, part in enumerate(chunks):  # alternate the order chunk by chunk: load hits both alike
+            for which in (("predict", "vectors") if (r + c) % 2 == 0 else ("vectors", "predict")):
+                t = time.perf_counter()
+                if which == "predict":
+                    bv.predict(lm, texts[part])
+                    pred_s += time.perf_counter() - t
+                else:
+                    parts.append(layer_vectors(lm, texts[part]))
+                    vec_s += time.perf_counter() - t
+            load.append(os.getloadavg()[0])
+        t_pred.append(pred_s)
+        t_vec.append(vec_s)
+        vectors = replace(parts[0], **{k: np.concatenate([getattr(v, k) for v in parts])
+                                       for k in ("cls", "mean", "logits", "n_tokens", "truncated")})
         t = time.perf_counter()
         probes = probe_layers(vectors, labels)
         t_probe.append(time.perf_counter() - t)
-
-    for r in range(args.rounds):
-        for part in ((time_predict, time_geometry) if r % 2 == 0 else (time_geometry, time_predict)):
-            part()
-            load.append(os.getloadavg()[0])
     t = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         save_projections(tmp, vectors)
@@ -89,7 +95,8 @@ def main(argv=None) -> int:
     lines = [
         "# [CLS] geometry by layer: cost against predict",
         "",
-        f"`python bench/geometry.py --n {args.n} --rounds {args.rounds}`, {datetime.now(timezone.utc):%Y-%m-%d %H:%M} "
+        f"`python bench/geometry.py --n {args.n} --rounds {args.rounds} --chunk {args.chunk}`, "
+        f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} "
         f"UTC, {platform.processor() or platform.machine()}, {cores} cores, torch {torch.__version__}, "
         f"{torch.get_num_threads()} threads. Model `{args.model}` ({lm.num_layers} layers, hidden "
         f"{vectors.hidden_size}); {len(texts):,} held-out Rotten Tomatoes reviews; the model's accuracy on them "

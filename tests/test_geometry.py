@@ -173,6 +173,7 @@ def test_probes_find_the_planted_word_and_are_deterministic(tiny):
     best = max(max(p["cls_probe_accuracy"], p["mean_probe_accuracy"]) for p in probes)
     assert best >= 0.8  # chance is 0.5: "good" or not is linearly readable at some depth
     assert bv.probe_layers(v, y) == probes  # seeded: the same numbers again
+    assert bv.probe_layers(v, y, n_jobs=1) == probes  # on one thread or several
     shuffled = bv.probe_layers(v, np.random.default_rng(0).permutation(y))
     assert max(p["mean_probe_accuracy"] for p in shuffled) < best
 
