@@ -102,9 +102,10 @@ def main(argv=None) -> int:
         f"{vectors.hidden_size}); {len(texts):,} held-out Rotten Tomatoes reviews; the model's accuracy on them "
         f"(from the geometry pass's own logits) {acc:.3f}.",
         "",
-        f"Machine load (1-minute load average) during the run: {min(load):.2f} to {max(load):.2f} on {cores} cores"
-        + (" (busy: other processes shared the cores; the ratio is the number to read)"
-           if max(load) > 0.6 * (cores or 1) else "") + ".",
+        f"Machine load (1-minute load average): {load[0]:.2f} before the timed part, {min(load[1:]):.2f} to "
+        f"{max(load[1:]):.2f} during it on {cores} cores (this benchmark alone keeps about {cores} busy)"
+        + ("; other processes were running too: the ratios are the numbers to read, not the seconds"
+           if load[0] > 0.6 * (cores or 1) else "") + ".",
         "",
         "| part | median seconds | runs | x predict |",
         "|---|---:|---|---:|",
@@ -121,6 +122,10 @@ def main(argv=None) -> int:
         f"{(vec + probe) / pred:.2f}x. The geometry pass returns the model's logits too, so an evaluate that takes "
         f"its predictions from it pays the geometry alone, not predict + geometry "
         f"({1 + (vec + probe) / pred:.2f}x if it ran both).",
+        "",
+        f"`layer_vectors` costs {vec / pred:.2f}x predict: it runs the model's own forward (the last layer for "
+        "every token, where predict computes it for [CLS] alone) and copies every depth's [CLS] and mean out as "
+        "float16. The probes are 70 liblinear fits on threads (one per core).",
         "",
         f"Vectors in memory: {vectors.nbytes / 1e6:.1f} MB ({len(texts):,} rows x {len(vectors.layers)} depths x "
         f"{vectors.hidden_size} x 2 bytes x 2 vectors).",
