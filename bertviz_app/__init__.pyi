@@ -102,6 +102,16 @@ from .finetune import push_run as push_run
 from .finetune import run_folder as run_folder
 from .finetune import run_plan as run_plan
 from .finetune import zip_run as zip_run
+from .geometry import LabelledRows as LabelledRows
+from .geometry import LayerVectors as LayerVectors
+from .geometry import Projection as Projection
+from .geometry import layer_vectors as layer_vectors
+from .geometry import load_projections as load_projections
+from .geometry import load_vectors as load_vectors
+from .geometry import probe_layers as probe_layers
+from .geometry import project as project
+from .geometry import read_labelled as read_labelled
+from .geometry import save_projections as save_projections
 from .inference import predict as predict
 from .inference import predict_with_logits as predict_with_logits
 from .long_documents import DocumentAttention as DocumentAttention

@@ -6,6 +6,7 @@
     python -m bertviz_app explain "A tedious, joyless slog." --method occlusion
     python -m bertviz_app explain "A tedious, joyless slog." --compare
     python -m bertviz_app evaluate reviews.csv --word not --json --out eval-run/
+    python -m bertviz_app layers reviews.csv --json
 
 Errors print one line on stderr and exit with status 2; no traceback reaches the user
 (set BERTVIZ_DEBUG=1 to see one). A reader that stops early (``| head -1``) is not an error:
@@ -563,6 +564,68 @@ def cmd_evaluate(args) -> int:
               "other rows)")
     for note in ev.notices:
         print(f"note: {note}")
+
+
+def cmd_layers(args) -> int:
+    """[CLS] geometry by layer: a linear probe's cross-validated accuracy at every depth, on the [CLS]
+    vector and on the mean of the word tokens' vectors, for a labelled file."""
+    from pathlib import Path
+
+    from . import layer_vectors, probe_layers, read_labelled, read_table, save_projections
+
+    out_dir = None
+    if args.out:
+        out_dir = Path(args.out).expanduser()
+        if out_dir.exists() and not out_dir.is_dir():
+            raise SystemExit(_fail(f"--out {out_dir} is a file; give a folder (it is created if missing)"))
+        if not out_dir.parent.is_dir():
+            raise SystemExit(_fail(f"--out {out_dir}: the folder {out_dir.parent} does not exist"))
+    table = read_table(args.data, max_upload_mb=args.settings.max_upload_mb,
+                       max_rows=args.settings.max_rows)  # a bad file fails before the model loads
+    lm = _load(args)
+    data = read_labelled(table, lm, args.text_column, args.label_column, settings=args.settings)
+    say = (lambda m: print(m, file=sys.stderr, flush=True)) if args.json else (lambda m: print(m, flush=True))
+    counts = ", ".join(f"{k} {v:,}" for k, v in data.class_counts().items())
+    say(f"{args.data}: text column {data.columns[0]!r}, label column {data.columns[1]!r}; {len(data.texts):,} rows "
+        f"({counts}); model {lm.name}, {lm.num_layers} layers")
+    for line in data.notices:
+        say(f"note: {line}")
+    for line in data.warnings:
+        say(f"warning: {line}")
+    if out_dir is not None:
+        try:
+            (out_dir / "vectors").mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise SystemExit(_fail(f"cannot create {out_dir / 'vectors'}: {exc.strerror or exc}")) from None
+
+    def progress(done: int, total: int) -> None:
+        sys.stderr.write(f"\rvectors of {done:,}/{total:,} rows")
+        if done == total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+    vectors = layer_vectors(lm, data.texts, progress=progress,
+                            folder=out_dir / "vectors" if out_dir is not None else None)
+    probes = probe_layers(vectors, data.labels, seed=args.seed)
+    majority = max(data.class_counts().values()) / len(data.texts)
+    result = {"rows": len(data.texts), "model": lm.name, "classes": data.class_counts(), "majority": majority,
+              "folds": probes[0]["folds"], "layers": probes}
+    if out_dir is not None:
+        (out_dir / "layers.json").write_text(json.dumps(result, ensure_ascii=False, indent=1), encoding="utf-8")
+        index = save_projections(out_dir, vectors)
+        say(f"saved {out_dir / 'layers.json'}, {index} (PCA per layer) and the float16 vectors in "
+            f"{out_dir / 'vectors'}")
+    if args.json:
+        _out(result)
+        return 0
+    print(f"linear probe accuracy, {result['folds']}-fold cross-validated (majority class: {majority:.3f}); "
+          "layer 0 = embeddings")
+    print("layer  [CLS] probe       mean probe")
+    for p in probes:
+        print(f"{p['layer']:>5}  {p['cls_probe_accuracy']:.3f} +- {p['cls_std']:.3f}  "
+              f"{p['mean_probe_accuracy']:.3f} +- {p['mean_std']:.3f}")
+    best = max(probes, key=lambda p: (p["cls_probe_accuracy"], -p["layer"]))
+    print(f"[CLS] separates the classes best at layer {best['layer']} ({best['cls_probe_accuracy']:.3f})")
     return 0
 
 
@@ -749,6 +812,18 @@ def build_parser(settings: Settings | None = None) -> argparse.ArgumentParser:
     p.add_argument("--hold-out", type=float, default=0.5,
                    help="share of the rows the temperature is fitted on; the others measure it (default: %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="seed of that split (default: %(default)s)")
+
+
+    p = add("layers", cmd_layers,
+            "[CLS] geometry by layer: how well a linear probe separates a labelled file's classes at every layer")
+    p.add_argument("data", help="labelled file with a header row (.csv, .tsv, .txt)")
+    p.add_argument("--text-column", default=None, help="column with the text (default: guessed)")
+    p.add_argument("--label-column", default=None, help="column with the label, the model's label names "
+                                                          "(default: guessed)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the cross-validation folds (default: %(default)s)")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="also write DIR/layers.json, the PCA coordinates of every layer (3-D .npy files, the 2-D "
+                        "projection in their first two columns; index projections.json) and the float16 vectors")
     p = add("serve", cmd_serve, "serve the web app")
     p.add_argument("--host", default=settings.host,
                    help="address to listen on (default: %(default)s; 0.0.0.0 exposes the app to the network)")

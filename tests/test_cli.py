@@ -283,3 +283,84 @@ def test_an_unknown_method_lists_the_valid_ones(capsys, tiny_model_dir, argv):
     code, out, err = run(capsys, "explain", "a good film", "--model", str(tiny_model_dir), *argv)
     assert code == 2 and out == "" and err.count("\n") == 1
     assert all(m in err for m in ("integrated_gradients", "occlusion", "raw", "norm", "value_zeroing", "alti", "ig"))
+
+
+def _labelled_csv(path: Path, rows: int = 30, label=lambda i: "positive" if i % 2 else "negative",
+                  header=("review", "sentiment")) -> Path:
+    import csv
+
+    words = ["the film", "a movie", "it was", "not fun", "a great film", "the movie is"]
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        for i in range(rows):
+            w.writerow([f"{words[i % len(words)]} {'good' if i % 2 else 'bad'} {words[(i * 5) % len(words)]} x{i}",
+                        label(i)])
+    return path
+
+
+def test_layers_json_contract(capsys, tiny_model_dir, tmp_path):
+    """`layers FILE --json`: {"rows", "layers": [{"layer", "cls_probe_accuracy", "mean_probe_accuracy"}, ...]}
+    (issue 21's --layers contract), one entry per depth 0 (embeddings) .. L; the columns are guessed."""
+    data = _labelled_csv(tmp_path / "reviews.csv")
+    code, out, err = run(capsys, "layers", str(data), "--model", str(tiny_model_dir), "--json")
+    assert code == 0, err
+    r = json.loads(out)
+    assert r["rows"] == 30 and r["folds"] == 5 and r["classes"] == {"negative": 15, "positive": 15}
+    assert [p["layer"] for p in r["layers"]] == [0, 1, 2]
+    for p in r["layers"]:
+        assert {"layer", "cls_probe_accuracy", "mean_probe_accuracy", "cls_std", "mean_std"} <= set(p)
+        assert 0 <= p["cls_probe_accuracy"] <= 1 and 0 <= p["mean_probe_accuracy"] <= 1
+    assert max(p["mean_probe_accuracy"] for p in r["layers"]) > 0.7  # "good" vs "bad" is readable
+    assert "text column 'review', label column 'sentiment'" in err
+    code, again, _ = run(capsys, "layers", str(data), "--model", str(tiny_model_dir), "--json")
+    assert json.loads(again) == r  # seeded folds: the same numbers
+    code, text, _ = run(capsys, "layers", str(data), "--model", str(tiny_model_dir), "--text-column", "review",
+                        "--label-column", "sentiment")
+    assert code == 0 and "layer  [CLS] probe" in text and "separates the classes best at layer" in text
+
+
+def test_layers_out_writes_probes_projections_and_vectors_without_pickle(capsys, tiny_model_dir, tmp_path):
+    import numpy as np
+
+    data = _labelled_csv(tmp_path / "reviews.csv", rows=12)
+    out_dir = tmp_path / "geometry"
+    code, out, err = run(capsys, "layers", str(data), "--model", str(tiny_model_dir), "--json", "--out",
+                         str(out_dir))
+    assert code == 0, err
+    assert json.loads((out_dir / "layers.json").read_text(encoding="utf-8")) == json.loads(out)
+    index = json.loads((out_dir / "projections.json").read_text(encoding="utf-8"))
+    assert index["rows"] == 12 and len(index["files"]) == 2 * 3
+    for entry in index["files"]:
+        assert np.load(out_dir / entry["file"], allow_pickle=False).shape == (12, 3)
+        assert sum(entry["explained_variance_ratio"]) <= 1 + 1e-6
+    cls = np.load(out_dir / "vectors" / "cls.npy", allow_pickle=False)
+    assert cls.dtype == np.float16 and cls.shape == (12, 3, 16)
+
+
+@pytest.mark.parametrize("label, header, message", [
+    (lambda i: "positive" if i % 2 else "neutral", ("review", "sentiment"),
+     "labels the model .* does not: 'neutral' \\(rows 2, 4, 6"),
+    (lambda i: "positive", ("review", "sentiment"), "same label"),
+    (lambda i: "positive" if i % 2 else "negative", ("id", "sentiment"), None),
+])
+def test_layers_bad_files_are_one_line_errors(capsys, tiny_model_dir, tmp_path, label, header, message):
+    import re
+
+    data = _labelled_csv(tmp_path / "d.csv", rows=12, label=label, header=header)
+    if header[0] == "id":  # a file whose only candidate text column holds numbers
+        data.write_text("id,sentiment\n" + "".join(f"{i},{label(i)}\n" for i in range(12)), encoding="utf-8")
+        message = "No column of 'd.csv' holds text: found 'id' \\(numbers\\)"
+    code, out, err = run(capsys, "layers", str(data), "--model", str(tiny_model_dir), "--json")
+    assert code == 2 and out == "" and err.count("\n") == 1 and re.search(message, err), err
+    assert "Traceback" not in err
+
+
+def test_layers_refuses_a_zip_renamed_csv_before_loading_the_model(capsys, tmp_path):
+    import zipfile
+
+    data = tmp_path / "reviews.csv"
+    with zipfile.ZipFile(data, "w") as z:
+        z.writestr("reviews.csv", "text,label\ngood,positive\n")
+    code, out, err = run(capsys, "layers", str(data), "--model", str(tmp_path / "no-such-model"), "--json")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "zip" in err.lower(), err
