@@ -812,8 +812,6 @@ def build_parser(settings: Settings | None = None) -> argparse.ArgumentParser:
     p.add_argument("--hold-out", type=float, default=0.5,
                    help="share of the rows the temperature is fitted on; the others measure it (default: %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="seed of that split (default: %(default)s)")
-
-
     p = add("layers", cmd_layers,
             "[CLS] geometry by layer: how well a linear probe separates a labelled file's classes at every layer")
     p.add_argument("data", help="labelled file with a header row (.csv, .tsv, .txt)")
