@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from conftest import CHROMIUM, served_app  # noqa: E402
+from conftest import CHROMIUM, open_page, served_app  # noqa: E402
 
 if not os.path.exists(CHROMIUM):
     pytest.skip(f"browser tests need Chromium at {CHROMIUM} (not installed here)", allow_module_level=True)
@@ -24,11 +24,9 @@ def app_url(tiny_model_dir, tmp_path_factory):
 
 @pytest.fixture()
 def page(browser):
-    ctx = browser.new_context(viewport={"width": 1280, "height": 900})
-    pg = ctx.new_page()
-    pg.set_default_timeout(TIMEOUT_MS)
+    pg = open_page(browser, TIMEOUT_MS)
     yield pg
-    ctx.close()
+    pg.context.close()
 
 
 def analyze(page, text: str) -> None:
