@@ -277,7 +277,7 @@ def read_document(rec: common.Record | None, window, stride, settings: core.Sett
         raise core.InputError("Press Analyze first: there is no text to read yet.")
     index = window_arg(window)
     lm = common.load(rec.model, rec.model, settings)
-    stride = min(int(stride if stride is not None else 128), lm.max_length // 2)
+    stride = common.window_stride(lm, stride)
     p = rec.prediction
     d = attention_windows(lm, p.text, pair=p.pair, window=index, stride=stride, measure=record_measure(rec))
     return DocumentView(dataclasses.replace(d, maps=_small(d.maps)), stride, p.text, p.pair, lm.max_length)
@@ -290,7 +290,7 @@ def pick_window(rec: common.Record | None, view: DocumentView | None, window, st
     if rec is None:
         raise core.InputError("Press Analyze first: there is no text to read yet.")
     lm = common.load(rec.model, rec.model, settings)
-    stride = min(int(stride if stride is not None else 128), lm.max_length // 2)
+    stride = common.window_stride(lm, stride)
     p, measure = rec.prediction, record_measure(rec)
     if view is None or (view.text, view.pair, view.stride, view.doc.measure) != (p.text, p.pair, stride, measure):
         return read_document(rec, window, stride, settings)

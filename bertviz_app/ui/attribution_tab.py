@@ -99,7 +99,7 @@ def explain_document(rec: common.Record | None, target: str, baseline: str, n_st
     lm = common.load(rec.model, rec.model, settings)
     info = rec.prediction
     return core.explain_windows(lm, info.text, target=common.target_arg(target), baseline=baseline, pair=info.pair,
-                                stride=min(int(stride), lm.max_length // 2), n_steps=int(n_steps),
+                                stride=common.window_stride(lm, stride), n_steps=int(n_steps),
                                 tolerance=common.tolerance_arg(bool(auto)))
 
 

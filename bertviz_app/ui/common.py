@@ -201,6 +201,12 @@ def target_arg(target: str | None) -> str | None:
     return None if not target or target == PREDICTED else target
 
 
+def window_stride(lm: core.LoadedModel, value) -> int:
+    """The whole-document parts' stride slider (0-256) -> the stride read: at most half the model's
+    length, as predict allows (None: predict's 128)."""
+    return min(int(value if value is not None else 128), lm.max_length // 2)
+
+
 def tolerance_arg(auto: bool) -> float | None:
     """The UI's "choose the steps automatically": a guaranteed relative delta of DELTA_WARN."""
     return DELTA_WARN if auto else None
