@@ -49,11 +49,8 @@ from .data import (
     ROW_NOTE,
     Table,
     build_dataset,
-    describe_columns,
+    choose_columns,
     format_rows,
-    guess_columns,
-    holds_numbers,
-    no_text_message,
     read_table,
     review_columns,
 )
@@ -445,15 +442,9 @@ def read_labelled(source, lm: LoadedModel, text_column: str | None = None, label
     table = source if isinstance(source, Table) else read_table(source, max_upload_mb=settings.max_upload_mb,
                                                                max_rows=settings.max_rows)
     notices = list(table.notices)
-    guess = guess_columns(table)
-    text, label = text_column or guess.text, label_column or guess.label
-    if text is None and not any(not holds_numbers(table, c) and c != label for c in table.columns):
-        raise DataError(no_text_message(table, "name the column that holds them as the text column (--text-column)"))
-    if text is None or label is None:
-        raise DataError(f"Could not tell which column holds the {'text' if text is None else 'labels'}: name the "
-                        f"text and label columns (found {describe_columns(table)}).")
-    if not (text_column and label_column):
-        notices.append(f"columns guessed: text {text!r}, label {label!r}")
+    text, label, guessed = choose_columns(table, text_column, label_column)
+    if guessed:
+        notices.append(guessed)
     report = review_columns(table, text, label, settings=settings)
     try:
         report.raise_if_blocking()

@@ -23,7 +23,7 @@ says what to fix. No file is ever decompressed.
 
 from __future__ import annotations
 
-from .columns import describe_columns, guess_columns, holds_numbers, no_text_message
+from .columns import choose_columns, describe_columns, guess_columns, holds_numbers, no_text_message
 from .datasets import build_dataset, split_dataset, validation_dataset
 from .messages import ROW_NOTE, format_rows, safe_csv_cell
 from .reading import DELIMITERS, EXTENSIONS, read_table
@@ -38,6 +38,7 @@ __all__ = [
     "Dataset",
     "read_table",
     "guess_columns",
+    "choose_columns",
     "holds_numbers",
     "describe_columns",
     "no_text_message",

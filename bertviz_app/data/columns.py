@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from ..errors import DataError
 from .messages import quoted
 from .records import ColumnGuess, Table
 
@@ -120,3 +121,20 @@ def guess_columns(table: Table) -> ColumnGuess:
             reasons.append(f"text: {quoted(text)} (longest cells, {stats[text][0]:.0f} characters on average)")
     return ColumnGuess(text=text, label=label, pair=pair, columns=tuple(cols), reasons=tuple(reasons))
 
+
+
+def choose_columns(table: Table, text_column: str | None = None,
+                   label_column: str | None = None) -> tuple[str, str, str | None]:
+    """The text and label columns a labelled file is read with: those named, else ``guess_columns``'s
+    (a column of numbers is never the text). DataError when either cannot be told, naming the columns
+    found (``no_text_message`` when no column holds text). Returns (text, label, a notice saying the
+    columns were guessed, or None when both were named)."""
+    guess = guess_columns(table)
+    text, label = text_column or guess.text, label_column or guess.label
+    if text is None and not any(not holds_numbers(table, c) and c != label for c in table.columns):
+        raise DataError(no_text_message(table, "name the column that holds them as the text column (--text-column)"))
+    if text is None or label is None:
+        raise DataError(f"Could not tell which column holds the {'text' if text is None else 'labels'}: name the "
+                        f"text and label columns (found {describe_columns(table)}).")
+    notice = None if text_column and label_column else f"columns guessed: text {text!r}, label {label!r}"
+    return text, label, notice

@@ -10,10 +10,10 @@ from ..config import Settings
 from ..data import (
     Table,
     build_dataset,
+    choose_columns,
     describe_columns,
     guess_columns,
     holds_numbers,
-    no_text_message,
     read_table,
     review_columns,
     validation_dataset,
@@ -90,15 +90,10 @@ def plan_finetune(
     if not isinstance(table, Table):
         table = read_table(table, **limits)
     notices: list[str] = list(table.notices)
-    guess = guess_columns(table)
-    text, label, pair = text_column or guess.text, label_column or guess.label, pair_column or None
-    if text is None and not any(not holds_numbers(table, c) and c != label for c in table.columns):
-        raise DataError(no_text_message(table, "name the column that holds them as the text column (--text-column)"))
-    if text is None or label is None:
-        raise DataError(f"Could not tell which column holds the {'text' if text is None else 'labels'}: choose the "
-                        f"text and label columns (found {describe_columns(table)}).")
-    if not (text_column and label_column):
-        notices.append(f"columns guessed: text {text!r}, label {label!r}")
+    text, label, guessed = choose_columns(table, text_column, label_column)
+    pair = pair_column or None
+    if guessed:
+        notices.append(guessed)
     report = review_columns(table, text, label, pair, multi_label, settings=settings)
     report.raise_if_blocking()
     train = build_dataset(table, text, label, pair, bool(multi_label), settings=settings)
