@@ -44,7 +44,8 @@ from .visitors import NOBODY, last_opened, run_owner, touch
 
 __all__ = ["FOLDER", "SLICES_FILE", "KEEP_PER_OWNER", "KEEP_TOTAL", "Saved", "evaluations_dir", "is_evaluation_name",
            "check_name", "model_slug", "new_name", "save", "list_evaluations", "open_evaluation",
-           "delete_evaluation", "delete_owner_evaluations", "sweep", "slice_members", "owner_evaluations"]
+           "delete_evaluation", "delete_owner_evaluations", "sweep", "slice_members", "owner_evaluations",
+           "write_geometry"]
 
 FOLDER = "evaluations"  # under the models folder
 SLICES_FILE = "slices.json"
@@ -188,7 +189,8 @@ def save(ev, models_dir: str | os.PathLike, owner: str | None = None, *,
         name, k = base, 2
         while True:
             info = {"kind": "evaluation", "name": name, "model": ev.model, "source": ev.source,
-                    "created": time.time(), "rows": ev.rows, "accuracy": ev.accuracy}
+                    "created": time.time(), "rows": ev.rows, "accuracy": ev.accuracy,
+                    "column_index": _column_index(ev)}
             if owner is not None:
                 info["owner"] = owner
             (tmp / RUN_INFO).write_text(json.dumps(info), encoding="utf-8")
@@ -204,6 +206,31 @@ def save(ev, models_dir: str | os.PathLike, owner: str | None = None, *,
         raise
     removed = _prune(models_dir, owner, keep_per_owner, keep_total, keep=name)
     return Saved(name=name, folder=root / name, removed=tuple(removed))
+
+
+def _column_index(ev) -> dict:
+    """Where the text and second-text columns sit among predictions.csv's columns (the file's
+    header cells as given may repeat or be blank; their positions do not)."""
+    columns = list(ev.table.columns)
+    text, _, pair = ev.columns
+    return {"text": columns.index(text), "pair": None if pair is None else columns.index(pair)}
+
+
+def write_geometry(folder: str | os.PathLike, vectors, true, *, folds: int = 5, seed: int = 0) -> Path:
+    """The [CLS] geometry of an evaluation into its folder: ``layers.json`` ({"layers", "num_layers",
+    "probes"}: ``geometry.probe_layers`` on the rows' true classes) and ``projections/`` (what
+    ``geometry.save_projections`` writes: 3-D PCA of every depth, [CLS] and mean vectors). The probes
+    need two classes with two rows each (InputError otherwise, before anything is written)."""
+    from .geometry import probe_layers, save_projections
+
+    folder = Path(folder)
+    probes = probe_layers(vectors, np.asarray(true), folds=folds, seed=seed)
+    sub = folder / "projections"
+    sub.mkdir(exist_ok=True)
+    save_projections(sub, vectors)
+    (folder / "layers.json").write_text(json.dumps(
+        {"layers": list(vectors.layers), "num_layers": vectors.num_layers, "probes": probes}), encoding="utf-8")
+    return folder
 
 
 def _prune(models_dir, owner: str | None, keep_per_owner: int, keep_total: int, keep: str) -> list[str]:

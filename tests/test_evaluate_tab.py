@@ -1,0 +1,166 @@
+"""The Evaluate tab's pure parts (issue 21, the page part): a stored evaluation's folder read back and
+drawn (summary, slices, misclassified rows, reliability diagram, [CLS] geometry scatter and probes),
+and the handlers that send a chosen row or a clicked point to the Predict tab. Runs on the tiny model;
+no browser (tests/test_browser_evaluate.py drives the page)."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from test_evaluation_runs import labelled_csv
+
+import bertviz_app as bv
+from bertviz_app import evaluation_runs as er
+
+pytest.importorskip("gradio")
+from bertviz_app.ui import evaluate_tab, evaluate_view  # noqa: E402
+
+
+def _with_formula_rows(data: bytes) -> bytes:
+    """Two rows a spreadsheet would run as formulas: predictions.csv quotes them, the page shows them as given."""
+    return data + b'"=1+1 the film was good",positive,web\n"-not fun",negative,shop\n'
+
+
+@pytest.fixture(scope="module")
+def stored(tiny, tmp_path_factory):
+    models = tmp_path_factory.mktemp("eval-view")
+    ev = bv.evaluate_file(tiny, _with_formula_rows(labelled_csv(40)), name="reviews.csv", words=("not",))
+    vectors = bv.layer_vectors(tiny, list(ev.texts))
+    saved = er.save(ev, models, extra=lambda folder: er.write_geometry(folder, vectors, ev.true))
+    return ev, saved, evaluate_view.load_run(saved.folder, saved.name)
+
+
+def test_the_folder_reads_back_every_evaluated_row_as_given(stored):
+    ev, _, view = stored
+    assert [r["row"] for r in view.rows] == list(ev.source_rows)
+    assert [r["text"] for r in view.rows] == list(ev.texts)  # "=1+1 ..." and "-not fun" unquoted
+    assert [r["true"] for r in view.rows] == [ev.labels[i] for i in ev.true]
+    assert [r["predicted"] for r in view.rows] == [ev.labels[i] for i in ev.predicted]
+    conf = ev.probs[np.arange(ev.rows), ev.predicted]
+    np.testing.assert_allclose([r["confidence"] for r in view.rows], conf, atol=1e-5)
+    assert len(evaluate_view.wrong_rows(view)) == int((ev.true != ev.predicted).sum())
+    md = evaluate_view.summary_md(view)
+    assert "42 rows" in md and f"Accuracy {ev.accuracy:.1%}" in md and "95% interval" in md
+
+
+def test_selecting_a_slice_lists_only_its_misclassified_rows(stored):
+    ev, _, view = stored
+    frame = evaluate_view.slices_frame(view)
+    assert list(frame.columns) == evaluate_view.SLICE_COLUMNS and len(frame) == len(ev.slices)
+    assert list(frame["slice"]) == [s.name for s in ev.slices]  # worst first, as the evaluation sorted them
+    members = er.slice_members(ev)
+    wrong = {ev.source_rows[i] for i in np.flatnonzero(ev.true != ev.predicted)}
+    for k, s in enumerate(ev.slices):
+        i = evaluate_view.pick_slice(view, [s.kind, s.name, s.size])
+        assert i == k
+        got = evaluate_view.slice_rows(view, i)
+        assert {r["row"] for r in got} == set(members[k]) & wrong, s.name
+        assert len(got) == s.size - s.correct
+        assert [r["confidence"] for r in got] == sorted((r["confidence"] for r in got), reverse=True)
+        assert frame.iloc[k]["misclassified"] == len(got)
+    word = next(i for i, s in enumerate(view.slices) if s["kind"] == "word")
+    assert all("not" in r["text"].split() for r in evaluate_view.slice_rows(view, word))
+
+
+def test_the_reliability_diagram_has_the_diagonal_and_before_and_after(stored):
+    ev, _, view = stored
+    fig = evaluate_view.reliability_figure(view)
+    names = [t.name for t in fig.data]
+    assert names[0] == "perfectly calibrated" and list(fig.data[0].x) == [0, 1] and list(fig.data[0].y) == [0, 1]
+    assert names[1].startswith("before") and names[2].startswith(f"after (T = {ev.calibration['temperature']:.3f}")
+    before = [b for b in ev.reliability["before"] if b["count"]]
+    np.testing.assert_allclose(fig.data[1].x, [b["confidence"] for b in before], atol=1e-9)
+    np.testing.assert_allclose(fig.data[1].y, [b["accuracy"] for b in before], atol=1e-9)
+    assert sum(fig.data[1].customdata) == ev.calibration["measured_on_rows"]
+    md = evaluate_view.calibration_md(view)
+    assert f"{ev.calibration['ece']:.3f}" in md and f"{ev.calibration['ece_after']:.3f}" in md
+    assert "Temperature fitted on 21 rows" in md
+
+
+def test_the_scatter_has_one_point_per_row_with_its_text_and_labels(stored):
+    ev, _, view = stored
+    assert view.layers == [0, 1, 2]
+    for colour in ("true", "predicted", "correct", "confidence"):
+        fig = evaluate_view.scatter_figure(view, 2, 2, colour)
+        assert {t.type for t in fig.data} == {"scattergl"}
+        ids = np.concatenate([np.asarray(t.customdata) for t in fig.data])
+        assert sorted(ids.tolist()) == list(range(ev.rows)), colour
+    fig = evaluate_view.scatter_figure(view, 1, 2, "true")
+    coords = view.projections[(1, "cls")]
+    for t in fig.data:
+        idx = np.asarray(t.customdata)
+        np.testing.assert_allclose(t.x, coords[idx, 0], atol=1e-6)
+        for i, hover in zip(idx, t.hovertext):
+            r = view.rows[i]
+            assert f"row {r['row']}:" in hover and f"true {r['true']}" in hover
+            assert f"predicted {r['predicted']}" in hover
+    long = max(view.rows, key=lambda r: len(r["text"]))
+    fig3 = evaluate_view.scatter_figure(view, 2, 3, "correct", "mean")
+    assert {t.type for t in fig3.data} == {"scatter3d"}
+    np.testing.assert_allclose(np.concatenate([t.z for t in fig3.data]).size, ev.rows)
+    assert long["text"][:20] in " ".join(h for t in fig.data for h in t.hovertext)
+    # another layer: other coordinates, from the stored projections (no model)
+    assert not np.allclose(evaluate_view.scatter_figure(view, 0, 2, "true").data[0].x, fig.data[0].x)
+
+
+def test_the_probe_chart_has_both_vectors_by_layer(stored):
+    _, saved, view = stored
+    stored_probes = json.loads((saved.folder / "layers.json").read_text())["probes"]
+    fig = evaluate_view.probes_figure(view, 1)
+    assert [t.name for t in fig.data] == ["[CLS] vector", "mean word vector"]
+    assert list(fig.data[0].x) == [0, 1, 2]
+    np.testing.assert_allclose(fig.data[0].y, [p["cls_probe_accuracy"] for p in stored_probes])
+    assert all(0 <= y <= 1 for t in fig.data for y in t.y)
+
+
+def test_no_geometry_says_how_to_get_it(tiny, models_dir):
+    ev = bv.evaluate_file(tiny, labelled_csv(24), name="small.csv")
+    view = evaluate_view.load_run(er.save(ev, models_dir).folder)
+    assert view.projections is None and view.probes is None
+    fig = evaluate_view.scatter_figure(view, 1)
+    assert "tick" in fig.layout.annotations[0].text
+
+
+def test_a_damaged_folder_says_which_file(stored, tmp_path):
+    import shutil
+
+    _, saved, _ = stored
+    copy = tmp_path / saved.name
+    shutil.copytree(saved.folder, copy)
+    (copy / "predictions.csv").unlink()
+    with pytest.raises(bv.DataError, match="no predictions.csv"):
+        evaluate_view.load_run(copy)
+    (copy / "metrics.json").write_text("{not json")
+    with pytest.raises(bv.DataError, match="metrics.json cannot be read"):
+        evaluate_view.load_run(copy)
+
+
+def test_words_and_the_progress_line():
+    assert evaluate_tab.parse_words(" not, but ;not bad,, not") == ["not", "but", "not bad"]
+    assert evaluate_tab.parse_words(None) == []
+    assert evaluate_tab.progress_line(50, 200, None) == "**Evaluating:** 50 of 200 rows (25%) · time left: measuring..."
+    assert "about 12 s left" in evaluate_tab.progress_line(50, 200, 12.2)
+    assert "cancelling" in evaluate_tab.progress_line(50, 200, 12.2, cancelling=True)
+
+
+def test_a_chosen_row_or_a_clicked_point_goes_to_predict(stored):
+    _, _, view = stored
+    text, pair, tabs = object(), object(), object()
+    h = evaluate_tab.Handlers(SimpleNamespace(), default="x", settings=bv.Settings(), predict_text=text,
+                              predict_pair=pair, tabs=tabs)
+    row = evaluate_view.wrong_rows(view)[0]
+    assert evaluate_view.pick_row(view, [row["row"], row["text"]]) is row
+    out = h.to_predict(row)
+    assert out[text] == row["text"] and out[pair] == "" and out[tabs].selected == "predict"
+    assert h.to_attributions(row)[tabs].selected == "attributions"
+    out = h.on_point(view, "3:1700000000000")
+    assert out[text] == view.rows[3]["text"]
+    with pytest.raises(bv.InputError, match="Select a row"):
+        h.to_predict(None)
+    import gradio as gr
+
+    for bad in (None, "", "x:1", "999999:1", "-1:2"):
+        assert h.on_point(view, bad)[text] == gr.skip()  # nothing happens, no error
