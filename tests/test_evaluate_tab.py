@@ -164,3 +164,54 @@ def test_a_chosen_row_or_a_clicked_point_goes_to_predict(stored):
 
     for bad in (None, "", "x:1", "999999:1", "-1:2"):
         assert h.on_point(view, bad)[text] == gr.skip()  # nothing happens, no error
+
+
+# --------------------------------------------------------------------------- the /evaluate endpoint
+@pytest.fixture(scope="module")
+def client(tiny_model_dir, tmp_path_factory):
+    from gradio_client import Client
+
+    from conftest import served_app
+
+    with served_app(str(tiny_model_dir), BERTVIZ_MODELS_DIR=tmp_path_factory.mktemp("eval-api")) as url:
+        yield Client(url, verbose=False)
+
+
+def test_the_evaluate_endpoint_answers_the_evaluation_json(client, tiny, tmp_path):
+    from gradio_client import handle_file
+
+    path = tmp_path / "reviews.csv"
+    path.write_bytes(labelled_csv(40))
+    got = client.predict(handle_file(str(path)), "", "", "", "not, film", api_name="/evaluate")
+    ref = bv.evaluate_file(tiny, path, words=("not", "film")).to_dict()
+    assert got["rows"] == 40 and got["columns"] == {"text": "text", "label": "label", "pair": None}
+    assert got["accuracy"] == pytest.approx(ref["accuracy"], abs=1e-9)
+    assert [s["name"] for s in got["slices"]] == [s["name"] for s in ref["slices"]]
+    assert any(s["kind"] == "word" and s["value"] == "film" for s in got["slices"])
+    assert got["calibration"]["ece"] == pytest.approx(ref["calibration"]["ece"], abs=1e-6)
+
+
+def test_the_evaluate_endpoint_refuses_bad_input_with_a_message(client, tmp_path):
+    from gradio_client import handle_file
+
+    spam = tmp_path / "spam.csv"
+    spam.write_text("text,label\nthe film,spam\nthe movie,ham\n", encoding="utf-8")
+    with pytest.raises(Exception, match="not among the model's 2 classes"):
+        client.predict(handle_file(str(spam)), api_name="/evaluate")
+    texts = tmp_path / "texts.csv"
+    texts.write_text("text,source\nthe film,web\nthe movie,shop\n", encoding="utf-8")
+    with pytest.raises(Exception, match="[Ll]abel"):
+        client.predict(handle_file(str(texts)), "text", "", api_name="/evaluate")
+
+
+def test_the_endpoint_reads_only_files_uploaded_with_the_call(tmp_path):
+    """gradio_client uploads a local file; a request naming a path on the server is refused unread."""
+    secret = tmp_path / "secret.csv"
+    secret.write_text("text,label\nthe film,positive\n", encoding="utf-8")
+    for fake in ({"path": str(secret), "meta": {"_type": "gradio.FileData"}}, {"path": "/etc/passwd"},
+                 {"path": "/tmp/gradio/../../etc/passwd"}):
+        with pytest.raises(bv.InputError, match="not a path on the server"):
+            evaluate_tab.uploaded_path(fake)
+    for nothing in (None, {}, {"path": ""}, "reviews.csv"):
+        with pytest.raises(bv.InputError, match="Send the labelled file itself"):
+            evaluate_tab.uploaded_path(nothing)

@@ -1,5 +1,5 @@
 """The public API as gradio endpoints (``/predict``, ``/attention``, ``/explain``, ``/compare``,
-``/summary``) for ``gradio_client`` / ``@gradio/client``: queued, with server-sent events.
+``/summary``, ``/evaluate``) for ``gradio_client`` / ``@gradio/client``: queued, with server-sent events.
 
 The work is ``bertviz_app.service``'s, the same as the typed JSON routes of ``bertviz_app.server``
 (``POST /v1/predict`` ...), which skip gradio's queue and event stream. Concurrent /predict calls
@@ -16,7 +16,7 @@ import gradio as gr
 from bertviz_app import service
 from bertviz_app.config import Settings
 
-from . import common
+from . import common, evaluate_tab
 
 __all__ = ["functions", "register", "PREDICT_CONCURRENCY", "EXPLAIN_CONCURRENCY"]
 
@@ -97,4 +97,6 @@ def register(default: str, settings: Settings, heavy: dict) -> None:
            concurrency_id="explain")
     gr.api(common.guard(fns["compare"]), api_name="compare", **heavy)
     gr.api(common.guard(fns["summary"]), api_name="summary", concurrency_limit=2)
+    gr.api(common.guard(evaluate_tab.api_function(default, settings)), api_name="evaluate", concurrency_limit=1,
+           concurrency_id="evaluate")
 

@@ -15,9 +15,11 @@ Each event's handler is a method of ``Handlers``.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from types import SimpleNamespace
 
 import gradio as gr
+from gradio.data_classes import FileData
 
 import bertviz_app as core
 from bertviz_app import evaluation_runs, visitors
@@ -26,7 +28,7 @@ from . import common, evaluate_view, figures, plots, visitor
 from .common import CancelFlag, esc
 from .evaluate_view import COLOURINGS, DIMENSIONS, VECTORS, RunView
 
-__all__ = ["Handlers", "build", "parse_words", "progress_line", "wire"]
+__all__ = ["Handlers", "api_function", "build", "parse_words", "progress_line", "uploaded_path", "wire"]
 
 NONE = ""  # the "no second text" / "compare with nothing" choice
 NO_PAIR = [("(none)", NONE)]
@@ -48,6 +50,53 @@ def progress_line(done: int, total: int, left: float | None, what: str = "Evalua
     eta = f"{common.AnalyzeProgress.duration(left)} left" if left is not None else f"time left: {core.MEASURING}"
     note = " · cancelling after this batch…" if cancelling else ""
     return f"**{what}:** {done:,} of {total:,} rows ({done / total:.0%}) · {eta}{note}"
+
+
+# --------------------------------------------------------------------------- the /evaluate endpoint
+def uploaded_path(file) -> str:
+    """The server path of a file sent to a gradio endpoint (gradio_client's ``handle_file``: a FileData
+    dict uploaded with the call). Only a file in gradio's upload folder is read: a ``path`` naming any
+    other file on the server is refused, as is anything that is not an uploaded file."""
+    from gradio.utils import get_upload_folder
+
+    path = file.get("path") if isinstance(file, dict) else getattr(file, "path", None)
+    if not isinstance(path, str) or not path.strip():
+        raise core.InputError("Send the labelled file itself (gradio_client: handle_file(\"reviews.csv\")): a .csv, "
+                              ".tsv or .txt with a header row, a text column and a label column.")
+    root = Path(get_upload_folder()).resolve()
+    try:
+        resolved = Path(path).resolve()
+    except (OSError, ValueError):
+        resolved = None
+    if resolved is None or not resolved.is_relative_to(root) or not resolved.is_file():
+        raise core.InputError("That file was not uploaded with this request: send the file itself "
+                              "(gradio_client: handle_file(\"reviews.csv\")), not a path on the server.")
+    return str(resolved)
+
+
+def api_function(default: str, settings: core.Settings):
+    """The ``/evaluate`` endpoint's function (typed for gradio_client)."""
+
+    def evaluate(file: FileData, text_column: str = "", label_column: str = "", pair_column: str = "",
+                 words: str = "", model: str = default) -> dict:
+        """Evaluate a model on a labelled file (.csv, .tsv or .txt with a header row; gradio_client:
+        handle_file("reviews.csv")): the evaluation's JSON as `bertviz-app evaluate FILE --json` prints
+        it: rows, accuracy with its 95% interval, macro-F1, per_class, confusion, slices worst first
+        (true label, predicted label, length, each of words, other columns), calibration before/after a
+        temperature fitted on half the rows, the most confident misclassified rows, notices. Columns left
+        empty are guessed; words: comma-separated ("not, but"), each a slice of the rows containing it."""
+        path = uploaded_path(file)
+        visitor.upload(path)
+        try:
+            table = core.read_table(path, max_upload_mb=settings.max_upload_mb, max_rows=settings.max_rows)
+        finally:
+            visitor.discard(path)
+        lm = common.load(model, default, settings)
+        ev = core.evaluate_file(lm, table, text_column or None, label_column or None, pair_column or None,
+                                words=parse_words(words))
+        return ev.to_dict()
+
+    return evaluate
 
 
 # --------------------------------------------------------------------------- layout
