@@ -215,3 +215,30 @@ def test_the_endpoint_reads_only_files_uploaded_with_the_call(tmp_path):
     for nothing in (None, {}, {"path": ""}, "reviews.csv"):
         with pytest.raises(bv.InputError, match="Send the labelled file itself"):
             evaluate_tab.uploaded_path(nothing)
+
+
+def test_public_mode_lists_and_opens_only_the_visitors_own(stored, monkeypatch, tmp_path):
+    """The tab's stored list and Open, for two visitors of a public app: each sees and opens only theirs."""
+    import dataclasses
+
+    from bertviz_app.ui import visitor
+
+    ev, _, _ = stored
+    settings = dataclasses.replace(bv.Settings(), public=True, models_dir=tmp_path)
+    alice, bob = "a" * 64, "b" * 64
+    mine = er.save(ev, tmp_path, owner=alice)
+    ui = SimpleNamespace(stored="stored", compare="compare", status="status", **{k: k for k in (
+        "view", "selected", "selected_md", "summary", "per_class", "confusion", "slices", "slice_md", "slice_rows",
+        "wrong", "calibration", "reliability", "geometry_box", "layer", "scatter", "probes", "dims", "colour",
+        "vector", "compare_box", "comparison", "disagreements", "compare_slices")})
+    h = evaluate_tab.Handlers(ui, default="x", settings=settings, predict_text="t", predict_pair="p", tabs="tabs")
+    monkeypatch.setattr(visitor, "owner", lambda: alice)
+    assert [v for _, v in h.choices()] == [mine.name]
+    assert "Opened" in h.open_stored(mine.name)["status"]
+    monkeypatch.setattr(visitor, "owner", lambda: bob)
+    assert h.choices() == []
+    with pytest.raises(bv.ModelNotFoundError, match="No evaluation"):
+        h.open_stored(mine.name)
+    monkeypatch.setattr(visitor, "owner", lambda: "nobody")  # a page whose visitor is not known yet
+    with pytest.raises(bv.InputError, match="reload the page"):
+        h.open_stored(mine.name)

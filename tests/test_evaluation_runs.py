@@ -138,3 +138,12 @@ def test_a_failed_write_leaves_nothing(ev, models_dir):
     with pytest.raises(bv.InputError, match="disk full"):
         er.save(ev, models_dir, write=broken)
     assert list((models_dir / "evaluations").iterdir()) == []
+
+
+def test_delete_my_data_takes_the_visitors_evaluations_too(ev, models_dir):
+    from bertviz_app import visitors
+
+    mine, theirs = er.save(ev, models_dir, owner=ALICE), er.save(ev, models_dir, owner=BOB)
+    removed = visitors.delete_owner_data(models_dir / "runs", ALICE)
+    assert removed == [f"evaluations/{mine.name}"]
+    assert not mine.folder.exists() and theirs.folder.is_dir()
