@@ -242,3 +242,11 @@ def test_public_mode_lists_and_opens_only_the_visitors_own(stored, monkeypatch, 
     monkeypatch.setattr(visitor, "owner", lambda: "nobody")  # a page whose visitor is not known yet
     with pytest.raises(bv.InputError, match="reload the page"):
         h.open_stored(mine.name)
+
+
+def test_a_table_lists_at_most_the_cap(stored):
+    _, _, view = stored
+    many = [dict(view.rows[0], row=i) for i in range(evaluate_view.MAX_LISTED + 5)]
+    assert len(evaluate_view.rows_frame(many)) == evaluate_view.MAX_LISTED
+    assert list(evaluate_view.rows_frame(many[:3], pairs=True).columns) == ["row", "text", "second text", "true",
+                                                                           "predicted", "confidence"]

@@ -393,8 +393,9 @@ class Handlers:
             return {ui.slice_md: "", ui.slice_rows: evaluate_view.rows_frame([])}
         s = v.slices[i]
         rows = evaluate_view.slice_rows(v, i)
+        shown = "" if len(rows) <= evaluate_view.MAX_LISTED else f" the {evaluate_view.MAX_LISTED:,} most confident"
         md = (f"**{esc(s['name'])}**: {s['size']:,} rows, {len(rows):,} misclassified"
-              + (" (listed below, most confident first; select one to open it)." if rows else "."))
+              + (f" (listed below{shown}, most confident first; select one to open it)." if rows else "."))
         return {ui.slice_md: md, ui.slice_rows: evaluate_view.rows_frame(rows, v.pairs)}
 
     def on_row(self, v: RunView | None, evt: gr.SelectData):

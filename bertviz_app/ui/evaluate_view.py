@@ -30,15 +30,15 @@ from .finetune_view import shown_name
 __all__ = ["COLOURINGS", "DIMENSIONS", "RunView", "VECTORS", "calibration_md", "comparison_frame", "comparison_md",
            "confusion_figure", "disagreement_frame", "load_run", "per_class_frame", "pick_row", "pick_slice",
            "probes_figure", "reliability_figure", "rows_frame", "scatter_figure", "slice_rows", "slices_frame",
-           "stored_choices", "summary_md", "wrong_rows", "SLICE_COLUMNS", "WRONG_COLUMNS"]
+           "stored_choices", "summary_md", "wrong_rows", "MAX_LISTED", "SLICE_COLUMNS"]
 
 COLOURINGS = [("true label", "true"), ("prediction", "predicted"), ("correct or not", "correct"),
               ("confidence", "confidence")]
 DIMENSIONS = [("2-D", 2), ("3-D", 3)]
 VECTORS = [("[CLS] vector", "cls"), ("mean of the word vectors", "mean")]
 SLICE_COLUMNS = ["kind", "slice", "size", "accuracy", "95% interval", "misclassified"]
-WRONG_COLUMNS = ["row", "text", "true", "predicted", "confidence"]
 HOVER_CHARS = 80  # a point's text in its hover, cut here
+MAX_LISTED = 1000  # rows a table lists (the most confident first); predictions.csv holds every row
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
            "#17becf"]
 RIGHT, WRONG = "#2ca02c", "#d62728"
@@ -206,7 +206,9 @@ def summary_md(view: RunView) -> str:
              f"**{esc(shown_name(m.get('model')))}** ({used}).",
              f"**Accuracy {_pct(m['accuracy'])}** (95% interval {_interval(m.get('accuracy_interval'))}) · "
              f"**macro-F1 {_num(m.get('macro_f1'))}** · {m.get('misclassified_rows', 0):,} misclassified"
-             + (f" · {m['skipped_rows']:,} rows skipped" if m.get("skipped_rows") else "")]
+             + (f" · {m['skipped_rows']:,} rows skipped" if m.get("skipped_rows") else "")
+             + (f" (the {MAX_LISTED:,} most confident are listed below)" if m.get("misclassified_rows", 0) > MAX_LISTED
+                else "")]
     lines += [f"Note: {esc(n)}" for n in m.get("notices", [])]
     return "  \n".join(lines)
 
@@ -258,6 +260,8 @@ def wrong_rows(view: RunView) -> list[dict]:
 
 
 def rows_frame(rows: list[dict], pairs: bool = False) -> pd.DataFrame:
+    """The rows as a table (at most ``MAX_LISTED``: the first, most confident, ones)."""
+    rows = rows[:MAX_LISTED]
     cols = ["row", "text", *(["second text"] if pairs else []), "true", "predicted", "confidence"]
     return pd.DataFrame([[r["row"], r["text"], *([r["pair"] or ""] if pairs else []), r["true"], r["predicted"],
                           round(float(r["confidence"]), 3)] for r in rows], columns=cols)
