@@ -250,3 +250,57 @@ def test_a_table_lists_at_most_the_cap(stored):
     assert len(evaluate_view.rows_frame(many)) == evaluate_view.MAX_LISTED
     assert list(evaluate_view.rows_frame(many[:3], pairs=True).columns) == ["row", "text", "second text", "true",
                                                                            "predicted", "confidence"]
+
+
+def _handlers(models_dir):
+    names = ("table", "refused", "notices", "text_col", "label_col", "pair_col", "status", "stored", "compare", "view",
+             "selected", "selected_md", "summary", "per_class", "confusion", "slices", "slice_md", "slice_rows",
+             "wrong", "calibration", "reliability", "geometry_box", "layer", "scatter", "probes", "dims", "colour",
+             "vector", "compare_box", "comparison", "disagreements", "compare_slices")
+    ui = SimpleNamespace(**{k: k for k in names})
+    settings = bv.Settings(models_dir=models_dir, memo_size=0)
+    return evaluate_tab.Handlers(ui, default="x", settings=settings, predict_text="t", predict_pair="p", tabs="tabs")
+
+
+def test_the_evaluate_handler_stores_and_draws_or_says_why_not(tiny_model_dir, models_dir, tmp_path):
+    from bertviz_app.ui.common import CancelFlag
+
+    h = _handlers(models_dir)
+    path = tmp_path / "reviews.csv"
+    path.write_bytes(labelled_csv(30))
+    up = h.on_upload(str(path))
+    assert up["text_col"]["value"] == "text" and up["label_col"]["value"] == "label" and "30 rows" in up["notices"]
+    run = lambda flag, table, geometry=False, label="label": list(h.run(  # noqa: E731
+        flag, str(tiny_model_dir), table, None, "text", label, "", "not", "", geometry))
+    out = run(CancelFlag(), up["table"], geometry=True)[-1]
+    [entry] = er.list_evaluations(models_dir)
+    assert out["status"].startswith(f"**Done:** stored as **{entry['name']}**")
+    assert out["stored"]["value"] == entry["name"] and out["view"].name == entry["name"]
+    assert out["view"].layers == [0, 1, 2] and out["geometry_box"]["visible"] is True
+    assert out["layer"]["maximum"] == 2
+    # cancelled before the first batch: nothing stored, and the status says so
+    flag = CancelFlag()
+    flag.event.set()
+    out = run(flag, up["table"])[-1]
+    assert out["status"].startswith("**Cancelled:**") and len(er.list_evaluations(models_dir)) == 1
+    # one class: evaluated and stored, the geometry skipped with the reason
+    one = bv.read_table(b"text,label\nthe film was good,positive\nthe film was fun,positive\n", "one.csv")
+    out = run(CancelFlag(), one, geometry=True)[-1]
+    assert "**Done:**" in out["status"] and "No geometry" in out["status"]
+    assert out["geometry_box"]["visible"] is False
+    # no file, no label column: the status says what to do, nothing is stored
+    assert "Upload a labelled file first" in run(CancelFlag(), None)[-1]["status"]
+    assert "Choose the label column" in run(CancelFlag(), up["table"], label="")[-1]["status"]
+    assert len(er.list_evaluations(models_dir)) == 2
+    refused = h.on_upload(str(_zip(tmp_path)))
+    assert refused["table"] is None and refused["notices"].startswith("**Error:**")
+    assert "ZIP archive" in refused["refused"]
+
+
+def _zip(tmp_path):
+    import zipfile
+
+    path = tmp_path / "data.csv"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("data.csv", "text,label\nthe film,positive\n")
+    return path
