@@ -523,3 +523,57 @@ def test_base_of_reads_a_runs_record(tiny, tmp_path):
     assert base_of(dataclasses.replace(tiny, path=run)) == "encoder"
     (run / "run.json").write_text("not json", encoding="utf-8")
     assert base_of(dataclasses.replace(tiny, path=run)) is None
+
+
+def test_route_probes_layers_and_compares_with_a_registered_model(client, tiny, settings):
+    from conftest import make_tiny_model
+
+    make_tiny_model(settings.models_dir / "other", seed=1)
+    text = _csv(_rows(30))
+    r = client.post("/v1/evaluate", json={"csv": text, "layers": True, "compare_with": "other"})
+    assert r.status_code == 200, r.text
+    out = r.json()
+    other = bv.load_model("other", settings=settings)
+    ref = bv.evaluate_file(tiny, text.encode(), name="upload.csv", layers=True, compare_with=other).to_dict()
+    assert [p["layer"] for p in out["layers"]] == [0, 1, 2]
+    for got, want in zip(out["layers"], ref["layers"]):
+        assert got["cls_probe_accuracy"] == pytest.approx(want["cls_probe_accuracy"])
+    c = out["comparison"]
+    assert c["models"] == {"a": tiny.name, "b": "other"}
+    for key in ("both_correct", "only_a_correct", "only_b_correct", "both_wrong", "disagreements"):
+        assert c[key] == ref["comparison"][key]
+    assert c["mcnemar_p"] == pytest.approx(ref["comparison"]["mcnemar_p"]) and c["reading"]
+    plain = client.post("/v1/evaluate", json={"csv": text}).json()
+    assert "layers" not in plain and "comparison" not in plain  # absent unless asked, not null
+    # an unknown second model is refused as an unknown model is
+    missing = client.post("/v1/evaluate", json={"csv": text, "model": "no-such-model"})
+    r = client.post("/v1/evaluate", json={"csv": text, "compare_with": "no-such-model"})
+    assert r.status_code == 404 == missing.status_code and r.json() == missing.json()
+
+
+def test_route_compare_with_follows_public_mode(tiny_model_dir, settings, tmp_path):
+    import dataclasses
+    import shutil
+
+    from fastapi.testclient import TestClient
+
+    from bertviz_app import visitors
+    from bertviz_app.server import create_app
+
+    secret = settings.models_dir / "runs" / "secret"
+    shutil.copytree(tiny_model_dir, secret)
+    (secret / "run.json").write_text(json.dumps({"name": "runs/secret", "base": "encoder",
+                                                 "owner": visitors.owner_hash(visitors.new_token())}))
+    app = create_app(dataclasses.replace(settings, public=True, allow_local_paths=True), str(tiny_model_dir),
+                     page=False)
+    text = _csv(_rows(24))
+    headers = {visitors.HEADER: visitors.new_token()}
+    with TestClient(app) as c:
+        r = c.post("/v1/evaluate", json={"csv": text, "compare_with": str(tmp_path)}, headers=headers)
+        assert r.status_code == 404 and "turned off" in r.json()["error"]
+        other = c.post("/v1/evaluate", json={"csv": text, "compare_with": "runs/secret"}, headers=headers)
+        missing = c.post("/v1/evaluate", json={"csv": text, "compare_with": "runs/no-such"}, headers=headers)
+        assert other.status_code == 404 == missing.status_code
+        assert other.json()["error"].replace("secret", "X") == missing.json()["error"].replace("no-such", "X")
+        r = c.post("/v1/evaluate", json={"csv": text, "compare_with": str(tiny_model_dir)}, headers=headers)
+        assert r.status_code == 200 and r.json()["comparison"]["disagreements"] == 0  # the operator's default
