@@ -549,6 +549,9 @@ def test_route_probes_layers_and_compares_with_a_registered_model(client, tiny, 
     missing = client.post("/v1/evaluate", json={"csv": text, "model": "no-such-model"})
     r = client.post("/v1/evaluate", json={"csv": text, "compare_with": "no-such-model"})
     assert r.status_code == 404 == missing.status_code and r.json() == missing.json()
+    make_tiny_model(settings.models_dir / "three", num_labels=3)
+    r = client.post("/v1/evaluate", json={"csv": text, "compare_with": "three"})
+    assert r.status_code == 400 and "do not have the same classes" in r.json()["error"]
 
 
 def test_route_compare_with_follows_public_mode(tiny_model_dir, settings, tmp_path):
