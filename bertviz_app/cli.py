@@ -603,7 +603,7 @@ def _print_comparison(c) -> None:
           f"macro-F1 {f1[0]} vs {f1[1]}")
     print(f"both right {c.both_correct:,}, only A right {c.only_a_correct:,}, only B right {c.only_b_correct:,}, "
           f"both wrong {c.both_wrong:,}; the predictions differ on {c.disagreements:,} rows")
-    print(f"McNemar exact p = {c.mcnemar_p:.4g}: {c.reading}")
+    print(f"McNemar's exact test: {c.reading}")
     largest = c.slices[:5]
     if largest:
         print("largest slice differences (accuracy A, B, B - A, rows):")

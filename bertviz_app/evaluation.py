@@ -290,6 +290,33 @@ def evaluate_file(
                          f"got {hold_out!r}.")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InputError(f"batch_size must be a positive whole number, got {batch_size!r}.")
+    given_rows, true, notices = _read_rows(lm, path_or_table, name, text_column, label_column, pair_column)
+    given, pairs = list(given_rows.texts), None if given_rows.pairs is None else list(given_rows.pairs)
+    n = len(given)
+    # with a second model the progress runs over both passes: 0..N for the first, N..2N for the second
+    first = progress if compare_with is None or progress is None else (lambda done, _t: progress(done, 2 * n))
+    run = dict(batch_size=batch_size, words=words, hold_out=hold_out, seed=seed, progress=first, cancel=cancel)
+    geometry = probes = None
+    if layers:
+        geometry = _vectors(lm, given, pairs, batch_size, first, cancel, vectors_folder)
+        probes, why = _probes(geometry, true)
+        if why:
+            notices.append(why)
+    ev = _evaluate_rows(lm, given_rows, true, notices, geometry=geometry, probes=probes, **run)
+    if compare_with is None:
+        return ev
+    by_name = {c: i for i, c in enumerate(compare_with.labels)}
+    true_b = np.array([by_name[lm.labels[i]] for i in true], dtype=np.int64)  # (N,) in B's class order
+    if progress is not None:
+        run["progress"] = lambda done, _t: progress(n + done, 2 * n)
+    other = _evaluate_rows(compare_with, given_rows, true_b, [], **run)
+    return dataclasses.replace(ev, other=other, comparison=compare_evaluations(ev, other))
+
+
+def _read_rows(lm: LoadedModel, path_or_table, name: str | None, text_column: str | None,
+               label_column: str | None, pair_column: str | None) -> tuple[_Rows, np.ndarray, list[str]]:
+    """The file read through the intake: its evaluated rows, their true classes (indices into
+    ``lm.labels``) and the notices so far (guessed columns, skipped rows, how labels matched...)."""
     settings = lm.settings
     table = path_or_table if isinstance(path_or_table, Table) else read_table(
         path_or_table, name, max_upload_mb=settings.max_upload_mb, max_rows=settings.max_rows)
@@ -318,27 +345,9 @@ def evaluate_file(
         notices.append(f"Every evaluated row has the true label {quoted(lm.labels[true[0]])}: accuracy, the slices "
                        "and the misclassified rows hold, but macro-F1 (an average over classes) is not given and no "
                        "temperature is fitted; evaluate on a file with rows of at least two classes for those.")
-    given_rows = _Rows(table=table, columns=(text, label, pair), label_mapping=mapping, source_rows=tuple(rows),
-                       texts=tuple(given), pairs=None if pairs is None else tuple(pairs), skipped=tuple(skipped))
-    n = len(given)
-    # with a second model the progress runs over both passes: 0..N for the first, N..2N for the second
-    first = progress if compare_with is None or progress is None else (lambda done, _t: progress(done, 2 * n))
-    run = dict(batch_size=batch_size, words=words, hold_out=hold_out, seed=seed, progress=first, cancel=cancel)
-    geometry = probes = None
-    if layers:
-        geometry = _vectors(lm, given, pairs, batch_size, first, cancel, vectors_folder)
-        probes, why = _probes(geometry, true)
-        if why:
-            notices.append(why)
-    ev = _evaluate_rows(lm, given_rows, true, notices, geometry=geometry, probes=probes, **run)
-    if compare_with is None:
-        return ev
-    by_name = {n: i for i, n in enumerate(compare_with.labels)}
-    true_b = np.array([by_name[lm.labels[i]] for i in true], dtype=np.int64)  # (N,) in B's class order
-    if progress is not None:
-        run["progress"] = lambda done, _t: progress(n + done, 2 * n)
-    other = _evaluate_rows(compare_with, given_rows, true_b, [], **run)
-    return dataclasses.replace(ev, other=other, comparison=compare_evaluations(ev, other))
+    read = _Rows(table=table, columns=(text, label, pair), label_mapping=mapping, source_rows=tuple(rows),
+                 texts=tuple(given), pairs=None if pairs is None else tuple(pairs), skipped=tuple(skipped))
+    return read, true, notices
 
 
 @dataclass(frozen=True)

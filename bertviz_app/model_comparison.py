@@ -35,8 +35,8 @@ if TYPE_CHECKING:
     from .evaluation import Evaluation
     from .registry import LoadedModel
 
-__all__ = ["Comparison", "compare_evaluations", "mcnemar_p", "mcnemar_reading", "base_of", "ROWS_SHOWN",
-           "SIGNIFICANT"]
+__all__ = ["Comparison", "compare_evaluations", "check_same_classes", "mcnemar_p", "mcnemar_reading", "base_of",
+           "ROWS_SHOWN", "SIGNIFICANT"]
 
 ROWS_SHOWN = 100  # disagreeing rows in the JSON (comparison.json has every one); as MISCLASSIFIED_SHOWN
 SIGNIFICANT = 0.05  # a p below this reads "unlikely to be chance"
@@ -100,8 +100,13 @@ class Comparison:
 
 
 def check_same_classes(a_name: str, a_labels, b_name: str, b_labels) -> None:
-    """DataError naming both models' classes unless they are the same set of names."""
-    if set(a_labels) != set(b_labels) or len(set(b_labels)) != len(b_labels):
+    """DataError naming both models' classes unless they are the same set of names (each name once)."""
+    for name, labels in ((a_name, a_labels), (b_name, b_labels)):
+        twice = sorted({x for x in labels if list(labels).count(x) > 1})
+        if twice:
+            raise DataError(f"{name} has more than one class named {', '.join(twice)}: its predictions cannot be "
+                            "matched to another model's by name; rename its classes (config.json id2label).")
+    if set(a_labels) != set(b_labels):
         raise DataError(f"{a_name} and {b_name} do not have the same classes ({a_name}: {', '.join(a_labels)}; "
                         f"{b_name}: {', '.join(b_labels)}); compare two models trained on the same classes.")
 
