@@ -463,6 +463,16 @@ def test_classes_are_matched_by_name_and_other_classes_are_refused(tiny, data, t
     assert "negative, positive" in str(err.value) and "class_0, class_1, class_2" in str(err.value)
 
 
+def test_two_classes_of_one_name_cannot_be_matched_by_name():
+    from bertviz_app.model_comparison import check_same_classes
+
+    check_same_classes("A", ["x", "y"], "B", ["y", "x"])  # the same names in another order
+    with pytest.raises(bv.DataError, match="B has more than one class named x"):
+        check_same_classes("A", ["x", "y"], "B", ["x", "x"])
+    with pytest.raises(bv.DataError, match="do not have the same classes .A: x, y; B: x, z."):
+        check_same_classes("A", ["x", "y"], "B", ["x", "z"])
+
+
 def _swapped_head(model):
     import copy
 
