@@ -58,6 +58,7 @@ from .eta import RateEta as RateEta
 from .evaluation import Evaluation as Evaluation
 from .evaluation import Slice as Slice
 from .evaluation import evaluate_file as evaluate_file
+from .evaluation import read_evaluation as read_evaluation
 from .evaluation import wilson_interval as wilson_interval
 from .evaluation import write_evaluation as write_evaluation
 from .export import ColourScale as ColourScale
@@ -130,6 +131,10 @@ from .mixing_measures import check_measure as check_measure
 from .mixing_measures import context_mixing as context_mixing
 from .mixing_measures import context_mixing_inputs as context_mixing_inputs
 from .mixing_measures import supported_measures as supported_measures
+from .model_comparison import Comparison as Comparison
+from .model_comparison import base_of as base_of
+from .model_comparison import compare_evaluations as compare_evaluations
+from .model_comparison import mcnemar_p as mcnemar_p
 from .model_summary import summary as summary
 from .registry import LoadedModel as LoadedModel
 from .registry import clear_cache as clear_cache

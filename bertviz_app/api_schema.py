@@ -101,6 +101,13 @@ class EvaluateRequest(_Body):
     hold_out: float = Field(0.5, description="Share of the rows the temperature is fitted on; the others measure "
                                              "it.")
     seed: int = Field(0, description="Seed of that random split.")
+    layers: bool = Field(False, description="Also probe every layer: a linear probe's cross-validated accuracy on the "
+                                            "[CLS] vector and on the mean of the word tokens' vectors, from the same "
+                                            "forward pass as the predictions (answered under \"layers\").")
+    compare_with: str | None = Field(None, description="A second model, named as model is (a registered name or a "
+                                                       "run; null or \"\": none), evaluated on the same rows and "
+                                                       "compared (answered under \"comparison\"). Its classes must "
+                                                       "be the same names as the model's.")
 
 
 class _Answer(BaseModel):
@@ -184,6 +191,18 @@ class EvaluateResponse(_Answer):
                                                     "fitted_on_rows, measured_on_rows, note.")
     misclassified: list[dict[str, Any]] = Field(description="The first 100 rows the model gets wrong, most confident "
                                                             "first: row, text, true, predicted, confidence.")
+    layers: list[dict[str, Any]] | None = Field(None, description="With layers=true: per layer (0 = embeddings) "
+                                                                 "layer, cls_probe_accuracy, mean_probe_accuracy, "
+                                                                 "cls_std, mean_std, folds; null when no probe can "
+                                                                 "be fitted (one class, or a class of one row: see "
+                                                                 "notices). Absent without layers.")
+    comparison: dict[str, Any] | None = Field(None, description="With compare_with: models {a, b}, accuracy and "
+                                                                "macro_f1 {a, b}, both_correct, only_a_correct, "
+                                                                "only_b_correct, both_wrong, disagreements, "
+                                                                "mcnemar_p (exact, two-sided), reading, slices (B's "
+                                                                "accuracy on each of A's slices, largest difference "
+                                                                "first) and the first 100 disagreeing_rows. Absent "
+                                                                "without compare_with.")
 
 
 class MessageResponse(_Answer):

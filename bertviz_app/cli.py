@@ -504,18 +504,31 @@ def cmd_explain_csv(args) -> int:
 
 
 def cmd_evaluate(args) -> int:
-    """evaluate FILE: metrics, slices worst first, calibration before/after a fitted temperature."""
+    """evaluate FILE: metrics, slices worst first, calibration before/after a fitted temperature;
+    --layers: a linear probe per layer; --compare-with M2: a second model on the same rows."""
     import threading
 
-    from . import DataError, evaluate_file, write_evaluation
+    from . import DataError, base_of, evaluate_file, load_model, write_evaluation
 
+    vectors = None
     if args.out:  # a folder that cannot be written fails now, not after the predictions
         from pathlib import Path
 
         out = Path(args.out).expanduser()
         if (out.exists() and not out.is_dir()) or not out.parent.is_dir():
             raise SystemExit(_fail(f"--out {args.out}: give a folder (created if missing) inside an existing one"))
+        if args.layers:  # the float16 vectors go to disk as they are computed (load_vectors reads them)
+            vectors = out / "vectors"
+            try:
+                vectors.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise SystemExit(_fail(f"cannot create {vectors}: {exc.strerror or exc}")) from None
     lm = _load(args)
+    other = load_model(args.compare_with, device=args.device, settings=args.settings) if args.compare_with else None
+    base = base_of(lm)
+    if base is not None and other is None:
+        print(f"note: {lm.name} was fine-tuned from {base}; add --compare-with {base} to see what the fine-tune "
+              "changed", file=sys.stderr if args.json else sys.stdout)
     tty = sys.stderr.isatty()
 
     def progress(done: int, total: int) -> None:
@@ -526,15 +539,19 @@ def cmd_evaluate(args) -> int:
     try:
         ev = evaluate_file(lm, args.data, args.text_column, args.label_column, args.pair_column,
                            batch_size=args.batch_size, words=tuple(args.word or ()), hold_out=args.hold_out,
-                           seed=args.seed, progress=progress, cancel=threading.Event())
+                           seed=args.seed, progress=progress, cancel=threading.Event(), layers=args.layers,
+                           compare_with=other, vectors_folder=vectors)
     except DataError as exc:  # several problems come as a list: keep the one-line error contract
         raise DataError(" ".join(str(exc).split())) from None
     finally:
         if tty:
             sys.stderr.write("\n")
     if args.out:
-        print(f"saved {write_evaluation(ev, args.out)} (metrics.json, predictions.csv, reliability.json)",
-              file=sys.stderr)
+        files = ["metrics.json", "predictions.csv", "reliability.json"]
+        if ev.geometry is not None:
+            files += ["layers.json", "projections.json and the PCA per layer", "vectors/"]
+        files += ["comparison.json"] if ev.comparison is not None else []
+        print(f"saved {write_evaluation(ev, args.out)} ({', '.join(files)})", file=sys.stderr)
     if args.json:
         _out(ev.to_dict())
         return 0
@@ -564,6 +581,36 @@ def cmd_evaluate(args) -> int:
               "other rows)")
     for note in ev.notices:
         print(f"note: {note}")
+    if ev.probes:
+        _print_probes(ev.probes)
+    if ev.comparison is not None:
+        _print_comparison(ev.comparison)
+    return 0
+
+
+def _print_probes(probes: list[dict]) -> None:
+    print(f"[CLS] geometry: linear probe accuracy per layer, {probes[0]['folds']}-fold cross-validated on the true "
+          "classes (layer 0 = embeddings)")
+    print("layer  [CLS] probe  mean probe")
+    for p in probes:
+        print(f"{p['layer']:>5}  {p['cls_probe_accuracy']:>11.3f}  {p['mean_probe_accuracy']:>10.3f}")
+
+
+def _print_comparison(c) -> None:
+    a, b = c.models
+    f1 = ["n/a" if f is None else f"{f:.4f}" for f in c.macro_f1]
+    print(f"A = {a}, B = {b} on the same {c.rows:,} rows: accuracy {c.accuracy[0]:.4f} vs {c.accuracy[1]:.4f}, "
+          f"macro-F1 {f1[0]} vs {f1[1]}")
+    print(f"both right {c.both_correct:,}, only A right {c.only_a_correct:,}, only B right {c.only_b_correct:,}, "
+          f"both wrong {c.both_wrong:,}; the predictions differ on {c.disagreements:,} rows")
+    print(f"McNemar's exact test: {c.reading}")
+    largest = c.slices[:5]
+    if largest:
+        print("largest slice differences (accuracy A, B, B - A, rows):")
+        width = max(len(s["name"]) for s in largest)
+        for s in largest:
+            print(f"  {s['name']:<{width}}  {s['accuracy_a']:.3f}  {s['accuracy_b']:.3f}  {s['difference']:+.3f}  "
+                  f"n={s['size']:,}")
 
 
 def cmd_layers(args) -> int:
@@ -807,7 +854,15 @@ def build_parser(settings: Settings | None = None) -> argparse.ArgumentParser:
                    help="also slice the rows containing W (case-insensitive, whole word); repeat for more words")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="also write a run folder: metrics.json, predictions.csv (every row as given, then the "
-                        "prediction and probabilities), reliability.json")
+                        "prediction and probabilities), reliability.json; with --layers layers.json, the PCA per "
+                        "layer (projections.json) and the float16 vectors (vectors/); with --compare-with "
+                        "comparison.json")
+    p.add_argument("--layers", action="store_true",
+                   help="also probe every layer: a linear probe's cross-validated accuracy on the [CLS] vector and on "
+                        "the mean of the word tokens' vectors (the same forward pass as the predictions)")
+    p.add_argument("--compare-with", default=None, metavar="M2",
+                   help="also evaluate a second model (a registered name or a folder, as --model) on the same rows "
+                        "and compare: counts, McNemar's exact test, slice differences, disagreeing rows")
     p.add_argument("--batch-size", type=int, default=32, help="texts per forward pass (default: %(default)s)")
     p.add_argument("--hold-out", type=float, default=0.5,
                    help="share of the rows the temperature is fitted on; the others measure it (default: %(default)s)")

@@ -5,6 +5,8 @@
     ev.slices                                                     # worst first, each with a 95% interval
     ev.calibration                                                # ECE/NLL/Brier, temperature before/after
     write_evaluation(ev, "eval-run/")                             # metrics.json, predictions.csv, reliability.json
+    ev = evaluate_file(lm, "reviews.csv", layers=True, compare_with=base)   # + probes per layer, A vs B
+    read_evaluation("eval-run/")                                  # a run folder read back
 
 The file goes through the fine-tune intake (``bertviz_app.data``: ``read_table``, ``guess_columns``,
 ``validate``), so it is refused for the same reasons with the same messages (an empty file, a zip
@@ -32,6 +34,14 @@ renamed .csv, a text column of numbers...). Then:
   the others, never on the rows T was fitted on. Under ``MIN_CALIBRATION_ROWS`` rows, or with one
   class, the metrics are measured on every row and no temperature is fitted; ``note`` says why.
 
+- **layers** (``layers=True``): ``geometry.layer_vectors`` replaces the predictions' pass: its one
+  forward gives the logits evaluated and every depth's [CLS] and mean vectors (``geometry``), then
+  ``geometry.probe_layers`` on the true classes (``probes``; None, with a notice, when a probe is
+  impossible: one class, or a class with a single row).
+- **a second model** (``compare_with``): the same rows evaluated by it (``other``; its classes must
+  be the same names, in any order) and ``model_comparison.compare_evaluations`` (``comparison``):
+  counts, McNemar's exact test, the disagreeing rows, B's accuracy on each of A's slices.
+
 A file whose rows all have one class is evaluated (accuracy, per-class, slices, the rows it gets
 wrong all mean something), but macro-F1 is None and no temperature is fitted: both compare classes,
 and there is only one; ``notices`` says so.
@@ -40,6 +50,7 @@ and there is only one; ``notices`` says so.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import math
@@ -58,10 +69,13 @@ from .data.columns import describe_columns
 from .data.messages import quoted
 from .data.rows import extract_rows
 from .errors import CancelledError, DataError, InputError
+from .geometry import VECTOR_KINDS, LayerVectors, layer_vectors, load_projections, probe_layers, save_projections
 from .inference import predict_with_logits
+from .model_comparison import Comparison, check_same_classes, compare_evaluations
 from .registry import LoadedModel
 
-__all__ = ["Evaluation", "Slice", "evaluate_file", "write_evaluation", "predictions_csv", "wilson_interval",
+__all__ = ["Evaluation", "Slice", "evaluate_file", "write_evaluation", "read_evaluation", "predictions_csv",
+           "wilson_interval",
            "map_labels", "CHUNK_ROWS", "MAX_SLICE_VALUES", "MIN_CALIBRATION_ROWS", "MISCLASSIFIED_SHOWN", "Z95"]
 
 CHUNK_ROWS = 1024  # rows tokenized and predicted together: memory is bounded by a chunk, not the file
@@ -142,6 +156,12 @@ class Evaluation:
     skipped: tuple[tuple[int, str], ...]  # (row, why) of the rows not evaluated
     notices: tuple[str, ...]
     table: Table = field(repr=False)
+    # (N,) bool per slice, parallel to ``slices``: the rows each one is made of
+    slice_masks: tuple[np.ndarray, ...] = field(default=(), repr=False)
+    geometry: LayerVectors | None = field(default=None, repr=False)  # with layers=True: the same forward's vectors
+    probes: list | None = None  # with layers=True: geometry.probe_layers on the true classes (None: impossible)
+    other: Evaluation | None = field(default=None, repr=False)  # with compare_with: the second model, same rows
+    comparison: Comparison | None = None  # with compare_with: this model (A) against the other (B)
 
     @property
     def rows(self) -> int:
@@ -180,6 +200,8 @@ class Evaluation:
             "misclassified": self.misclassified(misclassified),
             "notices": list(self.notices),
             "skipped": [{"row": r, "why": why} for r, why in self.skipped[:MISCLASSIFIED_SHOWN]],
+            **({"layers": self.probes} if self.geometry is not None else {}),
+            **({"comparison": self.comparison.to_dict(misclassified)} if self.comparison is not None else {}),
         }
 
 
@@ -243,19 +265,58 @@ def evaluate_file(
     progress: Callable[[int, int], None] | None = None,
     cancel: threading.Event | None = None,
     name: str | None = None,
+    layers: bool = False,
+    compare_with: LoadedModel | None = None,
+    vectors_folder: str | os.PathLike | None = None,
 ) -> Evaluation:
     """Evaluate ``lm`` on every labelled row of a file (a path, its bytes with ``name``, or a read
     ``Table``): metrics, slices, calibration (see the module's docstring). Columns not given are
     guessed as the fine-tune tab guesses them. Bad input raises DataError/InputError saying what to
-    fix, with row numbers where there are rows; ``cancel`` set: CancelledError between batches."""
-    if lm.multi_label:
-        raise InputError(f"{lm.name} is a multi-label model; evaluate supports single-label classifiers (one class "
-                         "per row, softmax outputs) only.")
+    fix, with row numbers where there are rows; ``cancel`` set: CancelledError between batches.
+
+    ``layers``: one forward with the hidden states (``geometry.layer_vectors``, into
+    ``vectors_folder`` when given) gives the logits and every depth's [CLS] and mean vectors
+    (``geometry``), and a linear probe per depth on the true classes (``probes``). ``compare_with``:
+    a second model with the same class names, evaluated on the same rows (``other``), and the two
+    compared (``comparison``: ``model_comparison.compare_evaluations``)."""
+    for model in (lm, compare_with) if compare_with is not None else (lm,):
+        if model.multi_label:
+            raise InputError(f"{model.name} is a multi-label model; evaluate supports single-label classifiers (one "
+                             "class per row, softmax outputs) only.")
+    if compare_with is not None:
+        check_same_classes(lm.name, lm.labels, compare_with.name, compare_with.labels)
     if not 0 < float(hold_out) < 1:
         raise InputError(f"hold_out (the share of rows the temperature is fitted on) must be between 0 and 1, "
                          f"got {hold_out!r}.")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InputError(f"batch_size must be a positive whole number, got {batch_size!r}.")
+    given_rows, true, notices = _read_rows(lm, path_or_table, name, text_column, label_column, pair_column)
+    given, pairs = list(given_rows.texts), None if given_rows.pairs is None else list(given_rows.pairs)
+    n = len(given)
+    # with a second model the progress runs over both passes: 0..N for the first, N..2N for the second
+    first = progress if compare_with is None or progress is None else (lambda done, _t: progress(done, 2 * n))
+    run = dict(batch_size=batch_size, words=words, hold_out=hold_out, seed=seed, progress=first, cancel=cancel)
+    geometry = probes = None
+    if layers:
+        geometry = _vectors(lm, given, pairs, batch_size, first, cancel, vectors_folder)
+        probes, why = _probes(geometry, true)
+        if why:
+            notices.append(why)
+    ev = _evaluate_rows(lm, given_rows, true, notices, geometry=geometry, probes=probes, **run)
+    if compare_with is None:
+        return ev
+    by_name = {c: i for i, c in enumerate(compare_with.labels)}
+    true_b = np.array([by_name[lm.labels[i]] for i in true], dtype=np.int64)  # (N,) in B's class order
+    if progress is not None:
+        run["progress"] = lambda done, _t: progress(n + done, 2 * n)
+    other = _evaluate_rows(compare_with, given_rows, true_b, [], **run)
+    return dataclasses.replace(ev, other=other, comparison=compare_evaluations(ev, other))
+
+
+def _read_rows(lm: LoadedModel, path_or_table, name: str | None, text_column: str | None,
+               label_column: str | None, pair_column: str | None) -> tuple[_Rows, np.ndarray, list[str]]:
+    """The file read through the intake: its evaluated rows, their true classes (indices into
+    ``lm.labels``) and the notices so far (guessed columns, skipped rows, how labels matched...)."""
     settings = lm.settings
     table = path_or_table if isinstance(path_or_table, Table) else read_table(
         path_or_table, name, max_upload_mb=settings.max_upload_mb, max_rows=settings.max_rows)
@@ -279,26 +340,56 @@ def evaluate_file(
                        + ("..." if len(lm.labels) > 12 else "") + ".")
     elif mapping != "names":
         notices.append(f"Labels matched to the model's classes ({', '.join(lm.labels[:12])}) ignoring case.")
-    logits, n_tokens, truncated = _predict_all(lm, given, pairs, batch_size, progress, cancel)
-    probs = softmax_t(logits, 1.0)  # (N, C) float64, the model's own softmax
-    pred = probs.argmax(axis=1)  # (N,)
     one_class = len(set(true.tolist())) == 1
     if one_class:
         notices.append(f"Every evaluated row has the true label {quoted(lm.labels[true[0]])}: accuracy, the slices "
                        "and the misclassified rows hold, but macro-F1 (an average over classes) is not given and no "
                        "temperature is fitted; evaluate on a file with rows of at least two classes for those.")
+    read = _Rows(table=table, columns=(text, label, pair), label_mapping=mapping, source_rows=tuple(rows),
+                 texts=tuple(given), pairs=None if pairs is None else tuple(pairs), skipped=tuple(skipped))
+    return read, true, notices
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """The rows an evaluation reads, the same for every model evaluated on them."""
+
+    table: Table
+    columns: tuple[str, str, str | None]
+    label_mapping: str
+    source_rows: tuple[int, ...]
+    texts: tuple[str, ...]
+    pairs: tuple[str, ...] | None
+    skipped: tuple[tuple[int, str], ...]
+
+
+def _evaluate_rows(lm: LoadedModel, x: _Rows, true: np.ndarray, notices: list[str], *, batch_size: int,
+                   words: Sequence[str], hold_out: float, seed: int, progress, cancel,
+                   geometry: LayerVectors | None = None, probes: list | None = None) -> Evaluation:
+    """One model's evaluation of the rows ``x`` with true classes ``true`` (indices into ``lm.labels``);
+    with ``geometry``, its logits are the ones evaluated (no second forward)."""
+    texts, pairs = list(x.texts), None if x.pairs is None else list(x.pairs)
+    if geometry is not None:
+        logits, n_tokens, truncated = geometry.logits, geometry.n_tokens.astype(np.int64), geometry.truncated
+    else:
+        logits, n_tokens, truncated = _predict_all(lm, texts, pairs, batch_size, progress, cancel)
+    probs = softmax_t(logits, 1.0)  # (N, C) float64, the model's own softmax
+    pred = probs.argmax(axis=1)  # (N,)
+    one_class = len(set(true.tolist())) == 1
     metrics = _metrics(true, pred, lm.labels, one_class)
-    slices = _slices(table, rows, given, pairs, true, pred, n_tokens, truncated, lm.labels, words,
-                     {text, label, pair} - {None}, lm.max_length)
+    text, label, pair = x.columns
+    found = _slices(x.table, list(x.source_rows), texts, pairs, true, pred, n_tokens, truncated, lm.labels, words,
+                    {text, label, pair} - {None}, lm.max_length)
     calib, reliability, part = _calibration(logits, true, hold_out, seed, one_class, lm)
     return Evaluation(
-        model=lm.name, source=table.name, columns=(text, label, pair), labels=tuple(lm.labels), label_mapping=mapping,
-        source_rows=tuple(rows), texts=tuple(given), pairs=None if pairs is None else tuple(pairs), true=true,
+        model=lm.name, source=x.table.name, columns=x.columns, labels=tuple(lm.labels), label_mapping=x.label_mapping,
+        source_rows=x.source_rows, texts=x.texts, pairs=x.pairs, true=true,
         predicted=pred, logits=logits, probs=probs, n_tokens=n_tokens, truncated=truncated,
         accuracy=metrics["accuracy"], accuracy_interval=wilson_interval(int((pred == true).sum()), len(true)),
         macro_f1=metrics["macro_f1"], per_class=metrics["per_class"], confusion=metrics["confusion"],
-        slices=tuple(slices), calibration=calib, reliability=reliability, calibration_part=part,
-        skipped=tuple(skipped), notices=tuple(notices), table=table)
+        slices=tuple(s for s, _ in found), slice_masks=tuple(m for _, m in found), calibration=calib,
+        reliability=reliability, calibration_part=part, skipped=x.skipped, notices=tuple(notices), table=x.table,
+        geometry=geometry, probes=probes)
 
 
 def _columns(table: Table, text: str | None, label: str | None, pair: str | None,
@@ -353,6 +444,42 @@ def _predict_all(lm: LoadedModel, texts: list[str], pairs: list[str] | None, bat
     return logits, n_tokens, truncated
 
 
+def _vectors(lm: LoadedModel, texts: list[str], pairs: list[str] | None, batch_size: int, progress, cancel,
+             folder: str | os.PathLike | None) -> LayerVectors:
+    """``geometry.layer_vectors`` of every text (cut at ``max_chars``, as ``_predict_all`` cuts them):
+    the logits and every depth's vectors from one forward; cancelled with ``_predict_all``'s message."""
+    limit = lm.settings.max_chars
+    total = len(texts)
+
+    def stop_if_cancelled(done: int) -> None:
+        if cancel is not None and cancel.is_set():
+            raise CancelledError(f"Evaluation cancelled after {done:,} of {total:,} rows; nothing was written.")
+
+    def on_batch(done: int, _n: int) -> None:
+        if progress is not None:
+            progress(done, total)
+        stop_if_cancelled(done)
+
+    stop_if_cancelled(0)
+    return layer_vectors(lm, [t[:limit] for t in texts], None if pairs is None else [p[:limit] for p in pairs],
+                         batch_size=batch_size, progress=on_batch, folder=folder)
+
+
+def _probes(vectors: LayerVectors, true: np.ndarray) -> tuple[list[dict] | None, str | None]:
+    """``probe_layers`` on the true classes, or None and the one sentence saying why it is impossible."""
+    counts = np.bincount(true, minlength=len(vectors.labels))
+    present = counts[counts > 0]
+    if len(present) < 2:
+        return None, ("No [CLS] probe per layer: every evaluated row has one true class, and a probe separates "
+                      "classes; evaluate on rows of at least two classes for it.")
+    if present.min() < 2:
+        rare = [vectors.labels[i] for i in np.where(counts == 1)[0]]
+        return None, (f"No [CLS] probe per layer: {', '.join(map(quoted, rare))} "
+                      f"{'have' if len(rare) > 1 else 'has'} a single row, and a cross-validated probe needs at "
+                      "least 2 rows of every class.")
+    return probe_layers(vectors, true), None
+
+
 def _metrics(true: np.ndarray, pred: np.ndarray, labels: Sequence[str], one_class: bool) -> dict:
     from sklearn.metrics import confusion_matrix, f1_score, precision_recall_fscore_support
 
@@ -369,17 +496,19 @@ def _metrics(true: np.ndarray, pred: np.ndarray, labels: Sequence[str], one_clas
 
 
 def _slice(kind: str, name: str, mask: np.ndarray, ok: np.ndarray, value: str = "",
-           column: str | None = None) -> Slice:
+           column: str | None = None) -> tuple[Slice, np.ndarray]:
+    """A slice and its rows (``mask``, (N,) bool)."""
     n, c = int(mask.sum()), int(ok[mask].sum())
     return Slice(kind=kind, name=name, size=n, correct=c, accuracy=c / n if n else None,
-                 interval=wilson_interval(c, n), value=value, column=column)
+                 interval=wilson_interval(c, n), value=value, column=column), mask
 
 
 def _slices(table: Table, rows: list[int], texts: list[str], pairs: list[str] | None, true: np.ndarray,
             pred: np.ndarray, n_tokens: np.ndarray, truncated: np.ndarray, labels: Sequence[str],
-            words: Sequence[str], used_columns: set[str], max_length: int) -> list[Slice]:
+            words: Sequence[str], used_columns: set[str], max_length: int) -> list[tuple[Slice, np.ndarray]]:
+    """Every slice with its rows' mask, worst first."""
     ok = true == pred  # (N,)
-    out: list[Slice] = []
+    out: list[tuple[Slice, np.ndarray]] = []
     for i, name in enumerate(labels):
         if (true == i).any():
             out.append(_slice("true label", f"true label {name}", true == i, ok, name))
@@ -409,10 +538,12 @@ def _slices(table: Table, rows: list[int], texts: list[str], pairs: list[str] | 
         for v in sorted(values):
             out.append(_slice("column", f"{col} = {v}", arr == v, ok, v, col))
     # worst first: lowest accuracy, then the larger slice (more evidence), then the name; empty ones last
-    return sorted(out, key=lambda s: (s.size == 0, s.accuracy if s.size else 0.0, -s.size, s.kind, s.name))
+    return sorted(out, key=lambda sm: (sm[0].size == 0, sm[0].accuracy if sm[0].size else 0.0, -sm[0].size,
+                                       sm[0].kind, sm[0].name))
 
 
-def _length_slices(n_tokens: np.ndarray, truncated: np.ndarray, ok: np.ndarray, max_length: int) -> list[Slice]:
+def _length_slices(n_tokens: np.ndarray, truncated: np.ndarray, ok: np.ndarray,
+                   max_length: int) -> list[tuple[Slice, np.ndarray]]:
     """Rows by token count: the quartiles of the evaluated rows' counts (fewer buckets when counts tie),
     and, when some but not all texts were cut, those longer than the model reads."""
     if not len(n_tokens):
@@ -472,9 +603,13 @@ def write_evaluation(ev: Evaluation, folder: str | os.PathLike) -> Path:
     """Write an evaluation's run folder (created if missing; its parent must exist): ``metrics.json``
     (``to_dict`` with every misclassified row), ``predictions.csv`` (every row of the file as given,
     then ``bv_row``, ``bv_true``, ``bv_predicted``, ``bv_p_<class>``..., ``bv_correct``,
-    ``bv_calibration_part``, ``bv_status``; each cell spreadsheet-safe: ``safe_csv_cell``) and
-    ``reliability.json`` (the reliability bins before/after the temperature). Each file is written
-    whole or not at all. Returns the folder."""
+    ``bv_calibration_part``, ``bv_status``, and with a comparison ``bv_other_predicted``,
+    ``bv_other_p_<class>``..., ``bv_other_correct``; each cell spreadsheet-safe: ``safe_csv_cell``) and
+    ``reliability.json`` (the reliability bins before/after the temperature). With ``layers``:
+    ``layers.json`` (the probes) and the PCA projections of every depth and vector
+    (``geometry.save_projections``: ``projections.json`` and ``cls_layerNN.npy``/``mean_layerNN.npy``;
+    none under 3 rows). With a comparison: ``comparison.json`` (every disagreeing row). Each file is
+    written whole or not at all. Returns the folder; ``read_evaluation`` reads it back."""
     from .export import write_text
 
     out = Path(folder).expanduser()
@@ -490,7 +625,41 @@ def write_evaluation(ev: Evaluation, folder: str | os.PathLike) -> Path:
     write_text(out / "reliability.json", json.dumps({"bins": N_BINS, **ev.reliability,
                                                      "temperature": ev.calibration.get("temperature")}, indent=1))
     write_text(out / "predictions.csv", predictions_csv(ev))
+    if ev.geometry is not None:
+        write_text(out / "layers.json", json.dumps({"layers": ev.probes, "model": ev.model, "rows": ev.rows,
+                                                   "kinds": list(VECTOR_KINDS)}, ensure_ascii=False, indent=1))
+        if ev.rows >= 3:  # a 3-D PCA needs 3 rows
+            save_projections(out, ev.geometry)
+    if ev.comparison is not None:
+        write_text(out / "comparison.json", json.dumps(ev.comparison.to_dict(rows=None), ensure_ascii=False,
+                                                       indent=1))
     return out
+
+
+def read_evaluation(folder: str | os.PathLike) -> dict:
+    """An evaluation's run folder (``write_evaluation``) read back: ``{"metrics", "reliability",
+    "layers" (None: not asked), "comparison" (None: none), "projections" ({(layer, "cls"/"mean"):
+    Projection}; None: none)}``. InputError for a folder that is not an evaluation's."""
+    folder = Path(folder).expanduser()
+    if not (folder / "metrics.json").is_file():
+        raise InputError(f"{folder} is not an evaluation's run folder (it has no metrics.json); choose a folder "
+                         "written by `evaluate --out` or write_evaluation.")
+
+    def read(name: str, required: bool = True) -> dict | None:
+        path = folder / name
+        if not required and not path.is_file():
+            return None
+        try:
+            value = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise InputError(f"{path} cannot be read ({exc}); write the evaluation again.") from None
+        if not isinstance(value, dict):
+            raise InputError(f"{path} is not what an evaluation writes; write the evaluation again.")
+        return value
+
+    return {"metrics": read("metrics.json"), "reliability": read("reliability.json"),
+            "layers": read("layers.json", required=False), "comparison": read("comparison.json", required=False),
+            "projections": load_projections(folder) if (folder / "projections.json").is_file() else None}
 
 
 def predictions_csv(ev: Evaluation) -> str:
@@ -498,7 +667,9 @@ def predictions_csv(ev: Evaluation) -> str:
     header = list(table.header or table.columns)
     taken = set(header)
     added = []
-    for base in ["row", "true", "predicted", *[f"p_{c}" for c in ev.labels], "correct", "calibration_part", "status"]:
+    other = [] if ev.other is None else ["other_predicted", *[f"other_p_{c}" for c in ev.labels], "other_correct"]
+    for base in ["row", "true", "predicted", *[f"p_{c}" for c in ev.labels], "correct", "calibration_part", "status",
+                 *other]:
         name, k = f"bv_{base}", 2
         while name in taken:
             name, k = f"bv_{base}_{k}", k + 1
@@ -514,10 +685,22 @@ def predictions_csv(ev: Evaluation) -> str:
         cells = ["" if isinstance(v, float) and math.isnan(v) else str(v) for v in values]
         i = at.get(row)
         if i is None:
-            extra = [str(row), "", "", *[""] * len(ev.labels), "", "", f"skipped: {why.get(row, 'not evaluated')}"]
+            extra = [str(row), "", "", *[""] * len(ev.labels), "", "", f"skipped: {why.get(row, 'not evaluated')}",
+                     *[""] * len(other)]
         else:
             extra = [str(row), ev.labels[ev.true[i]], ev.labels[ev.predicted[i]],
                      *[f"{p:.6f}" for p in ev.probs[i]], str(bool(ev.true[i] == ev.predicted[i])).lower(),
-                     ev.calibration_part[i], "ok"]
+                     ev.calibration_part[i], "ok", *_other_cells(ev, i)]
         w.writerow([safe_csv_cell(c) for c in cells + extra])
     return buf.getvalue()
+
+
+def _other_cells(ev: Evaluation, i: int) -> list[str]:
+    """Row ``i``'s cells of the compared model: its prediction, its probabilities in this model's class
+    order (matched by name), whether it is right; none without a comparison."""
+    o = ev.other
+    if o is None:
+        return []
+    at = {n: j for j, n in enumerate(o.labels)}
+    return [o.labels[o.predicted[i]], *[f"{o.probs[i, at[c]]:.6f}" for c in ev.labels],
+            str(bool(o.true[i] == o.predicted[i])).lower()]

@@ -264,11 +264,13 @@ class _Unexpected(Exception):
     pass
 
 
-def _answer(model: type[BaseModel], out: dict, validate: bool = True) -> Response:
-    """The response model's JSON (validated; the attention maps, ~10^5 floats, are written by orjson)."""
+def _answer(model: type[BaseModel], out: dict, validate: bool = True, omit_unset: bool = False) -> Response:
+    """The response model's JSON (validated; the attention maps, ~10^5 floats, are written by orjson).
+    ``omit_unset``: an optional field the core's dict leaves out stays out (not null)."""
     if not validate:
         return _json(out)
-    return Response(model.model_validate(out).model_dump_json(), media_type="application/json")
+    return Response(model.model_validate(out).model_dump_json(exclude_unset=omit_unset),
+                    media_type="application/json")
 
 
 class Api:
@@ -345,12 +347,14 @@ class Api:
     async def evaluate(self, body: EvaluateRequest, request: Request) -> Response:
         """Evaluate a model on a small labelled CSV sent as text: accuracy, macro-F1, per class, confusion
         matrix, slices worst first with 95% intervals, calibration before/after a fitted temperature and
-        the misclassified rows. Larger files: `bertviz-app evaluate FILE`."""
+        the misclassified rows; layers=true: a linear probe's accuracy per layer; compare_with: a second
+        model on the same rows, compared (McNemar's exact test). Larger files: `bertviz-app evaluate FILE`."""
         who = self.owner(request)
+        other = (body.compare_with or "").strip()
         out = await self.gates["evaluate"].run(lambda: self.service.evaluate(
             self.open(body.model, who), body.csv, body.text_column, body.label_column, body.pair_column, body.words,
-            body.hold_out, body.seed))
-        return _answer(EvaluateResponse, out)
+            body.hold_out, body.seed, body.layers, self.open(other, who) if other else None))
+        return _answer(EvaluateResponse, out, omit_unset=True)  # "layers", "comparison": only when asked
 
     def _delete(self, who: str | None) -> dict:
         if who is None:

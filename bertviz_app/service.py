@@ -146,9 +146,11 @@ def summary(lm: LoadedModel) -> dict:
 
 
 def evaluate(lm: LoadedModel, csv: str, text_column: str | None = None, label_column: str | None = None,
-             pair_column: str | None = None, words=(), hold_out: float = 0.5, seed: int = 0) -> dict:
+             pair_column: str | None = None, words=(), hold_out: float = 0.5, seed: int = 0, layers: bool = False,
+             compare_with: LoadedModel | None = None) -> dict:
     """A small labelled file sent as text, evaluated (``evaluation.evaluate_file``): its JSON, as the
-    CLI's ``evaluate --json`` prints it."""
+    CLI's ``evaluate --json`` prints it. ``layers``: with a probe per layer ("layers");
+    ``compare_with``: a second model (opened with ``open_model``) on the same rows ("comparison")."""
     from .evaluation import evaluate_file
 
     if not isinstance(csv, str):
@@ -156,7 +158,7 @@ def evaluate(lm: LoadedModel, csv: str, text_column: str | None = None, label_co
     words = [words] if isinstance(words, str) else list(words or ())
     ev = evaluate_file(lm, csv.encode("utf-8"), text_column or None, label_column or None, pair_column or None,
                        words=words, hold_out=number(hold_out, "hold_out"), seed=whole_number(seed, "seed"),
-                       name="upload.csv")
+                       name="upload.csv", layers=bool(layers), compare_with=compare_with)
     return ev.to_dict()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -364,3 +365,90 @@ def test_layers_refuses_a_zip_renamed_csv_before_loading_the_model(capsys, tmp_p
         z.writestr("reviews.csv", "text,label\ngood,positive\n")
     code, out, err = run(capsys, "layers", str(data), "--model", str(tmp_path / "no-such-model"), "--json")
     assert code == 2 and out == "" and err.count("\n") == 1 and "zip" in err.lower(), err
+
+
+# --------------------------------------------------------------------------- evaluate --layers / --compare-with
+def _labelled(path: Path, n: int = 40) -> Path:
+    import random
+
+    rng = random.Random(0)
+    words = ["good", "bad", "great", "awful", "fun", "tedious", "film", "movie", "was", "not"]
+    rows = [(" ".join(rng.choices(words, k=rng.randint(2, 8))), rng.choice(["negative", "positive"])) for _ in range(n)]
+    lines = ["text,label"] + [f"{text},{label}" for text, label in rows]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def other_model_dir(tmp_path_factory) -> Path:
+    from conftest import make_tiny_model
+
+    return make_tiny_model(tmp_path_factory.mktemp("other") / "other-bert", seed=1)
+
+
+def test_evaluate_layers_and_compare_json(capsys, tmp_path, tiny_model_dir, other_model_dir):
+    data = _labelled(tmp_path / "e.csv")
+    code, out, err = run(capsys, "evaluate", str(data), "--model", str(tiny_model_dir), "--layers",
+                         "--compare-with", str(other_model_dir), "--json")
+    assert code == 0, err
+    r = json.loads(out)  # one object
+    assert [p["layer"] for p in r["layers"]] == [0, 1, 2]
+    assert {"cls_probe_accuracy", "mean_probe_accuracy"} <= set(r["layers"][0])
+    c = r["comparison"]
+    assert c["models"] == {"a": str(tiny_model_dir), "b": str(other_model_dir)}
+    assert c["both_correct"] + c["only_a_correct"] + c["only_b_correct"] + c["both_wrong"] == r["rows"] == 40
+    assert 0 < c["mcnemar_p"] <= 1 and c["reading"].endswith(".")
+    assert len(c["disagreeing_rows"]) == c["disagreements"]
+    code, out, _ = run(capsys, "evaluate", str(data), "--model", str(tiny_model_dir), "--json")
+    assert code == 0 and "layers" not in json.loads(out) and "comparison" not in json.loads(out)
+
+
+def test_evaluate_text_prints_the_probe_table_and_the_comparison(capsys, tmp_path, tiny_model_dir,
+                                                                  other_model_dir):
+    data = _labelled(tmp_path / "e.csv")
+    code, out, err = run(capsys, "evaluate", str(data), "--model", str(tiny_model_dir), "--layers",
+                         "--compare-with", str(other_model_dir))
+    assert code == 0, err
+    lines = out.splitlines()
+    head = lines.index("layer  [CLS] probe  mean probe")
+    assert [line.split()[0] for line in lines[head + 1:head + 4]] == ["0", "1", "2"]
+    assert all(0 <= float(x) <= 1 for line in lines[head + 1:head + 4] for x in line.split()[1:])
+    assert "only A right" in out and "largest slice differences" in out
+    verdict = "(unlikely to be chance|no evidence either is better)"
+    assert re.search(rf"^McNemar's exact test: .* p = [0-9.e-]+, {verdict}\.$", out, re.M)
+    assert "--compare-with" not in out  # not a run: nothing to suggest
+
+
+def test_evaluate_out_writes_layers_and_comparison(capsys, tmp_path, tiny_model_dir, other_model_dir):
+    from bertviz_app import load_vectors, read_evaluation
+
+    data = _labelled(tmp_path / "e.csv", 30)
+    folder = tmp_path / "run"
+    code, _, err = run(capsys, "evaluate", str(data), "--model", str(tiny_model_dir), "--layers",
+                       "--compare-with", str(other_model_dir), "--out", str(folder), "--json")
+    assert code == 0 and "comparison.json" in err and "layers.json" in err
+    back = read_evaluation(folder)
+    assert len(back["layers"]["layers"]) == 3 and back["comparison"]["rows"] == 30
+    assert back["projections"][(0, "mean")].coords.shape == (30, 3)
+    assert load_vectors(folder / "vectors").cls.shape[:2] == (30, 3)
+
+
+def test_evaluate_suggests_the_base_of_a_run_and_refuses_other_classes(capsys, tmp_path, tiny_model_dir):
+    from conftest import make_tiny_model
+
+    data = _labelled(tmp_path / "e.csv", 20)
+    run_dir = tmp_path / "my-run"
+    shutil.copytree(tiny_model_dir, run_dir)
+    (run_dir / "run.json").write_text(json.dumps({"name": "runs/my-run", "base": "encoder"}), encoding="utf-8")
+    code, out, _ = run(capsys, "evaluate", str(data), "--model", str(run_dir))
+    assert code == 0 and out.splitlines()[0] == (f"note: {run_dir} was fine-tuned from encoder; add --compare-with "
+                                                 "encoder to see what the fine-tune changed")
+    code, out, err = run(capsys, "evaluate", str(data), "--model", str(run_dir), "--json")
+    assert code == 0 and "--compare-with encoder" in err and json.loads(out)["rows"] == 20
+    three = make_tiny_model(tmp_path / "three", num_labels=3)
+    code, out, err = run(capsys, "evaluate", str(data), "--model", str(tiny_model_dir), "--compare-with", str(three))
+    assert code == 2 and out == "" and err.startswith("error: ") and "do not have the same classes" in err
+    assert "class_0, class_1, class_2" in err and err.count("\n") == 1
+    code, _, err = run(capsys, "evaluate", str(data), "--model", str(tiny_model_dir), "--compare-with",
+                       str(tmp_path / "nowhere"))
+    assert code == 2 and err.startswith("error: ") and "Traceback" not in err

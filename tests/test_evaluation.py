@@ -330,3 +330,263 @@ def test_route_refuses_bad_input(client, body, status, says):
     assert r.status_code == status, r.text
     out = r.json()
     assert set(out) == {"error"} and says in out["error"] and "Traceback" not in out["error"]
+
+
+# --------------------------------------------------------------------------- layers and a second model
+@pytest.fixture(scope="module")
+def other(tmp_path_factory):
+    """A tiny model with the same classes and other weights (seed 1)."""
+    from bertviz_app.config import Settings
+
+    from conftest import make_tiny_model
+
+    path = make_tiny_model(tmp_path_factory.mktemp("other") / "other-bert", seed=1)
+    return bv.load_model(str(path), device="cpu", settings=Settings(memo_size=0))
+
+
+def test_layers_evaluate_the_same_forwards_logits_and_probe_every_depth(tiny, data):
+    plain = bv.evaluate_file(tiny, data, words=["not"])
+    ev = bv.evaluate_file(tiny, data, words=["not"], layers=True)
+    np.testing.assert_allclose(ev.logits, plain.logits, atol=1e-4)
+    np.testing.assert_array_equal(ev.predicted, plain.predicted)
+    np.testing.assert_array_equal(ev.n_tokens, plain.n_tokens)
+    assert ev.accuracy == pytest.approx(plain.accuracy)
+    assert [s.to_dict() for s in ev.slices] == [s.to_dict() for s in plain.slices]
+    assert ev.geometry is not None and len(ev.geometry) == 80
+    assert [p["layer"] for p in ev.probes] == list(range(tiny.num_layers + 1))
+    for p in ev.probes:
+        assert 0 <= p["cls_probe_accuracy"] <= 1 and 0 <= p["mean_probe_accuracy"] <= 1
+    out = ev.to_dict()
+    assert out["layers"] == ev.probes and "layers" not in plain.to_dict() and "comparison" not in out
+    # the probes are geometry's, on the evaluated rows' true classes
+    from bertviz_app.geometry import probe_layers
+
+    assert probe_layers(ev.geometry, ev.true) == ev.probes
+
+
+def test_layers_keep_vectors_in_a_folder_and_cancel_like_predict(tiny, data, tmp_path):
+    ev = bv.evaluate_file(tiny, data, layers=True, vectors_folder=tmp_path)
+    assert {"cls.npy", "mean.npy", "vectors.json"} <= {p.name for p in tmp_path.iterdir()}
+    assert isinstance(ev.geometry.cls, np.memmap)
+    seen, stop = [], threading.Event()
+
+    def cancel_after_two(done, total):
+        seen.append((done, total))
+        if done >= 32:
+            stop.set()
+
+    with pytest.raises(bv.CancelledError, match="Evaluation cancelled after 32 of 80 rows"):
+        bv.evaluate_file(tiny, data, batch_size=16, layers=True, progress=cancel_after_two, cancel=stop)
+    assert seen == [(16, 80), (32, 80)]
+
+
+def test_a_probe_that_cannot_be_fitted_is_a_notice_not_an_error(tiny, tmp_path):
+    path = _write(tmp_path / "one.csv", _csv([(t, "positive", s) for t, _, s in _rows(12)]))
+    ev = bv.evaluate_file(tiny, path, layers=True)
+    assert ev.probes is None and ev.to_dict()["layers"] is None and ev.rows == 12
+    assert any("No [CLS] probe per layer: every evaluated row has one true class" in n for n in ev.notices)
+    rows = _rows(12)
+    rows = [(t, "negative", s) for t, _, s in rows[:-1]] + [(rows[-1][0], "positive", "web")]
+    ev = bv.evaluate_file(tiny, _write(tmp_path / "rare.csv", _csv(rows)), layers=True)
+    assert ev.probes is None and any("'positive' has a single row" in n for n in ev.notices)
+
+
+def test_mcnemar_matches_the_exact_binomial_test():
+    from bertviz_app.model_comparison import mcnemar_p, mcnemar_reading
+
+    assert mcnemar_p(10, 2) == pytest.approx(0.03857, abs=1e-4)
+    assert mcnemar_p(2, 10) == pytest.approx(2 * 79 / 4096, abs=1e-12)  # P(X <= 2), X ~ Bin(12, 1/2), twice
+    assert mcnemar_p(7, 7) == 1.0 and mcnemar_p(0, 0) == 1.0
+    assert mcnemar_p(0, 5) == pytest.approx(2 / 32, abs=1e-12)
+    assert mcnemar_p(700, 300) == pytest.approx(1.7665678e-37, rel=1e-6)  # scipy.stats.binomtest(300, 1000)
+    assert mcnemar_reading("A", "B", 3, 14, mcnemar_p(3, 14)) == (
+        "B is right on 14 rows A gets wrong, A on 3 rows B gets wrong: p = 0.0127, unlikely to be chance.")
+    assert "no evidence either is better" in mcnemar_reading("A", "B", 5, 6, mcnemar_p(5, 6))
+
+
+def test_a_model_compared_with_itself_agrees_everywhere(tiny, data):
+    ev = bv.evaluate_file(tiny, data, compare_with=tiny)
+    c = ev.comparison
+    assert c.disagreements == 0 and c.disagreeing_rows == () and c.mcnemar_p == 1.0
+    assert c.only_a_correct == c.only_b_correct == 0
+    assert c.both_correct == int((ev.predicted == ev.true).sum()) and c.both_correct + c.both_wrong == 80
+    assert all(s["difference"] == 0 for s in c.slices)
+    assert "no evidence either is better" in c.reading
+
+
+def test_two_models_are_compared_on_the_same_rows(tiny, other, data):
+    ev = bv.evaluate_file(tiny, data, words=["not"], compare_with=other)
+    b = bv.evaluate_file(other, data, words=["not"])
+    c = ev.comparison
+    np.testing.assert_allclose(ev.other.logits, b.logits, atol=1e-5)
+    ok_a, ok_b = ev.predicted == ev.true, b.predicted == b.true
+    assert (c.both_correct, c.only_a_correct, c.only_b_correct, c.both_wrong) == (
+        int((ok_a & ok_b).sum()), int((ok_a & ~ok_b).sum()), int((ok_b & ~ok_a).sum()), int((~ok_a & ~ok_b).sum()))
+    assert c.both_correct + c.only_a_correct + c.only_b_correct + c.both_wrong == 80
+    assert c.accuracy == pytest.approx((ev.accuracy, b.accuracy))
+    assert c.disagreements == int((ev.predicted != b.predicted).sum()) == len(c.disagreeing_rows) > 0
+    conf = [max(r["confidence_a"], r["confidence_b"]) for r in c.disagreeing_rows]
+    assert conf == sorted(conf, reverse=True)
+    for r in c.disagreeing_rows:
+        assert r["predicted_a"] != r["predicted_b"] and r["text"] == ev.texts[ev.source_rows.index(r["row"])]
+    from bertviz_app.model_comparison import mcnemar_p
+
+    assert c.mcnemar_p == pytest.approx(mcnemar_p(c.only_a_correct, c.only_b_correct))
+    # B's accuracy on each of A's slices: the same rows, A's length buckets
+    by_name = {s["name"]: s for s in c.slices}
+    for s, mask in zip(ev.slices, ev.slice_masks):
+        if s.size:
+            assert int(mask.sum()) == s.size
+            assert by_name[s.name]["accuracy_b"] == pytest.approx(float(ok_b[mask].mean()))
+            assert by_name[s.name]["difference"] == pytest.approx(by_name[s.name]["accuracy_b"] - s.accuracy)
+    diffs = [abs(s["difference"]) for s in c.slices]
+    assert diffs == sorted(diffs, reverse=True)
+    out = ev.to_dict()["comparison"]
+    assert {"models", "disagreements", "mcnemar_p", "both_correct", "only_a_correct", "only_b_correct",
+            "both_wrong", "accuracy", "macro_f1", "slices", "disagreeing_rows", "reading"} <= set(out)
+    assert out["models"] == {"a": tiny.name, "b": other.name}
+
+
+def test_classes_are_matched_by_name_and_other_classes_are_refused(tiny, data, tmp_path):
+    import dataclasses
+
+    from conftest import make_tiny_model
+
+    swapped = dataclasses.replace(tiny, name="swapped")
+    swapped.model = _swapped_head(tiny.model)  # the same network with its classes in the other order
+    ev = bv.evaluate_file(tiny, data, compare_with=swapped)
+    assert ev.other.labels == ("positive", "negative") and ev.comparison.disagreements == 0
+    assert ev.comparison.accuracy[0] == pytest.approx(ev.comparison.accuracy[1])
+    three = bv.load_model(str(make_tiny_model(tmp_path / "three", num_labels=3)), device="cpu")
+    with pytest.raises(bv.DataError, match="do not have the same classes") as err:
+        bv.evaluate_file(tiny, data, compare_with=three)
+    assert "negative, positive" in str(err.value) and "class_0, class_1, class_2" in str(err.value)
+
+
+def test_two_classes_of_one_name_cannot_be_matched_by_name():
+    from bertviz_app.model_comparison import check_same_classes
+
+    check_same_classes("A", ["x", "y"], "B", ["y", "x"])  # the same names in another order
+    with pytest.raises(bv.DataError, match="B has more than one class named x"):
+        check_same_classes("A", ["x", "y"], "B", ["x", "x"])
+    with pytest.raises(bv.DataError, match="do not have the same classes .A: x, y; B: x, z."):
+        check_same_classes("A", ["x", "y"], "B", ["x", "z"])
+
+
+def _swapped_head(model):
+    import copy
+
+    import torch
+
+    m = copy.deepcopy(model)
+    with torch.no_grad():
+        m.classifier.weight.copy_(model.classifier.weight.flip(0))
+        m.classifier.bias.copy_(model.classifier.bias.flip(0))
+    m.config.id2label = {0: "positive", 1: "negative"}
+    m.config.label2id = {"positive": 0, "negative": 1}
+    return m
+
+
+def test_the_run_folder_holds_layers_and_comparison_and_reads_back(tiny, other, tmp_path):
+    rows = _rows(30)
+    rows[3] = ("", "negative", "shop")  # skipped: kept in predictions.csv
+    src = _write(tmp_path / "in.csv", _csv(rows))
+    ev = bv.evaluate_file(tiny, src, layers=True, compare_with=other)
+    out = bv.write_evaluation(ev, tmp_path / "run")
+    names = {p.name for p in out.iterdir()}
+    assert {"metrics.json", "predictions.csv", "reliability.json", "layers.json", "comparison.json",
+            "projections.json", "cls_layer00.npy", "mean_layer02.npy"} <= names
+    back = bv.read_evaluation(out)
+    assert back["metrics"]["accuracy"] == ev.accuracy and back["metrics"]["layers"] == ev.probes
+    assert back["layers"] == {"layers": ev.probes, "model": tiny.name, "rows": 29, "kinds": ["cls", "mean"]}
+    assert back["comparison"]["disagreements"] == ev.comparison.disagreements
+    assert len(back["comparison"]["disagreeing_rows"]) == ev.comparison.disagreements
+    assert set(back["projections"]) == {(layer, k) for layer in range(3) for k in ("cls", "mean")}
+    assert back["projections"][(2, "cls")].coords.shape == (29, 3)
+    got = list(csv.DictReader((out / "predictions.csv").open(encoding="utf-8", newline="")))
+    assert len(got) == 30 and got[3]["bv_status"] == "skipped: empty text" and got[3]["bv_other_predicted"] == ""
+    for g, i in zip([got[0], got[1]], [0, 1]):
+        assert g["bv_other_predicted"] == other.labels[ev.other.predicted[i]]
+        assert float(g["bv_other_p_negative"]) == pytest.approx(ev.other.probs[i][0], abs=1e-6)
+        assert g["bv_other_correct"] == str(bool(ev.other.predicted[i] == ev.other.true[i])).lower()
+    plain = bv.read_evaluation(bv.write_evaluation(bv.evaluate_file(tiny, src), tmp_path / "plain"))
+    assert plain["layers"] is None and plain["comparison"] is None and plain["projections"] is None
+
+
+def test_a_folder_that_is_not_an_evaluation_is_refused(tmp_path):
+    with pytest.raises(bv.InputError, match="not an evaluation's run folder"):
+        bv.read_evaluation(tmp_path)
+    (tmp_path / "metrics.json").write_text("[1, 2]", encoding="utf-8")
+    with pytest.raises(bv.InputError, match="not what an evaluation writes"):
+        bv.read_evaluation(tmp_path)
+
+
+def test_base_of_reads_a_runs_record(tiny, tmp_path):
+    import dataclasses
+
+    from bertviz_app.model_comparison import base_of
+
+    assert base_of(tiny) is None  # not a run
+    run = tmp_path / "runs" / "r1"
+    run.mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({"name": "runs/r1", "base": "encoder"}), encoding="utf-8")
+    assert base_of(dataclasses.replace(tiny, path=run)) == "encoder"
+    (run / "run.json").write_text("not json", encoding="utf-8")
+    assert base_of(dataclasses.replace(tiny, path=run)) is None
+
+
+def test_route_probes_layers_and_compares_with_a_registered_model(client, tiny, settings):
+    from conftest import make_tiny_model
+
+    make_tiny_model(settings.models_dir / "other", seed=1)
+    text = _csv(_rows(30))
+    r = client.post("/v1/evaluate", json={"csv": text, "layers": True, "compare_with": "other"})
+    assert r.status_code == 200, r.text
+    out = r.json()
+    other = bv.load_model("other", settings=settings)
+    ref = bv.evaluate_file(tiny, text.encode(), name="upload.csv", layers=True, compare_with=other).to_dict()
+    assert [p["layer"] for p in out["layers"]] == [0, 1, 2]
+    for got, want in zip(out["layers"], ref["layers"]):
+        assert got["cls_probe_accuracy"] == pytest.approx(want["cls_probe_accuracy"])
+    c = out["comparison"]
+    assert c["models"] == {"a": tiny.name, "b": "other"}
+    for key in ("both_correct", "only_a_correct", "only_b_correct", "both_wrong", "disagreements"):
+        assert c[key] == ref["comparison"][key]
+    assert c["mcnemar_p"] == pytest.approx(ref["comparison"]["mcnemar_p"]) and c["reading"]
+    plain = client.post("/v1/evaluate", json={"csv": text}).json()
+    assert "layers" not in plain and "comparison" not in plain  # absent unless asked, not null
+    # an unknown second model is refused as an unknown model is
+    missing = client.post("/v1/evaluate", json={"csv": text, "model": "no-such-model"})
+    r = client.post("/v1/evaluate", json={"csv": text, "compare_with": "no-such-model"})
+    assert r.status_code == 404 == missing.status_code and r.json() == missing.json()
+    make_tiny_model(settings.models_dir / "three", num_labels=3)
+    r = client.post("/v1/evaluate", json={"csv": text, "compare_with": "three"})
+    assert r.status_code == 400 and "do not have the same classes" in r.json()["error"]
+
+
+def test_route_compare_with_follows_public_mode(tiny_model_dir, settings, tmp_path):
+    import dataclasses
+    import shutil
+
+    from fastapi.testclient import TestClient
+
+    from bertviz_app import visitors
+    from bertviz_app.server import create_app
+
+    secret = settings.models_dir / "runs" / "secret"
+    shutil.copytree(tiny_model_dir, secret)
+    (secret / "run.json").write_text(json.dumps({"name": "runs/secret", "base": "encoder",
+                                                 "owner": visitors.owner_hash(visitors.new_token())}))
+    app = create_app(dataclasses.replace(settings, public=True, allow_local_paths=True), str(tiny_model_dir),
+                     page=False)
+    text = _csv(_rows(24))
+    headers = {visitors.HEADER: visitors.new_token()}
+    with TestClient(app) as c:
+        r = c.post("/v1/evaluate", json={"csv": text, "compare_with": str(tmp_path)}, headers=headers)
+        assert r.status_code == 404 and "turned off" in r.json()["error"]
+        other = c.post("/v1/evaluate", json={"csv": text, "compare_with": "runs/secret"}, headers=headers)
+        missing = c.post("/v1/evaluate", json={"csv": text, "compare_with": "runs/no-such"}, headers=headers)
+        assert other.status_code == 404 == missing.status_code
+        assert other.json()["error"].replace("secret", "X") == missing.json()["error"].replace("no-such", "X")
+        r = c.post("/v1/evaluate", json={"csv": text, "compare_with": str(tiny_model_dir)}, headers=headers)
+        assert r.status_code == 200 and r.json()["comparison"]["disagreements"] == 0  # the operator's default

@@ -85,6 +85,7 @@ def test_probe_mode_is_a_real_classifier_head(models_dir, tiny_model_dir, datase
     info = json.loads((result.path / "run.json").read_text())
     assert info["mode"] == "probe"
     lm = bv.load_model("runs/p1", device="cpu", settings=settings)
+    assert bv.base_of(lm) == str(tiny_model_dir)  # evaluate's before/after pair: the run's record names its base
     # the saved model reproduces the reported validation accuracy exactly
     rows = {r["row"] for r in result.misclassified}
     val_n = info["val_rows"]
