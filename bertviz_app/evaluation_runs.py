@@ -44,8 +44,7 @@ from .visitors import NOBODY, last_opened, run_owner, touch
 
 __all__ = ["FOLDER", "SLICES_FILE", "KEEP_PER_OWNER", "KEEP_TOTAL", "Saved", "evaluations_dir", "is_evaluation_name",
            "check_name", "model_slug", "new_name", "save", "list_evaluations", "open_evaluation",
-           "delete_evaluation", "delete_owner_evaluations", "sweep", "slice_members", "owner_evaluations",
-           "write_geometry"]
+           "delete_evaluation", "delete_owner_evaluations", "sweep", "slice_members", "owner_evaluations"]
 
 FOLDER = "evaluations"  # under the models folder
 SLICES_FILE = "slices.json"
@@ -105,39 +104,10 @@ def new_name(model: str, now: datetime | None = None) -> str:
 
 # --------------------------------------------------------------------------- slices
 def slice_members(ev) -> list[list[int]]:
-    """The spreadsheet rows of each of ``ev.slices`` (same order), from the evaluation's per-row
-    fields: true/predicted class, token count (a length slice spans its smallest to largest count,
-    and the length buckets are disjoint ranges), whole-word match (as ``evaluate_file`` matches) and
-    the value of another column. ``len(members[i]) == ev.slices[i].size``."""
+    """The spreadsheet rows of each of ``ev.slices`` (same order), from ``ev.slice_masks`` (the rows
+    ``evaluate_file`` made each slice of): ``len(members[i]) == ev.slices[i].size``."""
     rows = np.asarray(ev.source_rows, dtype=np.int64)  # (N,)
-    haystack = list(ev.texts) if ev.pairs is None else [f"{t}\n{p}" for t, p in zip(ev.texts, ev.pairs)]
-    frame = None
-    out = []
-    for s in ev.slices:
-        if s.kind == "true label":
-            mask = np.array([ev.labels[i] == s.value for i in ev.true], dtype=bool)
-        elif s.kind == "predicted label":
-            mask = np.array([ev.labels[i] == s.value for i in ev.predicted], dtype=bool)
-        elif s.kind == "length":
-            if s.value == "truncated":
-                mask = np.asarray(ev.truncated, dtype=bool)
-            else:
-                bounds = [int(x) for x in re.findall(r"\d+", s.value)]
-                lo, hi = bounds[0], bounds[-1]
-                n = np.asarray(ev.n_tokens)
-                mask = (n >= lo) & (n <= hi)
-        elif s.kind == "word":
-            pattern = re.compile(rf"(?<!\w){re.escape(s.value)}(?!\w)", re.IGNORECASE)
-            mask = np.array([bool(pattern.search(t)) for t in haystack], dtype=bool)
-        elif s.kind == "column" and s.column is not None:
-            if frame is None:
-                frame = ev.table.df.loc[list(ev.source_rows)]
-            cells = frame[s.column].map(lambda v: "(empty)" if not isinstance(v, str) or not v.strip() else v.strip())
-            mask = cells.to_numpy() == s.value
-        else:  # a kind this module does not know: no rows rather than wrong ones
-            mask = np.zeros(len(rows), dtype=bool)
-        out.append([int(r) for r in rows[mask]])
-    return out
+    return [[int(r) for r in rows[np.asarray(mask, dtype=bool)]] for mask in ev.slice_masks]
 
 
 # --------------------------------------------------------------------------- saving
@@ -162,10 +132,10 @@ def _created(path: Path) -> float:
 
 
 def save(ev, models_dir: str | os.PathLike, owner: str | None = None, *,
-         write: Callable[[object, Path], object] | None = None, extra: Callable[[Path], None] | None = None,
+         write: Callable[[object, Path], object] | None = None,
          keep_per_owner: int = KEEP_PER_OWNER, keep_total: int = KEEP_TOTAL, now: datetime | None = None) -> Saved:
-    """Store the evaluation ``ev``: ``write(ev, folder)`` (default ``write_evaluation``), ``slices.json``,
-    ``extra(folder)`` (e.g. more files of the same evaluation), then ``run.json``; renamed into place
+    """Store the evaluation ``ev``: ``write(ev, folder)`` (default ``write_evaluation``: with its layers and
+    comparison when it has them), ``slices.json``, then ``run.json``; renamed into place
     once whole. Public mode (``owner`` set): stored as the owner's; past ``keep_per_owner`` their oldest
     are removed (``Saved.removed``), past ``keep_total`` the oldest of anyone's. ``owner`` NOBODY
     (a public page whose visitor is not known yet): InputError."""
@@ -184,8 +154,6 @@ def save(ev, models_dir: str | os.PathLike, owner: str | None = None, *,
         (tmp / SLICES_FILE).write_text(json.dumps(
             [{"kind": s.kind, "name": s.name, "value": s.value, "column": s.column, "rows": rows}
              for s, rows in zip(ev.slices, members)]), encoding="utf-8")
-        if extra is not None:
-            extra(tmp)
         name, k = base, 2
         while True:
             info = {"kind": "evaluation", "name": name, "model": ev.model, "source": ev.source,
@@ -214,23 +182,6 @@ def _column_index(ev) -> dict:
     columns = list(ev.table.columns)
     text, _, pair = ev.columns
     return {"text": columns.index(text), "pair": None if pair is None else columns.index(pair)}
-
-
-def write_geometry(folder: str | os.PathLike, vectors, true, *, folds: int = 5, seed: int = 0) -> Path:
-    """The [CLS] geometry of an evaluation into its folder: ``layers.json`` ({"layers", "num_layers",
-    "probes"}: ``geometry.probe_layers`` on the rows' true classes) and ``projections/`` (what
-    ``geometry.save_projections`` writes: 3-D PCA of every depth, [CLS] and mean vectors). The probes
-    need two classes with two rows each (InputError otherwise, before anything is written)."""
-    from .geometry import probe_layers, save_projections
-
-    folder = Path(folder)
-    probes = probe_layers(vectors, np.asarray(true), folds=folds, seed=seed)
-    sub = folder / "projections"
-    sub.mkdir(exist_ok=True)
-    save_projections(sub, vectors)
-    (folder / "layers.json").write_text(json.dumps(
-        {"layers": list(vectors.layers), "num_layers": vectors.num_layers, "probes": probes}), encoding="utf-8")
-    return folder
 
 
 def _prune(models_dir, owner: str | None, keep_per_owner: int, keep_total: int, keep: str) -> list[str]:

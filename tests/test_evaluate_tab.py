@@ -25,11 +25,21 @@ def _with_formula_rows(data: bytes) -> bytes:
 
 
 @pytest.fixture(scope="module")
-def stored(tiny, tmp_path_factory):
+def other(tmp_path_factory):
+    """A second tiny model with the same classes and other weights (the comparison's B)."""
+    from conftest import make_tiny_model
+
+    return bv.load_model(str(make_tiny_model(tmp_path_factory.mktemp("other") / "other-bert", seed=1)),
+                         device="cpu", settings=bv.Settings(memo_size=0))
+
+
+@pytest.fixture(scope="module")
+def stored(tiny, other, tmp_path_factory):
+    """An evaluation with every part (geometry, comparison) stored and read back as the page reads it."""
     models = tmp_path_factory.mktemp("eval-view")
-    ev = bv.evaluate_file(tiny, _with_formula_rows(labelled_csv(40)), name="reviews.csv", words=("not",))
-    vectors = bv.layer_vectors(tiny, list(ev.texts))
-    saved = er.save(ev, models, extra=lambda folder: er.write_geometry(folder, vectors, ev.true))
+    ev = bv.evaluate_file(tiny, _with_formula_rows(labelled_csv(40)), name="reviews.csv", words=("not",),
+                          layers=True, compare_with=other)
+    saved = er.save(ev, models)
     return ev, saved, evaluate_view.load_run(saved.folder, saved.name)
 
 
@@ -108,7 +118,7 @@ def test_the_scatter_has_one_point_per_row_with_its_text_and_labels(stored):
 
 def test_the_probe_chart_has_both_vectors_by_layer(stored):
     _, saved, view = stored
-    stored_probes = json.loads((saved.folder / "layers.json").read_text())["probes"]
+    stored_probes = json.loads((saved.folder / "layers.json").read_text())["layers"]
     fig = evaluate_view.probes_figure(view, 1)
     assert [t.name for t in fig.data] == ["[CLS] vector", "mean word vector"]
     assert list(fig.data[0].x) == [0, 1, 2]
@@ -304,3 +314,20 @@ def _zip(tmp_path):
     with zipfile.ZipFile(path, "w") as z:
         z.writestr("data.csv", "text,label\nthe film,positive\n")
     return path
+
+
+def test_the_comparison_shows_both_models_counts_and_differences(stored):
+    ev, _, view = stored
+    c = ev.comparison
+    md = evaluate_view.comparison_md(view)
+    assert f"{c.accuracy[0]:.1%}" in md and f"{c.accuracy[1]:.1%}" in md
+    assert f"only A right **{c.only_a_correct:,}**" in md and f"only B right **{c.only_b_correct:,}**" in md
+    assert f"p = {c.mcnemar_p:.3g}" in md and "McNemar" in md
+    assert c.only_a_correct + c.only_b_correct + c.both_correct + c.both_wrong == ev.rows
+    rows = evaluate_view.disagreement_frame(view)
+    assert len(rows) == c.disagreements and list(rows["row"]) == [d["row"] for d in c.disagreeing_rows]
+    assert evaluate_view.pick_row(view, [rows.iloc[0]["row"] if len(rows) else ev.source_rows[0]]) is not None
+    slices = evaluate_view.comparison_frame(view)
+    assert list(slices["slice"]) == [s["name"] for s in c.slices]
+    for (_, r), s in zip(slices.iterrows(), c.slices):
+        assert r["B - A"] == f"{s['difference'] * 100:+.1f} points"

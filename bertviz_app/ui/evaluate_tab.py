@@ -15,6 +15,7 @@ Each event's handler is a method of ``Handlers``.
 from __future__ import annotations
 
 import re
+import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -27,6 +28,7 @@ from bertviz_app import evaluation_runs, visitors
 from . import common, evaluate_view, figures, plots, visitor
 from .common import CancelFlag, esc
 from .evaluate_view import COLOURINGS, DIMENSIONS, VECTORS, RunView
+from .finetune_view import load_base, shown_name
 
 __all__ = ["Handlers", "api_function", "build", "parse_words", "progress_line", "uploaded_path", "wire"]
 
@@ -50,6 +52,16 @@ def progress_line(done: int, total: int, left: float | None, what: str = "Evalua
     eta = f"{common.AnalyzeProgress.duration(left)} left" if left is not None else f"time left: {core.MEASURING}"
     note = " · cancelling after this batch…" if cancelling else ""
     return f"**{what}:** {done:,} of {total:,} rows ({done / total:.0%}) · {eta}{note}"
+
+
+VECTORS_IN_MEMORY = 256 * 10**6  # bytes of [CLS] and mean vectors kept in memory; more go to a scratch folder
+
+
+def _large(lm, rows: int) -> bool:
+    """Whether every row's vectors at every depth (2 x rows x (L + 1) x hidden x 2 bytes) would pass
+    ``VECTORS_IN_MEMORY``: then they are memory-mapped in a scratch folder (removed once stored)."""
+    hidden = int(getattr(lm.model.config, "hidden_size", 768))
+    return 4 * rows * (lm.num_layers + 1) * hidden > VECTORS_IN_MEMORY
 
 
 # --------------------------------------------------------------------------- the /evaluate endpoint
@@ -78,13 +90,16 @@ def api_function(default: str, settings: core.Settings):
     """The ``/evaluate`` endpoint's function (typed for gradio_client)."""
 
     def evaluate(file: FileData, text_column: str = "", label_column: str = "", pair_column: str = "",
-                 words: str = "", model: str = default) -> dict:
+                 words: str = "", model: str = default, layers: bool = False, compare_with: str = "") -> dict:
         """Evaluate a model on a labelled file (.csv, .tsv or .txt with a header row; gradio_client:
         handle_file("reviews.csv")): the evaluation's JSON as `bertviz-app evaluate FILE --json` prints
         it: rows, accuracy with its 95% interval, macro-F1, per_class, confusion, slices worst first
         (true label, predicted label, length, each of words, other columns), calibration before/after a
         temperature fitted on half the rows, the most confident misclassified rows, notices. Columns left
-        empty are guessed; words: comma-separated ("not, but"), each a slice of the rows containing it."""
+        empty are guessed; words: comma-separated ("not, but"), each a slice of the rows containing it.
+        layers=true adds "layers" (a linear probe's accuracy on the [CLS] and mean vectors at every depth);
+        compare_with (a second model with the same classes) adds "comparison" (both models' accuracy, the
+        rows only one gets right, McNemar's exact p and its reading, per-slice differences)."""
         path = uploaded_path(file)
         visitor.upload(path)
         try:
@@ -92,8 +107,9 @@ def api_function(default: str, settings: core.Settings):
         finally:
             visitor.discard(path)
         lm = common.load(model, default, settings)
+        other = load_base(compare_with.strip(), default, settings) if compare_with and compare_with.strip() else None
         ev = core.evaluate_file(lm, table, text_column or None, label_column or None, pair_column or None,
-                                words=parse_words(words))
+                                words=parse_words(words), layers=bool(layers), compare_with=other)
         return ev.to_dict()
 
     return evaluate
@@ -128,8 +144,9 @@ def build(default: str, *, settings: core.Settings | None = None) -> SimpleNames
                 words = gr.Textbox(label="Slice by rows containing", placeholder="not, but", max_lines=1,
                                    info="words or phrases, comma-separated; whole words, case ignored",
                                    elem_id="bv-ev-words")
-                compare = gr.Dropdown(choices=NO_COMPARE, value=NONE, label="Compare with",
-                                      info="another model evaluated on the same rows (optional)",
+                compare = gr.Dropdown(choices=NO_COMPARE, value=NONE, label="Compare with", allow_custom_value=True,
+                                      info="another model with the same classes, on the same rows (optional; a "
+                                      "fine-tuned run: its base, when the base has its classes)",
                                       elem_id="bv-ev-compare")
                 geometry = gr.Checkbox(value=False, label="[CLS] geometry by layer", elem_id="bv-ev-geometry",
                                        info="PCA of every row's vectors at each depth and a linear probe per layer")
@@ -252,32 +269,29 @@ class Handlers:
         if not label_col:
             raise core.DataError(f"Choose the label column: an evaluation compares each row's label with the "
                                  f"model's prediction (columns: {', '.join(table.columns)}).")
-        if compare:
-            raise core.InputError("Comparing with another model is not available in this version yet.")
-        lm = common.load(model_name, self.default, self.settings)
         owner = visitor.owner()
         if owner == visitors.NOBODY:
             raise core.InputError("This page has no owner token yet: reload the page, then evaluate again.")
-        track = {"what": "Evaluating", "done": 0, "total": 0, "eta": core.RateEta(min_units=1, min_seconds=2.0,
-                                                                                    window=60.0)}
+        lm = common.load(model_name, self.default, self.settings)
+        other = load_base(compare, self.default, self.settings) if compare else None
+        what = f"Evaluating with {shown_name(lm.name)}, then {shown_name(other.name)}" if other else "Evaluating"
+        track = {"what": what, "done": 0, "total": 0, "eta": core.RateEta(min_units=1, min_seconds=2.0, window=60.0)}
 
         def progress(done, total):
             track["done"], track["total"] = done, total
             track["eta"].update(done)
 
         def work():
-            ev = core.evaluate_file(lm, table, text_col or None, label_col or None, pair_col or None,
-                                    words=parse_words(words), progress=progress, cancel=cancel)
-            extra, note = None, None
-            if geometry:
-                extra, note = self.geometry(lm, ev, track, progress, cancel)
-            saved = evaluation_runs.save(ev, self.settings.models_dir, owner, extra=extra)
-            return saved, note
+            with tempfile.TemporaryDirectory(prefix="bertviz-vectors-") as scratch:
+                ev = core.evaluate_file(lm, table, text_col or None, label_col or None, pair_col or None,
+                                        words=parse_words(words), progress=progress, cancel=cancel,
+                                        layers=bool(geometry), compare_with=other,
+                                        vectors_folder=scratch if geometry and _large(lm, table.n_rows) else None)
+                return evaluation_runs.save(ev, self.settings.models_dir, owner)
 
         yield {ui.status: "**Starting…** loading the model"}
         try:
-            saved, note = yield from common.stream_work(work, lambda: self.progress(track, cancel),
-                                                        on_abandon=cancel.set)
+            saved = yield from common.stream_work(work, lambda: self.progress(track, cancel), on_abandon=cancel.set)
         except core.CancelledError as exc:
             yield {ui.status: f"**Cancelled:** {esc(exc)}"}
             return
@@ -286,40 +300,14 @@ class Handlers:
                 flag.arm()
         out = self.render(evaluation_runs.open_evaluation(self.settings.models_dir, saved.name, owner), saved.name)
         lines = [f"**Done:** stored as **{esc(saved.name)}** (reopen it below)."]
-        if note:
-            lines.append(f"Note: {esc(note)}")
+        if geometry and not out[ui.view].projections:
+            lines.append("No geometry: a projection needs at least 3 rows.")
         if saved.removed:
             lines.append(f"Removed your oldest evaluation{'s' if len(saved.removed) > 1 else ''} "
                          f"({esc(', '.join(saved.removed))}): a visitor keeps {evaluation_runs.KEEP_PER_OWNER}.")
         out[ui.status] = "  \n".join(lines)
         out[ui.stored] = gr.update(choices=self.choices(), value=saved.name)
         yield out
-
-    @staticmethod
-    def geometry(lm, ev, track, progress, cancel):
-        """The [CLS] and mean vectors of every evaluated row at every depth (a second pass over the
-        rows), their probes and projections, written into the stored folder. Rows the probes cannot
-        use (one class; a class of one row) skip the geometry with a note instead of failing."""
-        track.update(what="Reading the vectors of every layer", done=0, total=0,
-                     eta=core.RateEta(min_units=1, min_seconds=2.0, window=60.0))
-        limit = lm.settings.max_chars
-        pairs = None if ev.pairs is None or not all(p.strip() for p in ev.pairs) else [p[:limit] for p in ev.pairs]
-        try:
-            vectors = core.layer_vectors(lm, [t[:limit] for t in ev.texts], pairs, progress=progress, cancel=cancel)
-            counts = {int(c) for c in ev.true}
-            if len(counts) < 2:
-                raise core.InputError("every row has the same label: a probe needs two classes")
-        except core.InputError as exc:
-            return None, f"No geometry: {exc}"
-        track.update(what="Fitting a probe per layer", done=0, total=0)
-
-        def extra(folder):
-            try:
-                evaluation_runs.write_geometry(folder, vectors, ev.true)
-            except core.InputError as exc:
-                raise core.InputError(f"The geometry could not be made ({exc}); evaluate without it.") from None
-
-        return extra, None
 
     def progress(self, track: dict, cancel) -> dict:
         return {self.ui.status: progress_line(track["done"], track["total"], track["eta"].left(track["total"])
@@ -384,6 +372,24 @@ class Handlers:
         models = common.model_choices(self.default, self.settings)
         return {ui.stored: gr.update(choices=choices, value=chosen if chosen in names else None),
                 ui.compare: gr.update(choices=[*NO_COMPARE, *[(m, m) for m in models]])}
+
+    def suggest(self, model_name):
+        """The compare-with choice for the chosen model: its base when it is a fine-tuned run whose base
+        has the same classes (the before/after pair); else none. A base that cannot be opened here (a
+        folder on a public app, a Hub id offline) is not suggested."""
+        ui = self.ui
+        choices = [*NO_COMPARE, *[(m, m) for m in common.model_choices(self.default, self.settings)]]
+        try:
+            lm = common.load(model_name, self.default, self.settings)
+            base = core.base_of(lm)
+            ok = base is not None and set(load_base(base, self.default, self.settings).labels) == set(lm.labels)
+        except core.BertvizError:
+            ok = False
+        if not ok:
+            return {ui.compare: gr.update(choices=choices, value=NONE)}
+        if base not in [v for _, v in choices]:
+            choices.append((shown_name(base), base))
+        return {ui.compare: gr.update(choices=choices, value=base)}
 
     # ---------------------------------------------------------------- choosing rows
     def on_slice(self, v: RunView | None, evt: gr.SelectData):
@@ -458,6 +464,9 @@ def wire(ui: SimpleNamespace, *, demo: gr.Blocks | None, model_dd, default: str,
                       concurrency_limit=2, concurrency_id="evaluate-open", **private)
     if demo is not None:
         visitor.on_page_load(demo, h.refresh, inputs=[ui.stored], outputs=[ui.stored, ui.compare])
+    # another model chosen (a fine-tune's new run too): its base offered for the comparison (may load both)
+    model_dd.change(common.guard(h.suggest), inputs=[model_dd], outputs=[ui.compare], concurrency_limit=1,
+                    concurrency_id="evaluate-suggest", show_progress="hidden", **private)
     ui.slices.select(common.guard(h.on_slice), inputs=[ui.view], outputs=[ui.slice_md, ui.slice_rows], queue=False,
                      **private)
     for table in (ui.wrong, ui.slice_rows, ui.disagreements):

@@ -103,8 +103,9 @@ def _predictions(folder: Path, name: str, metrics: dict, info: dict) -> list[dic
         with (folder / "predictions.csv").open(encoding="utf-8", newline="") as fh:
             reader = csv.reader(fh)
             header = next(reader)
-            n_added = 6 + len(labels)
+            n_added = 6 + len(labels) + (2 + len(labels) if metrics.get("comparison") else 0)  # + the other model's
             base = len(header) - n_added
+            status_at = base + 5 + len(labels)
             if base < 1:
                 raise core.DataError(f"The evaluation {name}'s predictions.csv has fewer columns than it should.")
             text_at = at.get("text")
@@ -118,7 +119,7 @@ def _predictions(folder: Path, name: str, metrics: dict, info: dict) -> list[dic
                 pair_at = cols.index(metrics["columns"]["pair"]) if metrics["columns"]["pair"] in cols else None
             rows = []
             for cells in reader:
-                if len(cells) != len(header) or cells[-1] != "ok":
+                if len(cells) != len(header) or cells[status_at] != "ok":
                     continue
                 added = cells[base:]
                 row = int(added[0])
@@ -175,7 +176,8 @@ def load_run(folder: str | Path, name: str | None = None) -> RunView:
               for s in metrics.get("slices", [])]
     reliability = _json(folder / "reliability.json", name, required=False) or {}
     layers = _json(folder / "layers.json", name, required=False)
-    probes = layers.get("probes") if isinstance(layers, dict) else layers if isinstance(layers, list) else None
+    probes = layers.get("layers") if isinstance(layers, dict) else None  # the probes; None: impossible
+    probes = [p for p in probes if isinstance(p, dict) and "layer" in p] if isinstance(probes, list) else None
     comparison = _json(folder / "comparison.json", name, required=False)
     return RunView(name=name, metrics=metrics, rows=rows, slices=slices, reliability=reliability, probes=probes,
                    projections=_projections(folder, len(rows)),
@@ -372,9 +374,10 @@ def scatter_figure(view: RunView, layer: int, dims: int = 2, colour: str = "true
 def probes_figure(view: RunView, layer: int | None = None) -> go.Figure:
     """Cross-validated linear-probe accuracy per depth, on the [CLS] vector and on the mean vector;
     a dotted line marks ``layer`` (the scatter's)."""
-    probes = [p for p in (view.probes or []) if isinstance(p, dict) and "layer" in p]
+    probes = view.probes or []
     if not probes:
-        return plots.empty_figure("No probe accuracies in this evaluation.")
+        return plots.empty_figure("No probe per layer in this evaluation: a probe needs rows of at least two classes, "
+                                  "two of each.")
     xs = [int(p["layer"]) for p in probes]
     fig = plots.new_figure()
     for key, name, colour in (("cls_probe_accuracy", "[CLS] vector", "#1f77b4"),
@@ -392,56 +395,46 @@ def probes_figure(view: RunView, layer: int | None = None) -> go.Figure:
 
 
 # --------------------------------------------------------------------------- comparison
+def _models(c: dict) -> tuple[str, str]:
+    m = c.get("models") or {}
+    return shown_name(m.get("a", "A")), shown_name(m.get("b", "B"))
+
+
 def comparison_md(view: RunView) -> str:
+    """Both models' accuracy and macro-F1 side by side, the four counts and McNemar's p with its reading."""
     c = view.comparison
     if not c:
         return ""
-    models = [str(m) for m in c.get("models", [])][:2]
-    a, b = (models + ["A", "B"])[:2]
+    a, b = _models(c)
     acc, f1 = c.get("accuracy") or {}, c.get("macro_f1") or {}
-
-    def pick(d, k, i):
-        if isinstance(d, dict):
-            return d.get(k)
-        return d[i] if isinstance(d, (list, tuple)) and len(d) > i else None
-
-    lines = [f"### {esc(a)} vs {esc(b)}", f"| | {esc(a)} | {esc(b)} |", "|---|---|---|",
-             f"| accuracy | {_pct(pick(acc, a, 0))} | {_pct(pick(acc, b, 1))} |",
-             f"| macro-F1 | {_num(pick(f1, a, 0))} | {_num(pick(f1, b, 1))} |", "",
-             f"Both right **{c.get('both_correct', '–')}** · only {esc(a)} right **{c.get('only_a_correct', '–')}** · "
-             f"only {esc(b)} right **{c.get('only_b_correct', '–')}** · both wrong **{c.get('both_wrong', '–')}** · "
-             f"the two disagree on **{c.get('disagreements', '–')}** rows.",
-             f"McNemar p = **{_num(c.get('mcnemar_p'), '.3g')}**" + (
-                 f": {esc(c['reading'])}" if c.get("reading") else "")]
-    return "\n".join(lines)
+    return "\n".join([
+        f"### {esc(a)} (A) vs {esc(b)} (B), on the same {c.get('rows', 0):,} rows",
+        f"| | A: {esc(a)} | B: {esc(b)} |", "|---|---|---|",
+        f"| accuracy | {_pct(acc.get('a'))} | {_pct(acc.get('b'))} |",
+        f"| macro-F1 | {_num(f1.get('a'))} | {_num(f1.get('b'))} |", "",
+        f"Both right **{c.get('both_correct', 0):,}** · only A right **{c.get('only_a_correct', 0):,}** · only B right "
+        f"**{c.get('only_b_correct', 0):,}** · both wrong **{c.get('both_wrong', 0):,}** · the predictions differ on "
+        f"**{c.get('disagreements', 0):,}** rows.", "",
+        f"McNemar's exact test: **p = {_num(c.get('mcnemar_p'), '.3g')}**. {esc(c.get('reading', ''))}"])
 
 
 def comparison_frame(view: RunView) -> pd.DataFrame:
-    """Per slice: each model's accuracy and the difference."""
+    """Per slice of A's evaluation: A's and B's accuracy and the difference B - A, largest first."""
     c = view.comparison or {}
-    rows = []
-    for s in c.get("slices") or []:
-        if not isinstance(s, dict):
-            continue
-        accs = s.get("accuracy")
-        a, b = (accs if isinstance(accs, (list, tuple)) else [s.get("accuracy_a"), s.get("accuracy_b")])[:2]
-        diff = s.get("difference", None if a is None or b is None else a - b)
-        rows.append([s.get("kind", ""), s.get("name", ""), s.get("size", ""), _pct(a), _pct(b),
-                     "–" if diff is None else f"{diff * 100:+.1f} points"])
-    return pd.DataFrame(rows, columns=["kind", "slice", "size", "accuracy A", "accuracy B", "difference"])
+    a, b = _models(c) if c else ("A", "B")
+    rows = [[s.get("kind", ""), s.get("name", ""), s.get("size", ""), _pct(s.get("accuracy_a")),
+             _pct(s.get("accuracy_b")), "–" if s.get("difference") is None else f"{s['difference'] * 100:+.1f} points"]
+            for s in c.get("slices") or [] if isinstance(s, dict)]
+    return pd.DataFrame(rows, columns=["kind", "slice", "size", f"A: {a}", f"B: {b}", "B - A"])
 
 
 def disagreement_frame(view: RunView) -> pd.DataFrame:
+    """The rows where the two predictions differ, most confident first (at most ``MAX_LISTED``)."""
     c = view.comparison or {}
-    models = [str(m) for m in c.get("models", [])][:2] or ["A", "B"]
-    rows = []
-    for d in c.get("disagreeing_rows") or []:
-        if isinstance(d, dict):
-            preds = d.get("predicted") if isinstance(d.get("predicted"), (list, tuple)) else [
-                d.get("predicted_a"), d.get("predicted_b")]
-            rows.append([d.get("row"), d.get("text", ""), d.get("true", ""), *list(preds)[:2]])
-    return pd.DataFrame(rows, columns=["row", "text", "true", f"{models[0]} predicts",
-                                       f"{models[-1]} predicts"])
+    a, b = _models(c) if c else ("A", "B")
+    rows = [[d.get("row"), d.get("text", ""), d.get("true", ""), d.get("predicted_a", ""), d.get("predicted_b", "")]
+            for d in (c.get("disagreeing_rows") or [])[:MAX_LISTED] if isinstance(d, dict)]
+    return pd.DataFrame(rows, columns=["row", "text", "true", f"A: {a} predicts", f"B: {b} predicts"])
 
 
 # --------------------------------------------------------------------------- the stored list
