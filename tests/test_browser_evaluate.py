@@ -44,7 +44,12 @@ def write_labelled(path, n=40, labels=("negative", "positive"), header=("review"
 
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory):
-    return tmp_path_factory.mktemp("eval-browser-registry")
+    """The app's models folder, holding one registered model ("other": the tiny model with other weights)."""
+    from conftest import make_tiny_model
+
+    models = tmp_path_factory.mktemp("eval-browser-registry")
+    make_tiny_model(models / "other", seed=1)
+    return models
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +95,7 @@ def test_evaluate_read_slices_open_a_row_see_geometry_and_reopen(browser, page, 
     status = page.locator("#bv-ev-status")
     expect(status).to_contain_text("Done", timeout=TIMEOUT_MS)
 
-    [entry] = er.list_evaluations(registry)
+    entry = er.list_evaluations(registry)[0]
     view = evaluate_view.load_run(registry / "evaluations" / entry["name"])
     expect(status).to_contain_text(entry["name"])
     expect(page.locator("#bv-ev-summary")).to_contain_text(f"Accuracy {view.metrics['accuracy']:.1%}")
@@ -181,4 +186,33 @@ def test_bad_files_get_a_message_in_the_tab(page, app_url, tmp_path, caplog, cas
     expect(status).to_contain_text("Nothing was stored")
     assert "Traceback" not in page.content()
     assert page.locator(".toast-title").count() == 0
+    assert not [r for r in caplog.records if r.exc_info], "a traceback reached the server log"
+
+
+def test_compare_with_another_model(page, app_url, registry, tmp_path, caplog):
+    caplog.set_level(logging.WARNING)
+    data = write_labelled(tmp_path / "reviews.csv")
+    open_tab(page, app_url)
+    page.locator("#bv-ev-upload input[type=file]").set_input_files(str(data))
+    expect(page.locator("#bv-ev-label-col input")).to_have_value("label")
+    compare = page.locator("#bv-ev-compare input")
+    compare.click()
+    page.get_by_role("option", name="other", exact=True).click()
+    expect(compare).to_have_value("other")
+    page.locator("#bv-ev-start").click()
+    expect(page.locator("#bv-ev-status")).to_contain_text("Done", timeout=TIMEOUT_MS)
+    name = page.locator("#bv-ev-status strong").nth(1).inner_text()
+    view = evaluate_view.load_run(registry / "evaluations" / name)
+    c = view.comparison
+    box = page.locator("#bv-ev-comparison")
+    expect(box).to_contain_text("McNemar")
+    expect(box).to_contain_text(f"only B right {c['only_b_correct']:,}")
+    expect(page.locator("#bv-ev-compare-slices")).to_contain_text("points")
+    if c["disagreeing_rows"]:  # a disagreeing row opens in Predict
+        first = c["disagreeing_rows"][0]
+        page.locator("#bv-ev-disagreements [role=gridcell]").first.click()
+        expect(page.locator("#bv-ev-selected")).to_contain_text(f"Selected row {first['row']}")
+        page.locator("#bv-ev-to-predict").click()
+        expect(page.locator("#bv-text textarea")).to_have_value(first["text"])
+    assert "Traceback" not in page.content()
     assert not [r for r in caplog.records if r.exc_info], "a traceback reached the server log"

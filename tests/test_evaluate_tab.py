@@ -331,3 +331,26 @@ def test_the_comparison_shows_both_models_counts_and_differences(stored):
     assert list(slices["slice"]) == [s["name"] for s in c.slices]
     for (_, r), s in zip(slices.iterrows(), c.slices):
         assert r["B - A"] == f"{s['difference'] * 100:+.1f} points"
+
+
+def test_a_runs_base_is_offered_for_the_comparison_when_it_has_the_same_classes(tiny_model_dir, models_dir,
+                                                                                  tmp_path):
+    import shutil
+
+    from conftest import make_tiny_model
+
+    def run(name: str, base: str):
+        dest = models_dir / "runs" / name
+        shutil.copytree(tiny_model_dir, dest)
+        (dest / "run.json").write_text(json.dumps({"name": f"runs/{name}", "base": base}))
+
+    run("tuned", str(tiny_model_dir))  # trained from the tiny classifier: the same classes
+    three = make_tiny_model(tmp_path / "three", num_labels=3)
+    run("other-classes", str(three))  # a base with other classes: no before/after pair
+    h = _handlers(models_dir)
+    offered = h.suggest("runs/tuned")["compare"]
+    assert offered["value"] == str(tiny_model_dir)
+    assert (evaluate_tab.shown_name(str(tiny_model_dir)), str(tiny_model_dir)) in offered["choices"]
+    assert h.suggest("runs/other-classes")["compare"]["value"] == ""
+    assert h.suggest(str(tiny_model_dir))["compare"]["value"] == ""  # not a run: nothing to compare by default
+    assert h.suggest("runs/missing")["compare"]["value"] == ""  # an unknown model: no suggestion, no error
