@@ -20,8 +20,9 @@ from bertviz_app.ui import evaluate_tab, evaluate_view  # noqa: E402
 
 
 def _with_formula_rows(data: bytes) -> bytes:
-    """Two rows a spreadsheet would run as formulas: predictions.csv quotes them, the page shows them as given."""
-    return data + b'"=1+1 the film was good",positive,web\n"-not fun",negative,shop\n'
+    """Two rows a spreadsheet would run as formulas (predictions.csv quotes them, the page shows them as given)
+    and one of HTML (shown as text, never run)."""
+    return data + b'"=1+1 the film was good",positive,web\n"-not fun",negative,shop\n<img src=x> film,positive,web\n'
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +54,7 @@ def test_the_folder_reads_back_every_evaluated_row_as_given(stored):
     np.testing.assert_allclose([r["confidence"] for r in view.rows], conf, atol=1e-5)
     assert len(evaluate_view.wrong_rows(view)) == int((ev.true != ev.predicted).sum())
     md = evaluate_view.summary_md(view)
-    assert "42 rows" in md and f"Accuracy {ev.accuracy:.1%}" in md and "95% interval" in md
+    assert "43 rows" in md and f"Accuracy {ev.accuracy:.1%}" in md and "95% interval" in md
 
 
 def test_selecting_a_slice_lists_only_its_misclassified_rows(stored):
@@ -87,7 +88,7 @@ def test_the_reliability_diagram_has_the_diagonal_and_before_and_after(stored):
     assert sum(fig.data[1].customdata) == ev.calibration["measured_on_rows"]
     md = evaluate_view.calibration_md(view)
     assert f"{ev.calibration['ece']:.3f}" in md and f"{ev.calibration['ece_after']:.3f}" in md
-    assert "Temperature fitted on 21 rows" in md
+    assert f"Temperature fitted on {ev.calibration['fitted_on_rows']} rows" in md
 
 
 def test_the_scatter_has_one_point_per_row_with_its_text_and_labels(stored):
@@ -108,6 +109,8 @@ def test_the_scatter_has_one_point_per_row_with_its_text_and_labels(stored):
             assert f"row {r['row']}:" in hover and f"true {r['true']}" in hover
             assert f"predicted {r['predicted']}" in hover
     long = max(view.rows, key=lambda r: len(r["text"]))
+    html = next(h for t in fig.data for h in t.hovertext if "img" in h)
+    assert "&lt;img src=x&gt;" in html and "<img" not in html
     fig3 = evaluate_view.scatter_figure(view, 2, 3, "correct", "mean")
     assert {t.type for t in fig3.data} == {"scatter3d"}
     np.testing.assert_allclose(np.concatenate([t.z for t in fig3.data]).size, ev.rows)
