@@ -357,3 +357,14 @@ def test_a_runs_base_is_offered_for_the_comparison_when_it_has_the_same_classes(
     assert h.suggest("runs/other-classes")["compare"]["value"] == ""
     assert h.suggest(str(tiny_model_dir))["compare"]["value"] == ""  # not a run: nothing to compare by default
     assert h.suggest("runs/missing")["compare"]["value"] == ""  # an unknown model: no suggestion, no error
+
+
+def test_a_large_scatter_draws_a_fixed_sample(stored, monkeypatch):
+    _, _, view = stored
+    monkeypatch.setattr(evaluate_view, "MAX_POINTS", 10)
+    fig = evaluate_view.scatter_figure(view, 1, 2, "correct")
+    ids = sorted(np.concatenate([np.asarray(t.customdata) for t in fig.data]).tolist())
+    assert len(ids) == 10 and ids == evaluate_view.shown_points(len(view.rows)).tolist()
+    assert f"10 of {len(view.rows)} rows, a random sample" in fig.layout.title.text
+    other = evaluate_view.scatter_figure(view, 0, 2, "true")  # the same rows at every layer and colouring
+    assert sorted(np.concatenate([np.asarray(t.customdata) for t in other.data]).tolist()) == ids

@@ -382,7 +382,9 @@ class Handlers:
         try:
             lm = common.load(model_name, self.default, self.settings)
             base = core.base_of(lm)
-            ok = base is not None and set(load_base(base, self.default, self.settings).labels) == set(lm.labels)
+            # the bare encoder's head is fresh (LABEL_0...): never the run's classes, so not even loaded
+            ok = base not in (None, core.ENCODER) and set(load_base(base, self.default, self.settings).labels) \
+                == set(lm.labels)
         except core.BertvizError:
             ok = False
         if not ok:

@@ -30,7 +30,7 @@ from .finetune_view import shown_name
 __all__ = ["COLOURINGS", "DIMENSIONS", "RunView", "VECTORS", "calibration_md", "comparison_frame", "comparison_md",
            "confusion_figure", "disagreement_frame", "load_run", "per_class_frame", "pick_row", "pick_slice",
            "probes_figure", "reliability_figure", "rows_frame", "scatter_figure", "slice_rows", "slices_frame",
-           "stored_choices", "summary_md", "wrong_rows", "MAX_LISTED", "SLICE_COLUMNS"]
+           "stored_choices", "summary_md", "wrong_rows", "MAX_LISTED", "MAX_POINTS", "shown_points", "SLICE_COLUMNS"]
 
 COLOURINGS = [("true label", "true"), ("prediction", "predicted"), ("correct or not", "correct"),
               ("confidence", "confidence")]
@@ -38,6 +38,7 @@ DIMENSIONS = [("2-D", 2), ("3-D", 3)]
 VECTORS = [("[CLS] vector", "cls"), ("mean of the word vectors", "mean")]
 SLICE_COLUMNS = ["kind", "slice", "size", "accuracy", "95% interval", "misclassified"]
 HOVER_CHARS = 80  # a point's text in its hover, cut here
+MAX_POINTS = 5000  # points the scatter draws (a fixed random sample beyond it: the page stays quick to redraw)
 MAX_LISTED = 1000  # rows a table lists (the most confident first); predictions.csv holds every row
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
            "#17becf"]
@@ -315,14 +316,22 @@ def reliability_figure(view: RunView) -> go.Figure:
 
 
 # --------------------------------------------------------------------------- geometry
-def _groups(view: RunView, colour: str) -> list[tuple[str, np.ndarray, str]]:
-    """(name, row indices, colour) of each trace of the scatter."""
+def shown_points(n: int) -> np.ndarray:
+    """The rows the scatter draws: all of them up to ``MAX_POINTS``, else a fixed random sample (seed
+    0, in row order), the same for every layer and colouring."""
+    if n <= MAX_POINTS:
+        return np.arange(n)
+    return np.sort(np.random.default_rng(0).choice(n, MAX_POINTS, replace=False))
+
+
+def _groups(view: RunView, colour: str, shown: np.ndarray) -> list[tuple[str, np.ndarray, str]]:
+    """(name, row indices among ``shown``, colour) of each trace of the scatter."""
     if colour == "correct":
-        ok = np.array([r["correct"] for r in view.rows], dtype=bool)
-        return [("right", np.flatnonzero(ok), RIGHT), ("wrong", np.flatnonzero(~ok), WRONG)]
+        ok = np.array([view.rows[i]["correct"] for i in shown], dtype=bool)
+        return [("right", shown[ok], RIGHT), ("wrong", shown[~ok], WRONG)]
     key = "predicted" if colour == "predicted" else "true"
-    values = np.array([r[key] for r in view.rows], dtype=object)
-    return [((("predicted " if key == "predicted" else "") + lab), np.flatnonzero(values == lab),
+    values = np.array([view.rows[i][key] for i in shown], dtype=object)
+    return [((("predicted " if key == "predicted" else "") + lab), shown[values == lab],
              PALETTE[i % len(PALETTE)]) for i, lab in enumerate(view.labels)]
 
 
@@ -343,12 +352,9 @@ def scatter_figure(view: RunView, layer: int, dims: int = 2, colour: str = "true
     scatter = go.Scatter3d if dims == 3 else go.Scattergl
     size = 3 if dims == 3 else 6
     traces = []
-    if colour == "confidence":
-        idx = np.arange(len(view.rows))
-        conf = np.array([r["confidence"] for r in view.rows], dtype=np.float32)
-        groups = [("confidence", idx, None)]
-    else:
-        groups = _groups(view, colour)
+    shown = shown_points(len(view.rows))
+    conf = np.array([r["confidence"] for r in view.rows], dtype=np.float32)  # (N,)
+    groups = [("confidence", shown, None)] if colour == "confidence" else _groups(view, colour, shown)
     for name, idx, col in groups:
         if not len(idx):
             continue
@@ -361,7 +367,8 @@ def scatter_figure(view: RunView, layer: int, dims: int = 2, colour: str = "true
     fig = plots.new_figure(*traces)
     what = "[CLS]" if kind == "cls" else "mean word"
     depth = "embeddings" if layer == 0 else f"layer {layer}"
-    title = f"{what} vectors at {depth}: PCA, {dims}-D · click a point to open it in Predict"
+    sample = f" ({len(shown):,} of {len(view.rows):,} rows, a random sample)" if len(shown) < len(view.rows) else ""
+    title = f"{what} vectors at {depth}: PCA, {dims}-D{sample} · click a point to open it in Predict"
     if dims == 3:
         fig.update_layout(scene=dict(xaxis_title="PC 1", yaxis_title="PC 2", zaxis_title="PC 3"))
     else:
