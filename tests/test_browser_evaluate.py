@@ -118,6 +118,16 @@ def test_evaluate_read_slices_open_a_row_see_geometry_and_reopen(browser, page, 
     page.locator("#bv-ev-to-predict").click()
     expect(page.locator("#bv-text textarea")).to_have_value(wrong[0]["text"])
     page.get_by_role("tab", name="Evaluate").click()
+    # in Attributions: the row is analysed and that tab drawn for it
+    page.locator("#bv-ev-wrong [role=gridcell]").nth(5).click()  # the second row's first cell
+    expect(page.locator("#bv-ev-selected")).to_contain_text(f"Selected row {wrong[1]['row']}")
+    page.locator("#bv-ev-to-attributions").click()
+    expect(page.get_by_role("tab", name="Attributions")).to_have_attribute("aria-selected", "true")
+    expect(page.locator("#bv-text textarea")).to_have_value(wrong[1]["text"])
+    # nothing was analysed on this page before: these are the row's own attributions
+    expect(page.locator("#bv-attr-tokens")).to_contain_text(wrong[1]["text"].split()[-1], timeout=TIMEOUT_MS)
+    page.wait_for_selector("#bv-attr-bar .js-plotly-plot .barlayer")
+    page.get_by_role("tab", name="Evaluate").click()
 
     # geometry: the scatter at the last layer, one point per row; another layer redraws it from the stored data
     page.wait_for_function("() => { const gd = document.querySelector('#bv-ev-scatter .js-plotly-plot');"

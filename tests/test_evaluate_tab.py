@@ -169,6 +169,9 @@ def test_a_chosen_row_or_a_clicked_point_goes_to_predict(stored):
     out = h.to_predict(row)
     assert out[text] == row["text"] and out[pair] == "" and out[tabs].selected == "predict"
     assert h.to_attributions(row)[tabs].selected == "attributions"
+    open_tab = {"tab": "other"}  # the page's record of the open tab, which its Analyze reads
+    h.to_attributions(row, open_tab)
+    assert open_tab == {"tab": "attributions"}
     out = h.on_point(view, "3:1700000000000")
     assert out[text] == view.rows[3]["text"]
     with pytest.raises(bv.InputError, match="Select a row"):

@@ -401,7 +401,7 @@ class Page:
                           predict_pair=p.pair, tabs=self.tabs, heavy=HEAVY, after_run=after_load,
                           settings=self.settings)
         evaluate_tab.wire(self.e, demo=demo, model_dd=m.model, default=self.default, predict_text=p.text,
-                          predict_pair=p.pair, tabs=self.tabs, settings=self.settings)
+                          predict_pair=p.pair, tabs=self.tabs, settings=self.settings, open_tab=self.open_tab)
         api.register(self.default, self.settings, HEAVY)
 
 

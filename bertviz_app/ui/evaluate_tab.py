@@ -35,6 +35,7 @@ __all__ = ["Handlers", "api_function", "build", "parse_words", "progress_line", 
 NONE = ""  # the "no second text" / "compare with nothing" choice
 NO_PAIR = [("(none)", NONE)]
 NO_COMPARE = [("(none)", NONE)]
+ANALYZE_JS = "() => { const b = document.querySelector('#bv-analyze'); if (b) setTimeout(() => b.click(), 50); }"
 
 
 def parse_words(value: str | None) -> list[str]:
@@ -423,8 +424,13 @@ class Handlers:
     def to_predict(self, r):
         return self.send(r, "predict")
 
-    def to_attributions(self, r):
-        return self.send(r, "attributions")
+    def to_attributions(self, r, open_tab: dict | None = None):
+        """The row to the Attributions tab, which the page's ``open_tab`` (changed in place, as the page's
+        own tab events change it) now names, so the Analyze that follows draws that tab for this row."""
+        out = self.send(r, "attributions")
+        if isinstance(open_tab, dict):
+            open_tab["tab"] = "attributions"
+        return out
 
     def on_point(self, v: RunView | None, value):
         """A point of the scatter clicked: its row opened in Predict."""
@@ -444,8 +450,9 @@ class Handlers:
 
 
 def wire(ui: SimpleNamespace, *, demo: gr.Blocks | None, model_dd, default: str, predict_text, predict_pair, tabs,
-         settings: core.Settings | None = None) -> Handlers:
-    """Connect the tab's events to ``Handlers``' methods."""
+         settings: core.Settings | None = None, open_tab: gr.State | None = None) -> Handlers:
+    """Connect the tab's events to ``Handlers``' methods. ``open_tab``: the page's record of the open tab
+    (``{"tab": ...}``); given, "Open in Attributions" also runs Analyze on the row, drawn in that tab."""
     h = Handlers(ui, default=default, settings=settings if settings is not None else core.Settings(),
                  predict_text=predict_text, predict_pair=predict_pair, tabs=tabs)
     private = dict(api_visibility="private")
@@ -476,8 +483,13 @@ def wire(ui: SimpleNamespace, *, demo: gr.Blocks | None, model_dd, default: str,
                      **private)
     ui.to_predict.click(common.guard(h.to_predict), inputs=[ui.selected], outputs=[predict_text, predict_pair, tabs],
                         queue=False, **private)
-    ui.to_attributions.click(common.guard(h.to_attributions), inputs=[ui.selected],
-                             outputs=[predict_text, predict_pair, tabs], queue=False, **private)
+    if open_tab is None:
+        ui.to_attributions.click(common.guard(h.to_attributions), inputs=[ui.selected],
+                                 outputs=[predict_text, predict_pair, tabs], queue=False, **private)
+    else:  # the Attributions tab shows the analysed text's: Analyze the row (its button, as a user would)
+        ui.to_attributions.click(common.guard(h.to_attributions), inputs=[ui.selected, open_tab],
+                                 outputs=[predict_text, predict_pair, tabs], queue=False, **private).success(
+            None, js=ANALYZE_JS, **private)
     ui.clicked.change(common.guard(h.on_point), inputs=[ui.view, ui.clicked],
                       outputs=[predict_text, predict_pair, tabs], queue=False, **private)
     gr.on([ui.layer.input, ui.dims.input, ui.colour.input, ui.vector.input], common.guard(h.redraw_geometry),
