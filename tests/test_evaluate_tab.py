@@ -371,3 +371,11 @@ def test_a_large_scatter_draws_a_fixed_sample(stored, monkeypatch):
     assert f"10 of {len(view.rows)} rows, a random sample" in fig.layout.title.text
     other = evaluate_view.scatter_figure(view, 0, 2, "true")  # the same rows at every layer and colouring
     assert sorted(np.concatenate([np.asarray(t.customdata) for t in other.data]).tolist()) == ids
+
+
+def test_the_stored_list_names_model_file_rows_and_accuracy(stored, tiny_model_dir):
+    ev, saved, _ = stored
+    [(label, name)] = evaluate_view.stored_choices(er.list_evaluations(saved.folder.parent.parent))
+    assert name == saved.name and label.startswith(saved.name)
+    assert f"folder {tiny_model_dir.name}" in label and str(tiny_model_dir) not in label  # no server path
+    assert "reviews.csv" in label and f"{ev.rows} rows" in label and f"accuracy {ev.accuracy:.1%}" in label

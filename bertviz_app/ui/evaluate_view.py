@@ -446,10 +446,11 @@ def disagreement_frame(view: RunView) -> pd.DataFrame:
 
 # --------------------------------------------------------------------------- the stored list
 def stored_choices(entries: list[dict]) -> list[tuple[str, str]]:
-    """(label, name) of each stored evaluation for a dropdown: name, model, file, rows, accuracy."""
+    """(label, name) of each stored evaluation for a dropdown: name, model, file, rows, accuracy (a model
+    folder by its last part: no server path reaches the page)."""
     out = []
     for e in entries:
-        bits = [e["name"], str(e.get("source") or "?"), f"{e.get('rows') or 0:,} rows",
-                f"accuracy {_pct(e.get('accuracy'))}"]
+        bits = [e["name"], shown_name(e.get("model") or "?"), str(e.get("source") or "?"),
+                f"{e.get('rows') or 0:,} rows", f"accuracy {_pct(e.get('accuracy'))}"]
         out.append((" · ".join(bits), e["name"]))
     return out
