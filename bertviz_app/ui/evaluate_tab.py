@@ -288,7 +288,8 @@ class Handlers:
                                         words=parse_words(words), progress=progress, cancel=cancel,
                                         layers=bool(geometry), compare_with=other,
                                         vectors_folder=scratch if geometry and _large(lm, table.n_rows) else None)
-                return evaluation_runs.save(ev, self.settings.models_dir, owner)
+                return evaluation_runs.save(ev, self.settings.models_dir, owner,
+                                            keep_per_owner=self.settings.max_evaluations_per_visitor)
 
         yield {ui.status: "**Starting…** loading the model"}
         try:
@@ -305,7 +306,8 @@ class Handlers:
             lines.append("No geometry: a projection needs at least 3 rows.")
         if saved.removed:
             lines.append(f"Removed your oldest evaluation{'s' if len(saved.removed) > 1 else ''} "
-                         f"({esc(', '.join(saved.removed))}): a visitor keeps {evaluation_runs.KEEP_PER_OWNER}.")
+                         f"({esc(', '.join(saved.removed))}): a visitor keeps "
+                         f"{self.settings.max_evaluations_per_visitor}.")
         out[ui.status] = "  \n".join(lines)
         out[ui.stored] = gr.update(choices=self.choices(), value=saved.name)
         yield out
