@@ -32,7 +32,7 @@ from .results import METHOD_LABELS
 from .visitors import NOBODY, check_access, is_run_name, visible
 
 __all__ = ["View", "ModelShape", "Link", "TABS", "PARAMS", "RUN_NAME", "PER_LAYER_MEASURES", "MAX_QUERY_CHARS",
-           "build_query", "share_query", "read_link", "openable_models"]
+           "MAX_NOTICE_ITEMS", "build_query", "share_query", "read_link", "openable_models"]
 
 # The page's tabs, by the ids the query names (``tab=``); "evaluate" is the Evaluate tab's, where it exists.
 TABS = ("predict", "attention", "attributions", "model", "finetune", "batch", "evaluate")
@@ -45,6 +45,7 @@ PER_LAYER_MEASURES = ("value_zeroing", "alti")
 # A longer query is not offered as a link (``share_query``): servers and proxies refuse request lines past
 # 8-16 KB, and such a link would not open at all. The text is left out of it instead.
 MAX_QUERY_CHARS = 8000
+MAX_NOTICE_ITEMS = 8  # a crafted link with a thousand bad parameters still gets one short line
 _MEASURE_NAMES = {"raw": "raw attention", "norm": "attention-norm", "value_zeroing": "value zeroing", "alti": "ALTI"}
 _SHORT = {full: short for short, full in METHOD_ALIASES.items()}  # integrated_gradients -> ig in a link
 
@@ -95,9 +96,13 @@ class Link:
     given: bool = False
 
     def notice(self) -> str:
-        """One line: "From the link: ignored X (why); Y (why)", or "" when nothing was ignored. Plain text:
-        the page escapes it."""
-        return "From the link: ignored " + "; ".join(self.ignored) if self.ignored else ""
+        """One line: "From the link: ignored X (why); Y (why)", or "" when nothing was ignored; past
+        ``MAX_NOTICE_ITEMS`` the rest counted ("; and 12 more"). Plain text: the page escapes it."""
+        if not self.ignored:
+            return ""
+        shown = self.ignored[:MAX_NOTICE_ITEMS]
+        more = len(self.ignored) - len(shown)
+        return "From the link: ignored " + "; ".join(shown) + (f"; and {more} more" if more else "")
 
 
 # --------------------------------------------------------------------------- view -> query
