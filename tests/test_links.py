@@ -266,3 +266,19 @@ def test_the_current_view_is_what_the_page_shows(page, tiny_model_dir):
                                 attention_tab.LAYER)
     assert before == View(model="default", text="typed", target="positive", measure="alti")
     assert dataclasses.replace(before, methods=None) == before
+
+
+def test_the_open_tab_follows_the_fine_tune_tabs_send_to_explorer(tiny_model_dir, settings):
+    """That handler opens the Predict tab itself (no select event): the link's tab follows it."""
+    import gradio as gr
+
+    from bertviz_app.ui import Page, links
+
+    with gr.Blocks() as demo:
+        page = Page(settings, str(tiny_model_dir))
+        page.wire(demo)
+    followers = [fn for fn in demo.fns.values() if (page.f.send._id, "click") in fn.targets
+                 and page.links.tab in fn.outputs]
+    assert len(followers) == 1 and followers[0].inputs == [page.f.selected]
+    assert links.sent_to_predict({"text": "a row"}) == "predict"
+    assert isinstance(links.sent_to_predict(None), type(gr.skip()))

@@ -31,7 +31,7 @@ from bertviz_app.view_links import ModelShape, View, read_link, share_query
 
 from . import attention_tab, common, visitor
 
-__all__ = ["HEAD", "build", "wire", "current_view", "head_choices"]
+__all__ = ["HEAD", "build", "wire", "restore_view", "current_view", "head_choices", "tab_ids", "sent_to_predict"]
 
 # The query the page was opened with, kept before the page's scripts rewrite the address bar.
 HEAD = "<script>window.bvStartQuery = window.location.search;</script>"
@@ -102,6 +102,12 @@ def current_view(rec, model, text, pair, tab, target, methods, measure, layer, h
                 measure=measure or "raw", layer=layer, head=None if k is None else k + 1)
 
 
+def sent_to_predict(row):
+    """The open tab after the Fine-tune tab's "Send to explorer": Predict when a row was selected (it is
+    sent there), else unchanged (the handler refused)."""
+    return "predict" if row else gr.skip()
+
+
 def tab_ids(tabs: gr.Tabs) -> dict[str, str]:
     """label -> id of the page's tabs."""
     return {str(c.label): str(c.id) for c in tabs.children if isinstance(c, gr.Tab) and c.id is not None}
@@ -132,6 +138,8 @@ def wire(page, started, heavy: dict) -> None:
         return event.then(None, inputs=[ln.query], outputs=[ln.link], js=_SHOW, **quick)
 
     page.tabs.select(on_tab, outputs=[ln.tab], **quick)
+    # the Fine-tune tab's "Send to explorer" opens the Predict tab from its handler (no select event)
+    page.f.send.click(sent_to_predict, inputs=[page.f.selected], outputs=[ln.tab], **quick)
     show(gr.on([page.state.change, m.model.change, ln.tab.change, a.layer.change, a.head.change, a.measure.change,
                 t.target.change, t.cmp.methods.change], link_query, inputs=view_inputs, outputs=[ln.query, ln.note],
                trigger_mode="always_last", **raw))
