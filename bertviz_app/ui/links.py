@@ -21,6 +21,7 @@ visitor may see that evaluation is that tab's check.
 
 from __future__ import annotations
 
+import time
 from types import SimpleNamespace
 
 import gradio as gr
@@ -179,6 +180,12 @@ def restore_view(page, query: str | None, model: str | None, target, baseline) -
     if not (query or "").lstrip("?").strip():
         return {ln.pending: False}
     settings = page.settings
+    # public mode: the owner is told by an unqueued load event that has always finished by now (this one waits
+    # for Page.on_start); should it not have, a moment's wait, else the visitor owns nothing (their runs ignored)
+    for _ in range(20):
+        if not settings.public or visitor.ready():
+            break
+        time.sleep(0.1)
     link = read_link(query, settings, page.default, lambda name: ModelShape.of(page.load(name)),
                      current=model or page.default, owner=visitor.owner(), tabs=tab_ids(page.tabs).values())
     out: dict = {ln.notice: f"**{common.esc(link.notice())}**" if link.ignored else "", ln.pending: False}
