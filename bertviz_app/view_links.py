@@ -172,8 +172,13 @@ def _pairs(query) -> list[tuple[str, str]]:
 
 
 def _whole(value: str) -> int | None:
+    """A layer or head number; None for anything else (a number of more than 9 digits too: the message then
+    quotes it cut, rather than repeating thousands of digits)."""
+    value = value.strip()
+    if len(value) > 9:
+        return None
     try:
-        return int(value.strip())
+        return int(value)
     except ValueError:
         return None
 
@@ -270,7 +275,7 @@ def read_link(query, settings: Settings, default: str, shape_of: Callable[[str],
 
     run = one("run")
     if run is not None:
-        if not RUN_NAME.match(run):
+        if not RUN_NAME.fullmatch(run):  # not .match: its $ would pass a trailing newline
             ignored.append(f"run {_quoted(run)} (not an evaluation's name, eval-YYYYMMDD-HHMMSS-name)")
         elif view.tab != "evaluate":
             ignored.append(f"run {_quoted(run)} (read with tab=evaluate only)")

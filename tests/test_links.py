@@ -87,6 +87,9 @@ def test_a_script_in_the_text_comes_back_as_the_same_string():
     ("tab=evaluate&run=eval-20260101-120000-" + "x" * 65, "run 'eval-20260101-120000-xxxxxxxxxxxxxxxxxx\u2026' (not "
      "an evaluation's name", "run"),  # a long value is cut in the message
     ("run=eval-20260101-120000-mine", "run 'eval-20260101-120000-mine' (read with tab=evaluate only)", "run"),
+    ("tab=evaluate&run=eval-20260101-120000-mine%0A", "run 'eval-20260101-120000-mine\\n' (not an evaluation's name",
+     "run"),
+    ("layer=" + "9" * 5000, "layer '" + "9" * 39 + "\u2026' (a whole number", "layer"),  # cut at 40 characters
     ("colour=red", "parameter 'colour' (links carry only model, text, pair, tab, target, method, measure", None),
     ("layer=2&layer=3", "layer given 2 times (the first is read)", None),
 ])
@@ -266,6 +269,7 @@ def test_the_current_view_is_what_the_page_shows(page, tiny_model_dir):
                                 attention_tab.LAYER)
     assert before == View(model="default", text="typed", target="positive", measure="alti")
     assert dataclasses.replace(before, methods=None) == before
+    assert links.current_view(None, "m", "", "", "predict", None, None, "raw", 3.0, None).layer == 3  # raw slider
 
 
 def test_the_open_tab_follows_the_fine_tune_tabs_send_to_explorer(tiny_model_dir, settings):

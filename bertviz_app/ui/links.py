@@ -28,7 +28,7 @@ import gradio as gr
 
 from bertviz_app.errors import BertvizError
 from bertviz_app.mixing_measures import supported_measures
-from bertviz_app.view_links import ModelShape, View, read_link, share_query
+from bertviz_app.view_links import PER_LAYER_MEASURES, ModelShape, View, read_link, share_query
 
 from . import attention_tab, common, visitor
 
@@ -82,7 +82,7 @@ def build() -> SimpleNamespace:
 
 def head_choices(measure: str, num_heads: int) -> list[str]:
     """The Attention tab's head choices before an analysis, as ``attention_tab.controls`` will give them."""
-    if measure in ("value_zeroing", "alti"):
+    if measure in PER_LAYER_MEASURES:
         return [attention_tab.LAYER]
     first = attention_tab.MEAN if measure == "raw" else attention_tab.LAYER
     return [first, *(f"head {h + 1}" for h in range(num_heads))]
@@ -95,8 +95,8 @@ def current_view(rec, model, text, pair, tab, target, methods, measure, layer, h
         model, text, pair = rec.model, rec.prediction.text, rec.prediction.pair
     k = attention_tab.head_index(head)
     try:
-        layer = int(layer or 1)
-    except (TypeError, ValueError):
+        layer = int(float(layer or 1))  # the slider's raw value may come as 2.0
+    except (TypeError, ValueError, OverflowError):
         layer = 1
     return View(model=(model or "").strip() or None, text=text or "", pair=pair or "", tab=tab or "predict",
                 target=common.target_arg(target), methods=tuple(methods) if methods else None,
