@@ -97,13 +97,16 @@ def test_a_copied_link_opens_the_same_view_in_a_fresh_browser(browser, app_url, 
 def test_a_crafted_link_restores_nothing_dangerous_and_says_what_it_ignored(browser, app_url, capfd, caplog):
     caplog.set_level(logging.WARNING)
     text = "<img src=x onerror=\"window.__pwned=1\"><script>window.__pwned=2</script> a good film"
-    query = urllib.parse.urlencode({"model": "../../etc", "text": text, "tab": "attention", "layer": "99"})
+    query = urllib.parse.urlencode({"model": "../../etc", "text": text, "pair": "b" * 20_001, "tab": "attention",
+                                    "layer": "99"})  # a second text past max_chars (20,000 by default)
     page = open_page(browser, TIMEOUT_MS)
     try:
         page.goto(app_url + "?" + query)
         notice = page.locator("#bv-link-notice")
         expect(notice).to_contain_text("From the link: ignored model '../../etc' (not a registered model)")
         expect(notice).to_contain_text("layer 99 (the model has 2 layers: 1-2)")
+        expect(notice).to_contain_text("the second text (20,001 characters; this app reads at most 20,000)")
+        expect(page.locator("#bv-pair textarea")).to_have_value("")
         expect(page.locator("#bv-text textarea")).to_have_value(text)  # the text, literally
         expect(page.get_by_role("tab", name="Attention")).to_have_attribute("aria-selected", "true")
         expect(heatmap_title(page)).to_have_text("Layer 1, mean of heads")  # analysed on the app's model
