@@ -34,6 +34,7 @@ from . import (
     evaluate_tab,
     figures,
     finetune_tab,
+    links,
     model_tab,
     predict_tab,
     visitor,
@@ -78,6 +79,7 @@ class Page:
         # The Attention tab's measure as Analyze reads it: a State, not the dropdown itself, so /analyze keeps
         # its inputs (a gradio_client caller gets raw attention); set by change_measure and load_model
         self.chosen_measure = gr.State({"measure": "raw"})
+        self.links = links.build()  # the view as a link (issue 21), over the tabs
         with gr.Tabs() as self.tabs:
             with gr.Tab("Predict", id="predict"):
                 self.p = predict_tab.build()
@@ -337,11 +339,10 @@ class Page:
         analyze_all = self.analyze_outputs | {self.drawn} | button
         taken = gr.on([p.analyze.click, p.text.submit], self.starting, outputs=button, queue=False,
                       api_visibility="private", show_progress="hidden")
-        analyze = taken.then(common.guard_stream(self.analyze),
-                             inputs=[m.model, p.text, p.pair, t.target, t.baseline, t.n_steps, t.auto, a.layer,
-                                     a.head, a.hide, a.merge, t.merge, p.skip_ig, p.window, self.open_tab,
-                                     self.chosen_measure],
-                             outputs=analyze_all, api_name="analyze", api_visibility="undocumented",
+        self.analyze_inputs = [m.model, p.text, p.pair, t.target, t.baseline, t.n_steps, t.auto, a.layer, a.head,
+                               a.hide, a.merge, t.merge, p.skip_ig, p.window, self.open_tab, self.chosen_measure]
+        analyze = taken.then(common.guard_stream(self.analyze), inputs=self.analyze_inputs, outputs=analyze_all,
+                             api_name="analyze", api_visibility="undocumented",
                              show_progress="hidden", **HEAVY)
         # The handler has restored the page before raising; gradio then marks the event's outputs
         # "Error" (the status line showed it). This unqueued touch of the same outputs clears that.
@@ -367,12 +368,16 @@ class Page:
         gr.on([a.hide.input, a.merge.input], common.guard(self.rerender_attention),
               inputs=[self.state, a.layer, a.head, a.hide, a.merge], outputs=self.attention_charts,
               trigger_mode="always_last", **private)
-        # another measure: computed for the analysed text (model work: in the heavy queue), the tab redrawn
+        # another measure: computed for the analysed text (model work: in the heavy queue), the tab redrawn.
+        # preprocess=False: the dropdown fires twice on a pick, and the second event carries the head chosen
+        # before the first swapped the head choices ("mean of heads" among "whole layer", "head 1"...), which
+        # gradio's check refused with a traceback in the log; controls() falls back to the first choice itself
         a.measure.input(common.guard(self.change_measure),
                         inputs=[m.model, self.state, a.measure, self.drawn, a.layer, a.head, a.hide, a.merge],
                         outputs=self.attention_charts | self.document_outputs
                         | {self.state, self.drawn, a.layer, a.head, a.measure, a.measure_note, self.chosen_measure},
-                        trigger_mode="always_last", api_visibility="private", show_progress="minimal", **HEAVY)
+                        trigger_mode="always_last", api_visibility="private", show_progress="minimal",
+                        preprocess=False, **HEAVY)
         # the whole-document part: read on its own button, one window on the picker; redrawn with the controls
         attention_tab.wire_document(a, self.state, HEAVY, self.settings)
         t.merge.input(common.guard(self.rerender_attribution), inputs=[self.state, t.merge],
@@ -389,8 +394,9 @@ class Page:
         load_model = common.guard(self.load_model)
         m.load.click(load_model, inputs=[m.model, t.target, t.baseline], outputs=self.model_outputs,
                      api_visibility="private", **HEAVY)
-        demo.load(self.on_start, inputs=[m.model, t.target, t.baseline], outputs=self.model_outputs | {m.model},
-                  api_visibility="private", **HEAVY)
+        started = demo.load(self.on_start, inputs=[m.model, t.target, t.baseline],
+                            outputs=self.model_outputs | {m.model}, api_visibility="private", **HEAVY)
+        links.wire(self, started, HEAVY)  # the view in the URL; a link opened restores it
         after_load = (load_model, [m.model, t.target], self.model_outputs)
         build_panel.wire(self.build, demo=demo, default=self.default, model_dd=m.model, on_built=after_load,
                          settings=self.settings)
@@ -419,4 +425,4 @@ def mount(app, demo: gr.Blocks, settings: Settings):
                                footer_links=["api", "gradio"], show_error=False, ssr_mode=False,
                                # gradio's upload route itself refuses bigger files, before anything is written
                                max_file_size=int(settings.max_upload_mb * 10**6) if settings.public else None,
-                               theme=gr.themes.Soft(), css=CSS, head=figures.HEAD)
+                               theme=gr.themes.Soft(), css=CSS, head=figures.HEAD + links.HEAD)
