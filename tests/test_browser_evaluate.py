@@ -226,3 +226,22 @@ def test_compare_with_another_model(page, app_url, registry, tmp_path, caplog):
         expect(page.locator("#bv-text textarea")).to_have_value(first["text"])
     assert "Traceback" not in page.content()
     assert not [r for r in caplog.records if r.exc_info], "a traceback reached the server log"
+
+
+def test_a_link_opens_a_stored_evaluation(page, app_url, registry, tiny, caplog):
+    """``?tab=evaluate&run=<name>`` (the page's link hook) draws that evaluation; an unknown one is said."""
+    import bertviz_app as bv
+
+    caplog.set_level(logging.WARNING)
+    ev = bv.evaluate_file(tiny, b"text,label\nthe film was good,positive\nthe film was bad,negative\n"
+                                b"a great movie,positive\nan awful movie,negative\n", name="link.csv")
+    saved = er.save(ev, registry)
+    page.goto(f"{app_url}?tab=evaluate&run={saved.name}")
+    expect(page.get_by_role("tab", name="Evaluate")).to_have_attribute("aria-selected", "true")
+    expect(page.locator("#bv-ev-status")).to_contain_text(f"Opened {saved.name}")
+    expect(page.locator("#bv-ev-summary")).to_contain_text("link.csv")
+    expect(page.locator("#bv-ev-stored input")).to_have_value(re.compile(re.escape(saved.name)))
+    page.goto(f"{app_url}?tab=evaluate&run=eval-20990101-000000-gone")
+    expect(page.locator("#bv-ev-status")).to_contain_text("From the link: No evaluation 'eval-20990101-000000-gone'")
+    assert "Traceback" not in page.content()
+    assert not [r for r in caplog.records if r.exc_info], "a traceback reached the server log"

@@ -160,6 +160,8 @@ def test_words_and_the_progress_line():
 
 
 def test_a_chosen_row_or_a_clicked_point_goes_to_predict(stored):
+    import gradio as gr
+
     _, _, view = stored
     text, pair, tabs = object(), object(), object()
     h = evaluate_tab.Handlers(SimpleNamespace(), default="x", settings=bv.Settings(), predict_text=text,
@@ -169,6 +171,10 @@ def test_a_chosen_row_or_a_clicked_point_goes_to_predict(stored):
     out = h.to_predict(row)
     assert out[text] == row["text"] and out[pair] == "" and out[tabs].selected == "predict"
     assert h.to_attributions(row)[tabs].selected == "attributions"
+    linked = evaluate_tab.Handlers(SimpleNamespace(), default="x", settings=bv.Settings(), predict_text=text,
+                                   predict_pair=pair, tabs=tabs, link_tab="link-tab")
+    assert linked.to_attributions(row)["link-tab"] == "attributions"  # the page's link follows the tab opened
+    assert linked.on_point(view, "bad")["link-tab"] == gr.skip()
     open_tab = {"tab": "other"}  # the page's record of the open tab, which its Analyze reads
     h.to_attributions(row, open_tab)
     assert open_tab == {"tab": "attributions"}
@@ -176,8 +182,6 @@ def test_a_chosen_row_or_a_clicked_point_goes_to_predict(stored):
     assert out[text] == view.rows[3]["text"]
     with pytest.raises(bv.InputError, match="Select a row"):
         h.to_predict(None)
-    import gradio as gr
-
     for bad in (None, "", "x:1", "999999:1", "-1:2"):
         assert h.on_point(view, bad)[text] == gr.skip()  # nothing happens, no error
 

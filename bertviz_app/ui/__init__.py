@@ -407,7 +407,8 @@ class Page:
                           predict_pair=p.pair, tabs=self.tabs, heavy=HEAVY, after_run=after_load,
                           settings=self.settings)
         evaluate_tab.wire(self.e, demo=demo, model_dd=m.model, default=self.default, predict_text=p.text,
-                          predict_pair=p.pair, tabs=self.tabs, settings=self.settings, open_tab=self.open_tab)
+                          predict_pair=p.pair, tabs=self.tabs, settings=self.settings, open_tab=self.open_tab,
+                          link_tab=self.links.tab, link_run=self.links.run)
         api.register(self.default, self.settings, HEAVY)
 
 

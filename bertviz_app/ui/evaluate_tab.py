@@ -210,9 +210,10 @@ class Handlers:
     ``settings``, the app's default model and the explorer's components a chosen row goes to."""
 
     def __init__(self, ui: SimpleNamespace, *, default: str, settings: core.Settings, predict_text, predict_pair,
-                 tabs):
+                 tabs, link_tab=None):
         self.ui, self.default, self.settings = ui, default, settings
         self.predict_text, self.predict_pair, self.tabs = predict_text, predict_pair, tabs
+        self.link_tab = link_tab  # the page link's tab (ui.links), which a tab opened from here must follow
 
     # ---------------------------------------------------------------- upload
     def on_upload(self, path):
@@ -358,6 +359,19 @@ class Handlers:
         out[self.ui.status] = f"Opened **{esc(folder.name)}**."
         return out
 
+    def restore_run(self, name):
+        """A link's evaluation (``tab=evaluate&run=<name>``, set by the page's link on load): drawn as Open
+        draws it. One that is not the visitor's, or no longer stored, is said in the status line (the
+        page was only opened: no error badge)."""
+        if not name:
+            return {self.ui.status: gr.skip()}
+        try:
+            out = self.open_stored(name)
+        except core.BertvizError as exc:
+            return {self.ui.status: f"**From the link:** {esc(exc)}"}
+        out[self.ui.stored] = gr.update(choices=self.choices(), value=name)
+        return out
+
     def choices(self) -> list[tuple[str, str]]:
         return evaluate_view.stored_choices(evaluation_runs.list_evaluations(self.settings.models_dir,
                                                                              visitor.owner()))
@@ -418,10 +432,14 @@ class Handlers:
                 f"**{esc(r['predicted'])}** ({r['confidence']:.1%})."}
 
     def send(self, r: dict | None, tab: str):
+        """The row's text (and second text) in the Predict tab's boxes, and ``tab`` opened (a handler's
+        tab change fires no select event: the page link's tab is set here too)."""
         if not r:
             raise core.InputError("Select a row of a table first (or click a point of the geometry).")
-        return {self.predict_text: r["text"], self.predict_pair: r.get("pair") or "",
-                self.tabs: gr.Tabs(selected=tab)}
+        out = {self.predict_text: r["text"], self.predict_pair: r.get("pair") or "", self.tabs: gr.Tabs(selected=tab)}
+        if self.link_tab is not None:
+            out[self.link_tab] = tab
+        return out
 
     def to_predict(self, r):
         return self.send(r, "predict")
@@ -438,7 +456,8 @@ class Handlers:
         """A point of the scatter clicked: its row opened in Predict."""
         index = figures.clicked_value(value)
         if v is None or index is None or not index.isdigit() or int(index) >= len(v.rows):
-            return {self.predict_text: gr.skip(), self.predict_pair: gr.skip(), self.tabs: gr.skip()}
+            skip = [self.predict_text, self.predict_pair, self.tabs, *([self.link_tab] if self.link_tab else [])]
+            return dict.fromkeys(skip, gr.skip())
         return self.send(v.rows[int(index)], "predict")
 
     # ---------------------------------------------------------------- geometry, from the loaded folder
@@ -452,11 +471,15 @@ class Handlers:
 
 
 def wire(ui: SimpleNamespace, *, demo: gr.Blocks | None, model_dd, default: str, predict_text, predict_pair, tabs,
-         settings: core.Settings | None = None, open_tab: gr.State | None = None) -> Handlers:
+         settings: core.Settings | None = None, open_tab: gr.State | None = None, link_tab=None,
+         link_run: gr.State | None = None) -> Handlers:
     """Connect the tab's events to ``Handlers``' methods. ``open_tab``: the page's record of the open tab
-    (``{"tab": ...}``); given, "Open in Attributions" also runs Analyze on the row, drawn in that tab."""
+    (``{"tab": ...}``); given, "Open in Attributions" also runs Analyze on the row, drawn in that tab.
+    ``link_tab``: the page link's tab, set when a row opens another tab; ``link_run``: the evaluation a
+    link opened the page with (``tab=evaluate&run=...``), drawn when it is set."""
     h = Handlers(ui, default=default, settings=settings if settings is not None else core.Settings(),
-                 predict_text=predict_text, predict_pair=predict_pair, tabs=tabs)
+                 predict_text=predict_text, predict_pair=predict_pair, tabs=tabs, link_tab=link_tab)
+    sent = [predict_text, predict_pair, tabs, *([link_tab] if link_tab is not None else [])]
     private = dict(api_visibility="private")
     ui.upload.change(common.guard(h.on_upload), inputs=[ui.upload],
                      outputs=[ui.table, ui.refused, ui.notices, ui.text_col, ui.label_col, ui.pair_col],
@@ -475,6 +498,9 @@ def wire(ui: SimpleNamespace, *, demo: gr.Blocks | None, model_dd, default: str,
                       concurrency_limit=2, concurrency_id="evaluate-open", **private)
     if demo is not None:
         visitor.on_page_load(demo, h.refresh, inputs=[ui.stored], outputs=[ui.stored, ui.compare])
+    if link_run is not None:
+        link_run.change(common.guard(h.restore_run), inputs=[link_run], outputs=[ui.status, ui.stored, *results],
+                        concurrency_limit=2, concurrency_id="evaluate-open", **private)
     # another model chosen (a fine-tune's new run too): its base offered for the comparison (may load both)
     model_dd.change(common.guard(h.suggest), inputs=[model_dd], outputs=[ui.compare], concurrency_limit=1,
                     concurrency_id="evaluate-suggest", show_progress="hidden", **private)
@@ -483,17 +509,14 @@ def wire(ui: SimpleNamespace, *, demo: gr.Blocks | None, model_dd, default: str,
     for table in (ui.wrong, ui.slice_rows, ui.disagreements):
         table.select(common.guard(h.on_row), inputs=[ui.view], outputs=[ui.selected, ui.selected_md], queue=False,
                      **private)
-    ui.to_predict.click(common.guard(h.to_predict), inputs=[ui.selected], outputs=[predict_text, predict_pair, tabs],
-                        queue=False, **private)
+    ui.to_predict.click(common.guard(h.to_predict), inputs=[ui.selected], outputs=sent, queue=False, **private)
     if open_tab is None:
-        ui.to_attributions.click(common.guard(h.to_attributions), inputs=[ui.selected],
-                                 outputs=[predict_text, predict_pair, tabs], queue=False, **private)
+        ui.to_attributions.click(common.guard(h.to_attributions), inputs=[ui.selected], outputs=sent, queue=False,
+                                 **private)
     else:  # the Attributions tab shows the analysed text's: Analyze the row (its button, as a user would)
-        ui.to_attributions.click(common.guard(h.to_attributions), inputs=[ui.selected, open_tab],
-                                 outputs=[predict_text, predict_pair, tabs], queue=False, **private).success(
-            None, js=ANALYZE_JS, **private)
-    ui.clicked.change(common.guard(h.on_point), inputs=[ui.view, ui.clicked],
-                      outputs=[predict_text, predict_pair, tabs], queue=False, **private)
+        ui.to_attributions.click(common.guard(h.to_attributions), inputs=[ui.selected, open_tab], outputs=sent,
+                                 queue=False, **private).success(None, js=ANALYZE_JS, **private)
+    ui.clicked.change(common.guard(h.on_point), inputs=[ui.view, ui.clicked], outputs=sent, queue=False, **private)
     gr.on([ui.layer.input, ui.dims.input, ui.colour.input, ui.vector.input], common.guard(h.redraw_geometry),
           inputs=[ui.view, ui.layer, ui.dims, ui.colour, ui.vector], outputs=[ui.scatter, ui.probes],
           trigger_mode="always_last", show_progress="minimal", concurrency_limit=4, concurrency_id="evaluate-draw",
