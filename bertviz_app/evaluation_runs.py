@@ -19,9 +19,10 @@ so the model registry never lists it as a model.
 
 Ownership follows the runs' rule (``bertviz_app.visitors``): ``owner=None`` (local mode, the CLI)
 shares everything; in public mode a visitor lists and opens only their own evaluations, another
-visitor's answers exactly as one that does not exist, and a visitor keeps at most
-``Limits.evaluations_per_owner`` (saving one more removes their oldest, which the answer names);
-``sweep`` removes evaluations not opened for the runs' time to live. No gradio, no environment.
+visitor's answers exactly as one that does not exist, and a visitor keeps at most ``keep_per_owner``
+(the app passes ``Settings.max_evaluations_per_visitor``; saving one more removes their oldest, which
+``Saved.removed`` names); ``sweep`` removes evaluations not opened for the runs' time to live, and
+``visitors.delete_owner_data`` a visitor's evaluations with their runs. No gradio, no environment.
 """
 
 from __future__ import annotations
