@@ -16,7 +16,7 @@ import bertviz_app as bv
 from bertviz_app import evaluation_runs as er
 
 pytest.importorskip("gradio")
-from bertviz_app.ui import evaluate_tab, evaluate_view  # noqa: E402
+from bertviz_app.ui import api, evaluate_tab, evaluate_view  # noqa: E402
 
 
 def _with_formula_rows(data: bytes) -> bytes:
@@ -231,10 +231,10 @@ def test_the_endpoint_reads_only_files_uploaded_with_the_call(tmp_path):
     for fake in ({"path": str(secret), "meta": {"_type": "gradio.FileData"}}, {"path": "/etc/passwd"},
                  {"path": "/tmp/gradio/../../etc/passwd"}):
         with pytest.raises(bv.InputError, match="not a path on the server"):
-            evaluate_tab.uploaded_path(fake)
+            api.uploaded_path(fake)
     for nothing in (None, {}, {"path": ""}, "reviews.csv"):
         with pytest.raises(bv.InputError, match="Send the labelled file itself"):
-            evaluate_tab.uploaded_path(nothing)
+            api.uploaded_path(nothing)
 
 
 def test_public_mode_lists_and_opens_only_the_visitors_own(stored, monkeypatch, tmp_path):

@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import re
 import tempfile
-from pathlib import Path
 from types import SimpleNamespace
 
 import gradio as gr
-from gradio.data_classes import FileData
 
 import bertviz_app as core
 from bertviz_app import evaluation_runs, visitors
@@ -30,7 +28,7 @@ from .common import CancelFlag, esc
 from .evaluate_view import COLOURINGS, DIMENSIONS, VECTORS, RunView
 from .finetune_view import load_base, shown_name
 
-__all__ = ["Handlers", "api_function", "build", "parse_words", "progress_line", "uploaded_path", "wire"]
+__all__ = ["Handlers", "build", "parse_words", "progress_line", "wire"]
 
 NONE = ""  # the "no second text" / "compare with nothing" choice
 NO_PAIR = [("(none)", NONE)]
@@ -63,57 +61,6 @@ def _large(lm, rows: int) -> bool:
     ``VECTORS_IN_MEMORY``: then they are memory-mapped in a scratch folder (removed once stored)."""
     hidden = int(getattr(lm.model.config, "hidden_size", 768))
     return 4 * rows * (lm.num_layers + 1) * hidden > VECTORS_IN_MEMORY
-
-
-# --------------------------------------------------------------------------- the /evaluate endpoint
-def uploaded_path(file) -> str:
-    """The server path of a file sent to a gradio endpoint (gradio_client's ``handle_file``: a FileData
-    dict uploaded with the call). Only a file in gradio's upload folder is read: a ``path`` naming any
-    other file on the server is refused, as is anything that is not an uploaded file."""
-    from gradio.utils import get_upload_folder
-
-    path = file.get("path") if isinstance(file, dict) else getattr(file, "path", None)
-    if not isinstance(path, str) or not path.strip():
-        raise core.InputError("Send the labelled file itself (gradio_client: handle_file(\"reviews.csv\")): a .csv, "
-                              ".tsv or .txt with a header row, a text column and a label column.")
-    root = Path(get_upload_folder()).resolve()
-    try:
-        resolved = Path(path).resolve()
-    except (OSError, ValueError):
-        resolved = None
-    if resolved is None or not resolved.is_relative_to(root) or not resolved.is_file():
-        raise core.InputError("That file was not uploaded with this request: send the file itself "
-                              "(gradio_client: handle_file(\"reviews.csv\")), not a path on the server.")
-    return str(resolved)
-
-
-def api_function(default: str, settings: core.Settings):
-    """The ``/evaluate`` endpoint's function (typed for gradio_client)."""
-
-    def evaluate(file: FileData, text_column: str = "", label_column: str = "", pair_column: str = "",
-                 words: str = "", model: str = default, layers: bool = False, compare_with: str = "") -> dict:
-        """Evaluate a model on a labelled file (.csv, .tsv or .txt with a header row; gradio_client:
-        handle_file("reviews.csv")): the evaluation's JSON as `bertviz-app evaluate FILE --json` prints
-        it: rows, accuracy with its 95% interval, macro-F1, per_class, confusion, slices worst first
-        (true label, predicted label, length, each of words, other columns), calibration before/after a
-        temperature fitted on half the rows, the most confident misclassified rows, notices. Columns left
-        empty are guessed; words: comma-separated ("not, but"), each a slice of the rows containing it.
-        layers=true adds "layers" (a linear probe's accuracy on the [CLS] and mean vectors at every depth);
-        compare_with (a second model with the same classes) adds "comparison" (both models' accuracy, the
-        rows only one gets right, McNemar's exact p and its reading, per-slice differences)."""
-        path = uploaded_path(file)
-        visitor.upload(path)
-        try:
-            table = core.read_table(path, max_upload_mb=settings.max_upload_mb, max_rows=settings.max_rows)
-        finally:
-            visitor.discard(path)
-        lm = common.load(model, default, settings)
-        other = load_base(compare_with.strip(), default, settings) if compare_with and compare_with.strip() else None
-        ev = core.evaluate_file(lm, table, text_column or None, label_column or None, pair_column or None,
-                                words=parse_words(words), layers=bool(layers), compare_with=other)
-        return ev.to_dict()
-
-    return evaluate
 
 
 # --------------------------------------------------------------------------- layout
