@@ -333,6 +333,7 @@ def test_the_comparison_shows_both_models_counts_and_differences(stored):
     assert f"{c.accuracy[0]:.1%}" in md and f"{c.accuracy[1]:.1%}" in md
     assert f"only A right **{c.only_a_correct:,}**" in md and f"only B right **{c.only_b_correct:,}**" in md
     assert f"p = {c.mcnemar_p:.3g}" in md and "McNemar" in md
+    assert c.models[0] in c.reading and c.models[0] not in md  # the reading's model folders shown by their name
     assert c.only_a_correct + c.only_b_correct + c.both_correct + c.both_wrong == ev.rows
     rows = evaluate_view.disagreement_frame(view)
     assert len(rows) == c.disagreements and list(rows["row"]) == [d["row"] for d in c.disagreeing_rows]

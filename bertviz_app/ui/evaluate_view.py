@@ -414,6 +414,9 @@ def comparison_md(view: RunView) -> str:
         return ""
     a, b = _models(c)
     acc, f1 = c.get("accuracy") or {}, c.get("macro_f1") or {}
+    reading = str(c.get("reading", ""))
+    for full in sorted({str(v) for v in (c.get("models") or {}).values()}, key=len, reverse=True):
+        reading = reading.replace(full, shown_name(full))  # a model folder by its last part: no server path
     return "\n".join([
         f"### {esc(a)} (A) vs {esc(b)} (B), on the same {c.get('rows', 0):,} rows",
         f"| | A: {esc(a)} | B: {esc(b)} |", "|---|---|---|",
@@ -422,7 +425,7 @@ def comparison_md(view: RunView) -> str:
         f"Both right **{c.get('both_correct', 0):,}** · only A right **{c.get('only_a_correct', 0):,}** · only B right "
         f"**{c.get('only_b_correct', 0):,}** · both wrong **{c.get('both_wrong', 0):,}** · the predictions differ on "
         f"**{c.get('disagreements', 0):,}** rows.", "",
-        f"McNemar's exact test: **p = {_num(c.get('mcnemar_p'), '.3g')}**. {esc(c.get('reading', ''))}"])
+        f"McNemar's exact test: **p = {_num(c.get('mcnemar_p'), '.3g')}**. {esc(reading)}"])
 
 
 def comparison_frame(view: RunView) -> pd.DataFrame:
