@@ -6,6 +6,7 @@ files answered in the tab with a message, never a traceback (on the page or in t
 from __future__ import annotations
 
 import csv
+import json
 import logging
 import os
 import random
@@ -244,4 +245,46 @@ def test_a_link_opens_a_stored_evaluation(page, app_url, registry, tiny, caplog)
     page.goto(f"{app_url}?tab=evaluate&run=eval-20990101-000000-gone")
     expect(page.locator("#bv-ev-status")).to_contain_text("From the link: No evaluation 'eval-20990101-000000-gone'")
     assert "Traceback" not in page.content()
+    assert not [r for r in caplog.records if r.exc_info], "a traceback reached the server log"
+
+
+@pytest.fixture(scope="module")
+def public_url(tiny_model_dir, tmp_path_factory):
+    models = tmp_path_factory.mktemp("eval-public-registry")
+    with served_app(str(tiny_model_dir), BERTVIZ_MODELS_DIR=models, BERTVIZ_PUBLIC=1) as url:
+        yield url, models
+
+
+def test_public_mode_each_browser_sees_only_its_own_evaluations(browser, public_url, tmp_path, caplog):
+    """Two browsers of a public app: A's evaluation is in A's list and opens from A's link; B's list is
+    empty and A's link answers B as an evaluation that does not exist."""
+    caplog.set_level(logging.WARNING)
+    url, models = public_url
+    data = write_labelled(tmp_path / "reviews.csv", n=12)
+    a, b = open_page(browser, TIMEOUT_MS), open_page(browser, TIMEOUT_MS)
+    try:
+        open_tab(a, url)
+        a.locator("#bv-ev-upload input[type=file]").set_input_files(str(data))
+        expect(a.locator("#bv-ev-label-col input")).to_have_value("label")
+        a.locator("#bv-ev-start").click()
+        expect(a.locator("#bv-ev-status")).to_contain_text("Done", timeout=TIMEOUT_MS)
+        [entry] = er.list_evaluations(models)
+        name = entry["name"]
+        assert json.loads((models / "evaluations" / name / "run.json").read_text())["owner"]  # stored as A's
+
+        open_tab(b, url)
+        b.locator("#bv-ev-stored input").click()
+        expect(b.get_by_role("option", name=re.compile(re.escape(name)))).to_have_count(0)
+        b.goto(f"{url}?tab=evaluate&run={name}")
+        expect(b.locator("#bv-ev-status")).to_contain_text(f"From the link: No evaluation '{name}' among your "
+                                                           "evaluations")
+        expect(b.locator("#bv-ev-summary")).not_to_contain_text("reviews.csv")
+
+        a.goto(f"{url}?tab=evaluate&run={name}")  # the same link in A's browser opens it
+        expect(a.locator("#bv-ev-status")).to_contain_text(f"Opened {name}")
+        for pg in (a, b):
+            assert "Traceback" not in pg.content()
+    finally:
+        a.context.close()
+        b.context.close()
     assert not [r for r in caplog.records if r.exc_info], "a traceback reached the server log"
