@@ -145,10 +145,14 @@ def save(ev, models_dir: str | os.PathLike, owner: str | None = None, *,
     if write is None:
         from .evaluation import write_evaluation as write
     root = evaluations_dir(models_dir)
-    root.mkdir(parents=True, exist_ok=True)
     base = new_name(ev.model, now)
     tmp = root / f".tmp-{base}-{os.getpid()}-{time.monotonic_ns()}"
-    tmp.mkdir()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        tmp.mkdir()
+    except OSError as exc:
+        raise InputError(f"Cannot store the evaluation in the models folder's {FOLDER}/ ({exc.strerror or exc}): "
+                         "the server's models folder must be writable (BERTVIZ_MODELS_DIR).") from None
     try:
         write(ev, tmp)
         members = slice_members(ev)

@@ -147,3 +147,10 @@ def test_delete_my_data_takes_the_visitors_evaluations_too(ev, models_dir):
     removed = visitors.delete_owner_data(models_dir / "runs", ALICE)
     assert removed == [f"evaluations/{mine.name}"]
     assert not mine.folder.exists() and theirs.folder.is_dir()
+
+
+def test_a_models_folder_that_cannot_be_written_says_so(ev, tmp_path):
+    blocked = tmp_path / "models"
+    blocked.write_text("a file where the models folder should be")
+    with pytest.raises(bv.InputError, match="must be writable"):
+        er.save(ev, blocked)
