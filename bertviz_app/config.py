@@ -184,6 +184,11 @@ class Settings:
         default=3,
         metadata={"help": "Public mode: most runs one visitor keeps (past it: delete one, the oldest is named)."},
     )
+    max_evaluations_per_visitor: int = field(
+        default=10,
+        metadata={"help": "Public mode: most stored evaluations (Evaluate tab) one visitor keeps; one more removes "
+                  "their oldest (the page says which)."},
+    )
     max_runs_total: int = field(
         default=30,
         metadata={"help": "Public mode: most visitors' runs the server keeps in all."},

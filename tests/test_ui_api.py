@@ -52,9 +52,9 @@ def error_message(excinfo) -> str:
     return str(excinfo.value)
 
 
-def test_public_endpoints_are_the_stable_five(client):
+def test_public_endpoints_are_the_stable_six(client):
     named = client.view_api(return_format="dict", print_info=False)["named_endpoints"]
-    assert set(named) == {"/predict", "/attention", "/explain", "/compare", "/summary"}
+    assert set(named) == {"/predict", "/attention", "/explain", "/compare", "/summary", "/evaluate"}
 
 
 def test_predict_with_text_alone(client):

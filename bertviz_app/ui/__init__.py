@@ -31,6 +31,7 @@ from . import (
     batch_tab,
     build_panel,
     common,
+    evaluate_tab,
     figures,
     finetune_tab,
     links,
@@ -92,6 +93,8 @@ class Page:
                 self.f = finetune_tab.build(default, settings=settings)
             with gr.Tab("Explain a file", id="batch"):
                 self.b = batch_tab.build(settings=settings)
+            with gr.Tab("Evaluate", id="evaluate"):
+                self.e = evaluate_tab.build(default, settings=settings)
         p, a, t, m = self.p, self.a, self.t, self.m
         self.analyze_outputs = {self.state, p.model_info, p.warnings, p.notice, p.label, p.bar, p.tokens,
                                 p.calibration, p.raw,
@@ -403,6 +406,9 @@ class Page:
         finetune_tab.wire(self.f, demo=demo, default=self.default, model_dd=m.model, predict_text=p.text,
                           predict_pair=p.pair, tabs=self.tabs, heavy=HEAVY, after_run=after_load,
                           settings=self.settings)
+        evaluate_tab.wire(self.e, demo=demo, model_dd=m.model, default=self.default, predict_text=p.text,
+                          predict_pair=p.pair, tabs=self.tabs, settings=self.settings, open_tab=self.open_tab,
+                          link_tab=self.links.tab, link_run=self.links.run)
         api.register(self.default, self.settings, HEAVY)
 
 

@@ -1,5 +1,5 @@
 """The public API as gradio endpoints (``/predict``, ``/attention``, ``/explain``, ``/compare``,
-``/summary``) for ``gradio_client`` / ``@gradio/client``: queued, with server-sent events.
+``/summary``, ``/evaluate``) for ``gradio_client`` / ``@gradio/client``: queued, with server-sent events.
 
 The work is ``bertviz_app.service``'s, the same as the typed JSON routes of ``bertviz_app.server``
 (``POST /v1/predict`` ...), which skip gradio's queue and event stream. Concurrent /predict calls
@@ -10,15 +10,20 @@ length-sorted batch.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import gradio as gr
+from gradio.data_classes import FileData
 
+import bertviz_app as core
 from bertviz_app import service
 from bertviz_app.config import Settings
 
-from . import common
+from . import common, visitor
+from .evaluate_tab import parse_words
+from .finetune_view import load_base
 
-__all__ = ["functions", "register", "PREDICT_CONCURRENCY", "EXPLAIN_CONCURRENCY"]
+__all__ = ["functions", "register", "uploaded_path", "PREDICT_CONCURRENCY", "EXPLAIN_CONCURRENCY"]
 
 # /predict calls let in at once: they wait in the core's micro-batcher, which runs them as one batch
 PREDICT_CONCURRENCY = 32
@@ -83,7 +88,52 @@ def functions(default: str, settings: Settings) -> dict[str, Callable]:
         """Architecture, parameter counts by component, config, labels, device and dtype."""
         return service.summary(load(model))
 
-    return {"predict": predict, "attention": attention, "explain": explain, "compare": compare, "summary": summary}
+    def evaluate(file: FileData, text_column: str = "", label_column: str = "", pair_column: str = "",
+                 words: str = "", model: str = default, layers: bool = False, compare_with: str = "") -> dict:
+        """Evaluate a model on a labelled file (.csv, .tsv or .txt with a header row; gradio_client:
+        handle_file("reviews.csv")): the evaluation's JSON as `bertviz-app evaluate FILE --json` prints
+        it: rows, accuracy with its 95% interval, macro-F1, per_class, confusion, slices worst first
+        (true label, predicted label, length, each of words, other columns), calibration before/after a
+        temperature fitted on half the rows, the most confident misclassified rows, notices. Columns left
+        empty are guessed; words: comma-separated ("not, but"), each a slice of the rows containing it.
+        layers=true adds "layers" (a linear probe's accuracy on the [CLS] and mean vectors at every depth);
+        compare_with (a second model with the same classes) adds "comparison" (both models' accuracy, the
+        rows only one gets right, McNemar's exact p and its reading, per-slice differences)."""
+        path = uploaded_path(file)
+        visitor.upload(path)  # public mode: counted, and deleted once read
+        try:
+            table = core.read_table(path, max_upload_mb=settings.max_upload_mb, max_rows=settings.max_rows)
+        finally:
+            visitor.discard(path)
+        lm = load(model)
+        other = load_base(compare_with.strip(), default, settings) if compare_with and compare_with.strip() else None
+        ev = core.evaluate_file(lm, table, text_column or None, label_column or None, pair_column or None,
+                                words=parse_words(words), layers=bool(layers), compare_with=other)
+        return ev.to_dict()
+
+    return {"predict": predict, "attention": attention, "explain": explain, "compare": compare, "summary": summary,
+            "evaluate": evaluate}
+
+
+def uploaded_path(file) -> str:
+    """The server path of a file sent to a gradio endpoint (gradio_client's ``handle_file``: a FileData
+    dict uploaded with the call). Only a file in gradio's upload folder is read: a ``path`` naming any
+    other file on the server is refused, as is anything that is not an uploaded file."""
+    from gradio.utils import get_upload_folder
+
+    path = file.get("path") if isinstance(file, dict) else getattr(file, "path", None)
+    if not isinstance(path, str) or not path.strip():
+        raise core.InputError("Send the labelled file itself (gradio_client: handle_file(\"reviews.csv\")): a .csv, "
+                              ".tsv or .txt with a header row, a text column and a label column.")
+    root = Path(get_upload_folder()).resolve()
+    try:
+        resolved = Path(path).resolve()
+    except (OSError, ValueError):
+        resolved = None
+    if resolved is None or not resolved.is_relative_to(root) or not resolved.is_file():
+        raise core.InputError("That file was not uploaded with this request: send the file itself "
+                              "(gradio_client: handle_file(\"reviews.csv\")), not a path on the server.")
+    return str(resolved)
 
 
 def register(default: str, settings: Settings, heavy: dict) -> None:
@@ -97,4 +147,5 @@ def register(default: str, settings: Settings, heavy: dict) -> None:
            concurrency_id="explain")
     gr.api(common.guard(fns["compare"]), api_name="compare", **heavy)
     gr.api(common.guard(fns["summary"]), api_name="summary", concurrency_limit=2)
+    gr.api(common.guard(fns["evaluate"]), api_name="evaluate", concurrency_limit=1, concurrency_id="evaluate")
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-__all__ = ["CSS", "HEAD", "plot"]
+__all__ = ["CSS", "HEAD", "clickable_plot", "clicked_value", "plot"]
 
 _JS = r"""
 (() => {
@@ -110,7 +110,32 @@ _JS = r"""
 })();
 """
 
-HEAD = f"<script>{_JS}</script>"
+# A plot made by ``clickable_plot``: a click on a point writes the point's customdata (and the time, so
+# the same point clicked twice is still a change) into the hidden textbox ``#<elem_id>-clicked`` and
+# fires its input, so a Python handler hears the click (gr.Plot has no click event). A plot redrawn by
+# Plotly.newPlot gets a new event emitter (``gd._ev``): the listener is added again whenever it changes.
+_CLICK_JS = r"""
+(() => {
+  const send = (id) => (ev) => {
+    const p = ev && ev.points && ev.points[0];
+    if (!p || p.customdata === undefined || p.customdata === null) return;
+    const box = document.querySelector(`#${id}-clicked textarea, #${id}-clicked input`);
+    if (!box) return;
+    box.value = `${p.customdata}:${Date.now()}`;
+    box.dispatchEvent(new Event('input', {bubbles: true}));
+  };
+  setInterval(() => {
+    document.querySelectorAll('.bv-clickable').forEach((wrap) => {
+      const gd = wrap.querySelector('.js-plotly-plot');
+      if (!gd || !gd._ev || !gd.on || gd.__bvEv === gd._ev) return;
+      gd.__bvEv = gd._ev;
+      gd.on('plotly_click', send(wrap.id));
+    });
+  }, 300);
+})();
+"""
+
+HEAD = f"<script>{_JS}</script><script>{_CLICK_JS}</script>"
 CSS = """
 .bv-fig-downloads { justify-content: flex-end; gap: 6px; margin-top: -6px; }
 .bv-fig-downloads button { font-size: 0.8em; padding: 2px 10px; }
@@ -129,3 +154,19 @@ def plot(label: str, elem_id: str, **kw) -> gr.Plot:
                     None, js=f"() => {{ window.bvFigure && window.bvFigure('{elem_id}', '{fmt}'); }}",
                     queue=False, api_visibility="private")
     return shown
+
+
+def clickable_plot(label: str, elem_id: str, **kw) -> tuple[gr.Plot, gr.Textbox]:
+    """``plot(...)`` whose point clicks reach Python: returns the plot and a hidden textbox
+    (``{elem_id}-clicked``) that a click on a point sets to ``"<customdata>:<time>"`` (its
+    ``change`` event is the click; ``clicked_value`` reads the customdata back)."""
+    shown = plot(label, elem_id, elem_classes=["bv-clickable"], **kw)
+    box = gr.Textbox(visible="hidden", elem_id=f"{elem_id}-clicked", container=False)
+    return shown, box
+
+
+def clicked_value(value: str | None) -> str | None:
+    """The customdata of the point a ``clickable_plot`` click sent (None for an empty value)."""
+    if not value or not isinstance(value, str):
+        return None
+    return value.rsplit(":", 1)[0] or None

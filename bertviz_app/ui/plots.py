@@ -36,6 +36,9 @@ __all__ = [
     "confusion_matrices",
     "empty_figure",
     "pool_matrix",
+    "new_figure",
+    "finish",
+    "escape",
 ]
 
 OVERVIEW_MAX_TOKENS = 32  # each small multiple is pooled down to at most this many tokens per side
@@ -409,3 +412,19 @@ def confusion_matrices(matrices: Sequence[tuple[str, np.ndarray]], labels: Seque
         fig.update_yaxes(title_text="true" if k == 0 else None, type="category", autorange="reversed", row=1, col=k + 1)
     side = _axis_size(len(labels))
     return _layout(fig, title, min(700, max(320, side)))
+
+
+# --------------------------------------------------------------------------- for other modules' figures
+def new_figure(*traces) -> go.Figure:
+    """A figure on this module's light template (for figures built in another module of the UI)."""
+    return _figure(*traces)
+
+
+def finish(fig: go.Figure, title: str, height: int, download: str | None = None, **kw) -> go.Figure:
+    """This module's title, size, margins, font and download name on ``fig``."""
+    return _layout(fig, title, height, download, **kw)
+
+
+def escape(text: object, limit: int = 40) -> str:
+    """``text`` cut at ``limit`` characters and HTML-escaped, as every text in a figure must be."""
+    return _esc(text, limit)

@@ -31,7 +31,7 @@ from pathlib import Path
 import gradio as gr
 
 import bertviz_app as core
-from bertviz_app import service, visitors
+from bertviz_app import evaluation_runs, service, visitors
 from bertviz_app.config import Settings
 
 log = logging.getLogger("bertviz_app.ui")
@@ -320,8 +320,10 @@ def delete_my_data(markdown: bool = True) -> str:
     removed = visitors.delete_owner_data(runs_dir(), who, [owner_folder(who), *cached])
     core.clear_cache()
     runs = [r for r in removed if r.startswith("runs/")]
+    evaluations = [r for r in removed if r.startswith("evaluations/")]
     show = common_esc if markdown else str
     return (f"Deleted your data: {len(runs)} run(s)" + (f" ({', '.join(map(show, runs))})" if runs else "")
+            + (f", {len(evaluations)} evaluation(s)" if evaluations else "")
             + " and your downloads. Files you uploaded were already deleted once read.")
 
 
@@ -374,6 +376,7 @@ def start_sweeper(models_dir: Path, ttl_s: float, every_s: float | None = None) 
         while not stop.wait(every):
             try:
                 removed = visitors.sweep(Path(models_dir) / "runs", ttl_s)
+                evaluation_runs.sweep(models_dir, ttl_s)  # visitors' evaluations not opened for as long
             except Exception:  # noqa: BLE001 - a failed sweep must not stop the next one
                 log.exception("the run sweeper failed")
                 continue

@@ -1,0 +1,471 @@
+"""Evaluate tab: the chosen model on an uploaded labelled file (.csv, .tsv, .txt): metrics, slices
+worst first, the rows it gets wrong, calibration before/after a temperature, and optionally the
+[CLS] geometry by layer and a comparison with another model.
+
+The evaluation (``core.evaluate_file``) runs in a worker thread while the status line says how many
+rows are done and about how long is left (``core.RateEta``); Cancel stops it between batches. The
+result is stored as a run folder (``bertviz_app.evaluation_runs``: the visitor's own in public mode)
+and the page is drawn FROM that folder (``evaluate_view.load_run``), so reopening a stored
+evaluation draws the same page. The geometry's layer, dimensions and colouring redraw from the
+loaded folder (``gr.State``), never from the model. A row chosen in a table, or a point clicked in
+the scatter, opens in the Predict tab (or the Attributions tab) as the Fine-tune tab sends its rows.
+Each event's handler is a method of ``Handlers``.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from types import SimpleNamespace
+
+import gradio as gr
+
+import bertviz_app as core
+from bertviz_app import evaluation_runs, visitors
+
+from . import common, evaluate_view, figures, plots, visitor
+from .common import CancelFlag, esc
+from .evaluate_view import COLOURINGS, DIMENSIONS, VECTORS, RunView
+from .finetune_view import load_base, shown_name
+
+__all__ = ["Handlers", "build", "parse_words", "progress_line", "wire"]
+
+NONE = ""  # the "no second text" / "compare with nothing" choice
+NO_PAIR = [("(none)", NONE)]
+NO_COMPARE = [("(none)", NONE)]
+ANALYZE_JS = "() => { const b = document.querySelector('#bv-analyze'); if (b) setTimeout(() => b.click(), 50); }"
+
+
+def parse_words(value: str | None) -> list[str]:
+    """The words box ("not, but") -> ["not", "but"]: split at commas or semicolons (a word may hold
+    a space: "not bad"), blanks dropped, each once."""
+    words = [w.strip() for w in re.split(r"[,;\n]", value or "")]
+    return list(dict.fromkeys(w for w in words if w))
+
+
+def progress_line(done: int, total: int, left: float | None, what: str = "Evaluating",
+                  cancelling: bool = False) -> str:
+    """The status line while rows are evaluated: rows done of all and the time left (or "measuring")."""
+    if not total:
+        return f"**{what}:** starting…"
+    eta = f"{common.AnalyzeProgress.duration(left)} left" if left is not None else f"time left: {core.MEASURING}"
+    note = " · cancelling after this batch…" if cancelling else ""
+    return f"**{what}:** {done:,} of {total:,} rows ({done / total:.0%}) · {eta}{note}"
+
+
+VECTORS_IN_MEMORY = 256 * 10**6  # bytes of [CLS] and mean vectors kept in memory; more go to a scratch folder
+
+
+def _large(lm, rows: int) -> bool:
+    """Whether every row's vectors at every depth (2 x rows x (L + 1) x hidden x 2 bytes) would pass
+    ``VECTORS_IN_MEMORY``: then they are memory-mapped in a scratch folder (removed once stored)."""
+    hidden = int(getattr(lm.model.config, "hidden_size", 768))
+    return 4 * rows * (lm.num_layers + 1) * hidden > VECTORS_IN_MEMORY
+
+
+# --------------------------------------------------------------------------- layout
+def build(default: str, *, settings: core.Settings | None = None) -> SimpleNamespace:
+    """The tab's components; ``settings``: public mode (no stored list before the visitor is known)."""
+    settings = settings if settings is not None else core.Settings()
+    gr.Markdown("Evaluate the model chosen in the Model tab on a labelled file (.csv, .tsv or .txt with a header "
+                "row): accuracy with its 95% interval, macro-F1, per-class scores, the confusion matrix, the slices "
+                "where it does worst, the rows it gets wrong, and how honest its confidence is (calibration before "
+                "and after a temperature). Each evaluation is stored and can be reopened below. The same as "
+                "`python -m bertviz_app evaluate FILE --out folder/`.")
+    flag = gr.State(CancelFlag())
+    table = gr.State(None, time_to_live=3600)
+    refused = gr.State(None)  # why the file shown was refused (Evaluate says so instead of "upload one")
+    view = gr.State(None, time_to_live=3600)  # the shown evaluation, read from its folder (RunView)
+    selected = gr.State(None, time_to_live=3600)  # the row chosen in a table (sent to Predict)
+    with gr.Row():
+        with gr.Column(scale=1):
+            upload = gr.File(label="Labelled file (.csv, .tsv, .txt)", file_types=[".csv", ".tsv", ".txt"],
+                             type="filepath", elem_id="bv-ev-upload")
+        with gr.Column(scale=2):
+            notices = gr.Markdown(elem_id="bv-ev-notices")
+            with gr.Row():
+                text_col = gr.Dropdown(choices=[], label="Text column", elem_id="bv-ev-text-col")
+                label_col = gr.Dropdown(choices=[], label="Label column", elem_id="bv-ev-label-col")
+                pair_col = gr.Dropdown(choices=NO_PAIR, value=NONE, label="Second text (optional)",
+                                       elem_id="bv-ev-pair-col")
+            with gr.Row():
+                words = gr.Textbox(label="Slice by rows containing", placeholder="not, but", max_lines=1,
+                                   info="words or phrases, comma-separated; whole words, case ignored",
+                                   elem_id="bv-ev-words")
+                compare = gr.Dropdown(choices=NO_COMPARE, value=NONE, label="Compare with", allow_custom_value=True,
+                                      info="another model with the same classes, on the same rows (optional; a "
+                                      "fine-tuned run: its base, when the base has its classes)",
+                                      elem_id="bv-ev-compare")
+                geometry = gr.Checkbox(value=False, label="[CLS] geometry by layer", elem_id="bv-ev-geometry",
+                                       info="PCA of every row's vectors at each depth and a linear probe per layer")
+    with gr.Row():
+        start = gr.Button("Evaluate", variant="primary", elem_id="bv-ev-start")
+        cancel = gr.Button("Cancel", variant="stop", elem_id="bv-ev-cancel")
+    status = gr.Markdown(elem_id="bv-ev-status")
+    with gr.Row():
+        stored = gr.Dropdown(choices=[], value=None, label="Stored evaluations", scale=4, elem_id="bv-ev-stored",
+                             info="newest first" + ("; yours only (this browser's)" if settings.public else ""))
+        open_btn = gr.Button("Open", scale=1, elem_id="bv-ev-open")
+    summary = gr.Markdown(elem_id="bv-ev-summary")
+    with gr.Row():
+        per_class = gr.Dataframe(value=evaluate_view.per_class_frame(None), label="Per-class scores",
+                                 interactive=False, elem_id="bv-ev-per-class")
+        confusion = figures.plot(label="Confusion matrix", elem_id="bv-ev-confusion")
+    slices = gr.Dataframe(value=evaluate_view.slices_frame(None), label="Slices, worst first: select one to list the "
+                          "rows of it the model gets wrong", interactive=False, wrap=True, max_height=360,
+                          elem_id="bv-ev-slices", elem_classes=["bv-table"])
+    slice_md = gr.Markdown(elem_id="bv-ev-slice-md")
+    slice_rows = gr.Dataframe(value=evaluate_view.rows_frame([]), label="Misclassified rows of the chosen slice",
+                              interactive=False, wrap=True, max_height=300, elem_id="bv-ev-slice-rows")
+    wrong = gr.Dataframe(value=evaluate_view.rows_frame([]), label="Misclassified rows, most confident first: select "
+                         "one, then open it in Predict or Attributions", interactive=False, wrap=True, max_height=400,
+                         elem_id="bv-ev-wrong")
+    with gr.Row():
+        selected_md = gr.Markdown(elem_id="bv-ev-selected")
+        to_predict = gr.Button("Open in Predict", scale=0, elem_id="bv-ev-to-predict")
+        to_attributions = gr.Button("Open in Attributions", scale=0, elem_id="bv-ev-to-attributions")
+    with gr.Row():
+        calibration = gr.Markdown(elem_id="bv-ev-calibration")
+        reliability = figures.plot(label="Reliability diagram", elem_id="bv-ev-reliability")
+    with gr.Group(visible=False) as geometry_box:
+        gr.Markdown("#### [CLS] geometry by layer")
+        with gr.Row():
+            layer = gr.Slider(0, 1, value=1, step=1, label="Layer (0 = embeddings)", elem_id="bv-ev-layer")
+            dims = gr.Radio(DIMENSIONS, value=2, label="Projection", elem_id="bv-ev-dims")
+            colour = gr.Radio(COLOURINGS, value="true", label="Colour by", elem_id="bv-ev-colour")
+            vector = gr.Radio(VECTORS, value="cls", label="Vector", elem_id="bv-ev-vector")
+        with gr.Row():
+            with gr.Column(scale=3):
+                scatter, clicked = figures.clickable_plot(label="PCA of the vectors", elem_id="bv-ev-scatter")
+            with gr.Column(scale=2):
+                probes = figures.plot(label="Probe accuracy by layer", elem_id="bv-ev-probes")
+    with gr.Group(visible=False) as compare_box:
+        comparison = gr.Markdown(elem_id="bv-ev-comparison")
+        disagreements = gr.Dataframe(value=evaluate_view.disagreement_frame(RunView("", {}, [], [], {})),
+                                     label="Rows the two models disagree on: select one, then open it in Predict",
+                                     interactive=False, wrap=True, max_height=360, elem_id="bv-ev-disagreements")
+        compare_slices = gr.Dataframe(value=evaluate_view.comparison_frame(RunView("", {}, [], [], {})),
+                                      label="Per slice: each model's accuracy", interactive=False,
+                                      elem_id="bv-ev-compare-slices")
+    return SimpleNamespace(**{k: v for k, v in locals().items() if isinstance(v, (gr.components.Component,
+                                                                                  gr.blocks.BlockContext))})
+
+
+# --------------------------------------------------------------------------- events
+class Handlers:
+    """The tab's event handlers with what they share: the components ``ui``, the server's
+    ``settings``, the app's default model and the explorer's components a chosen row goes to."""
+
+    def __init__(self, ui: SimpleNamespace, *, default: str, settings: core.Settings, predict_text, predict_pair,
+                 tabs, link_tab=None):
+        self.ui, self.default, self.settings = ui, default, settings
+        self.predict_text, self.predict_pair, self.tabs = predict_text, predict_pair, tabs
+        self.link_tab = link_tab  # the page link's tab (ui.links), which a tab opened from here must follow
+
+    # ---------------------------------------------------------------- upload
+    def on_upload(self, path):
+        """A file: read it (kept in the session; public mode: the upload is deleted once read), its
+        columns offered and guessed as the evaluation would guess them."""
+        ui = self.ui
+        empty = gr.update(choices=[], value=None)
+        if not path:
+            return {ui.table: None, ui.refused: None, ui.notices: "", ui.text_col: empty, ui.label_col: empty,
+                    ui.pair_col: gr.update(choices=NO_PAIR, value=NONE)}
+        visitor.upload(path)
+        try:
+            table = core.read_table(path, max_upload_mb=self.settings.max_upload_mb, max_rows=self.settings.max_rows)
+        except core.DataError as exc:
+            name = re.sub(r".*[\\/]", "", path)
+            return {ui.table: None, ui.refused: f"The file {name} was refused: {exc} Fix the file and upload it again.",
+                    ui.notices: f"**Error:** {esc(exc)}", ui.text_col: empty, ui.label_col: empty,
+                    ui.pair_col: gr.update(choices=NO_PAIR, value=NONE)}
+        finally:
+            visitor.discard(path)
+        guess = core.guess_columns(table)
+        cols = list(table.columns)
+        lines = [f"**{esc(table.name)}**: {table.n_rows:,} rows, {len(cols)} columns."]
+        lines += [f"Note: {esc(n)}" for n in table.notices]
+        if guess.reasons:
+            lines.append("Guessed columns: " + "; ".join(esc(r) for r in guess.reasons) + ". Change them if they are "
+                         "wrong, then press Evaluate.")
+        if guess.label is None:
+            lines.append("**No label column found:** an evaluation compares each row's label with the prediction; "
+                         "choose the column that holds the labels.")
+        return {ui.table: table, ui.refused: None, ui.notices: "  \n".join(lines),
+                ui.text_col: gr.update(choices=cols, value=guess.text),
+                ui.label_col: gr.update(choices=cols, value=guess.label),
+                ui.pair_col: gr.update(choices=[*NO_PAIR, *[(c, c) for c in cols]], value=guess.pair or NONE)}
+
+    # ---------------------------------------------------------------- evaluate
+    @staticmethod
+    def arm(flag: CancelFlag):
+        flag.arm()
+
+    def run(self, flag, model_name, table, refused, text_col, label_col, pair_col, words, compare, geometry):
+        """A refusal (no file, no label column, labels the model lacks...) is the status line's message,
+        not an error badge: the status is what this tab's user reads."""
+        ui = self.ui
+        try:
+            yield from self.evaluate(flag, model_name, table, refused, text_col, label_col, pair_col, words, compare,
+                                     geometry)
+        except Exception as exc:  # noqa: BLE001 - this is the translation edge (user_error logs the unexpected)
+            yield {ui.status: f"**Error:** {esc(common.user_error(exc).message)}  \nNothing was stored."}
+
+    def evaluate(self, flag, model_name, table, refused, text_col, label_col, pair_col, words, compare, geometry):
+        ui, cancel = self.ui, flag.event
+        if table is None:
+            raise core.DataError(refused or "Upload a labelled file first (.csv, .tsv or .txt with a header row).")
+        if not label_col:
+            raise core.DataError(f"Choose the label column: an evaluation compares each row's label with the "
+                                 f"model's prediction (columns: {', '.join(table.columns)}).")
+        owner = visitor.owner()
+        if owner == visitors.NOBODY:
+            raise core.InputError("This page has no owner token yet: reload the page, then evaluate again.")
+        lm = common.load(model_name, self.default, self.settings)
+        other = load_base(compare, self.default, self.settings) if compare else None
+        what = f"Evaluating with {shown_name(lm.name)}, then {shown_name(other.name)}" if other else "Evaluating"
+        track = {"what": what, "done": 0, "total": 0, "eta": core.RateEta(min_units=1, min_seconds=2.0, window=60.0)}
+
+        def progress(done, total):
+            track["done"], track["total"] = done, total
+            track["eta"].update(done)
+
+        def work():
+            with tempfile.TemporaryDirectory(prefix="bertviz-vectors-") as scratch:
+                ev = core.evaluate_file(lm, table, text_col or None, label_col or None, pair_col or None,
+                                        words=parse_words(words), progress=progress, cancel=cancel,
+                                        layers=bool(geometry), compare_with=other,
+                                        vectors_folder=scratch if geometry and _large(lm, table.n_rows) else None)
+                return evaluation_runs.save(ev, self.settings.models_dir, owner,
+                                            keep_per_owner=self.settings.max_evaluations_per_visitor)
+
+        yield {ui.status: "**Starting…** loading the model"}
+        try:
+            saved = yield from common.stream_work(work, lambda: self.progress(track, cancel), on_abandon=cancel.set)
+        except core.CancelledError as exc:
+            yield {ui.status: f"**Cancelled:** {esc(exc)}"}
+            return
+        finally:
+            if flag.event is cancel:
+                flag.arm()
+        out = self.render(evaluation_runs.open_evaluation(self.settings.models_dir, saved.name, owner), saved.name)
+        lines = [f"**Done:** stored as **{esc(saved.name)}** (reopen it below)."]
+        if geometry and not out[ui.view].projections:
+            lines.append("No geometry: a projection needs at least 3 rows.")
+        if saved.removed:
+            lines.append(f"Removed your oldest evaluation{'s' if len(saved.removed) > 1 else ''} "
+                         f"({esc(', '.join(saved.removed))}): a visitor keeps "
+                         f"{self.settings.max_evaluations_per_visitor}.")
+        out[ui.status] = "  \n".join(lines)
+        out[ui.stored] = gr.update(choices=self.choices(), value=saved.name)
+        yield out
+
+    def progress(self, track: dict, cancel) -> dict:
+        return {self.ui.status: progress_line(track["done"], track["total"], track["eta"].left(track["total"])
+                                              if track["total"] else None, track["what"], cancel.is_set())}
+
+    @staticmethod
+    def on_cancel(flag: CancelFlag) -> None:
+        """Ask the running evaluation to stop; it says "Cancelled" itself once it has."""
+        flag.event.set()
+
+    # ---------------------------------------------------------------- drawing a stored evaluation
+    def render(self, folder, name: str) -> dict:
+        """Every result component drawn from the run folder."""
+        ui = self.ui
+        v = evaluate_view.load_run(folder, name)
+        out = {ui.view: v, ui.selected: None, ui.selected_md: "", ui.summary: evaluate_view.summary_md(v),
+               ui.per_class: evaluate_view.per_class_frame(v), ui.confusion: evaluate_view.confusion_figure(v),
+               ui.slices: evaluate_view.slices_frame(v), ui.slice_md: "",
+               ui.slice_rows: evaluate_view.rows_frame([], v.pairs),
+               ui.wrong: evaluate_view.rows_frame(evaluate_view.wrong_rows(v), v.pairs),
+               ui.calibration: evaluate_view.calibration_md(v), ui.reliability: evaluate_view.reliability_figure(v)}
+        if v.projections:
+            layers = v.layers
+            last = layers[-1]
+            out[ui.geometry_box] = gr.update(visible=True)
+            out[ui.layer] = gr.update(minimum=layers[0], maximum=last, value=last)
+            out[ui.scatter] = evaluate_view.scatter_figure(v, last, 2, "true", "cls")
+            out[ui.probes] = evaluate_view.probes_figure(v, last)
+            out[ui.dims], out[ui.colour], out[ui.vector] = 2, "true", "cls"
+        else:
+            out[ui.geometry_box] = gr.update(visible=False)
+            out[ui.scatter] = plots.empty_figure("No geometry in this evaluation.")
+            out[ui.probes] = plots.empty_figure("No geometry in this evaluation.")
+        out[ui.compare_box] = gr.update(visible=bool(v.comparison))
+        out[ui.comparison] = evaluate_view.comparison_md(v)
+        out[ui.disagreements] = evaluate_view.disagreement_frame(v)
+        out[ui.compare_slices] = evaluate_view.comparison_frame(v)
+        return out
+
+    def open_stored(self, name):
+        if not visitor.ready():
+            raise core.InputError("This page has no owner token yet: reload the page, then open it again.")
+        folder = evaluation_runs.open_evaluation(self.settings.models_dir, name, visitor.owner())
+        out = self.render(folder, folder.name)
+        out[self.ui.status] = f"Opened **{esc(folder.name)}**."
+        return out
+
+    def restore_run(self, name):
+        """A link's evaluation (``tab=evaluate&run=<name>``, set by the page's link on load): drawn as Open
+        draws it. One that is not the visitor's, or no longer stored, is said in the status line (the
+        page was only opened: no error badge)."""
+        if not name:
+            return {self.ui.status: gr.skip()}
+        try:
+            out = self.open_stored(name)
+        except core.BertvizError as exc:
+            return {self.ui.status: f"**From the link:** {esc(exc)}"}
+        out[self.ui.stored] = gr.update(choices=self.choices(), value=name)
+        return out
+
+    def choices(self) -> list[tuple[str, str]]:
+        return evaluate_view.stored_choices(evaluation_runs.list_evaluations(self.settings.models_dir,
+                                                                             visitor.owner()))
+
+    def refresh(self, chosen=None):
+        """The stored list and the compare-with choices (page load: the visitor's own)."""
+        ui = self.ui
+        if not visitor.ready():
+            return {ui.stored: gr.skip(), ui.compare: gr.skip()}
+        try:
+            choices = self.choices()
+        except OSError:
+            choices = []
+        names = [v for _, v in choices]
+        models = common.model_choices(self.default, self.settings)
+        return {ui.stored: gr.update(choices=choices, value=chosen if chosen in names else None),
+                ui.compare: gr.update(choices=[*NO_COMPARE, *[(m, m) for m in models]])}
+
+    def suggest(self, model_name):
+        """The compare-with choice for the chosen model: its base when it is a fine-tuned run whose base
+        has the same classes (the before/after pair); else none. A base that cannot be opened here (a
+        folder on a public app, a Hub id offline) is not suggested."""
+        ui = self.ui
+        choices = [*NO_COMPARE, *[(m, m) for m in common.model_choices(self.default, self.settings)]]
+        try:
+            lm = common.load(model_name, self.default, self.settings)
+            base = core.base_of(lm)
+            # the bare encoder's head is fresh (LABEL_0...): never the run's classes, so not even loaded
+            ok = base not in (None, core.ENCODER) and set(load_base(base, self.default, self.settings).labels) \
+                == set(lm.labels)
+        except core.BertvizError:
+            ok = False
+        if not ok:
+            return {ui.compare: gr.update(choices=choices, value=NONE)}
+        if base not in [v for _, v in choices]:
+            choices.append((shown_name(base), base))
+        return {ui.compare: gr.update(choices=choices, value=base)}
+
+    # ---------------------------------------------------------------- choosing rows
+    def on_slice(self, v: RunView | None, evt: gr.SelectData):
+        ui = self.ui
+        i = evaluate_view.pick_slice(v, evt.row_value)
+        if i is None:
+            return {ui.slice_md: "", ui.slice_rows: evaluate_view.rows_frame([])}
+        s = v.slices[i]
+        rows = evaluate_view.slice_rows(v, i)
+        shown = "" if len(rows) <= evaluate_view.MAX_LISTED else f" the {evaluate_view.MAX_LISTED:,} most confident"
+        md = (f"**{esc(s['name'])}**: {s['size']:,} rows, {len(rows):,} misclassified"
+              + (f" (listed below{shown}, most confident first; select one to open it)." if rows else "."))
+        return {ui.slice_md: md, ui.slice_rows: evaluate_view.rows_frame(rows, v.pairs)}
+
+    def on_row(self, v: RunView | None, evt: gr.SelectData):
+        ui = self.ui
+        r = evaluate_view.pick_row(v, evt.row_value)
+        if r is None:
+            return {ui.selected: None, ui.selected_md: ""}
+        return {ui.selected: r, ui.selected_md: f"Selected row {r['row']}: true **{esc(r['true'])}**, predicted "
+                f"**{esc(r['predicted'])}** ({r['confidence']:.1%})."}
+
+    def send(self, r: dict | None, tab: str):
+        """The row's text (and second text) in the Predict tab's boxes, and ``tab`` opened (a handler's
+        tab change fires no select event: the page link's tab is set here too)."""
+        if not r:
+            raise core.InputError("Select a row of a table first (or click a point of the geometry).")
+        out = {self.predict_text: r["text"], self.predict_pair: r.get("pair") or "", self.tabs: gr.Tabs(selected=tab)}
+        if self.link_tab is not None:
+            out[self.link_tab] = tab
+        return out
+
+    def to_predict(self, r):
+        return self.send(r, "predict")
+
+    def to_attributions(self, r, open_tab: dict | None = None):
+        """The row to the Attributions tab, which the page's ``open_tab`` (changed in place, as the page's
+        own tab events change it) now names, so the Analyze that follows draws that tab for this row."""
+        out = self.send(r, "attributions")
+        if isinstance(open_tab, dict):
+            open_tab["tab"] = "attributions"
+        return out
+
+    def on_point(self, v: RunView | None, value):
+        """A point of the scatter clicked: its row opened in Predict."""
+        index = figures.clicked_value(value)
+        if v is None or index is None or not index.isdigit() or int(index) >= len(v.rows):
+            skip = [self.predict_text, self.predict_pair, self.tabs, *([self.link_tab] if self.link_tab else [])]
+            return dict.fromkeys(skip, gr.skip())
+        return self.send(v.rows[int(index)], "predict")
+
+    # ---------------------------------------------------------------- geometry, from the loaded folder
+    def redraw_geometry(self, v: RunView | None, layer, dims, colour, vector):
+        ui = self.ui
+        if v is None or not v.projections:
+            return {ui.scatter: gr.skip(), ui.probes: gr.skip()}
+        return {ui.scatter: evaluate_view.scatter_figure(v, int(layer), int(dims or 2), colour or "true",
+                                                         vector or "cls"),
+                ui.probes: evaluate_view.probes_figure(v, int(layer))}
+
+
+def wire(ui: SimpleNamespace, *, demo: gr.Blocks | None, model_dd, default: str, predict_text, predict_pair, tabs,
+         settings: core.Settings | None = None, open_tab: gr.State | None = None, link_tab=None,
+         link_run: gr.State | None = None) -> Handlers:
+    """Connect the tab's events to ``Handlers``' methods. ``open_tab``: the page's record of the open tab
+    (``{"tab": ...}``); given, "Open in Attributions" also runs Analyze on the row, drawn in that tab.
+    ``link_tab``: the page link's tab, set when a row opens another tab; ``link_run``: the evaluation a
+    link opened the page with (``tab=evaluate&run=...``), drawn when it is set."""
+    h = Handlers(ui, default=default, settings=settings if settings is not None else core.Settings(),
+                 predict_text=predict_text, predict_pair=predict_pair, tabs=tabs, link_tab=link_tab)
+    sent = [predict_text, predict_pair, tabs, *([link_tab] if link_tab is not None else [])]
+    private = dict(api_visibility="private")
+    ui.upload.change(common.guard(h.on_upload), inputs=[ui.upload],
+                     outputs=[ui.table, ui.refused, ui.notices, ui.text_col, ui.label_col, ui.pair_col],
+                     concurrency_limit=2, **private)
+    results = [ui.view, ui.selected, ui.selected_md, ui.summary, ui.per_class, ui.confusion, ui.slices, ui.slice_md,
+               ui.slice_rows, ui.wrong, ui.calibration, ui.reliability, ui.geometry_box, ui.layer, ui.scatter,
+               ui.probes, ui.dims, ui.colour, ui.vector, ui.compare_box, ui.comparison, ui.disagreements,
+               ui.compare_slices]
+    ui.start.click(h.arm, inputs=[ui.flag], outputs=None, queue=False, **private).then(
+        common.guard_stream(h.run), inputs=[ui.flag, model_dd, ui.table, ui.refused, ui.text_col, ui.label_col,
+                                            ui.pair_col, ui.words, ui.compare, ui.geometry],
+        outputs=[ui.status, ui.stored, *results], concurrency_limit=1, concurrency_id="evaluate",
+        show_progress_on=[ui.status], **private)
+    ui.cancel.click(h.on_cancel, inputs=[ui.flag], outputs=None, queue=False, **private)
+    ui.open_btn.click(common.guard(h.open_stored), inputs=[ui.stored], outputs=[ui.status, *results],
+                      concurrency_limit=2, concurrency_id="evaluate-open", **private)
+    if demo is not None:
+        visitor.on_page_load(demo, h.refresh, inputs=[ui.stored], outputs=[ui.stored, ui.compare])
+    if link_run is not None:
+        link_run.change(common.guard(h.restore_run), inputs=[link_run], outputs=[ui.status, ui.stored, *results],
+                        concurrency_limit=2, concurrency_id="evaluate-open", **private)
+    # another model chosen (a fine-tune's new run too): its base offered for the comparison (may load both)
+    model_dd.change(common.guard(h.suggest), inputs=[model_dd], outputs=[ui.compare], concurrency_limit=1,
+                    concurrency_id="evaluate-suggest", show_progress="hidden", **private)
+    ui.slices.select(common.guard(h.on_slice), inputs=[ui.view], outputs=[ui.slice_md, ui.slice_rows], queue=False,
+                     **private)
+    for table in (ui.wrong, ui.slice_rows, ui.disagreements):
+        table.select(common.guard(h.on_row), inputs=[ui.view], outputs=[ui.selected, ui.selected_md], queue=False,
+                     **private)
+    ui.to_predict.click(common.guard(h.to_predict), inputs=[ui.selected], outputs=sent, queue=False, **private)
+    if open_tab is None:
+        ui.to_attributions.click(common.guard(h.to_attributions), inputs=[ui.selected], outputs=sent, queue=False,
+                                 **private)
+    else:  # the Attributions tab shows the analysed text's: Analyze the row (its button, as a user would)
+        ui.to_attributions.click(common.guard(h.to_attributions), inputs=[ui.selected, open_tab], outputs=sent,
+                                 queue=False, **private).success(None, js=ANALYZE_JS, **private)
+    ui.clicked.change(common.guard(h.on_point), inputs=[ui.view, ui.clicked], outputs=sent, queue=False, **private)
+    gr.on([ui.layer.input, ui.dims.input, ui.colour.input, ui.vector.input], common.guard(h.redraw_geometry),
+          inputs=[ui.view, ui.layer, ui.dims, ui.colour, ui.vector], outputs=[ui.scatter, ui.probes],
+          trigger_mode="always_last", show_progress="minimal", concurrency_limit=4, concurrency_id="evaluate-draw",
+          **private)
+    return h
