@@ -72,7 +72,8 @@ def evaluations_dir(models_dir: str | os.PathLike) -> Path:
 
 
 def is_evaluation_name(name: object) -> bool:
-    return isinstance(name, str) and len(name) <= _MAX_NAME and bool(_NAME.match(name))
+    # fullmatch: the pattern's $ alone would let a trailing newline by
+    return isinstance(name, str) and len(name) <= _MAX_NAME and bool(_NAME.fullmatch(name))
 
 
 def check_name(name: object) -> str:

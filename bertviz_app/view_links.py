@@ -17,7 +17,6 @@ the settings, the visitor and a way to open a model.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -26,20 +25,19 @@ from urllib.parse import parse_qsl, quote, urlencode
 from .catalog import list_models
 from .config import Settings
 from .errors import BertvizError
+from .evaluation_runs import is_evaluation_name
 from .methods import METHOD_ALIASES, METHODS
 from .mixing_measures import MEASURES, supported_measures
 from .results import METHOD_LABELS
 from .visitors import NOBODY, check_access, is_run_name, visible
 
-__all__ = ["View", "ModelShape", "Link", "TABS", "PARAMS", "RUN_NAME", "PER_LAYER_MEASURES", "MAX_QUERY_CHARS",
+__all__ = ["View", "ModelShape", "Link", "TABS", "PARAMS", "PER_LAYER_MEASURES", "MAX_QUERY_CHARS",
            "MAX_NOTICE_ITEMS", "build_query", "share_query", "read_link", "openable_models"]
 
 # The page's tabs, by the ids the query names (``tab=``); "evaluate" is the Evaluate tab's, where it exists.
 TABS = ("predict", "attention", "attributions", "model", "finetune", "batch", "evaluate")
 # The parameters a link may carry, in the order ``build_query`` writes them.
 PARAMS = ("model", "text", "pair", "tab", "target", "method", "measure", "layer", "head", "run")
-# A stored evaluation's name (``tab=evaluate&run=...``).
-RUN_NAME = re.compile(r"^eval-[0-9]{8}-[0-9]{6}-[A-Za-z0-9_.-]{1,64}$")
 # Measures with one matrix per layer and no heads (``MixingMaps.num_heads == 1``).
 PER_LAYER_MEASURES = ("value_zeroing", "alti")
 # A longer query is not offered as a link (``share_query``): servers and proxies refuse request lines past
@@ -275,7 +273,7 @@ def read_link(query, settings: Settings, default: str, shape_of: Callable[[str],
 
     run = one("run")
     if run is not None:
-        if not RUN_NAME.fullmatch(run):  # not .match: its $ would pass a trailing newline
+        if not is_evaluation_name(run):  # the store's own pattern, matched whole
             ignored.append(f"run {_quoted(run)} (not an evaluation's name, eval-YYYYMMDD-HHMMSS-name)")
         elif view.tab != "evaluate":
             ignored.append(f"run {_quoted(run)} (read with tab=evaluate only)")

@@ -99,6 +99,10 @@ def test_evaluate_read_slices_open_a_row_see_geometry_and_reopen(browser, page, 
     entry = er.list_evaluations(registry)[0]
     view = evaluate_view.load_run(registry / "evaluations" / entry["name"])
     expect(status).to_contain_text(entry["name"])
+    # the page's link names the evaluation it shows
+    page.wait_for_function("(n) => location.search.includes('run=' + n) && location.search.includes('tab=evaluate')",
+                           arg=entry["name"])
+    link = page.url
     expect(page.locator("#bv-ev-summary")).to_contain_text(f"Accuracy {view.metrics['accuracy']:.1%}")
     expect(page.locator("#bv-ev-summary")).to_contain_text("95% interval")
     slices = page.locator("#bv-ev-slices")
@@ -169,6 +173,15 @@ def test_evaluate_read_slices_open_a_row_see_geometry_and_reopen(browser, page, 
         assert sum(plot_data(fresh, "bv-ev-scatter")["points"]) == 40
     finally:
         fresh.context.close()
+    # the link copied after the evaluation opens the same evaluation in a fresh page, on the Evaluate tab
+    linked = open_page(browser, TIMEOUT_MS)
+    try:
+        linked.goto(link)
+        expect(linked.get_by_role("tab", name="Evaluate")).to_have_attribute("aria-selected", "true")
+        expect(linked.locator("#bv-ev-summary")).to_contain_text(f"Accuracy {view.metrics['accuracy']:.1%}")
+        expect(linked.locator("#bv-ev-slices")).to_contain_text("true label negative")
+    finally:
+        linked.context.close()
     assert not [r for r in caplog.records if r.exc_info], "a traceback reached the server log"
 
 

@@ -42,6 +42,7 @@ def test_names_are_strict_and_never_paths():
     name = er.new_name("runs/My_Run 2", datetime(2025, 1, 2, 3, 4, 5))
     assert name == "eval-20250102-030405-runs-my-run-2"
     assert er.is_evaluation_name(name) and er.check_name(f" {name} ") == name
+    assert not er.is_evaluation_name(name + "\n")  # matched whole: a trailing newline is not let by
     assert er.model_slug("/tmp/models/tiny-bert/") == "tiny-bert" and er.model_slug("???") == "model"
     for bad in ("../x", "/etc/passwd", "eval-20250102-030405-a/../../b", "eval-2025-x", "eval-20250102-030405-",
                 "eval-20250102-030405-A", "evaluations", "", None, 3, "eval-20250102-030405-" + "a" * 80):

@@ -8,6 +8,7 @@ import dataclasses
 import json
 import subprocess
 import sys
+import types
 from pathlib import Path
 from urllib.parse import parse_qs
 
@@ -41,7 +42,7 @@ def test_every_field_comes_back_as_it_was_written():
              tab="attention", target="POSITIVE", methods=("integrated_gradients", "occlusion", "alti"),
              measure="norm", layer=3, head=2),
         View(model="default", text="ünïcödé ✓ / slash, comma", tab="attributions", measure="alti", layer=6),
-        View(model="default", tab="evaluate", run="eval-20260101-120000-my_run.v2"),
+        View(model="default", tab="evaluate", run="eval-20260101-120000-my-run-v2"),
         View(),  # nothing: the page as it opens
     ]
     for view in views:
@@ -270,6 +271,12 @@ def test_the_current_view_is_what_the_page_shows(page, tiny_model_dir):
     assert before == View(model="default", text="typed", target="positive", measure="alti")
     assert dataclasses.replace(before, methods=None) == before
     assert links.current_view(None, "m", "", "", "predict", None, None, "raw", 3.0, None).layer == 3  # raw slider
+    # the Evaluate tab's shown evaluation is in the link there, and only there
+    shown = types.SimpleNamespace(name="eval-20260101-120000-default")
+    on_eval = links.current_view(None, "default", "", "", "evaluate", None, None, "raw", 1, None, shown)
+    assert on_eval.run == shown.name and "run=eval-20260101-120000-default" in build_query(on_eval)
+    assert links.current_view(None, "default", "", "", "predict", None, None, "raw", 1, None, shown).run is None
+    assert links.current_view(None, "default", "", "", "evaluate", None, None, "raw", 1, None, None).run is None
 
 
 def test_the_open_tab_follows_the_fine_tune_tabs_send_to_explorer(tiny_model_dir, settings):

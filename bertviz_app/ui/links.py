@@ -88,9 +88,10 @@ def head_choices(measure: str, num_heads: int) -> list[str]:
     return [first, *(f"head {h + 1}" for h in range(num_heads))]
 
 
-def current_view(rec, model, text, pair, tab, target, methods, measure, layer, head) -> View:
+def current_view(rec, model, text, pair, tab, target, methods, measure, layer, head, shown=None) -> View:
     """The view the page shows: the analysed text and its model (the boxes' text before any analysis),
-    and the controls' values."""
+    the controls' values, and on the Evaluate tab the stored evaluation it shows (``shown``: its view,
+    anything with a ``name``)."""
     if rec is not None:
         model, text, pair = rec.model, rec.prediction.text, rec.prediction.pair
     k = attention_tab.head_index(head)
@@ -100,7 +101,8 @@ def current_view(rec, model, text, pair, tab, target, methods, measure, layer, h
         layer = 1
     return View(model=(model or "").strip() or None, text=text or "", pair=pair or "", tab=tab or "predict",
                 target=common.target_arg(target), methods=tuple(methods) if methods else None,
-                measure=measure or "raw", layer=layer, head=None if k is None else k + 1)
+                measure=measure or "raw", layer=layer, head=None if k is None else k + 1,
+                run=getattr(shown, "name", None) if tab == "evaluate" else None)
 
 
 def sent_to_predict(row):
@@ -125,7 +127,8 @@ def wire(page, started, heavy: dict) -> None:
     def on_tab(evt: gr.SelectData):
         return ids.get(str(evt.value), "predict")
 
-    view_inputs = [page.state, m.model, p.text, p.pair, ln.tab, t.target, t.cmp.methods, a.measure, a.layer, a.head]
+    view_inputs = [page.state, m.model, p.text, p.pair, ln.tab, t.target, t.cmp.methods, a.measure, a.layer, a.head,
+                   page.e.view]
     # raw values, not checked against the dropdowns' choices: a change that fires while another event swaps those
     # choices (a new measure's heads) sends the old value, which gradio would refuse with a traceback in the log
     raw = dict(quick, preprocess=False)
@@ -142,7 +145,8 @@ def wire(page, started, heavy: dict) -> None:
     # the Fine-tune tab's "Send to explorer" opens the Predict tab from its handler (no select event)
     page.f.send.click(sent_to_predict, inputs=[page.f.selected], outputs=[ln.tab], **quick)
     show(gr.on([page.state.change, m.model.change, ln.tab.change, a.layer.change, a.head.change, a.measure.change,
-                t.target.change, t.cmp.methods.change], link_query, inputs=view_inputs, outputs=[ln.query, ln.note],
+                t.target.change, t.cmp.methods.change, page.e.view.change], link_query, inputs=view_inputs,
+               outputs=[ln.query, ln.note],
                trigger_mode="always_last", **raw))
     ln.copy.click(link_query, inputs=view_inputs, outputs=[ln.query, ln.note], **raw).then(
         None, inputs=[ln.query], outputs=[ln.link, ln.note], js=_COPY, **quick)
