@@ -86,7 +86,7 @@ Z95 = 1.959963984540054  # the normal quantile of a two-sided 95% interval
 # Validation errors that stop an evaluation; the others (one class, a rare class) are about training.
 _BLOCKING = {"text_numbers", "pair_numbers", "label_all_missing", "text_all_missing", "no_rows"}
 # Validation warnings that hold for an evaluation as they are worded (skipped rows, cut texts).
-_PASSED_ON = {"empty_text", "missing_label", "empty_pair", "long_text"}
+_PASSED_ON = {"empty_text", "missing_label", "long_text"}
 _FIX_TEXT = "name the column that holds them as the text column (--text-column; \"text_column\" in /v1/evaluate)"
 _FIX_LABEL = "--label-column; \"label_column\" in /v1/evaluate"
 
@@ -328,9 +328,17 @@ def _read_rows(lm: LoadedModel, path_or_table, name: str | None, text_column: st
         raise DataError(" ".join(p.message for p in errors))
     notices += [p.message for p in report.warnings if p.code in _PASSED_ON]
     x = extract_rows(table, text, label, pair, False, "|")
-    use = [i for i in range(len(x.rows)) if x.texts[i] is not None and x.labels[i] is not None]
-    skipped = sorted([(r, "empty text") for r in x.empty_text]
-                     + [(r, "no label") for r in x.missing_label])
+    # a row without its second text is skipped, as one without its text: the model reads pairs
+    no_pair = set(x.empty_pair)
+    use = [i for i in range(len(x.rows))
+           if x.texts[i] is not None and x.labels[i] is not None and x.rows[i] not in no_pair]
+    skipped = sorted([(r, "empty text") for r in x.empty_text] + [(r, "no label") for r in x.missing_label]
+                     + [(r, "empty second text") for r in x.empty_pair])
+    if x.empty_pair:
+        n = len(x.empty_pair)
+        notices.append(f"{n:,} row{'s' if n > 1 else ''} {'have' if n > 1 else 'has'} an empty second text in "
+                       f"{quoted(pair)} and {'are' if n > 1 else 'is'} not evaluated: {format_rows(x.empty_pair)} "
+                       f"({ROW_NOTE}).")
     rows = [x.rows[i] for i in use]
     given = [x.texts[i] for i in use]
     pairs = None if x.pairs is None else [x.pairs[i] or "" for i in use]

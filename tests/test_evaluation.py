@@ -190,6 +190,16 @@ def test_empty_and_huge_text_cells_are_named_by_row(tiny, tmp_path):
     assert ev.texts[ev.source_rows.index(6)] == "good " * 5000  # reported as given
 
 
+def test_a_row_without_its_second_text_is_skipped_and_named(tiny, tmp_path):
+    rows = [(t, lab, f"a second text {i}") for i, (t, lab, _) in enumerate(_rows(24))]
+    rows[3] = (rows[3][0], rows[3][1], "  ")  # spreadsheet row 5: no second text
+    ev = bv.evaluate_file(tiny, _write(tmp_path / "p.csv", _csv(rows, header=("text", "label", "hypothesis"))),
+                          "text", "label", "hypothesis")
+    assert ev.rows == 23 and ev.skipped == ((5, "empty second text"),) and 5 not in ev.source_rows
+    assert any("empty second text" in n and "row 5" in n and "not evaluated" in n for n in ev.notices)
+    assert ev.pairs[0] == "a second text 0"
+
+
 @pytest.mark.parametrize("content, says", [
     (b"", "is empty (0 bytes)"),
     (b"text,label\n", "no data rows"),
