@@ -33,6 +33,7 @@ from .calibration import load_temperature as load_temperature
 from .calibration import reliability_bins as reliability_bins
 from .calibration import rescale_probs as rescale_probs
 from .calibration import save_calibration as save_calibration
+from .calibration import save_evaluated_temperature as save_evaluated_temperature
 from .calibration import softmax_t as softmax_t
 from .catalog import ENCODER as ENCODER
 from .catalog import list_models as list_models

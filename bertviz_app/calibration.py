@@ -199,6 +199,25 @@ def save_calibration(folder, report: dict, source: str) -> Path:
     return folder / CALIBRATION_FILE
 
 
+def save_evaluated_temperature(folder, calibration: dict, source: str) -> Path:
+    """Write the temperature an evaluation fitted (``Evaluation.calibration``: ``temperature``,
+    ``fitted_on_rows`` and the metrics before/after measured on the other rows) into the model folder
+    ``folder`` as ``calibration.json``, which predict then applies. ``source`` says what it was fitted
+    on (e.g. "evaluate: 1,000 rows of reviews.csv"). InputError, saying why, when the evaluation fitted
+    none (its ``note`` says why) or ``folder`` is not a model folder."""
+    t = calibration.get("temperature")
+    if t is None:
+        raise InputError("This evaluation fitted no temperature, so there is none to save: "
+                         + str(calibration.get("note") or "evaluate a file with rows of at least two classes."))
+    if not (Path(folder) / "config.json").is_file():
+        raise InputError(f"{folder} is not a model folder (no config.json): a temperature is saved beside a model's "
+                         "config.json; save the model to a folder first.")
+    report = {"temperature": t, "rows": calibration.get("fitted_on_rows", 0),
+              **{f"{k}_before": calibration.get(k) for k in ("ece", "nll", "brier")},
+              **{f"{k}_after": calibration.get(f"{k}_after") for k in ("ece", "nll", "brier")}}
+    return save_calibration(folder, report, source)
+
+
 def _read_calibration(folder) -> dict | None:
     """``folder/calibration.json`` as a dict with a usable temperature, or None (missing, unreadable, not
     JSON, no number, out of [0.05, 20]: logged as a warning, never raised)."""

@@ -508,7 +508,7 @@ def cmd_evaluate(args) -> int:
     --layers: a linear probe per layer; --compare-with M2: a second model on the same rows."""
     import threading
 
-    from . import DataError, base_of, evaluate_file, load_model, write_evaluation
+    from . import DataError, base_of, evaluate_file, load_model, save_evaluated_temperature, write_evaluation
 
     vectors = None
     if args.out:  # a folder that cannot be written fails now, not after the predictions
@@ -524,6 +524,9 @@ def cmd_evaluate(args) -> int:
             except OSError as exc:
                 raise SystemExit(_fail(f"cannot create {vectors}: {exc.strerror or exc}")) from None
     lm = _load(args)
+    if args.save_temperature and lm.source == "hub":  # fails now, not after the predictions
+        raise SystemExit(_fail(f"--save-temperature: {lm.name} is a Hub model, with no folder of its own here; save it "
+                               "to a folder (save_pretrained) and evaluate that folder"))
     other = load_model(args.compare_with, device=args.device, settings=args.settings) if args.compare_with else None
     base = base_of(lm)
     if base is not None and other is None:
@@ -552,6 +555,13 @@ def cmd_evaluate(args) -> int:
             files += ["layers.json", "projections.json and the PCA per layer", "vectors/"]
         files += ["comparison.json"] if ev.comparison is not None else []
         print(f"saved {write_evaluation(ev, args.out)} ({', '.join(files)})", file=sys.stderr)
+    if args.save_temperature:
+        c = ev.calibration
+        saved = save_evaluated_temperature(lm.path, c, f"evaluate: {c.get('fitted_on_rows', 0):,} rows of {ev.source} "
+                                                        f"(seed {args.seed})")
+        lm.temperature = float(c["temperature"])  # this process's loaded model too
+        print(f"saved temperature {c['temperature']:.3f} in {saved}: predict applies it from now on "
+              "(--raw-probabilities shows the model's own softmax)", file=sys.stderr)
     if args.json:
         _out(ev.to_dict())
         return 0
@@ -863,6 +873,9 @@ def build_parser(settings: Settings | None = None) -> argparse.ArgumentParser:
     p.add_argument("--compare-with", default=None, metavar="M2",
                    help="also evaluate a second model (a registered name or a folder, as --model) on the same rows "
                         "and compare: counts, McNemar's exact test, slice differences, disagreeing rows")
+    p.add_argument("--save-temperature", action="store_true",
+                   help="save the temperature fitted here into the model's folder (calibration.json), which predict "
+                        "then applies")
     p.add_argument("--batch-size", type=int, default=32, help="texts per forward pass (default: %(default)s)")
     p.add_argument("--hold-out", type=float, default=0.5,
                    help="share of the rows the temperature is fitted on; the others measure it (default: %(default)s)")

@@ -105,6 +105,7 @@ def test_evaluate_read_slices_open_a_row_see_geometry_and_reopen(browser, page, 
     link = page.url
     expect(page.locator("#bv-ev-summary")).to_contain_text(f"Accuracy {view.metrics['accuracy']:.1%}")
     expect(page.locator("#bv-ev-summary")).to_contain_text("95% interval")
+    expect(page.locator("#bv-ev-save-t")).to_be_visible()  # a temperature was fitted (40 rows, two classes)
     slices = page.locator("#bv-ev-slices")
     expect(slices).to_contain_text("true label negative")
     expect(slices).to_contain_text("contains")

@@ -249,8 +249,8 @@ def test_public_mode_lists_and_opens_only_the_visitors_own(stored, monkeypatch, 
     mine = er.save(ev, tmp_path, owner=alice)
     ui = SimpleNamespace(stored="stored", compare="compare", status="status", **{k: k for k in (
         "view", "selected", "selected_md", "summary", "per_class", "confusion", "slices", "slice_md", "slice_rows",
-        "wrong", "calibration", "reliability", "geometry_box", "layer", "scatter", "probes", "dims", "colour",
-        "vector", "compare_box", "comparison", "disagreements", "compare_slices")})
+        "wrong", "calibration", "save_t", "save_t_md", "reliability", "geometry_box", "layer", "scatter", "probes",
+        "dims", "colour", "vector", "compare_box", "comparison", "disagreements", "compare_slices")})
     h = evaluate_tab.Handlers(ui, default="x", settings=settings, predict_text="t", predict_pair="p", tabs="tabs")
     monkeypatch.setattr(visitor, "owner", lambda: alice)
     assert [v for _, v in h.choices()] == [mine.name]
@@ -272,13 +272,13 @@ def test_a_table_lists_at_most_the_cap(stored):
                                                                            "predicted", "confidence"]
 
 
-def _handlers(models_dir):
+def _handlers(models_dir, public=False):
     names = ("table", "refused", "notices", "text_col", "label_col", "pair_col", "status", "stored", "compare", "view",
              "selected", "selected_md", "summary", "per_class", "confusion", "slices", "slice_md", "slice_rows",
-             "wrong", "calibration", "reliability", "geometry_box", "layer", "scatter", "probes", "dims", "colour",
-             "vector", "compare_box", "comparison", "disagreements", "compare_slices")
+             "wrong", "calibration", "save_t", "save_t_md", "reliability", "geometry_box", "layer", "scatter", "probes",
+             "dims", "colour", "vector", "compare_box", "comparison", "disagreements", "compare_slices")
     ui = SimpleNamespace(**{k: k for k in names})
-    settings = bv.Settings(models_dir=models_dir, memo_size=0)
+    settings = bv.Settings(models_dir=models_dir, memo_size=0, public=public)
     return evaluate_tab.Handlers(ui, default="x", settings=settings, predict_text="t", predict_pair="p", tabs="tabs")
 
 
@@ -315,6 +315,41 @@ def test_the_evaluate_handler_stores_and_draws_or_says_why_not(tiny_model_dir, m
     refused = h.on_upload(str(_zip(tmp_path)))
     assert refused["table"] is None and refused["notices"].startswith("**Error:**")
     assert "ZIP archive" in refused["refused"]
+
+
+def test_the_fitted_temperature_is_saved_into_the_models_folder_and_predict_applies_it(tiny_model_dir, models_dir,
+                                                                                       tmp_path, monkeypatch):
+    import shutil
+
+    from bertviz_app.calibration import load_temperature
+    from bertviz_app.ui import common, visitor
+    from bertviz_app.ui.common import CancelFlag
+
+    folder = shutil.copytree(tiny_model_dir, tmp_path / "mine")  # the fixture's model stays as it is
+    h = _handlers(models_dir)
+    path = tmp_path / "reviews.csv"
+    path.write_bytes(labelled_csv(40))
+    up = h.on_upload(str(path))
+    out = list(h.run(CancelFlag(), str(folder), up["table"], None, "text", "label", "", "", "", False))[-1]
+    view, t = out["view"], out["view"].metrics["calibration"]["temperature"]
+    assert t is not None and out["save_t"]["visible"] is True
+    said = h.save_temperature(view)
+    assert f"T = {t:.3f}" in said and "calibration.json" in said
+    assert load_temperature(folder) == pytest.approx(t, rel=1e-9)
+    saved = json.loads((folder / "calibration.json").read_text())
+    assert saved["fitted_on"]["rows"] == view.metrics["calibration"]["fitted_on_rows"] and view.name in \
+        saved["fitted_on"]["source"]
+    lm = common.load(str(folder), "x", h.settings)
+    assert lm.temperature == pytest.approx(t)  # the loaded model applies it at once
+    raw = bv.predict(lm, ["the film was good"], calibrated=False)[0].probs
+    scaled = bv.predict(lm, ["the film was good"])[0].probs
+    assert scaled == pytest.approx(bv.rescale_probs(np.array(raw), t).tolist(), abs=1e-5)
+    with pytest.raises(bv.InputError, match="first"):
+        h.save_temperature(None)
+    # public mode: a shared model's temperature is not the visitor's to change
+    monkeypatch.setattr(visitor, "owner", lambda: "a" * 64)
+    with pytest.raises(bv.InputError, match="only into your own"):
+        _handlers(models_dir, public=True).save_temperature(view)
 
 
 def _zip(tmp_path):

@@ -265,6 +265,23 @@ def test_cli_json_contract(tiny_model_dir, data, capsys):
     assert "accuracy" in text and "worst slices" in text and "calibration" in text and "->" in text
 
 
+def test_cli_save_temperature_writes_calibration_json_that_predict_applies(tiny_model_dir, data, tmp_path, capsys):
+    import shutil
+
+    folder = shutil.copytree(tiny_model_dir, tmp_path / "mine")  # the fixture's model stays as it is
+    assert main(["evaluate", str(data), "--model", str(folder), "--save-temperature", "--json"]) == 0
+    captured = capsys.readouterr()
+    t = json.loads(captured.out)["calibration"]["temperature"]
+    assert t is not None and bv.load_temperature(folder) == pytest.approx(t, rel=1e-9)
+    assert "saved temperature" in captured.err and "calibration.json" in captured.err
+    assert bv.load_model(str(folder), device="cpu").temperature == pytest.approx(t)
+    # nothing to save (one class: no temperature fitted): refused with the reason, the saved one kept
+    one = _write(tmp_path / "one.csv", _csv([r for r in _rows(30) if r[1] == "positive"]))
+    assert main(["evaluate", str(one), "--model", str(folder), "--save-temperature"]) == 2
+    assert "fitted no temperature" in capsys.readouterr().err
+    assert bv.load_temperature(folder) == pytest.approx(t, rel=1e-9)
+
+
 def test_cli_out_writes_a_run_folder_with_the_users_text_as_given(tiny_model_dir, tmp_path, capsys):
     rows = _rows(24)
     rows[0] = ('He said "fine", then\nleft — naïve 🎬', "positive", "web")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import tempfile
+from pathlib import Path
 from types import SimpleNamespace
 
 import gradio as gr
@@ -125,7 +126,10 @@ def build(default: str, *, settings: core.Settings | None = None) -> SimpleNames
         to_predict = gr.Button("Open in Predict", scale=0, elem_id="bv-ev-to-predict")
         to_attributions = gr.Button("Open in Attributions", scale=0, elem_id="bv-ev-to-attributions")
     with gr.Row():
-        calibration = gr.Markdown(elem_id="bv-ev-calibration")
+        with gr.Column():
+            calibration = gr.Markdown(elem_id="bv-ev-calibration")
+            save_t = gr.Button("Save this temperature to the model", visible=False, elem_id="bv-ev-save-t")
+            save_t_md = gr.Markdown(elem_id="bv-ev-save-t-md")
         reliability = figures.plot(label="Reliability diagram", elem_id="bv-ev-reliability")
     with gr.Group(visible=False) as geometry_box:
         gr.Markdown("#### [CLS] geometry by layer")
@@ -279,7 +283,9 @@ class Handlers:
                ui.slices: evaluate_view.slices_frame(v), ui.slice_md: "",
                ui.slice_rows: evaluate_view.rows_frame([], v.pairs),
                ui.wrong: evaluate_view.rows_frame(evaluate_view.wrong_rows(v), v.pairs),
-               ui.calibration: evaluate_view.calibration_md(v), ui.reliability: evaluate_view.reliability_figure(v)}
+               ui.calibration: evaluate_view.calibration_md(v), ui.reliability: evaluate_view.reliability_figure(v),
+               ui.save_t: gr.update(visible=(v.metrics.get("calibration") or {}).get("temperature") is not None),
+               ui.save_t_md: ""}
         if v.projections:
             layers = v.layers
             last = layers[-1]
@@ -297,6 +303,28 @@ class Handlers:
         out[ui.disagreements] = evaluate_view.disagreement_frame(v)
         out[ui.compare_slices] = evaluate_view.comparison_frame(v)
         return out
+
+    def save_temperature(self, v: RunView | None) -> str:
+        """The temperature the shown evaluation fitted, saved into its model's folder (calibration.json),
+        which Predict applies at once. Public mode: only into the visitor's own runs (a shared model's
+        probabilities are every visitor's)."""
+        if v is None:
+            raise core.InputError("Evaluate a file (or open a stored evaluation) first.")
+        calib, name = v.metrics.get("calibration") or {}, str(v.metrics.get("model") or "")
+        if self.settings.public and not (visitors.is_run_name(name) and visitor.owner() is not None):
+            raise core.InputError("On this shared app a temperature is saved only into your own fine-tuned runs: the "
+                                  f"shared model {shown_name(name)!r} answers every visitor as it is.")
+        if self.settings.public:
+            visitors.check_access(name, visitor.owner(), Path(self.settings.models_dir) / "runs")
+        lm = common.load(name, self.default, self.settings)
+        if lm.source == "hub":
+            raise core.InputError(f"{shown_name(name)} is a Hub model with no folder of its own here: save it to a "
+                                  "folder and evaluate that folder to keep a temperature with it.")
+        rows, source = calib.get("fitted_on_rows") or 0, v.metrics.get("source") or "a file"
+        core.save_evaluated_temperature(lm.path, calib, f"evaluate: {rows:,} rows of {source} ({v.name})")
+        lm.temperature = float(calib["temperature"])  # the loaded model: Predict applies it from the next text
+        return (f"Saved **T = {lm.temperature:.3f}** in {esc(shown_name(name))}'s calibration.json: Predict applies "
+                "it from now on (**Show raw probabilities** gives the model's own softmax).")
 
     def open_stored(self, name):
         if not visitor.ready():
@@ -432,9 +460,9 @@ def wire(ui: SimpleNamespace, *, demo: gr.Blocks | None, model_dd, default: str,
                      outputs=[ui.table, ui.refused, ui.notices, ui.text_col, ui.label_col, ui.pair_col],
                      concurrency_limit=2, **private)
     results = [ui.view, ui.selected, ui.selected_md, ui.summary, ui.per_class, ui.confusion, ui.slices, ui.slice_md,
-               ui.slice_rows, ui.wrong, ui.calibration, ui.reliability, ui.geometry_box, ui.layer, ui.scatter,
-               ui.probes, ui.dims, ui.colour, ui.vector, ui.compare_box, ui.comparison, ui.disagreements,
-               ui.compare_slices]
+               ui.slice_rows, ui.wrong, ui.calibration, ui.save_t, ui.save_t_md, ui.reliability, ui.geometry_box,
+               ui.layer, ui.scatter, ui.probes, ui.dims, ui.colour, ui.vector, ui.compare_box, ui.comparison,
+               ui.disagreements, ui.compare_slices]
     ui.start.click(h.arm, inputs=[ui.flag], outputs=None, queue=False, **private).then(
         common.guard_stream(h.run), inputs=[ui.flag, model_dd, ui.table, ui.refused, ui.text_col, ui.label_col,
                                             ui.pair_col, ui.words, ui.compare, ui.geometry],
@@ -443,6 +471,8 @@ def wire(ui: SimpleNamespace, *, demo: gr.Blocks | None, model_dd, default: str,
     ui.cancel.click(h.on_cancel, inputs=[ui.flag], outputs=None, queue=False, **private)
     ui.open_btn.click(common.guard(h.open_stored), inputs=[ui.stored], outputs=[ui.status, *results],
                       concurrency_limit=2, concurrency_id="evaluate-open", **private)
+    ui.save_t.click(common.guard(h.save_temperature), inputs=[ui.view], outputs=[ui.save_t_md],
+                    concurrency_limit=1, concurrency_id="evaluate-save-t", **private)
     if demo is not None:
         visitor.on_page_load(demo, h.refresh, inputs=[ui.stored], outputs=[ui.stored, ui.compare])
     if link_run is not None:
