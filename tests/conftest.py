@@ -186,6 +186,15 @@ def open_page(browser, timeout_ms: int):
     return page
 
 
+@pytest.fixture()
+def page(browser, request):
+    """A page in a fresh browser context with the test module's ``TIMEOUT_MS`` (60 s without one),
+    closed after the test."""
+    pg = open_page(browser, getattr(request.module, "TIMEOUT_MS", 60_000))
+    yield pg
+    pg.context.close()
+
+
 @pytest.fixture(scope="module")
 def browser():
     """Debian's Chromium driven by Playwright (a browser download is impossible here)."""

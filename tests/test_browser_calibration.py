@@ -10,7 +10,7 @@ import os
 import pytest
 from test_calibration_page import calibrated_copy
 
-from conftest import CHROMIUM, open_page, served_app  # noqa: E402
+from conftest import CHROMIUM, served_app  # noqa: E402
 
 if not os.path.exists(CHROMIUM):
     pytest.skip(f"browser tests need Chromium at {CHROMIUM} (not installed here)", allow_module_level=True)
@@ -33,13 +33,6 @@ def app_url(calibrated):
     models, folder = calibrated
     with served_app(str(folder), BERTVIZ_MODELS_DIR=models) as url:
         yield url
-
-
-@pytest.fixture()
-def page(browser):
-    pg = open_page(browser, TIMEOUT_MS)
-    yield pg
-    pg.context.close()
 
 
 def test_the_page_says_the_probabilities_are_scaled_and_shows_the_raw_ones(page, app_url, calibrated):

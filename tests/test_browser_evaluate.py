@@ -59,13 +59,6 @@ def app_url(tiny_model_dir, registry):
         yield url
 
 
-@pytest.fixture()
-def page(browser):
-    pg = open_page(browser, TIMEOUT_MS)
-    yield pg
-    pg.context.close()
-
-
 def open_tab(page, url):
     page.goto(url)
     page.get_by_role("tab", name="Evaluate").click()

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from conftest import CHROMIUM, open_page, served_app  # noqa: E402
+from conftest import CHROMIUM, served_app  # noqa: E402
 
 if not os.path.exists(CHROMIUM):
     pytest.skip(f"browser tests need Chromium at {CHROMIUM} (not installed here)", allow_module_level=True)
@@ -20,13 +20,6 @@ TIMEOUT_MS = 90_000
 def app_url(tiny_model_dir, tmp_path_factory):
     with served_app(str(tiny_model_dir), BERTVIZ_MODELS_DIR=tmp_path_factory.mktemp("registry")) as url:
         yield url
-
-
-@pytest.fixture()
-def page(browser):
-    pg = open_page(browser, TIMEOUT_MS)
-    yield pg
-    pg.context.close()
 
 
 def analyze(page, text: str) -> None:

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from conftest import CHROMIUM, open_page, served_app  # noqa: E402
+from conftest import CHROMIUM, served_app  # noqa: E402
 
 if not os.path.exists(CHROMIUM):
     pytest.skip(f"browser tests need Chromium at {CHROMIUM} (not installed here)", allow_module_level=True)
@@ -40,13 +40,6 @@ SPLIT_WORDS = """(root) => { const split = [];
 def app_url(tiny_model_dir, tmp_path_factory):
     with served_app(str(tiny_model_dir), BERTVIZ_MODELS_DIR=tmp_path_factory.mktemp("registry")) as url:
         yield url
-
-
-@pytest.fixture()
-def page(browser):
-    pg = open_page(browser, TIMEOUT_MS)
-    yield pg
-    pg.context.close()
 
 
 def test_analyze_shows_progress_and_time_left_at_the_button_then_restores_it(page, app_url, monkeypatch):
