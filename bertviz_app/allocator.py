@@ -6,10 +6,15 @@ size of each large block freed (up to 32 MiB), after which activations come from
 their memory stays with the process. Measured on the default model (same server, same requests:
 32 x 20 /predict then 8 x 5 /explain): RSS 642 MB after warm-up, 1,675 MB after the load with
 glibc's default; 690 MB with the threshold fixed at 128 KiB and 714 MB at 1 MiB (fixing it also
-stops the dynamic adjustment). 1 MiB is the default: at 128 KiB every mid-sized tensor paid an
-mmap/munmap and Analyze ran 14% slower (1.87 s vs 1.63 s median over 6 reviews); at 1 MiB it is
-within noise of glibc's default (1.67 s). ``MALLOC_ARENA_MAX`` (2 here) keeps each of the
-server's threads from getting an arena of its own.
+stops the dynamic adjustment). At 128 KiB every mid-sized tensor paid an mmap/munmap and Analyze ran
+14% slower (1.87 s vs 1.63 s median over 6 reviews). Batched work pays the same at 1 MiB: a batch
+of 32 reviews' activations is a few MiB per tensor. Measured 2026-11-25 (same server, `bench/load.py`
+REST load, rounds alternated between settings): at 1 MiB the 640 /predict requests took 7.1-7.5 s,
+explain p50 1.76 s, RSS 704-714 MB; at 2 MiB 4.6 s, 1.28 s, 817-818 MB flat over 3 rounds; at
+4 MiB 4.1-4.4 s, 1.04 s, 1,039-1,061 MB over 5 rounds; POST /v1/evaluate of 2,000 reviews 8.7 s at
+1 MiB, 6.8 s at 2 MiB, 6.3 s with glibc's default (871 MB after three). 2 MiB is the default: most
+of the speed, memory still flat and well under the 1.2 GB target. ``MALLOC_ARENA_MAX`` (2 here)
+keeps each of the server's threads from getting an arena of its own.
 """
 
 from __future__ import annotations

@@ -137,7 +137,7 @@ class Settings:
                   "once with a 'busy, try again' message instead of waiting without end."},
     )
     mmap_threshold_kb: int = field(
-        default=1024,
+        default=2048,
         metadata={"help": "The served app asks glibc to hand memory blocks of this size and larger straight "
                   "back to the system when they are freed (0: leave glibc's default, which raises its threshold "
                   "as large tensors come and go and keeps their memory: 1.7 GB RSS after the load test "

@@ -182,7 +182,7 @@ def test_allocator_tuning_follows_its_setting(monkeypatch):
 
     from bertviz_app.allocator import tune_allocator
 
-    assert bv.Settings().mmap_threshold_kb == 1024
+    assert bv.Settings().mmap_threshold_kb == 2048
     assert tune_allocator(0) is False
     if sys.platform.startswith("linux"):
         import platform
