@@ -37,7 +37,8 @@ renamed .csv, a text column of numbers...). Then:
 - **layers** (``layers=True``): ``geometry.layer_vectors`` replaces the predictions' pass: its one
   forward gives the logits evaluated and every depth's [CLS] and mean vectors (``geometry``), then
   ``geometry.probe_layers`` on the true classes (``probes``; None, with a notice, when a probe is
-  impossible: one class, or a class with a single row).
+  impossible: one class, or a class with a single row; past ``geometry.MAX_PROBE_ROWS`` rows fitted on
+  a stratified sample of that many, with a notice).
 - **a second model** (``compare_with``): the same rows evaluated by it (``other``; its classes must
   be the same names, in any order) and ``model_comparison.compare_evaluations`` (``comparison``):
   counts, McNemar's exact test, the disagreeing rows, B's accuracy on each of A's slices.
@@ -302,6 +303,10 @@ def evaluate_file(
         probes, why = _probes(geometry, true)
         if why:
             notices.append(why)
+        elif probes and probes[0]["rows"] < n:
+            notices.append(f"The probes are fitted on a stratified random sample of {probes[0]['rows']:,} of the "
+                           f"{n:,} rows (the fits grow faster than the rows; that many pin an accuracy to about "
+                           "+-0.6 points).")
     ev = _evaluate_rows(lm, given_rows, true, notices, geometry=geometry, probes=probes, **run)
     if compare_with is None:
         return ev

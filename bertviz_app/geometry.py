@@ -60,9 +60,11 @@ from .errors import CancelledError, DataError, InputError
 from .families import family_of
 from .registry import LoadedModel
 
-__all__ = ["VECTOR_KINDS", "LabelledRows", "LayerVectors", "Projection", "layer_vectors", "load_projections",
-           "load_vectors", "probe_layers", "project", "read_labelled", "save_projections"]
+__all__ = ["MAX_PROBE_ROWS", "VECTOR_KINDS", "LabelledRows", "LayerVectors", "Projection", "layer_vectors",
+           "load_projections", "load_vectors", "probe_layers", "probe_rows", "project", "read_labelled",
+           "save_projections"]
 
+MAX_PROBE_ROWS = 5000  # past it the probes are fitted on a stratified sample of this many rows (probe_rows)
 VECTOR_KINDS = ("cls", "mean")  # what each row has at every depth: the [CLS] vector, the mean of its word tokens
 _FILE = re.compile(r"^[a-z]+_layer\d{2,3}\.npy$")  # the only file names an index may name
 
@@ -286,8 +288,24 @@ def _check_labels(labels, n: int) -> np.ndarray:
     return y
 
 
+def probe_rows(y: np.ndarray, max_rows: int | None, folds: int, seed: int = 0) -> np.ndarray:
+    """The rows a probe is fitted on: all of them up to ``max_rows`` (None: no cap), else a seeded
+    stratified sample of about ``max_rows`` that keeps each class's share and at least ``folds`` rows
+    (or all, if fewer) of every class. Sorted indices into ``y``."""
+    n = len(y)
+    if max_rows is None or n <= max_rows:
+        return np.arange(n)
+    rng = np.random.default_rng(seed)
+    keep = []
+    for c in np.unique(y):
+        rows = np.flatnonzero(y == c)
+        quota = min(len(rows), max(folds, int(round(len(rows) * max_rows / n))))
+        keep.append(rng.choice(rows, size=quota, replace=False))
+    return np.sort(np.concatenate(keep))
+
+
 def probe_layers(vectors: LayerVectors, labels: Sequence, *, folds: int = 5, seed: int = 0,
-                 max_iter: int = 1000, n_jobs: int | None = -1) -> list[dict]:
+                 max_iter: int = 1000, n_jobs: int | None = -1, max_rows: int | None = MAX_PROBE_ROWS) -> list[dict]:
     """Cross-validated accuracy of a linear probe at every kept depth, on the [CLS] vector and on
     the mean vector: ``[{"layer", "cls_probe_accuracy", "mean_probe_accuracy", "cls_std", "mean_std",
     "folds"}, ...]`` (accuracy: mean over folds; std: across folds; ``"not_converged": ["cls"...]``
@@ -301,7 +319,11 @@ def probe_layers(vectors: LayerVectors, labels: Sequence, *, folds: int = 5, see
     ``seed``), the same for every depth and both vectors. Fewer rows in the smallest class than
     ``folds``: as many folds as it has rows (at least 2). One class, or a class with one row,
     raises InputError. The fits run on ``n_jobs`` threads (liblinear releases the GIL; -1: one per
-    core, 1: in this thread); the numbers do not depend on it."""
+    core, 1: in this thread); the numbers do not depend on it. Past ``max_rows`` rows (default
+    ``MAX_PROBE_ROWS``; None: no cap) the probes are fitted on a seeded stratified sample of that many
+    (``probe_rows``; ``"rows"`` in each entry says how many): the fits grow faster than the rows
+    (20,000 reviews: 151 s for all, 26 s for 5,000), and 5,000 rows pin an accuracy to about +-0.6
+    points."""
     from joblib import Parallel, delayed
     from sklearn.base import clone
     from sklearn.exceptions import ConvergenceWarning
@@ -324,7 +346,9 @@ def probe_layers(vectors: LayerVectors, labels: Sequence, *, folds: int = 5, see
                          f"{'have' if len(rare) > 1 else 'has'} a single row: a cross-validated probe needs at least "
                          "2 rows of every class (5 for 5 folds). Add rows or drop that class.")
     k = int(min(folds, counts.min()))
-    splits = list(StratifiedKFold(n_splits=k, shuffle=True, random_state=seed).split(np.zeros(len(y)), y))
+    used = probe_rows(y, max_rows, k, seed)  # (M,) sorted
+    splits = [(used[tr], used[te]) for tr, te in
+              StratifiedKFold(n_splits=k, shuffle=True, random_state=seed).split(np.zeros(len(used)), y[used])]
     linear = LogisticRegression(solver="liblinear", max_iter=max_iter, random_state=seed)
     probe = make_pipeline(StandardScaler(), linear if len(classes) == 2 else OneVsRestClassifier(linear))
 
@@ -349,7 +373,7 @@ def probe_layers(vectors: LayerVectors, labels: Sequence, *, folds: int = 5, see
             row[f"{kind}_std"] = float(np.std(scores))
             if not all(converged):
                 row.setdefault("not_converged", []).append(kind)
-        row["folds"] = k
+        row["folds"], row["rows"] = k, int(len(used))
         out.append(row)
     return out
 

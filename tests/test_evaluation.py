@@ -389,6 +389,18 @@ def test_layers_evaluate_the_same_forwards_logits_and_probe_every_depth(tiny, da
     from bertviz_app.geometry import probe_layers
 
     assert probe_layers(ev.geometry, ev.true) == ev.probes
+    assert not any("stratified random sample" in n for n in ev.notices)
+
+
+def test_probes_past_the_cap_are_fitted_on_a_sample_and_the_notices_say_so(tiny, data, monkeypatch):
+    import functools
+
+    from bertviz_app import evaluation, geometry
+
+    monkeypatch.setattr(evaluation, "probe_layers", functools.partial(geometry.probe_layers, max_rows=40))
+    ev = bv.evaluate_file(tiny, data, layers=True)
+    assert {p["rows"] for p in ev.probes} == {40} and ev.rows == 80
+    assert any("sample of 40 of the 80 rows" in n for n in ev.notices)
 
 
 def test_layers_keep_vectors_in_a_folder_and_cancel_like_predict(tiny, data, tmp_path):

@@ -166,7 +166,8 @@ def test_probes_find_the_planted_word_and_are_deterministic(tiny):
     probes = bv.probe_layers(v, y)
     assert [p["layer"] for p in probes] == list(v.layers)
     for p in probes:
-        assert {"layer", "cls_probe_accuracy", "mean_probe_accuracy", "cls_std", "mean_std", "folds"} <= set(p)
+        assert {"layer", "cls_probe_accuracy", "mean_probe_accuracy", "cls_std", "mean_std", "folds",
+                "rows"} <= set(p)
         assert p["folds"] == 5
         for k in ("cls_probe_accuracy", "mean_probe_accuracy"):
             assert 0.0 <= p[k] <= 1.0
@@ -176,6 +177,28 @@ def test_probes_find_the_planted_word_and_are_deterministic(tiny):
     assert bv.probe_layers(v, y, n_jobs=1) == probes  # on one thread or several
     shuffled = bv.probe_layers(v, np.random.default_rng(0).permutation(y))
     assert max(p["mean_probe_accuracy"] for p in shuffled) < best
+
+
+def test_probe_rows_past_the_cap_are_a_stratified_seeded_sample():
+    from bertviz_app.geometry import probe_rows
+
+    y = np.r_[np.zeros(900, dtype=int), np.ones(97, dtype=int), np.full(3, 2)]  # 1,000 rows, a rare class of 3
+    assert np.array_equal(probe_rows(y, None, 5), np.arange(1000)) and len(probe_rows(y, 1000, 5)) == 1000
+    used = probe_rows(y, 200, 5, seed=0)
+    counts = np.bincount(y[used])
+    assert counts[0] == 180 and counts[1] == 19  # each class keeps its share
+    assert counts[2] == 3  # a class under `folds` rows keeps all it has
+    assert np.all(np.diff(used) > 0) and np.array_equal(probe_rows(y, 200, 5, seed=0), used)
+    assert not np.array_equal(probe_rows(y, 200, 5, seed=1), used)
+
+
+def test_probes_past_max_rows_are_fitted_on_the_sample_and_say_so(tiny):
+    texts, y = labelled(60)
+    v = bv.layer_vectors(tiny, texts, layers=[0, 2])
+    capped = bv.probe_layers(v, y, max_rows=30)
+    assert [p["rows"] for p in capped] == [30, 30]
+    assert [p["rows"] for p in bv.probe_layers(v, y)] == [60, 60]  # under the cap: every row
+    assert capped != bv.probe_layers(v, y, max_rows=None)
 
 
 def test_probe_labels_are_checked(tiny):
