@@ -59,9 +59,9 @@ from .eta import RateEta as RateEta
 from .evaluation import Evaluation as Evaluation
 from .evaluation import Slice as Slice
 from .evaluation import evaluate_file as evaluate_file
-from .evaluation import read_evaluation as read_evaluation
 from .evaluation import wilson_interval as wilson_interval
-from .evaluation import write_evaluation as write_evaluation
+from .evaluation_files import read_evaluation as read_evaluation
+from .evaluation_files import write_evaluation as write_evaluation
 from .export import ColourScale as ColourScale
 from .export import Explanation as Explanation
 from .export import attribution_tokens_html as attribution_tokens_html

@@ -144,7 +144,7 @@ def save(ev, models_dir: str | os.PathLike, owner: str | None = None, *,
     if owner == NOBODY:
         raise InputError("This page has no owner token yet: reload the page, then evaluate again.")
     if write is None:
-        from .evaluation import write_evaluation as write
+        from .evaluation_files import write_evaluation as write
     root = evaluations_dir(models_dir)
     base = new_name(ev.model, now)
     tmp = root / f".tmp-{base}-{os.getpid()}-{time.monotonic_ns()}"
