@@ -22,7 +22,7 @@ import os
 import sys
 import traceback
 
-from .config import Settings
+from ..config import Settings
 
 __all__ = ["main"]
 
@@ -66,7 +66,7 @@ def _steps(args) -> tuple[int | None, float | None]:
     """Integrated Gradients' (n_steps, tolerance) for the core from --n-steps/--tolerance: neither
     given: the core's default (adaptive, DEFAULT_TOLERANCE); --tolerance 0: fixed steps (--n-steps,
     or FIXED_N_STEPS)."""
-    from .results import FIXED_N_STEPS
+    from ..results import FIXED_N_STEPS
 
     if args.tolerance == 0:
         return args.n_steps or FIXED_N_STEPS, None
@@ -74,13 +74,13 @@ def _steps(args) -> tuple[int | None, float | None]:
 
 
 def _load(args):
-    from . import load_model
+    from .. import load_model
 
     return load_model(args.model, device=args.device, settings=args.settings)
 
 
 def cmd_predict(args) -> int:
-    from . import predict
+    from .. import predict
 
     lm = _load(args)
     texts = _texts(args)
@@ -97,7 +97,7 @@ def cmd_predict(args) -> int:
 
 
 def _compare(args, lm, text) -> int:
-    from . import compare_methods
+    from .. import compare_methods
 
     methods = tuple(m.strip() for m in args.methods.split(",") if m.strip()) if args.methods else None
     kw = {} if methods is None else {"methods": methods}
@@ -125,7 +125,7 @@ def _compare(args, lm, text) -> int:
 
 
 def cmd_explain(args) -> int:
-    from . import (
+    from .. import (
         attribute,
         baseline_jumps,
         change_warning,
@@ -144,8 +144,8 @@ def cmd_explain(args) -> int:
     for path in (args.html, args.out, args.svg, args.png):  # a bad path fails now, not after the attribution
         if path:
             check_output_path(path)
-    from .methods import canonical_method
-    from .results import NO_COMPLETENESS
+    from ..methods import canonical_method
+    from ..results import NO_COMPLETENESS
 
     # "ig", "value-zeroing"...: the registered names; an unknown one fails now, listing the valid ones
     method = args.method = canonical_method(args.method)
@@ -217,7 +217,7 @@ def cmd_explain(args) -> int:
 
 def _explain_windows(args, lm, text) -> int:
     """explain --window: one attribution per token of the whole document, read in predict's windows."""
-    from . import change_warning, colour_scale, explain_windows, write_html, write_json
+    from .. import change_warning, colour_scale, explain_windows, write_html, write_json
 
     if args.method != "integrated_gradients" and args.tolerance is not None:
         raise SystemExit(_fail("--tolerance is for integrated_gradients only"))
@@ -257,7 +257,7 @@ def _explain_windows(args, lm, text) -> int:
 
 def _attention_windows(args, lm, text) -> int:
     """attention --window [K]: window K's attention, and the [CLS] rows merged over the whole document."""
-    from . import attention_windows
+    from .. import attention_windows
 
     d = attention_windows(lm, text, pair=args.pair, window=args.window, stride=args.stride, measure=args.measure)
     if args.json:
@@ -274,7 +274,7 @@ def _attention_windows(args, lm, text) -> int:
 
 
 def cmd_attention(args) -> int:
-    from .mixing_measures import MEASURE_NOTES, context_mixing
+    from ..mixing_measures import MEASURE_NOTES, context_mixing
 
     lm = _load(args)
     if args.window is not None:
@@ -300,7 +300,7 @@ def cmd_attention(args) -> int:
 
 
 def cmd_summary(args) -> int:
-    from . import summary
+    from .. import summary
 
     s = summary(_load(args))
     if args.json:
@@ -319,8 +319,8 @@ def cmd_summary(args) -> int:
 
 
 def cmd_models(args) -> int:
-    from . import list_models
-    from .catalog import shipped_model
+    from .. import list_models
+    from ..catalog import shipped_model
 
     models = list_models(args.settings.models_dir)
     if args.json:
@@ -342,9 +342,9 @@ def cmd_models(args) -> int:
 def cmd_build_default(args) -> int:
     from pathlib import Path
 
-    from . import build_default
-    from .build_job import EventLog, build_lock
-    from .errors import BertvizError
+    from .. import build_default
+    from ..build_job import EventLog, build_lock
+    from ..errors import BertvizError
 
     models_dir = Path(args.models_dir) if args.models_dir else args.settings.models_dir
     dest = models_dir / "default"
@@ -374,7 +374,7 @@ def cmd_build_default(args) -> int:
 
 def cmd_finetune(args) -> int:
     """The same chain as the Fine-tune tab: plan (columns, checks, settings), run, verdict, push."""
-    from . import DataError, InputError, plan_finetune, push_run, run_plan
+    from .. import DataError, InputError, plan_finetune, push_run, run_plan
 
     rank0 = os.environ.get("RANK", "0") == "0"  # torchrun / accelerate launch: read here, at the edge
     world_size = int(os.environ.get("WORLD_SIZE", "1") or 1)
@@ -459,8 +459,8 @@ def cmd_finetune(args) -> int:
 
 
 def cmd_explain_csv(args) -> int:
-    from . import explain_csv, load_model
-    from .batch_explain import process_device
+    from .. import explain_csv, load_model
+    from ..batch_explain import process_device
 
     # under accelerate launch/torchrun each process takes its own GPU (or the CPU) and its share of rows
     world_size, local_rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("LOCAL_RANK", "0"))
@@ -508,7 +508,7 @@ def cmd_evaluate(args) -> int:
     --layers: a linear probe per layer; --compare-with M2: a second model on the same rows."""
     import threading
 
-    from . import DataError, base_of, evaluate_file, load_model, save_evaluated_temperature, write_evaluation
+    from .. import DataError, base_of, evaluate_file, load_model, save_evaluated_temperature, write_evaluation
 
     vectors = None
     if args.out:  # a folder that cannot be written fails now, not after the predictions
@@ -628,7 +628,7 @@ def cmd_layers(args) -> int:
     vector and on the mean of the word tokens' vectors, for a labelled file."""
     from pathlib import Path
 
-    from . import layer_vectors, probe_layers, read_labelled, read_table, save_projections
+    from .. import layer_vectors, probe_layers, read_labelled, read_table, save_projections
 
     out_dir = None
     if args.out:
@@ -689,7 +689,7 @@ def cmd_layers(args) -> int:
 def cmd_serve(args) -> int:
     import dataclasses
 
-    from .server import serve
+    from ..server import serve
 
     logging.getLogger("bertviz_app").setLevel(logging.INFO)  # the default model's build progress in this terminal
     settings = dataclasses.replace(args.settings, host=args.host, port=args.port)
@@ -712,8 +712,8 @@ def _single(args) -> str:
 def build_parser(settings: Settings | None = None) -> argparse.ArgumentParser:
     """The parser; its defaults come from ``settings`` (``main`` reads them from the environment once)."""
     settings = settings or Settings()
-    from .catalog import ENCODER as FT_DEFAULT_BASE  # = finetune.DEFAULT_BASE, without importing torch
-    from .results import DEFAULT_TOLERANCE, FIXED_N_STEPS  # the core's step defaults, without importing torch
+    from ..catalog import ENCODER as FT_DEFAULT_BASE  # = finetune.DEFAULT_BASE, without importing torch
+    from ..results import DEFAULT_TOLERANCE, FIXED_N_STEPS  # the core's step defaults, without importing torch
     parser = argparse.ArgumentParser(prog="bertviz-app", description="See inside, and adapt, BERT text classifiers.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -915,7 +915,7 @@ def main(argv: list[str] | None = None) -> int:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
-    from .errors import BertvizError
+    from ..errors import BertvizError
 
     try:
         code = int(args.func(args) or 0)
@@ -934,7 +934,3 @@ def main(argv: list[str] | None = None) -> int:
         if settings.debug:
             traceback.print_exc()
         return _fail(f"unexpected {type(exc).__name__}: {exc} (set BERTVIZ_DEBUG=1 for details)")
-
-
-if __name__ == "__main__":
-    sys.exit(main())
