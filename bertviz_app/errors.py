@@ -1,4 +1,4 @@
-"""Exceptions raised by the core. Each message says what to do; only the edges (ui/, cli.py)
+"""Exceptions raised by the core. Each message says what to do; only the edges (ui/, cli/)
 translate them (a ``gr.Error`` in the browser, one line on stderr and exit 2 in the CLI)."""
 
 from __future__ import annotations

@@ -1,0 +1,55 @@
+"""What the command modules share: reading the texts, one-line errors, JSON lines, the model of
+``--model``/``--device``, Integrated Gradients' steps."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+EXIT_ERROR = 2
+
+
+def print_json(obj) -> None:
+    """One JSON object per line on stdout (the --json contract)."""
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+
+
+def read_texts(args) -> list[str]:
+    """Texts from the arguments, or one per line of standard input when none (or "-") is given."""
+    if args.text and args.text != ["-"]:
+        return args.text
+    if sys.stdin is None or sys.stdin.isatty():
+        raise SystemExit(fail("no text given: pass it as an argument or pipe one text per line on stdin"))
+    lines = [line.rstrip("\r\n") for line in sys.stdin]
+    return [line for line in lines if line.strip()]
+
+
+def one_text(args) -> str:
+    """The one text of a command that explains a single text (explain, attention)."""
+    texts = read_texts(args)
+    if len(texts) != 1:
+        raise SystemExit(fail(f"this command takes one text, got {len(texts)}"))
+    return texts[0]
+
+
+def fail(message: str) -> int:
+    sys.stderr.write(f"error: {message}\n")
+    return EXIT_ERROR
+
+
+def ig_steps(args) -> tuple[int | None, float | None]:
+    """Integrated Gradients' (n_steps, tolerance) for the core from --n-steps/--tolerance: neither
+    given: the core's default (adaptive, DEFAULT_TOLERANCE); --tolerance 0: fixed steps (--n-steps,
+    or FIXED_N_STEPS)."""
+    from ..results import FIXED_N_STEPS
+
+    if args.tolerance == 0:
+        return args.n_steps or FIXED_N_STEPS, None
+    return args.n_steps, args.tolerance
+
+
+def model_from_args(args):
+    """The model of --model on --device, loaded with the settings ``main`` read."""
+    from .. import load_model
+
+    return load_model(args.model, device=args.device, settings=args.settings)

