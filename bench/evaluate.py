@@ -1,6 +1,7 @@
 """Evaluate a labelled file against predict, in the same run: `evaluate_file` on N held-out reviews
 (read the file, predict every row, metrics, slices, calibration with a fitted temperature), with and
-without the [CLS] geometry at every layer (`layers=True`: vectors from the same forward, probes, PCA),
+without the [CLS] geometry at every layer (`layers=True`: vectors from the same forward and probes;
+the PCA is computed when the evaluation is stored),
 beside in-process `predict` of exactly the same texts; and the served path (`POST /v1/evaluate` on
 the app started as a user starts it) beside the same in-process call.
 
@@ -181,7 +182,8 @@ def report(args, lm, ev, med, times, load, served, seeds, ev_layers, torch) -> l
         row("`evaluate_file(lm, file)`: read, predict, metrics, slices, calibration", "evaluate"),
     ]
     if "evaluate_layers" in med:
-        lines.append(row("`evaluate_file(lm, file, layers=True)`: + [CLS]/mean vectors at every depth, probes, PCA",
+        lines.append(row("`evaluate_file(lm, file, layers=True)`: + [CLS]/mean vectors at every depth (the same "
+                         "forward), probes; PCA only when stored",
                          "evaluate_layers"))
     lines += ["", f"Targets (issue 21): evaluate <= 1.25x predict: **{ratio['evaluate']:.2f}x** "
               f"({'met' if ratio['evaluate'] <= 1.25 else 'NOT met'})"
