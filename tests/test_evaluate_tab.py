@@ -16,7 +16,7 @@ import bertviz_app as bv
 from bertviz_app import evaluation_runs as er
 
 pytest.importorskip("gradio")
-from bertviz_app.ui import api, evaluate_tab, evaluate_view  # noqa: E402
+from bertviz_app.ui import api, evaluate_events, evaluate_view  # noqa: E402
 
 
 def _with_formula_rows(data: bytes) -> bytes:
@@ -152,11 +152,12 @@ def test_a_damaged_folder_says_which_file(stored, tmp_path):
 
 
 def test_words_and_the_progress_line():
-    assert evaluate_tab.parse_words(" not, but ;not bad,, not") == ["not", "but", "not bad"]
-    assert evaluate_tab.parse_words(None) == []
-    assert evaluate_tab.progress_line(50, 200, None) == "**Evaluating:** 50 of 200 rows (25%) · time left: measuring..."
-    assert "about 12 s left" in evaluate_tab.progress_line(50, 200, 12.2)
-    assert "cancelling" in evaluate_tab.progress_line(50, 200, 12.2, cancelling=True)
+    assert evaluate_events.parse_words(" not, but ;not bad,, not") == ["not", "but", "not bad"]
+    assert evaluate_events.parse_words(None) == []
+    assert evaluate_events.progress_line(50, 200, None) == ("**Evaluating:** 50 of 200 rows (25%) · time left: "
+                                                            "measuring...")
+    assert "about 12 s left" in evaluate_events.progress_line(50, 200, 12.2)
+    assert "cancelling" in evaluate_events.progress_line(50, 200, 12.2, cancelling=True)
 
 
 def test_a_chosen_row_or_a_clicked_point_goes_to_predict(stored):
@@ -164,14 +165,14 @@ def test_a_chosen_row_or_a_clicked_point_goes_to_predict(stored):
 
     _, _, view = stored
     text, pair, tabs = object(), object(), object()
-    h = evaluate_tab.Handlers(SimpleNamespace(), default="x", settings=bv.Settings(), predict_text=text,
+    h = evaluate_events.Handlers(SimpleNamespace(), default="x", settings=bv.Settings(), predict_text=text,
                               predict_pair=pair, tabs=tabs)
     row = evaluate_view.wrong_rows(view)[0]
     assert evaluate_view.pick_row(view, [row["row"], row["text"]]) is row
     out = h.to_predict(row)
     assert out[text] == row["text"] and out[pair] == "" and out[tabs].selected == "predict"
     assert h.to_attributions(row)[tabs].selected == "attributions"
-    linked = evaluate_tab.Handlers(SimpleNamespace(), default="x", settings=bv.Settings(), predict_text=text,
+    linked = evaluate_events.Handlers(SimpleNamespace(), default="x", settings=bv.Settings(), predict_text=text,
                                    predict_pair=pair, tabs=tabs, link_tab="link-tab")
     assert linked.to_attributions(row)["link-tab"] == "attributions"  # the page's link follows the tab opened
     assert linked.on_point(view, "bad")["link-tab"] == gr.skip()
@@ -251,7 +252,7 @@ def test_public_mode_lists_and_opens_only_the_visitors_own(stored, monkeypatch, 
         "view", "selected", "selected_md", "summary", "per_class", "confusion", "slices", "slice_md", "slice_rows",
         "wrong", "calibration", "save_t", "save_t_md", "reliability", "geometry_box", "layer", "scatter", "probes",
         "dims", "colour", "vector", "compare_box", "comparison", "disagreements", "compare_slices")})
-    h = evaluate_tab.Handlers(ui, default="x", settings=settings, predict_text="t", predict_pair="p", tabs="tabs")
+    h = evaluate_events.Handlers(ui, default="x", settings=settings, predict_text="t", predict_pair="p", tabs="tabs")
     monkeypatch.setattr(visitor, "owner", lambda: alice)
     assert [v for _, v in h.choices()] == [mine.name]
     assert "Opened" in h.open_stored(mine.name)["status"]
@@ -279,7 +280,7 @@ def _handlers(models_dir, public=False):
              "dims", "colour", "vector", "compare_box", "comparison", "disagreements", "compare_slices")
     ui = SimpleNamespace(**{k: k for k in names})
     settings = bv.Settings(models_dir=models_dir, memo_size=0, public=public)
-    return evaluate_tab.Handlers(ui, default="x", settings=settings, predict_text="t", predict_pair="p", tabs="tabs")
+    return evaluate_events.Handlers(ui, default="x", settings=settings, predict_text="t", predict_pair="p", tabs="tabs")
 
 
 def test_the_evaluate_handler_stores_and_draws_or_says_why_not(tiny_model_dir, models_dir, tmp_path):
@@ -396,7 +397,7 @@ def test_a_runs_base_is_offered_for_the_comparison_when_it_has_the_same_classes(
     h = _handlers(models_dir)
     offered = h.suggest("runs/tuned")["compare"]
     assert offered["value"] == str(tiny_model_dir)
-    assert (evaluate_tab.shown_name(str(tiny_model_dir)), str(tiny_model_dir)) in offered["choices"]
+    assert (evaluate_events.shown_name(str(tiny_model_dir)), str(tiny_model_dir)) in offered["choices"]
     assert h.suggest("runs/other-classes")["compare"]["value"] == ""
     assert h.suggest(str(tiny_model_dir))["compare"]["value"] == ""  # not a run: nothing to compare by default
     assert h.suggest("runs/missing")["compare"]["value"] == ""  # an unknown model: no suggestion, no error

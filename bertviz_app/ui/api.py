@@ -20,7 +20,7 @@ from bertviz_app import service
 from bertviz_app.config import Settings
 
 from . import common, visitor
-from .evaluate_tab import parse_words
+from .evaluate_events import parse_words
 from .finetune_view import load_base
 
 __all__ = ["functions", "register", "uploaded_path", "PREDICT_CONCURRENCY", "EXPLAIN_CONCURRENCY"]

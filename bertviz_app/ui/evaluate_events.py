@@ -1,0 +1,350 @@
+"""The Evaluate tab's event handlers (``Handlers``) and the small helpers they share; the layout
+and the wiring are in ``evaluate_tab``.
+
+The evaluation (``core.evaluate_file``) runs in a worker thread while the status line says how many
+rows are done and about how long is left (``core.RateEta``); Cancel stops it between batches. The
+result is stored as a run folder (``bertviz_app.evaluation_runs``: the visitor's own in public mode)
+and the page is drawn FROM that folder (``evaluate_view.load_run``), so reopening a stored
+evaluation draws the same page. The geometry's layer, dimensions and colouring redraw from the
+loaded folder (``gr.State``), never from the model. A row chosen in a table, or a point clicked in
+the scatter, opens in the Predict tab (or the Attributions tab) as the Fine-tune tab sends its rows.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from pathlib import Path
+from types import SimpleNamespace
+
+import gradio as gr
+
+import bertviz_app as core
+from bertviz_app import evaluation_runs, visitors
+
+from . import common, evaluate_view, figures, plots, visitor
+from .common import CancelFlag, esc
+from .evaluate_view import RunView
+from .finetune_view import load_base, shown_name
+
+__all__ = ["Handlers", "NONE", "NO_COMPARE", "NO_PAIR", "parse_words", "progress_line"]
+
+NONE = ""  # the "no second text" / "compare with nothing" choice
+NO_PAIR = [("(none)", NONE)]
+NO_COMPARE = [("(none)", NONE)]
+
+
+def parse_words(value: str | None) -> list[str]:
+    """The words box ("not, but") -> ["not", "but"]: split at commas or semicolons (a word may hold
+    a space: "not bad"), blanks dropped, each once."""
+    words = [w.strip() for w in re.split(r"[,;\n]", value or "")]
+    return list(dict.fromkeys(w for w in words if w))
+
+
+def progress_line(done: int, total: int, left: float | None, what: str = "Evaluating",
+                  cancelling: bool = False) -> str:
+    """The status line while rows are evaluated: rows done of all and the time left (or "measuring")."""
+    if not total:
+        return f"**{what}:** starting…"
+    eta = f"{common.AnalyzeProgress.duration(left)} left" if left is not None else f"time left: {core.MEASURING}"
+    note = " · cancelling after this batch…" if cancelling else ""
+    return f"**{what}:** {done:,} of {total:,} rows ({done / total:.0%}) · {eta}{note}"
+
+
+VECTORS_IN_MEMORY = 256 * 10**6  # bytes of [CLS] and mean vectors kept in memory; more go to a scratch folder
+
+
+def _large(lm, rows: int) -> bool:
+    """Whether every row's vectors at every depth (2 x rows x (L + 1) x hidden x 2 bytes) would pass
+    ``VECTORS_IN_MEMORY``: then they are memory-mapped in a scratch folder (removed once stored)."""
+    hidden = int(getattr(lm.model.config, "hidden_size", 768))
+    return 4 * rows * (lm.num_layers + 1) * hidden > VECTORS_IN_MEMORY
+
+
+class Handlers:
+    """The tab's event handlers with what they share: the components ``ui``, the server's
+    ``settings``, the app's default model and the explorer's components a chosen row goes to."""
+
+    def __init__(self, ui: SimpleNamespace, *, default: str, settings: core.Settings, predict_text, predict_pair,
+                 tabs, link_tab=None):
+        self.ui, self.default, self.settings = ui, default, settings
+        self.predict_text, self.predict_pair, self.tabs = predict_text, predict_pair, tabs
+        self.link_tab = link_tab  # the page link's tab (ui.links), which a tab opened from here must follow
+
+    # ---------------------------------------------------------------- upload
+    def on_upload(self, path):
+        """A file: read it (kept in the session; public mode: the upload is deleted once read), its
+        columns offered and guessed as the evaluation would guess them."""
+        ui = self.ui
+        empty = gr.update(choices=[], value=None)
+        if not path:
+            return {ui.table: None, ui.refused: None, ui.notices: "", ui.text_col: empty, ui.label_col: empty,
+                    ui.pair_col: gr.update(choices=NO_PAIR, value=NONE)}
+        visitor.upload(path)
+        try:
+            table = core.read_table(path, max_upload_mb=self.settings.max_upload_mb, max_rows=self.settings.max_rows)
+        except core.DataError as exc:
+            name = re.sub(r".*[\\/]", "", path)
+            return {ui.table: None, ui.refused: f"The file {name} was refused: {exc} Fix the file and upload it again.",
+                    ui.notices: f"**Error:** {esc(exc)}", ui.text_col: empty, ui.label_col: empty,
+                    ui.pair_col: gr.update(choices=NO_PAIR, value=NONE)}
+        finally:
+            visitor.discard(path)
+        guess = core.guess_columns(table)
+        cols = list(table.columns)
+        lines = [f"**{esc(table.name)}**: {table.n_rows:,} rows, {len(cols)} columns."]
+        lines += [f"Note: {esc(n)}" for n in table.notices]
+        if guess.reasons:
+            lines.append("Guessed columns: " + "; ".join(esc(r) for r in guess.reasons) + ". Change them if they are "
+                         "wrong, then press Evaluate.")
+        if guess.label is None:
+            lines.append("**No label column found:** an evaluation compares each row's label with the prediction; "
+                         "choose the column that holds the labels.")
+        return {ui.table: table, ui.refused: None, ui.notices: "  \n".join(lines),
+                ui.text_col: gr.update(choices=cols, value=guess.text),
+                ui.label_col: gr.update(choices=cols, value=guess.label),
+                ui.pair_col: gr.update(choices=[*NO_PAIR, *[(c, c) for c in cols]], value=guess.pair or NONE)}
+
+    # ---------------------------------------------------------------- evaluate
+    @staticmethod
+    def arm(flag: CancelFlag):
+        flag.arm()
+
+    def run(self, flag, model_name, table, refused, text_col, label_col, pair_col, words, compare, geometry):
+        """A refusal (no file, no label column, labels the model lacks...) is the status line's message,
+        not an error badge: the status is what this tab's user reads."""
+        ui = self.ui
+        try:
+            yield from self.evaluate(flag, model_name, table, refused, text_col, label_col, pair_col, words, compare,
+                                     geometry)
+        except Exception as exc:  # noqa: BLE001 - this is the translation edge (user_error logs the unexpected)
+            yield {ui.status: f"**Error:** {esc(common.user_error(exc).message)}  \nNothing was stored."}
+
+    def evaluate(self, flag, model_name, table, refused, text_col, label_col, pair_col, words, compare, geometry):
+        ui, cancel = self.ui, flag.event
+        if table is None:
+            raise core.DataError(refused or "Upload a labelled file first (.csv, .tsv or .txt with a header row).")
+        if not label_col:
+            raise core.DataError(f"Choose the label column: an evaluation compares each row's label with the "
+                                 f"model's prediction (columns: {', '.join(table.columns)}).")
+        owner = visitor.owner()
+        if owner == visitors.NOBODY:
+            raise core.InputError("This page has no owner token yet: reload the page, then evaluate again.")
+        lm = common.load(model_name, self.default, self.settings)
+        other = load_base(compare, self.default, self.settings) if compare else None
+        what = f"Evaluating with {shown_name(lm.name)}, then {shown_name(other.name)}" if other else "Evaluating"
+        track = {"what": what, "done": 0, "total": 0, "eta": core.RateEta(min_units=1, min_seconds=2.0, window=60.0)}
+
+        def progress(done, total):
+            track["done"], track["total"] = done, total
+            track["eta"].update(done)
+
+        def work():
+            with tempfile.TemporaryDirectory(prefix="bertviz-vectors-") as scratch:
+                ev = core.evaluate_file(lm, table, text_col or None, label_col or None, pair_col or None,
+                                        words=parse_words(words), progress=progress, cancel=cancel,
+                                        layers=bool(geometry), compare_with=other,
+                                        vectors_folder=scratch if geometry and _large(lm, table.n_rows) else None)
+                return evaluation_runs.save(ev, self.settings.models_dir, owner,
+                                            keep_per_owner=self.settings.max_evaluations_per_visitor)
+
+        yield {ui.status: "**Starting…** loading the model"}
+        try:
+            saved = yield from common.stream_work(work, lambda: self.progress(track, cancel), on_abandon=cancel.set)
+        except core.CancelledError as exc:
+            yield {ui.status: f"**Cancelled:** {esc(exc)}"}
+            return
+        finally:
+            if flag.event is cancel:
+                flag.arm()
+        out = self.render(evaluation_runs.open_evaluation(self.settings.models_dir, saved.name, owner), saved.name)
+        lines = [f"**Done:** stored as **{esc(saved.name)}** (reopen it below)."]
+        if geometry and not out[ui.view].projections:
+            lines.append("No geometry: a projection needs at least 3 rows.")
+        if saved.removed:
+            lines.append(f"Removed your oldest evaluation{'s' if len(saved.removed) > 1 else ''} "
+                         f"({esc(', '.join(saved.removed))}): a visitor keeps "
+                         f"{self.settings.max_evaluations_per_visitor}.")
+        out[ui.status] = "  \n".join(lines)
+        out[ui.stored] = gr.update(choices=self.choices(), value=saved.name)
+        yield out
+
+    def progress(self, track: dict, cancel) -> dict:
+        return {self.ui.status: progress_line(track["done"], track["total"], track["eta"].left(track["total"])
+                                              if track["total"] else None, track["what"], cancel.is_set())}
+
+    @staticmethod
+    def on_cancel(flag: CancelFlag) -> None:
+        """Ask the running evaluation to stop; it says "Cancelled" itself once it has."""
+        flag.event.set()
+
+    # ---------------------------------------------------------------- drawing a stored evaluation
+    def render(self, folder, name: str) -> dict:
+        """Every result component drawn from the run folder."""
+        ui = self.ui
+        v = evaluate_view.load_run(folder, name)
+        out = {ui.view: v, ui.selected: None, ui.selected_md: "", ui.summary: evaluate_view.summary_md(v),
+               ui.per_class: evaluate_view.per_class_frame(v), ui.confusion: evaluate_view.confusion_figure(v),
+               ui.slices: evaluate_view.slices_frame(v), ui.slice_md: "",
+               ui.slice_rows: evaluate_view.rows_frame([], v.pairs),
+               ui.wrong: evaluate_view.rows_frame(evaluate_view.wrong_rows(v), v.pairs),
+               ui.calibration: evaluate_view.calibration_md(v), ui.reliability: evaluate_view.reliability_figure(v),
+               ui.save_t: gr.update(visible=(v.metrics.get("calibration") or {}).get("temperature") is not None),
+               ui.save_t_md: ""}
+        if v.projections:
+            layers = v.layers
+            last = layers[-1]
+            out[ui.geometry_box] = gr.update(visible=True)
+            out[ui.layer] = gr.update(minimum=layers[0], maximum=last, value=last)
+            out[ui.scatter] = evaluate_view.scatter_figure(v, last, 2, "true", "cls")
+            out[ui.probes] = evaluate_view.probes_figure(v, last)
+            out[ui.dims], out[ui.colour], out[ui.vector] = 2, "true", "cls"
+        else:
+            out[ui.geometry_box] = gr.update(visible=False)
+            out[ui.scatter] = plots.empty_figure("No geometry in this evaluation.")
+            out[ui.probes] = plots.empty_figure("No geometry in this evaluation.")
+        out[ui.compare_box] = gr.update(visible=bool(v.comparison))
+        out[ui.comparison] = evaluate_view.comparison_md(v)
+        out[ui.disagreements] = evaluate_view.disagreement_frame(v)
+        out[ui.compare_slices] = evaluate_view.comparison_frame(v)
+        return out
+
+    def save_temperature(self, v: RunView | None) -> str:
+        """The temperature the shown evaluation fitted, saved into its model's folder (calibration.json),
+        which Predict applies at once. Public mode: only into the visitor's own runs (a shared model's
+        probabilities are every visitor's)."""
+        if v is None:
+            raise core.InputError("Evaluate a file (or open a stored evaluation) first.")
+        calib, name = v.metrics.get("calibration") or {}, str(v.metrics.get("model") or "")
+        if self.settings.public and not (visitors.is_run_name(name) and visitor.owner() is not None):
+            raise core.InputError("On this shared app a temperature is saved only into your own fine-tuned runs: the "
+                                  f"shared model {shown_name(name)!r} answers every visitor as it is.")
+        if self.settings.public:
+            visitors.check_access(name, visitor.owner(), Path(self.settings.models_dir) / "runs")
+        lm = common.load(name, self.default, self.settings)
+        if lm.source == "hub":
+            raise core.InputError(f"{shown_name(name)} is a Hub model with no folder of its own here: save it to a "
+                                  "folder and evaluate that folder to keep a temperature with it.")
+        rows, source = calib.get("fitted_on_rows") or 0, v.metrics.get("source") or "a file"
+        core.save_evaluated_temperature(lm.path, calib, f"evaluate: {rows:,} rows of {source} ({v.name})")
+        lm.temperature = float(calib["temperature"])  # the loaded model: Predict applies it from the next text
+        return (f"Saved **T = {lm.temperature:.3f}** in {esc(shown_name(name))}'s calibration.json: Predict applies "
+                "it from now on (**Show raw probabilities** gives the model's own softmax).")
+
+    def open_stored(self, name):
+        if not visitor.ready():
+            raise core.InputError("This page has no owner token yet: reload the page, then open it again.")
+        folder = evaluation_runs.open_evaluation(self.settings.models_dir, name, visitor.owner())
+        out = self.render(folder, folder.name)
+        out[self.ui.status] = f"Opened **{esc(folder.name)}**."
+        return out
+
+    def restore_run(self, name):
+        """A link's evaluation (``tab=evaluate&run=<name>``, set by the page's link on load): drawn as Open
+        draws it. One that is not the visitor's, or no longer stored, is said in the status line (the
+        page was only opened: no error badge)."""
+        if not name:
+            return {self.ui.status: gr.skip()}
+        try:
+            out = self.open_stored(name)
+        except core.BertvizError as exc:
+            return {self.ui.status: f"**From the link:** {esc(exc)}"}
+        out[self.ui.stored] = gr.update(choices=self.choices(), value=name)
+        return out
+
+    def choices(self) -> list[tuple[str, str]]:
+        return evaluate_view.stored_choices(evaluation_runs.list_evaluations(self.settings.models_dir,
+                                                                             visitor.owner()))
+
+    def refresh(self, chosen=None):
+        """The stored list and the compare-with choices (page load: the visitor's own)."""
+        ui = self.ui
+        if not visitor.ready():
+            return {ui.stored: gr.skip(), ui.compare: gr.skip()}
+        try:
+            choices = self.choices()
+        except OSError:
+            choices = []
+        names = [v for _, v in choices]
+        models = common.model_choices(self.default, self.settings)
+        return {ui.stored: gr.update(choices=choices, value=chosen if chosen in names else None),
+                ui.compare: gr.update(choices=[*NO_COMPARE, *[(m, m) for m in models]])}
+
+    def suggest(self, model_name):
+        """The compare-with choice for the chosen model: its base when it is a fine-tuned run whose base
+        has the same classes (the before/after pair); else none. A base that cannot be opened here (a
+        folder on a public app, a Hub id offline) is not suggested."""
+        ui = self.ui
+        choices = [*NO_COMPARE, *[(m, m) for m in common.model_choices(self.default, self.settings)]]
+        try:
+            lm = common.load(model_name, self.default, self.settings)
+            base = core.base_of(lm)
+            # the bare encoder's head is fresh (LABEL_0...): never the run's classes, so not even loaded
+            ok = base not in (None, core.ENCODER) and set(load_base(base, self.default, self.settings).labels) \
+                == set(lm.labels)
+        except core.BertvizError:
+            ok = False
+        if not ok:
+            return {ui.compare: gr.update(choices=choices, value=NONE)}
+        if base not in [v for _, v in choices]:
+            choices.append((shown_name(base), base))
+        return {ui.compare: gr.update(choices=choices, value=base)}
+
+    # ---------------------------------------------------------------- choosing rows
+    def on_slice(self, v: RunView | None, evt: gr.SelectData):
+        ui = self.ui
+        i = evaluate_view.pick_slice(v, evt.row_value)
+        if i is None:
+            return {ui.slice_md: "", ui.slice_rows: evaluate_view.rows_frame([])}
+        s = v.slices[i]
+        rows = evaluate_view.slice_rows(v, i)
+        shown = "" if len(rows) <= evaluate_view.MAX_LISTED else f" the {evaluate_view.MAX_LISTED:,} most confident"
+        md = (f"**{esc(s['name'])}**: {s['size']:,} rows, {len(rows):,} misclassified"
+              + (f" (listed below{shown}, most confident first; select one to open it)." if rows else "."))
+        return {ui.slice_md: md, ui.slice_rows: evaluate_view.rows_frame(rows, v.pairs)}
+
+    def on_row(self, v: RunView | None, evt: gr.SelectData):
+        ui = self.ui
+        r = evaluate_view.pick_row(v, evt.row_value)
+        if r is None:
+            return {ui.selected: None, ui.selected_md: ""}
+        return {ui.selected: r, ui.selected_md: f"Selected row {r['row']}: true **{esc(r['true'])}**, predicted "
+                f"**{esc(r['predicted'])}** ({r['confidence']:.1%})."}
+
+    def send(self, r: dict | None, tab: str):
+        """The row's text (and second text) in the Predict tab's boxes, and ``tab`` opened (a handler's
+        tab change fires no select event: the page link's tab is set here too)."""
+        if not r:
+            raise core.InputError("Select a row of a table first (or click a point of the geometry).")
+        out = {self.predict_text: r["text"], self.predict_pair: r.get("pair") or "", self.tabs: gr.Tabs(selected=tab)}
+        if self.link_tab is not None:
+            out[self.link_tab] = tab
+        return out
+
+    def to_predict(self, r):
+        return self.send(r, "predict")
+
+    def to_attributions(self, r, open_tab: dict | None = None):
+        """The row to the Attributions tab, which the page's ``open_tab`` (changed in place, as the page's
+        own tab events change it) now names, so the Analyze that follows draws that tab for this row."""
+        out = self.send(r, "attributions")
+        if isinstance(open_tab, dict):
+            open_tab["tab"] = "attributions"
+        return out
+
+    def on_point(self, v: RunView | None, value):
+        """A point of the scatter clicked: its row opened in Predict."""
+        index = figures.clicked_value(value)
+        if v is None or index is None or not index.isdigit() or int(index) >= len(v.rows):
+            skip = [self.predict_text, self.predict_pair, self.tabs, *([self.link_tab] if self.link_tab else [])]
+            return dict.fromkeys(skip, gr.skip())
+        return self.send(v.rows[int(index)], "predict")
+
+    # ---------------------------------------------------------------- geometry, from the loaded folder
+    def redraw_geometry(self, v: RunView | None, layer, dims, colour, vector):
+        ui = self.ui
+        if v is None or not v.projections:
+            return {ui.scatter: gr.skip(), ui.probes: gr.skip()}
+        return {ui.scatter: evaluate_view.scatter_figure(v, int(layer), int(dims or 2), colour or "true",
+                                                         vector or "cls"),
+                ui.probes: evaluate_view.probes_figure(v, int(layer))}
