@@ -364,12 +364,10 @@ class Api:
 
         vis = getattr(self.demo, "bertviz_visitors", None)
         cached = [Path(p).parent for p in vis.pop_zips(who)] if vis is not None else []
-        removed = visitors.delete_owner_data(self.settings.models_dir / "runs", who,
-                                             [visitors.owner_folder(who), *cached])
+        removed = self.service.delete_visitor_data(self.settings.models_dir, who,
+                                                   [visitors.owner_folder(who), *cached])
         clear_cache()
-        runs = [r for r in removed if r.startswith("runs/")]
-        return {"message": f"Deleted your data: {len(runs)} run(s)" + (f" ({', '.join(runs)})" if runs else "")
-                + " and your downloads. Files you uploaded were already deleted once read."}
+        return {"message": self.service.deleted_message(removed)}
 
     def add_routes(self, app: FastAPI) -> None:
         errors = {status: {"model": ErrorResponse} for status in (400, 404, 413, 422, 500, 503)}

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import visitors
+from . import evaluation_runs, visitors
 from .batching import explain_one, predict_one
 from .catalog import list_models
 from .config import Settings
@@ -27,8 +27,8 @@ from .model_summary import summary as model_summary
 from .registry import LoadedModel, load_model
 from .results import FIXED_N_STEPS
 
-__all__ = ["open_model", "predict", "attention", "explain", "compare", "summary", "evaluate", "steps_args",
-           "method_names", "whole_number", "number", "finite"]
+__all__ = ["open_model", "delete_visitor_data", "deleted_message", "predict", "attention", "explain", "compare",
+           "summary", "evaluate", "steps_args", "method_names", "whole_number", "number", "finite"]
 
 
 def open_model(name: str | None, default: str, settings: Settings, owner: str | None = None) -> LoadedModel:
@@ -50,6 +50,23 @@ def hide_others(message: str, owner: str, settings: Settings) -> str:
     every = list_models(settings.models_dir)
     seen = {m["name"] for m in visitors.visible(every, owner, Path(settings.models_dir) / "runs")}
     return visitors.hide_names(message, [m["name"] for m in every if m["name"] not in seen])
+
+
+def delete_visitor_data(models_dir: str | Path, owner: str, folders=()) -> list[str]:
+    """Public mode's "Delete my data": every run of ``owner``, every evaluation of theirs and the given
+    per-owner ``folders`` (zips, outputs) removed; what was removed (``runs/<name>``,
+    ``evaluations/<name>``, the folders). Refuses no owner (that would be everyone's)."""
+    removed = visitors.delete_owner_data(Path(models_dir) / "runs", owner, folders)
+    return removed + [f"evaluations/{n}" for n in evaluation_runs.delete_owner_evaluations(models_dir, owner)]
+
+
+def deleted_message(removed: list[str], show=str) -> str:
+    """What ``delete_visitor_data`` removed, in one sentence (``show``: how a run's name is written)."""
+    runs = [r for r in removed if r.startswith("runs/")]
+    evaluations = [r for r in removed if r.startswith("evaluations/")]
+    return (f"Deleted your data: {len(runs)} run(s)" + (f" ({', '.join(map(show, runs))})" if runs else "")
+            + (f", {len(evaluations)} evaluation(s)" if evaluations else "")
+            + " and your downloads. Files you uploaded were already deleted once read.")
 
 
 def _pair(pair: str | None) -> str | None:

@@ -281,18 +281,15 @@ def delete_run(runs_dir: Path, name: str | None, owner: str | None) -> str:
 
 
 def delete_owner_data(runs_dir: Path, owner: str, folders: Iterable[Path] = ()) -> list[str]:
-    """Remove every run of ``owner``, every evaluation of theirs stored beside the runs
-    (``<models>/evaluations/``, named ``evaluations/<name>`` in the answer) and the given per-owner
-    ``folders`` (zips, outputs). Returns what was removed. Refuses ``owner=None`` (that would be every run)."""
-    from .evaluation_runs import delete_owner_evaluations  # it builds on this module
-
+    """Remove every run of ``owner`` and the given per-owner ``folders`` (zips, outputs). Returns
+    what was removed. Refuses ``owner=None`` (that would be every run). A visitor's evaluations go
+    with ``service.delete_visitor_data``, which calls this."""
     if not owner or owner == NOBODY:
         raise InputError("There is no visitor to delete data for (this page has no owner token yet: reload it).")
     removed = []
     for path in owner_runs(runs_dir, owner):
         shutil.rmtree(path, ignore_errors=True)
         removed.append(f"runs/{path.name}")
-    removed += [f"evaluations/{name}" for name in delete_owner_evaluations(Path(runs_dir).parent, owner)]
     for folder in folders:
         if Path(folder).exists():
             shutil.rmtree(folder, ignore_errors=True)

@@ -142,12 +142,17 @@ def test_a_failed_write_leaves_nothing(ev, models_dir):
 
 
 def test_delete_my_data_takes_the_visitors_evaluations_too(ev, models_dir):
-    from bertviz_app import visitors
+    from bertviz_app import service
 
     mine, theirs = er.save(ev, models_dir, owner=ALICE), er.save(ev, models_dir, owner=BOB)
-    removed = visitors.delete_owner_data(models_dir / "runs", ALICE)
+    removed = service.delete_visitor_data(models_dir, ALICE)
     assert removed == [f"evaluations/{mine.name}"]
     assert not mine.folder.exists() and theirs.folder.is_dir()
+    assert service.deleted_message(removed) == ("Deleted your data: 0 run(s), 1 evaluation(s) and your downloads. "
+                                                "Files you uploaded were already deleted once read.")
+    with pytest.raises(bv.InputError, match="no visitor"):
+        service.delete_visitor_data(models_dir, None)
+    assert theirs.folder.is_dir()
 
 
 def test_a_models_folder_that_cannot_be_written_says_so(ev, tmp_path):

@@ -317,14 +317,9 @@ def delete_my_data(markdown: bool = True) -> str:
     who = owner()
     app = _app()
     cached = [Path(p).parent for p in app.pop_zips(who)] if app is not None else []
-    removed = visitors.delete_owner_data(runs_dir(), who, [owner_folder(who), *cached])
+    removed = service.delete_visitor_data(app_settings().models_dir, who, [owner_folder(who), *cached])
     core.clear_cache()
-    runs = [r for r in removed if r.startswith("runs/")]
-    evaluations = [r for r in removed if r.startswith("evaluations/")]
-    show = common_esc if markdown else str
-    return (f"Deleted your data: {len(runs)} run(s)" + (f" ({', '.join(map(show, runs))})" if runs else "")
-            + (f", {len(evaluations)} evaluation(s)" if evaluations else "")
-            + " and your downloads. Files you uploaded were already deleted once read.")
+    return service.deleted_message(removed, common_esc if markdown else str)
 
 
 def common_esc(text: str) -> str:
