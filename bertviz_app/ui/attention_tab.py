@@ -216,8 +216,7 @@ def build_document() -> SimpleNamespace:
             "window's edge. An entry is a token's share of its window's [CLS], so a row sums to about the number "
             "of windows, not to 1.", elem_classes=["bv-note"])
         with gr.Row():
-            stride = gr.Slider(0, 256, value=128, step=1, label="Tokens shared by neighbouring windows (stride)",
-                               elem_id="bv-attn-doc-stride", scale=2)
+            stride = common.stride_slider("bv-attn-doc-stride", scale=2)
             window = gr.Dropdown(choices=[("window 0", 0)], value=0, label="Window", elem_id="bv-attn-doc-window",
                                  info="which of the document's windows the map shows", scale=2)
             run = gr.Button(DOCUMENT_LABEL, elem_id="bv-attn-doc-run", scale=1)

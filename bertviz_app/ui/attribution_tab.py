@@ -73,8 +73,7 @@ def build_document() -> SimpleNamespace:
             "token read by two windows gets the mean of their scores weighted by its distance from each window's "
             "edge. Each window's own prediction is listed.", elem_classes=["bv-note"])
         with gr.Row():
-            stride = gr.Slider(0, 256, value=128, step=1, label="Tokens shared by neighbouring windows (stride)",
-                               elem_id="bv-doc-stride", scale=3)
+            stride = common.stride_slider("bv-doc-stride", scale=3)
             run = gr.Button(DOCUMENT_LABEL, elem_id="bv-doc-run", scale=1)
         reading = gr.Markdown(elem_id="bv-doc-reading")
         tokens = gr.HTML(elem_id="bv-doc-tokens")

@@ -201,6 +201,12 @@ def target_arg(target: str | None) -> str | None:
     return None if not target or target == PREDICTED else target
 
 
+def stride_slider(elem_id: str, scale: int) -> gr.Slider:
+    """The whole-document parts' stride control (0-256, predict's 128); ``window_stride`` reads it."""
+    return gr.Slider(0, 256, value=128, step=1, label="Tokens shared by neighbouring windows (stride)",
+                     elem_id=elem_id, scale=scale)
+
+
 def window_stride(lm: core.LoadedModel, value) -> int:
     """The whole-document parts' stride slider (0-256) -> the stride read: at most half the model's
     length, as predict allows (None: predict's 128)."""
