@@ -25,8 +25,6 @@ import logging
 import sys
 from collections.abc import Container
 
-from .config import Settings
-
 __all__ = ["tune_allocator"]
 
 log = logging.getLogger(__name__)
@@ -36,7 +34,7 @@ M_ARENA_MAX = -8
 ARENA_MAX = 2
 
 
-def tune_allocator(mmap_threshold_kb: int = Settings.mmap_threshold_kb, operator_set: Container[str] = ()) -> bool:
+def tune_allocator(mmap_threshold_kb: int, operator_set: Container[str] = ()) -> bool:
     """Apply the settings to this process (glibc on Linux only; elsewhere a no-op that returns
     False). ``mmap_threshold_kb``: settings.mmap_threshold_kb; 0 leaves malloc alone.
     ``operator_set``: names of glibc's own variables the operator set (the caller passes its
