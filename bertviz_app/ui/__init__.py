@@ -37,6 +37,7 @@ from . import (
     links,
     model_tab,
     predict_tab,
+    uploads,
     visitor,
 )
 
@@ -109,8 +110,8 @@ class Page:
         self.attention_charts = {a.heatmap, a.cls_rows, a.rollout, a.overview, a.overview_notice}
         self.attribution_charts = {t.delta, t.tokens, t.bar, t.path, t.lens}
         self.ig_outputs = {self.state, self.drawn, p.tokens} | self.attention_charts | self.attribution_charts
-        self.model_outputs = {m.info, m.table, m.config, t.target, t.baseline, p.model_info, p.warnings, a.measure,
-                              a.measure_note, self.chosen_measure}
+        self.model_outputs = {m.status, m.loaded, m.info, m.table, m.config, t.target, t.baseline, p.model_info,
+                              p.warnings, a.measure, a.measure_note, self.chosen_measure}
 
     def load(self, name: str | None) -> core.LoadedModel:
         return common.load(name, self.default, self.settings)
@@ -163,8 +164,8 @@ class Page:
 
         try:
             lm, rec = yield from common.stream_work(work, lambda: self.busy(track))
-        except Exception:
-            yield self.analysis_failed()
+        except Exception as exc:  # its message stays in the status line under the button (the toast vanishes)
+            yield {**self.analysis_failed(), self.p.status: common.refusal_md(exc, logged=False)}
             raise
         p, a, t = self.p, self.a, self.t
         target = target if target in lm.labels else common.PREDICTED
@@ -187,8 +188,8 @@ class Page:
                 lambda: self.with_ig(rec, target, baseline, n_steps, auto, live["tab"], shown, layer, head, hide,
                                      merge, attr_merge, track.step, on_attribution=track.ig_done),
                 lambda: self.busy(track))
-        except Exception:
-            yield self.ig_failed(rec)
+        except Exception as exc:
+            yield {**self.ig_failed(rec), self.p.status: common.refusal_md(exc, logged=False)}
             raise
         yield {**out, **predict_tab.idle(p)}
 
@@ -229,8 +230,9 @@ class Page:
         return out
 
     def after_failure(self):
-        """After a failed Analyze: the button as ``analyze`` left it, every other output untouched."""
-        return {self.drawn: gr.skip(), **predict_tab.idle(self.p)}
+        """After a failed Analyze: the button as ``analyze`` left it, every other output untouched (the status
+        line keeps the refusal ``analyze`` wrote there)."""
+        return {self.drawn: gr.skip(), **predict_tab.idle(self.p), self.p.status: gr.skip()}
 
     # ------------------------------------------------------------- chart tabs and re-rendering from state
     def show_raw(self, rec, raw):
@@ -303,6 +305,7 @@ class Page:
         lm = self.load(model_name)
         p, t = self.p, self.t
         out = model_tab.render(self.m, lm)
+        out[self.m.loaded] = (model_name or "").strip() or self.default
         choices = [common.PREDICTED, *lm.labels]
         out[t.target] = gr.update(choices=choices, value=target if target in choices else common.PREDICTED)
         if core.baseline_jumps(lm, baseline or "pad"):  # e.g. DeBERTa-v3 from [PAD]: start from [MASK]
@@ -313,6 +316,14 @@ class Page:
         if self.a.measure_note in out:  # the choice went back to raw attention
             out[self.chosen_measure] = {"measure": "raw"}
         return out
+
+    def choose_model(self, model_name, target, baseline, loaded):
+        """**Load model**: the model shown, or a refusal said in the Model tab's status line (no toast, no
+        "Error" badge), the dropdown and so the page's link back on the model still shown (``loaded``)."""
+        try:
+            return self.load_model(model_name, target, baseline)
+        except Exception as exc:  # noqa: BLE001 - this is the translation edge (refusal_md logs the unexpected)
+            return model_tab.refused(self.m, model_name, loaded, exc)
 
     def on_start(self, model_name, target, baseline):
         """First page load: show the model, or say plainly why it cannot be loaded (no error toast).
@@ -392,8 +403,8 @@ class Page:
 
         # model chooser, first page load, the default model's build
         load_model = common.guard(self.load_model)
-        m.load.click(load_model, inputs=[m.model, t.target, t.baseline], outputs=self.model_outputs,
-                     api_visibility="private", **HEAVY)
+        m.load.click(self.choose_model, inputs=[m.model, t.target, t.baseline, m.loaded],
+                     outputs=self.model_outputs | {m.model}, api_visibility="private", **HEAVY)
         started = demo.load(self.on_start, inputs=[m.model, t.target, t.baseline],
                             outputs=self.model_outputs | {m.model}, api_visibility="private", **HEAVY)
         links.wire(self, started, HEAVY)  # the view in the URL; a link opened restores it
@@ -421,9 +432,13 @@ def mount(app, demo: gr.Blocks, settings: Settings):
     demo.queue(default_concurrency_limit=2, max_size=settings.queue_size)
     if settings.public:  # a visitor's zip downloads are served to that visitor only
         app.add_middleware(visitor.ZipGuard, demo=demo)
+    app.add_middleware(uploads.PathGuard)  # gradio's API reads only files uploaded to it
     # show_error=False: never a traceback; handlers raise gr.Error with a clear message
-    return gr.mount_gradio_app(app, demo, path="/", server_name=settings.host, server_port=settings.port,
-                               footer_links=["api", "gradio"], show_error=False, ssr_mode=False,
-                               # gradio's upload route itself refuses bigger files, before anything is written
-                               max_file_size=int(settings.max_upload_mb * 10**6) if settings.public else None,
-                               theme=gr.themes.Soft(), css=CSS, head=figures.HEAD + links.HEAD)
+    mounted = gr.mount_gradio_app(app, demo, path="/", server_name=settings.host, server_port=settings.port,
+                                  footer_links=["api", "gradio"], show_error=False, ssr_mode=False,
+                                  # gradio's upload route itself refuses bigger files, before anything is written
+                                  max_file_size=int(settings.max_upload_mb * 10**6) if settings.public else None,
+                                  allowed_paths=[], blocked_paths=uploads.blocked_paths(settings),
+                                  theme=gr.themes.Soft(), css=CSS, head=figures.HEAD + links.HEAD)
+    uploads.enforce_gradio_checks(demo)
+    return mounted

@@ -85,6 +85,46 @@ def guard_stream(fn: Callable) -> Callable:
     return wrapper
 
 
+def refusal_md(exc: BaseException, logged: bool = True) -> str:
+    """An error as a tab's status line says it: a BertvizError's own message (what to fix), anything else
+    the generic message (the details logged by ``user_error``; ``logged=False``: the caller raises it on to
+    a ``guard``, which logs it)."""
+    if logged:
+        return f"**Error:** {esc(user_error(exc).message)}"
+    safe = exc.message if isinstance(exc, gr.Error) else str(exc) if isinstance(exc, core.BertvizError) else UNEXPECTED
+    return f"**Error:** {esc(safe)}"
+
+
+def to_status(fn: Callable, status, also: Callable[[], dict] | None = None) -> Callable:
+    """Wrap a page-only handler whose refusals belong in ``status`` (the tab's status line, a Markdown that
+    is one of the event's outputs): an error is not raised (gradio would show a toast that vanishes and
+    mark every output "Error") but said there, ``refusal_md``, and stays. ``also()``: more outputs set
+    with it (a refused upload's File cleared). For handlers that return a value (``to_status_stream``
+    for generators); an API endpoint keeps raising, so its callers still get the error."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - this is the translation edge
+            return {status: refusal_md(exc), **(also() if also else {})}
+
+    return wrapper
+
+
+def to_status_stream(fn: Callable, status, also: Callable[[], dict] | None = None) -> Callable:
+    """``to_status`` for a generator handler (the wrapper is itself a generator function)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            yield from fn(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - this is the translation edge
+            yield {status: refusal_md(exc), **(also() if also else {})}
+
+    return wrapper
+
+
 def load(name: str | None, default: str, settings: Settings) -> core.LoadedModel:
     """Load what the user asked for (``service.open_model``): folder paths typed in the browser or sent
     to the API are refused unless settings.allow_local_paths; the operator's own default model is always

@@ -20,12 +20,25 @@ def build(default: str, settings: Settings) -> SimpleNamespace:
                             label="Model", info="a registered model, or type a Hub id (owner/name)" + folders,
                             elem_id="bv-model", scale=3)
         load = gr.Button("Load model", scale=1)
+    # a refused load says why here and stays; the dropdown goes back to the model loaded (``loaded``)
+    status = gr.Markdown(elem_id="bv-model-status")
     info = gr.Markdown(elem_id="bv-model-summary")
     table = gr.Dataframe(headers=["component", "parameters", "share"], datatype=["str", "str", "str"],
                          interactive=False,
                          label="Parameters by component")
     config = gr.JSON(label="Config")
-    return SimpleNamespace(model=model, load=load, info=info, table=table, config=config)
+    return SimpleNamespace(model=model, load=load, status=status, info=info, table=table, config=config,
+                           loaded=gr.State(None))  # the name of the model this page shows (None: none yet)
+
+
+def refused(ui: SimpleNamespace, name: str | None, loaded: str | None, exc: BaseException) -> dict:
+    """A refused load: why, in the tab's status line, and the dropdown back on the model still shown (so the
+    page's link, which follows the dropdown, names that one, not the refused name)."""
+    still = f" The page still shows **{common.esc(loaded)}**." if loaded else ""
+    out = {ui.status: f"{common.refusal_md(exc)}{still}"}
+    if loaded and loaded != name:
+        out[ui.model] = gr.update(value=loaded)
+    return out
 
 
 def summary_md(s: core.ModelSummary, lm: core.LoadedModel) -> str:
@@ -46,6 +59,7 @@ def summary_md(s: core.ModelSummary, lm: core.LoadedModel) -> str:
 def render(ui: SimpleNamespace, lm: core.LoadedModel) -> dict:
     s = core.summary(lm)
     return {
+        ui.status: "",
         ui.info: summary_md(s, lm),
         ui.table: [[name, f"{n:,}", f"{n / max(s.total_params, 1):.1%}"] for name, n in s.components],
         ui.config: s.config,

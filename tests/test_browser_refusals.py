@@ -1,0 +1,102 @@
+"""Issue 35: a refusal stays where the user looks. In a real browser (Playwright + the system Chromium):
+each tab's refusal is in its status line after the toast is gone, no output is left with gradio's red
+"Error" badge, a refused upload leaves its File component empty, and a refused model load leaves the
+dropdown and the link box naming the model still shown. The app runs in-process with the tiny model."""
+
+from __future__ import annotations
+
+import io
+import os
+import urllib.parse
+import zipfile
+
+import pytest
+
+from conftest import CHROMIUM, served_app  # noqa: E402
+
+if not os.path.exists(CHROMIUM):
+    pytest.skip(f"browser tests need Chromium at {CHROMIUM} (not installed here)", allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
+expect = sync_api.expect
+
+TIMEOUT_MS = 90_000
+# gradio's status tracker marks an errored output with an element of class "error" ("Error" in red)
+BADGES = ".wrap .error"
+LINK_HAS = "() => document.querySelector('#bv-link input, #bv-link textarea').value.includes('%s')"
+
+
+@pytest.fixture(scope="module")
+def app_url(tiny_model_dir, tmp_path_factory):
+    with served_app(str(tiny_model_dir), BERTVIZ_MODELS_DIR=tmp_path_factory.mktemp("registry")) as url:
+        yield url
+
+
+def no_toast(page) -> None:
+    """Close any toast and wait until none is left (what a user sees once it has vanished)."""
+    for close in page.locator(".toast-close").all():
+        try:
+            close.click(timeout=2000)
+        except sync_api.Error:  # it went by itself meanwhile
+            pass
+    expect(page.locator(".toast-body")).to_have_count(0)
+
+
+def zip_named_csv(path):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("reviews.csv", "review,label\nthe film was good,pos\n")
+    path.write_bytes(buf.getvalue())
+    return path
+
+
+def test_an_analyze_refusal_stays_in_the_status_line_and_leaves_no_error_badge(page, app_url):
+    page.goto(app_url)
+    status = page.locator("#bv-status")
+    page.locator("#bv-text textarea").fill("the film was great , a joy !")
+    page.locator("#bv-skip-ig input[type=checkbox]").check()
+    page.locator("#bv-analyze").click()
+    expect(page.locator("#bv-label")).to_contain_text("positive")  # positive control: an analysis is shown
+    expect(status).to_have_text("")
+    page.locator("#bv-text textarea").fill("   ")
+    page.locator("#bv-analyze").click()
+    expect(status).to_contain_text("empty or whitespace only")
+    expect(page.locator("#bv-analyze")).to_be_enabled()
+    no_toast(page)
+    expect(status).to_contain_text("empty or whitespace only")  # still there once the toast is gone
+    expect(page.locator(BADGES)).to_have_count(0)
+    assert "Traceback" not in page.content()
+
+
+def link_model(page) -> list[str]:
+    """The model the link box names (its ``model`` parameter)."""
+    value = page.locator("#bv-link textarea, #bv-link input").first.input_value()
+    return urllib.parse.parse_qs(urllib.parse.urlsplit(value).query).get("model", [])
+
+
+def test_a_refused_model_load_leaves_the_dropdown_and_the_link_on_the_model_shown(page, app_url, tiny_model_dir):
+    page.goto(app_url)
+    summary, status = page.locator("#bv-model-summary"), page.locator("#bv-model-status")
+    page.get_by_role("tab", name="Model").click()
+    expect(summary).to_contain_text("Architecture")  # the app's model, shown on page load
+    page.wait_for_function(LINK_HAS % "tab=model")
+    assert link_model(page) == [str(tiny_model_dir)]
+    box = page.locator("#bv-model input")
+    box.fill("nobody/no-such-model")
+    box.press("Enter")
+    page.wait_for_function(LINK_HAS % "no-such-model")  # the box follows the dropdown before the load
+    page.get_by_role("button", name="Load model").click()
+    expect(status).to_contain_text("Cannot load 'nobody/no-such-model'")
+    expect(status).to_contain_text(f"The page still shows {tiny_model_dir}")
+    expect(box).to_have_value(str(tiny_model_dir))
+    page.wait_for_function("() => !" + LINK_HAS[6:] % "no-such-model")
+    assert link_model(page) == [str(tiny_model_dir)]
+    no_toast(page)
+    expect(status).to_contain_text("Cannot load 'nobody/no-such-model'")
+    expect(summary).to_contain_text("Architecture")  # the model shown is still described
+    expect(page.locator(BADGES)).to_have_count(0)
+    # positive control: a model that loads clears the line
+    box.fill(str(tiny_model_dir))
+    box.press("Enter")
+    page.get_by_role("button", name="Load model").click()
+    expect(status).to_have_text("")
+    assert "Traceback" not in page.content()
