@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import shutil
 import time
 from collections.abc import Callable
@@ -54,6 +55,7 @@ KEEP_TOTAL = 200  # public mode: visitors' evaluations kept in all; one more rem
 _NAME = re.compile(r"^eval-(\d{8})-(\d{6})-([a-z0-9]+(?:-[a-z0-9]+)*)$")
 _MAX_NAME = 80
 _SLUG_CHARS = 40
+NAME_TOKEN_BYTES = 5  # the random part of a stored evaluation's name
 
 
 @dataclass(frozen=True)
@@ -98,10 +100,12 @@ def model_slug(model: str) -> str:
     return slug or "model"
 
 
-def new_name(model: str, now: datetime | None = None) -> str:
-    """``eval-YYYYmmdd-HHMMSS-<model slug>`` for ``now`` (local time; default: now)."""
+def new_name(model: str, now: datetime | None = None, token: str | None = None) -> str:
+    """``eval-YYYYmmdd-HHMMSS-<model slug>-<token>`` for ``now`` (local time; default: now). ``token``
+    (default: 10 random hex digits, 40 bits) keeps names from being guessed from the time and the model:
+    a stored evaluation is reopened by its name, in a link."""
     now = now or datetime.now()
-    return f"eval-{now:%Y%m%d-%H%M%S}-{model_slug(model)}"
+    return f"eval-{now:%Y%m%d-%H%M%S}-{model_slug(model)}-{token or secrets.token_hex(NAME_TOKEN_BYTES)}"
 
 
 # --------------------------------------------------------------------------- slices

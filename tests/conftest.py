@@ -142,6 +142,19 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
                  "--disable-sync", "--no-first-run"]
 
 
+def as_uploaded(path) -> str:
+    """``path`` copied into gradio's upload folder, where the page's upload leaves a file: the tabs'
+    handlers read only files there (``bertviz_app.ui.uploads.upload_path``)."""
+    import shutil
+    import uuid
+
+    from gradio.utils import get_upload_folder
+
+    folder = Path(get_upload_folder()) / f"bertviz-test-{uuid.uuid4().hex}"
+    folder.mkdir(parents=True)
+    return str(shutil.copy(path, folder / Path(path).name))
+
+
 def free_port() -> int:
     import socket
 

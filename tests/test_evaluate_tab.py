@@ -15,8 +15,10 @@ from test_evaluation_runs import labelled_csv
 import bertviz_app as bv
 from bertviz_app import evaluation_runs as er
 
+from conftest import as_uploaded
+
 pytest.importorskip("gradio")
-from bertviz_app.ui import api, evaluate_events, evaluate_view  # noqa: E402
+from bertviz_app.ui import evaluate_events, evaluate_view, uploads  # noqa: E402
 
 
 def _with_formula_rows(data: bytes) -> bytes:
@@ -230,12 +232,12 @@ def test_the_endpoint_reads_only_files_uploaded_with_the_call(tmp_path):
     secret = tmp_path / "secret.csv"
     secret.write_text("text,label\nthe film,positive\n", encoding="utf-8")
     for fake in ({"path": str(secret), "meta": {"_type": "gradio.FileData"}}, {"path": "/etc/passwd"},
-                 {"path": "/tmp/gradio/../../etc/passwd"}):
+                 {"path": "/tmp/gradio/../../etc/passwd"}, "reviews.csv"):
         with pytest.raises(bv.InputError, match="not a path on the server"):
-            api.uploaded_path(fake)
-    for nothing in (None, {}, {"path": ""}, "reviews.csv"):
-        with pytest.raises(bv.InputError, match="Send the labelled file itself"):
-            api.uploaded_path(nothing)
+            uploads.upload_path(fake)
+    for nothing in (None, {}, {"path": ""}):
+        with pytest.raises(bv.InputError, match="Send a file"):
+            uploads.upload_path(nothing)
 
 
 def test_public_mode_lists_and_opens_only_the_visitors_own(stored, monkeypatch, tmp_path):
@@ -289,7 +291,7 @@ def test_the_evaluate_handler_stores_and_draws_or_says_why_not(tiny_model_dir, m
     h = _handlers(models_dir)
     path = tmp_path / "reviews.csv"
     path.write_bytes(labelled_csv(30))
-    up = h.on_upload(str(path))
+    up = h.on_upload(as_uploaded(path))
     assert up["text_col"]["value"] == "text" and up["label_col"]["value"] == "label" and "30 rows" in up["notices"]
     run = lambda flag, table, geometry=False, label="label": list(h.run(  # noqa: E731
         flag, str(tiny_model_dir), table, None, "text", label, "", "not", "", geometry))
@@ -313,7 +315,7 @@ def test_the_evaluate_handler_stores_and_draws_or_says_why_not(tiny_model_dir, m
     assert "Upload a labelled file first" in run(CancelFlag(), None)[-1]["status"]
     assert "Choose the label column" in run(CancelFlag(), up["table"], label="")[-1]["status"]
     assert len(er.list_evaluations(models_dir)) == 2
-    refused = h.on_upload(str(_zip(tmp_path)))
+    refused = h.on_upload(as_uploaded(_zip(tmp_path)))
     assert refused["table"] is None and refused["notices"].startswith("**Error:**")
     assert "ZIP archive" in refused["refused"]
 
@@ -330,7 +332,7 @@ def test_the_fitted_temperature_is_saved_into_the_models_folder_and_predict_appl
     h = _handlers(models_dir)
     path = tmp_path / "reviews.csv"
     path.write_bytes(labelled_csv(40))
-    up = h.on_upload(str(path))
+    up = h.on_upload(as_uploaded(path))
     out = list(h.run(CancelFlag(), str(folder), up["table"], None, "text", "label", "", "", "", False))[-1]
     view, t = out["view"], out["view"].metrics["calibration"]["temperature"]
     assert t is not None and out["save_t"]["visible"] is True

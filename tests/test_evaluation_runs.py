@@ -9,6 +9,7 @@ import io
 import json
 import os
 import random
+import re
 from datetime import datetime
 
 import pytest
@@ -39,8 +40,8 @@ def ev(tiny):
 
 
 def test_names_are_strict_and_never_paths():
-    name = er.new_name("runs/My_Run 2", datetime(2025, 1, 2, 3, 4, 5))
-    assert name == "eval-20250102-030405-runs-my-run-2"
+    name = er.new_name("runs/My_Run 2", datetime(2025, 1, 2, 3, 4, 5), token="0a1b2c3d4e")
+    assert name == "eval-20250102-030405-runs-my-run-2-0a1b2c3d4e"
     assert er.is_evaluation_name(name) and er.check_name(f" {name} ") == name
     assert not er.is_evaluation_name(name + "\n")  # matched whole: a trailing newline is not let by
     assert er.model_slug("/tmp/models/tiny-bert/") == "tiny-bert" and er.model_slug("???") == "model"
@@ -51,10 +52,20 @@ def test_names_are_strict_and_never_paths():
             er.check_name(bad)
 
 
+def test_names_cannot_be_guessed_from_the_time_and_the_model():
+    """Two evaluations of one model in the same second get names that differ in 40 random bits."""
+    when = datetime(2025, 1, 2, 3, 4, 5)
+    names = {er.new_name("default", when) for _ in range(50)}
+    assert len(names) == 50
+    for name in names:
+        assert re.fullmatch(r"eval-20250102-030405-default-[0-9a-f]{10}", name) and er.is_evaluation_name(name)
+
+
 def test_save_list_and_open(ev, models_dir):
     saved = er.save(ev, models_dir, now=datetime(2025, 1, 2, 3, 4, 5))
     again = er.save(ev, models_dir, now=datetime(2025, 1, 2, 3, 4, 5))  # the same second: a unique name
-    assert saved.name.startswith("eval-20250102-030405-") and again.name == saved.name + "-2"
+    assert saved.name.startswith("eval-20250102-030405-") and again.name.startswith("eval-20250102-030405-")
+    assert again.name != saved.name
     for f in ("metrics.json", "predictions.csv", "reliability.json", "slices.json", "run.json"):
         assert (saved.folder / f).is_file()
     assert not list((models_dir / "evaluations").glob(".tmp-*"))  # written aside, renamed when whole

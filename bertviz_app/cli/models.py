@@ -130,7 +130,7 @@ def cmd_finetune(args) -> int:
         if c:
             say(f"calibration: temperature {c['temperature']:.3f} saved in calibration.json (predict applies it): "
                 f"ECE {c['ece_before']:.4f} -> {c['ece_after']:.4f}, NLL {c['nll_before']:.4f} -> {c['nll_after']:.4f}")
-        say(f"verdict: {v.message}")
+        say(f"verdict: {v.heading + ' ' if v.heading else ''}{v.message}")
         for tip in v.suggestions:
             say(f"  try: {tip}")
     url = (push_run(results[-1].name, args.push_to, token, private=not args.public,
@@ -143,7 +143,7 @@ def cmd_finetune(args) -> int:
             print_json({"model": result.name, "path": str(result.path), "mode": result.mode,
                   "metrics": {k: result.metrics.get(k) for k in ("accuracy", "macro_f1", "val_nll", "ece")},
                   **({"calibration": result.metrics["calibration"]} if result.metrics.get("calibration") else {}),
-                  "verdict": {"status": v.status, "learned": v.learned, "message": v.message,
+                  "verdict": {"status": v.status, "learned": v.learned, "heading": v.heading, "message": v.message,
                               "suggestions": list(v.suggestions), "majority": v.majority, "probe": v.probe},
                   **({"pushed": url} if url and result is results[-1] else {})})
     return 0

@@ -37,7 +37,7 @@ from .job import FinetuneJob
 from .plan import plan_finetune
 from .records import DEFAULT_BASE, MODES, RUN_MODES, FinetunePlan, RunResult, Verdict
 from .runner import run_finetune, run_plan
-from .runs import base_model_path, list_runs, run_folder, valid_run_name, zip_run
+from .runs import base_model_path, list_runs, run_folder, run_stem, valid_run_name, zip_run
 from .verdict import judge, majority_baseline
 
 __all__ = [
@@ -62,6 +62,7 @@ __all__ = [
     "run_finetune",
     "run_folder",
     "run_plan",
+    "run_stem",
     "valid_run_name",
     "zip_run",
 ]

@@ -115,9 +115,13 @@ def plan_finetune(
     config, auto = auto_config(n_train, base_hidden_size(base_path), epochs=epochs, learning_rate=learning_rate,
                                batch_size=batch_size, warmup_ratio=warmup_ratio, patience=patience,
                                max_length=max_length or None, seed=seed)
+    given = tuple(k for k, v in (("epochs", epochs), ("learning_rate", learning_rate), ("batch_size", batch_size),
+                                 ("warmup_ratio", warmup_ratio), ("early_stopping_patience", patience),
+                                 ("max_length", max_length or None)) if v is not None)
     return FinetunePlan(train=train, val=val, base=base, modes=modes, names=names, config=config,
                         val_fraction=float(val_fraction), source=table.name or "", columns=(text, label, pair),
                         notices=tuple(notices), warnings=tuple(p.message for p in report.warnings), auto=auto,
+                        given=given,
                         allow_paths=allow, models_dir=Path(settings.models_dir), device=settings.device,
                         world_size=int(world_size))
 

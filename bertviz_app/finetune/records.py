@@ -22,9 +22,10 @@ DEFAULT_BASE = ENCODER
 
 @dataclass(frozen=True)
 class Verdict:
-    """Did the run learn? ``status`` is learned, weak (better than the majority class, but not than
-    the probe, or the loss barely moved) or not_learned; ``message`` says it in plain words and
-    ``suggestions`` what to change."""
+    """Did the run learn? ``status`` is learned, weak (only a little better than the majority class,
+    behind the probe beyond noise, or right but unsure with a flat loss) or not_learned; ``heading``
+    says which in a few words (the page shows it in bold), ``message`` in plain words with the
+    numbers and ``suggestions`` what to change."""
 
     status: str
     message: str
@@ -36,6 +37,7 @@ class Verdict:
     mean_confidence: float | None = None  # mean top probability on the validation rows
     val_nll: float | None = None  # mean cross-entropy of the true labels on the validation rows (kept checkpoint)
     ece: float | None = None  # expected calibration error of the top probability, 15 equal-width bins
+    heading: str = ""  # e.g. "Weak: below the probe." ("": an older record; the page falls back on the status)
 
     @property
     def learned(self) -> bool:
@@ -86,6 +88,7 @@ class FinetunePlan:
     notices: tuple[str, ...] = ()  # column guesses, read and validation-file notices
     warnings: tuple[str, ...] = ()  # the validation report's warnings (training goes on)
     auto: tuple[str, ...] = ()  # how each automatic setting was chosen
+    given: tuple[str, ...] = ()  # the TrainConfig settings the user gave (epochs, learning_rate...); the rest automatic
     allow_paths: bool = True  # ``base`` may be a folder
     owner: str | None = None  # public mode: the visitor's owner hash, saved with each run (visitors.py)
     models_dir: Path = DEFAULT_MODELS_DIR  # the registry the runs are saved in (models_dir/runs/<name>)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
+from dataclasses import replace
 from pathlib import Path
 
 from ..calibration import CALIBRATION_FILE, calibration_record
@@ -18,11 +19,11 @@ from ..training import TrainConfig, atomic_save, train_classifier
 from .card import run_card, run_record
 from .evaluation import evaluate
 from .probe import probe_reference, train_probe
-from .records import RUN_MODES, FinetunePlan, RunResult
-from .runs import base_model_path, free_name, runs_dir, valid_run_name
+from .records import RUN_MODES, FinetunePlan, RunResult, Verdict
+from .runs import base_model_path, free_name, run_stem, runs_dir, valid_run_name
 from .verdict import judge, majority_baseline
 
-__all__ = ["MAX_MISCLASSIFIED", "run_finetune", "run_plan", "targets"]
+__all__ = ["MAX_MISCLASSIFIED", "cancelled_verdict", "run_finetune", "run_plan", "targets"]
 
 MAX_MISCLASSIFIED = 500
 
@@ -49,6 +50,7 @@ def run_finetune(
     models_dir: Path = DEFAULT_MODELS_DIR,
     device: str = "auto",
     world_size: int = 1,
+    given: Collection[str] | None = None,
 ) -> RunResult:
     """Train one mode, evaluate on the validation split, judge and save ``models_dir/runs/<name>``
     atomically.
@@ -60,10 +62,11 @@ def run_finetune(
     PROBE_REFERENCE_ROWS training rows (not saved). ``device``: where the probe computes its
     features (full training places itself, see ``training.train_classifier``); ``world_size``: the
     processes training together (``accelerate launch``), of which only the main one saves; the
-    others return ``None``."""
+    others return ``None``. ``given``: the settings of ``config`` the user chose (the verdict advises
+    only about those; None: all of a given ``config``, none of the default one)."""
     if mode not in RUN_MODES:
         raise InputError(f"Unknown mode {mode!r}: choose full or probe (or both, through plan_finetune).")
-    config = config or TrainConfig()
+    config_given, config = config is not None, config or TrainConfig()
     if name is not None:
         name = valid_run_name(name)
         if (runs_dir(models_dir) / name).exists():
@@ -90,9 +93,13 @@ def run_finetune(
             probe = probe_reference(base_path, train, val, config, cancel, device)
         except CancelledError:  # cancelled now: save the trained weights, judged without the probe
             probe = None
+    chosen = set(given if given is not None else info["config"] if config_given else ())
     verdict = judge(metrics, majority_baseline(train, val), mode=mode, log_history=info.get("log_history", []),
-                    probe=probe, hyperparameters=info["config"], n_train=len(train))
-    name = name or free_name(f"{mode}-{data_hash[:8]}", models_dir)
+                    probe=probe, hyperparameters={k: v for k, v in info["config"].items() if k in chosen},
+                    n_train=len(train), stopped_early=bool(info.get("stopped_early")), multi_label=train.multi_label)
+    if info.get("cancelled"):  # a partial run: its metrics say nothing of whether the model learns
+        verdict = cancelled_verdict(verdict, info)
+    name = name or free_name(run_stem(mode, data_hash), models_dir)
     dest = runs_dir(models_dir) / name
     record = run_record(f"runs/{name}", mode=mode, base=base, source=source, data_hash=data_hash, train=train,
                         val=val, metrics=metrics, misclassified=wrong[:MAX_MISCLASSIFIED], info=info,
@@ -102,7 +109,7 @@ def run_finetune(
         "training_log.json": json.dumps(info.get("log_history", []), indent=2, default=str),
         "README.md": run_card(record),
     }
-    if metrics.get("calibration"):  # single-label: the temperature predict applies to this run
+    if (metrics.get("calibration") or {}).get("helps"):  # single-label, and it helped on the judging half
         files[CALIBRATION_FILE] = json.dumps(calibration_record(metrics["calibration"], "fine-tune validation split"),
                                              indent=2)
     try:
@@ -118,6 +125,17 @@ def run_finetune(
         stopped_by=info.get("stopped_by"), notices=tuple(notices),
         verdict=verdict, hyperparameters=dict(info["config"]),
     )
+
+
+def cancelled_verdict(verdict: Verdict, info: dict) -> Verdict:
+    """The verdict of a run cancelled before its end: status "cancelled", never "learned" (the judgement
+    of its partial metrics is dropped; the baselines stay for reference)."""
+    steps, most = info.get("steps"), info.get("max_steps")
+    at = f" at step {steps} of {most}" if isinstance(steps, int) and isinstance(most, int) else ""
+    return replace(verdict, status="cancelled", heading="Cancelled: not judged.",
+                   message=(f"Cancelled{at}, so not judged: the metrics are those of a partial run (the best weights "
+                            "before the cancel) and do not say whether the model learns."),
+                   suggestions=("Train again and let the run finish to find out whether the model learns.",))
 
 
 def _split(train: Dataset, val: Dataset | None, val_fraction: float, seed: int) -> tuple[Dataset, Dataset, list[str]]:
@@ -153,7 +171,7 @@ def run_plan(plan: FinetunePlan, progress: Callable[[dict], None] | None = None,
             res = run_finetune(plan.train, plan.val, base=plan.base, mode=mode, name=name, config=plan.config,
                                val_fraction=plan.val_fraction, source=plan.source, cancel=cancel, probe=probe,
                                allow_paths=plan.allow_paths, owner=plan.owner, models_dir=plan.models_dir,
-                               device=plan.device, world_size=plan.world_size,
+                               device=plan.device, world_size=plan.world_size, given=plan.given,
                                progress=lambda e, m=mode, k=k: emit({"kind": "progress", "mode": m, "index": k,
                                                                        "of": len(plan.modes), **e}))
         except CancelledError:

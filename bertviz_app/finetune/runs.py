@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import shutil
 import tempfile
 from pathlib import Path
@@ -14,8 +15,8 @@ from ..errors import InputError, ModelNotFoundError
 from ..registry import model_folder
 from ..training import check_trainable
 
-__all__ = ["RUN_NAME", "base_model_path", "free_name", "list_runs", "run_folder", "runs_dir", "valid_run_name",
-           "zip_run"]
+__all__ = ["RUN_NAME", "base_model_path", "free_name", "list_runs", "run_folder", "run_stem", "runs_dir",
+           "valid_run_name", "zip_run"]
 
 RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
@@ -61,6 +62,12 @@ def zip_run(run: str | None, models_dir: Path = DEFAULT_MODELS_DIR) -> Path:
     path = run_folder(run, models_dir)
     d = tempfile.mkdtemp(prefix="bertviz-zip-")
     return Path(shutil.make_archive(os.path.join(d, path.name), "zip", root_dir=path))
+
+
+def run_stem(mode: str, data_hash: str) -> str:
+    """The name of a run its user did not name: ``<mode>-<data hash, 8>-<8 random hex digits>``. The random
+    part keeps a run's name from being guessed from its data (names are what links and the API take)."""
+    return f"{mode}-{data_hash[:8]}-{secrets.token_hex(4)}"
 
 
 def free_name(stem: str, models_dir: Path = DEFAULT_MODELS_DIR) -> str:

@@ -10,7 +10,6 @@ length-sorted batch.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 import gradio as gr
 from gradio.data_classes import FileData
@@ -19,11 +18,11 @@ import bertviz_app as core
 from bertviz_app import service
 from bertviz_app.config import Settings
 
-from . import common, visitor
+from . import common, uploads, visitor
 from .evaluate_events import parse_words
 from .finetune_view import load_base
 
-__all__ = ["functions", "register", "uploaded_path", "PREDICT_CONCURRENCY", "EXPLAIN_CONCURRENCY"]
+__all__ = ["functions", "register", "PREDICT_CONCURRENCY", "EXPLAIN_CONCURRENCY"]
 
 # /predict calls let in at once: they wait in the core's micro-batcher, which runs them as one batch
 PREDICT_CONCURRENCY = 32
@@ -99,7 +98,7 @@ def functions(default: str, settings: Settings) -> dict[str, Callable]:
         layers=true adds "layers" (a linear probe's accuracy on the [CLS] and mean vectors at every depth);
         compare_with (a second model with the same classes) adds "comparison" (both models' accuracy, the
         rows only one gets right, McNemar's exact p and its reading, per-slice differences)."""
-        path = uploaded_path(file)
+        path = uploads.upload_path(file)
         visitor.upload(path)  # public mode: counted, and deleted once read
         try:
             table = core.read_table(path, max_upload_mb=settings.max_upload_mb, max_rows=settings.max_rows)
@@ -113,27 +112,6 @@ def functions(default: str, settings: Settings) -> dict[str, Callable]:
 
     return {"predict": predict, "attention": attention, "explain": explain, "compare": compare, "summary": summary,
             "evaluate": evaluate}
-
-
-def uploaded_path(file) -> str:
-    """The server path of a file sent to a gradio endpoint (gradio_client's ``handle_file``: a FileData
-    dict uploaded with the call). Only a file in gradio's upload folder is read: a ``path`` naming any
-    other file on the server is refused, as is anything that is not an uploaded file."""
-    from gradio.utils import get_upload_folder
-
-    path = file.get("path") if isinstance(file, dict) else getattr(file, "path", None)
-    if not isinstance(path, str) or not path.strip():
-        raise core.InputError("Send the labelled file itself (gradio_client: handle_file(\"reviews.csv\")): a .csv, "
-                              ".tsv or .txt with a header row, a text column and a label column.")
-    root = Path(get_upload_folder()).resolve()
-    try:
-        resolved = Path(path).resolve()
-    except (OSError, ValueError):
-        resolved = None
-    if resolved is None or not resolved.is_relative_to(root) or not resolved.is_file():
-        raise core.InputError("That file was not uploaded with this request: send the file itself "
-                              "(gradio_client: handle_file(\"reviews.csv\")), not a path on the server.")
-    return str(resolved)
 
 
 def register(default: str, settings: Settings, heavy: dict) -> None:

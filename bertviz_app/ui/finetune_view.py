@@ -197,7 +197,8 @@ def settings_line(plan) -> str:
     return chosen + (f" (automatic: {esc('; '.join(plan.auto))})." if plan.auto else ".")
 
 
-VERDICT_HEAD = {"learned": "**Learned.**", "weak": "**Weak: barely better.**", "not_learned": "**Not learned.**"}
+VERDICT_HEAD = {"learned": "Learned.", "weak": "Weak.", "not_learned": "Not learned.",
+                "cancelled": "Cancelled: not judged."}  # records without a heading
 
 
 def verdict_md(results: list) -> str:
@@ -208,7 +209,8 @@ def verdict_md(results: list) -> str:
         if v is None:
             continue
         who = f"{esc(r.name)} ({r.mode})"
-        lines.append(f"{VERDICT_HEAD.get(v.status, v.status)} {who}: {esc(v.message)}")
+        head = v.heading or VERDICT_HEAD.get(v.status, v.status)  # what decided it (verdict.HEADINGS)
+        lines.append(f"**{esc(head)}** {who}: {esc(v.message)}")
         lines += [f"- Try: {esc(tip)}" for tip in v.suggestions]
     return "  \n".join(lines)
 
@@ -218,18 +220,34 @@ def _num(x) -> str:
 
 
 def calibration_md(r, named: bool = False) -> str:
-    """One line: the temperature the run fitted on its validation split (``metrics["calibration"]``, saved
-    as calibration.json) with ECE and NLL before/after; "" for a run without one (multi-label, or older)."""
+    """One line: the temperature the run fitted on half its validation split and judged on the other half
+    (``metrics["calibration"]``): T, ECE/NLL/Brier before and after on the judging half, whether it helped
+    there and so was saved as calibration.json (predict applies it) or not, and why; "" for a run without
+    one (multi-label). A run from before the judging (no ``helps``) saved T fitted on every validation row."""
     c = r.metrics.get("calibration")
-    if not isinstance(c, dict) or not isinstance(c.get("temperature"), (int, float)):
+    if not isinstance(c, dict) or not c:
         return ""
     who = f" ({esc(r.name)})" if named else ""
-    rows = f"the {c['rows']:,} validation rows" if isinstance(c.get("rows"), int) else "the validation rows"
-    return (f"Temperature scaling{who}: **T = {c['temperature']:.3f}** (saved as calibration.json; predict "
-            "applies it) · "
-            f"ECE {_num(c.get('ece_before'))} \u2192 {_num(c.get('ece_after'))} · NLL {_num(c.get('nll_before'))} "
-            f"\u2192 {_num(c.get('nll_after'))}; \u201cafter\u201d is measured on {rows} T was fitted on, so it is "
-            "optimistic")
+    t = c.get("temperature")
+    if "helps" not in c:  # an older run: T fitted on every validation row, saved, "after" measured there too
+        if not isinstance(t, (int, float)):
+            return ""
+        rows = f"the {c['rows']:,} validation rows" if isinstance(c.get("rows"), int) else "the validation rows"
+        return (f"Temperature scaling{who}: **T = {t:.3f}** (saved as calibration.json; predict applies it) · "
+                f"ECE {_num(c.get('ece_before'))} \u2192 {_num(c.get('ece_after'))} · NLL {_num(c.get('nll_before'))} "
+                f"\u2192 {_num(c.get('nll_after'))}; \u201cafter\u201d is measured on {rows} T was fitted on, so it "
+                "is optimistic")
+    if not isinstance(t, (int, float)):
+        return (f"Temperature scaling{who}: {esc(c.get('judgement') or 'no temperature fitted.')} Predict reports the "
+                "model's raw softmax")
+    judged = int(c.get("judged_on_rows") or 0)
+    verdict = ("it **helps** there, so it is **saved** as calibration.json and predict applies it" if c.get("helps")
+               else "it does **not help** there (it must lower the NLL without raising the ECE), so it is **not "
+                    "saved**: predict reports the model's raw softmax")
+    return (f"Temperature scaling{who}: **T = {t:.3f}**, fitted on {int(c.get('fitted_on_rows') or 0):,} validation "
+            f"rows and judged on the other {judged:,}: ECE {_num(c.get('ece_before'))} \u2192 "
+            f"{_num(c.get('ece_after'))} · NLL {_num(c.get('nll_before'))} \u2192 {_num(c.get('nll_after'))} · "
+            f"Brier {_num(c.get('brier_before'))} \u2192 {_num(c.get('brier_after'))} on those {judged:,}; {verdict}")
 
 
 def metrics_md(results: list) -> str:

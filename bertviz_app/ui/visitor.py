@@ -33,6 +33,9 @@ import gradio as gr
 import bertviz_app as core
 from bertviz_app import evaluation_runs, service, visitors
 from bertviz_app.config import Settings
+from bertviz_app.finetune import run_stem
+
+from . import uploads
 
 log = logging.getLogger("bertviz_app.ui")
 
@@ -176,7 +179,7 @@ def claim(plan):
     tag = visitors.owner_tag(who)
     names = []
     for mode, name in zip(plan.modes, plan.names):
-        stem = f"{tag}-{name or f'{mode}-{plan.train.data_hash[:8]}'}"
+        stem = f"{tag}-{name or run_stem(mode, plan.train.data_hash)}"
         if len(stem) > 64:
             raise core.InputError(f"Run names may be at most {64 - len(tag) - 1} characters here; "
                                   f"{name!r} is longer.")
@@ -229,10 +232,14 @@ def one_at_a_time(train, status, offer=None):
 
 
 def upload(path: str | None) -> None:
-    """Public mode: count an upload (LimitError past ``max_uploads_per_hour``; the file is then
-    deleted unread)."""
+    """Accept a file a handler is about to read: refused (``InputError``) unless it is a file uploaded to
+    gradio's upload folder (``uploads.upload_path``), in either mode. Public mode: the upload is also
+    counted (LimitError past ``max_uploads_per_hour``; the file is then deleted unread)."""
+    if not path:
+        return
+    uploads.upload_path(path)
     who = owner()
-    if who is None or not path:
+    if who is None:
         return
     try:
         app_state().uploads.count(who)
