@@ -27,8 +27,11 @@ from .build_job import start_default_build as start_default_build
 from .calibration import CALIBRATION_FILE as CALIBRATION_FILE
 from .calibration import calibration_info as calibration_info
 from .calibration import calibration_metrics as calibration_metrics
+from .calibration import calibration_outcome as calibration_outcome
 from .calibration import calibration_report as calibration_report
+from .calibration import evaluated_judgement as evaluated_judgement
 from .calibration import fit_temperature as fit_temperature
+from .calibration import judge_temperature as judge_temperature
 from .calibration import load_temperature as load_temperature
 from .calibration import reliability_bins as reliability_bins
 from .calibration import rescale_probs as rescale_probs

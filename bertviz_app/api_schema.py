@@ -188,7 +188,9 @@ class EvaluateResponse(_Answer):
     slices: list[dict[str, Any]] = Field(description="Worst first: kind, name, size, correct, accuracy and its 95% "
                                                      "Wilson interval.")
     calibration: dict[str, Any] = Field(description="ece, nll, brier, temperature, ece_after, nll_after, "
-                                                    "fitted_on_rows, measured_on_rows, note.")
+                                                    "fitted_on_rows, measured_on_rows, note; helps (on the measured "
+                                                    "rows the NLL is lower and the ECE not higher: only then is the "
+                                                    "temperature worth saving) and judgement (why, with the numbers).")
     misclassified: list[dict[str, Any]] = Field(description="The first 100 rows the model gets wrong, most confident "
                                                             "first: row, text, true, predicted, confidence.")
     layers: list[dict[str, Any]] | None = Field(None, description="With layers=true: per layer (0 = embeddings) "

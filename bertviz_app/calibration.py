@@ -5,8 +5,13 @@
 - ``reliability_bins``: the bins behind the ECE, for a reliability diagram;
 - ``fit_temperature``: the temperature T > 0 that minimises the NLL of ``softmax(logits / T)``
   (temperature scaling, Guo et al. 2017); it never changes the argmax;
+- ``calibration_report``: T fitted on one part of held-out rows (``split_rows``) and judged on the
+  other: it **helps** (``judge_temperature``) only when, on the judging rows, the NLL is lower and the
+  ECE not higher; ``judgement`` says which, with the numbers. Under ``MIN_SPLIT_ROWS`` rows nothing is
+  fitted. ``evaluated_judgement``: the same rule on an evaluation's calibration (Evaluate's names);
 - ``save_calibration`` / ``load_temperature``: ``calibration.json`` beside a model's ``config.json``,
-  which predict applies when present (see docs/methods.md, "Calibration");
+  which predict applies when present (see docs/methods.md, "Calibration"); a temperature that did not
+  help is refused, with the reason;
 - ``calibration_info``: T and what it was fitted on, for a page to say so; ``rescale_probs``: the
   temperature-scaled probabilities from the raw softmax (the page keeps both, to show either).
 
@@ -33,6 +38,9 @@ CALIBRATION_FILE = "calibration.json"
 T_MIN, T_MAX = 0.05, 20.0
 N_BINS = 15
 EPS = 1e-12
+MIN_SPLIT_ROWS = 20  # fewer held-out rows: no temperature (too few to fit on one part and judge on the other)
+SPLIT_SEED = 0  # the fine-tune's fit/judge split of its validation rows
+RULE = "it must lower the NLL without raising the ECE"
 
 
 def _check(probs, labels, what: str = "probs") -> tuple[np.ndarray, np.ndarray]:
@@ -150,40 +158,159 @@ def fit_temperature(logits, labels) -> float:
     return float(min(math.exp(min(candidates)[1]), T_MAX))
 
 
-def calibration_report(logits, labels, n_bins: int = N_BINS) -> dict:
-    """Fit T on (logits, labels) and give the metrics before and after: ``{"temperature", "ece_before",
-    "ece_after", "nll_before", "nll_after", "brier_before", "brier_after", "rows"}``."""
+def split_rows(n: int, fit_share: float = 0.5, seed: int = SPLIT_SEED) -> tuple[np.ndarray, np.ndarray]:
+    """(fit, judge): two disjoint sorted index arrays covering ``range(n)``, drawn at random (``seed``);
+    ``fit`` holds ``round(fit_share * n)`` of them. Either may be empty (the caller checks)."""
+    order = np.random.default_rng(seed).permutation(n)
+    n_fit = int(round(fit_share * n))
+    return np.sort(order[:n_fit]), np.sort(order[n_fit:])
+
+
+def judge_temperature(t: float, before: dict, after: dict, judged_rows: int) -> tuple[bool, str]:
+    """Does the temperature ``t`` help on rows it was not fitted on? ``before`` / ``after``:
+    ``calibration_metrics`` of the raw and the scaled softmax on those ``judged_rows`` rows. The rule:
+    it helps when the NLL is lower and the ECE not higher (Brier is shown, not judged: it follows the NLL).
+    Returns (helps, one sentence saying which, with the numbers)."""
+    nll_lower = after["nll"] < before["nll"]
+    ece_kept = after["ece"] <= before["ece"]
+    helps = bool(nll_lower and ece_kept)
+
+    def move(a: float, b: float) -> str:
+        return "lower" if b < a else ("higher" if b > a else "the same")
+
+    numbers = (f"NLL {before['nll']:.4f} -> {after['nll']:.4f} ({move(before['nll'], after['nll'])}), ECE "
+               f"{before['ece']:.4f} -> {after['ece']:.4f} ({move(before['ece'], after['ece'])})")
+    if "brier" in before and "brier" in after:
+        numbers += f", Brier {before['brier']:.4f} -> {after['brier']:.4f}"
+    where = f"on the {judged_rows:,} rows it was not fitted on"
+    if helps:
+        return True, f"T = {t:.3f} helps {where}: {numbers}."
+    return False, f"T = {t:.3f} does not help {where}: {numbers}; {RULE}."
+
+
+def calibration_report(logits, labels, n_bins: int = N_BINS, *, fit_share: float = 0.5,
+                       seed: int = SPLIT_SEED) -> dict:
+    """Temperature scaling fitted on one part of held-out rows and judged on the other: the rows are
+    split at random (``split_rows``, ``seed``), T is fitted on ``fit_share`` of them, and ECE/NLL/Brier
+    before and after are measured on the others (the judging rows). ``{"temperature", "rows",
+    "fitted_on_rows", "judged_on_rows", "seed", "ece_before", "ece_after", "nll_before", "nll_after",
+    "brier_before", "brier_after", "helps", "judgement"}``: ``helps`` by ``judge_temperature``'s rule,
+    ``judgement`` the sentence saying why. Under ``MIN_SPLIT_ROWS`` rows (or a split leaving a part
+    empty) no temperature is fitted: ``temperature`` and the ``_after`` numbers are None, the ``_before``
+    ones are measured on every row, ``helps`` is False and ``judgement`` says why."""
     z, y = _check(logits, labels, "logits")
-    t = fit_temperature(z, y)
-    before = calibration_metrics(softmax_t(z, 1.0), y, n_bins)
-    after = calibration_metrics(softmax_t(z, t), y, n_bins)
+    n = len(y)
+    fit, judge = split_rows(n, fit_share, seed)
+    base = {"rows": int(n), "seed": int(seed)}
+    if n < MIN_SPLIT_ROWS or len(fit) == 0 or len(judge) == 0:
+        before = calibration_metrics(softmax_t(z, 1.0), y, n_bins)
+        why = (f"{n} rows are too few to fit a temperature on one part and judge it on the other (at least "
+               f"{MIN_SPLIT_ROWS})" if n < MIN_SPLIT_ROWS else f"a fit share of {fit_share} leaves a part empty")
+        return {"temperature": None, **base, "fitted_on_rows": 0, "judged_on_rows": 0,
+                "ece_before": before["ece"], "ece_after": None, "nll_before": before["nll"], "nll_after": None,
+                "brier_before": before["brier"], "brier_after": None, "helps": False,
+                "judgement": f"No temperature fitted: {why}."}
+    t = fit_temperature(z[fit], y[fit])
+    before = calibration_metrics(softmax_t(z[judge], 1.0), y[judge], n_bins)
+    after = calibration_metrics(softmax_t(z[judge], t), y[judge], n_bins)
+    helps, judgement = judge_temperature(t, before, after, len(judge))
     return {
-        "temperature": t, "rows": int(len(y)),
+        "temperature": t, **base, "fitted_on_rows": int(len(fit)), "judged_on_rows": int(len(judge)),
         "ece_before": before["ece"], "ece_after": after["ece"],
         "nll_before": before["nll"], "nll_after": after["nll"],
         "brier_before": before["brier"], "brier_after": after["brier"],
+        "helps": helps, "judgement": judgement,
     }
+
+
+def calibration_outcome(report: dict | None) -> str:
+    """One plain sentence on a fine-tune's temperature (its ``calibration_report``, ``metrics["calibration"]``):
+    fitted on how many validation rows, judged on how many, whether it helped there (``judgement``) and so
+    whether it was saved as calibration.json and applied; "" without a report. A run from before the
+    temperature was judged (no ``helps``) fitted and saved it on every validation row: said so."""
+    if not isinstance(report, dict) or not report:
+        return ""
+    t = report.get("temperature")
+    if "helps" not in report:  # an older run: fitted on every validation row, saved, measured where fitted
+        if not isinstance(t, (int, float)):
+            return ""
+        return (f"Temperature scaling: T = {t:.3f}, fitted on the validation rows and saved as calibration.json "
+                "(predict applies it); its before/after numbers were measured on the rows it was fitted on (a run "
+                "from before temperatures were judged on other rows).")
+    judgement = str(report.get("judgement") or "")
+    if not isinstance(t, (int, float)):
+        return f"Temperature scaling: {judgement} Predict reports the model's raw softmax."
+    head = (f"Temperature scaling (fitted on {int(report.get('fitted_on_rows') or 0):,} validation rows, judged on "
+            f"the other {int(report.get('judged_on_rows') or 0):,}): {judgement} ")
+    return head + ("Saved as calibration.json: predict applies it." if report.get("helps") else
+                   "Not saved: predict reports the model's raw softmax.")
+
+
+def evaluated_judgement(calibration: dict) -> tuple[bool, str]:
+    """``judge_temperature``'s rule on an evaluation's calibration (``Evaluation.calibration``: ``ece``,
+    ``nll``, ``brier`` before and ``..._after``, measured on the rows T was not fitted on), recomputed
+    from its numbers (so a stored evaluation from before the rule is judged the same way): (helps, why).
+    No temperature fitted: (False, its ``note``)."""
+    t = calibration.get("temperature")
+    if t is None:
+        return False, ("This evaluation fitted no temperature, so there is none to save: "
+                       + str(calibration.get("note") or "evaluate a file with rows of at least two classes."))
+    keys = ("ece", "nll")
+    if any(not isinstance(calibration.get(k), (int, float)) or not isinstance(calibration.get(f"{k}_after"),
+                                                                              (int, float)) for k in keys):
+        return False, f"T = {float(t):.3f} has no before/after numbers to judge it by; evaluate the file again."
+    before = {k: float(calibration[k]) for k in ("ece", "nll", "brier") if calibration.get(k) is not None}
+    after = {k: float(calibration[f"{k}_after"]) for k in ("ece", "nll", "brier")
+             if calibration.get(f"{k}_after") is not None}
+    rows = calibration.get("measured_on_rows")
+    return judge_temperature(float(t), before, after, int(rows) if isinstance(rows, int) else 0)
+
+
+def _report_judgement(report: dict) -> tuple[bool, str] | None:
+    """The rule on a report's own numbers (``ece_before``...), or None when it lacks them."""
+    if any(not isinstance(report.get(k), (int, float)) for k in ("ece_before", "ece_after", "nll_before",
+                                                                   "nll_after")):
+        return None
+    before = {k: float(report[f"{k}_before"]) for k in ("ece", "nll", "brier") if report.get(f"{k}_before") is not None}
+    after = {k: float(report[f"{k}_after"]) for k in ("ece", "nll", "brier") if report.get(f"{k}_after") is not None}
+    rows = report.get("judged_on_rows", report.get("rows", 0))
+    return judge_temperature(float(report["temperature"]), before, after, int(rows or 0))
 
 
 def calibration_record(report: dict, source: str) -> dict:
     """What ``calibration.json`` holds, from a ``calibration_report`` result: ``{"temperature",
-    "fitted_on": {"rows", "source"}, "ece_before", "ece_after", "nll_before", "nll_after", "brier_before",
-    "brier_after", "created"}``; ``source`` says what T was fitted on (e.g. "fine-tune validation split")."""
+    "fitted_on": {"rows", "source"}, "judged_on_rows", "ece_before", "ece_after", "nll_before", "nll_after",
+    "brier_before", "brier_after", "judgement", "created"}``; ``source`` says what T was fitted on (e.g.
+    "fine-tune validation split"). InputError, saying why, for a temperature that did not help where it
+    was judged (``report["helps"]`` False, or its before/after numbers failing ``judge_temperature``'s rule)."""
     t = report.get("temperature")
+    if t is None:
+        raise InputError(str(report.get("judgement") or "No temperature was fitted, so there is none to save."))
     if isinstance(t, bool) or not isinstance(t, (int, float)) or not (math.isfinite(t) and T_MIN <= t <= T_MAX):
         raise InputError(f"temperature {t!r} is not a number in [{T_MIN}, {T_MAX}]")
-    return {
+    judged = _report_judgement(report)
+    if report.get("helps") is False or (judged is not None and not judged[0]):
+        why = report.get("judgement") if report.get("helps") is False else judged[1]  # type: ignore[index]
+        raise InputError(f"Not saved: {why or 'the temperature did not help where it was judged.'}")
+    rows = report.get("fitted_on_rows", report.get("rows", 0))
+    record = {
         "temperature": float(t),
-        "fitted_on": {"rows": int(report.get("rows", 0)), "source": str(source)},
+        "fitted_on": {"rows": int(rows or 0), "source": str(source)},
         **{k: float(report[k]) for k in ("ece_before", "ece_after", "nll_before", "nll_after",
                                           "brier_before", "brier_after") if report.get(k) is not None},
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+    if report.get("judged_on_rows"):
+        record["judged_on_rows"] = int(report["judged_on_rows"])
+    if judged is not None:
+        record["judgement"] = judged[1]
+    record["created"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return record
 
 
 def save_calibration(folder, report: dict, source: str) -> Path:
     """Write ``calibration.json`` into the model folder ``folder`` atomically (temporary file + rename)
-    from a ``calibration_report`` result (``calibration_record``). Only that one file is written."""
+    from a ``calibration_report`` result (``calibration_record``: refused, with the reason, when the
+    temperature did not help where it was judged). Only that one file is written."""
     folder = Path(folder)
     if not folder.is_dir():
         raise InputError(f"{folder} is not a folder: calibration.json goes beside a model's config.json")
@@ -204,15 +331,17 @@ def save_evaluated_temperature(folder, calibration: dict, source: str) -> Path:
     ``fitted_on_rows`` and the metrics before/after measured on the other rows) into the model folder
     ``folder`` as ``calibration.json``, which predict then applies. ``source`` says what it was fitted
     on (e.g. "evaluate: 1,000 rows of reviews.csv"). InputError, saying why, when the evaluation fitted
-    none (its ``note`` says why) or ``folder`` is not a model folder."""
+    none (its ``note`` says why), when the temperature did not help on the rows it was measured on
+    (``evaluated_judgement``), or ``folder`` is not a model folder."""
     t = calibration.get("temperature")
-    if t is None:
-        raise InputError("This evaluation fitted no temperature, so there is none to save: "
-                         + str(calibration.get("note") or "evaluate a file with rows of at least two classes."))
+    helps, why = evaluated_judgement(calibration)
+    if not helps:
+        raise InputError(why if t is None else f"This temperature is not saved: {why}")
     if not (Path(folder) / "config.json").is_file():
         raise InputError(f"{folder} is not a model folder (no config.json): a temperature is saved beside a model's "
                          "config.json; save the model to a folder first.")
-    report = {"temperature": t, "rows": calibration.get("fitted_on_rows", 0),
+    report = {"temperature": t, "fitted_on_rows": calibration.get("fitted_on_rows", 0),
+              "judged_on_rows": calibration.get("measured_on_rows", 0),
               **{f"{k}_before": calibration.get(k) for k in ("ece", "nll", "brier")},
               **{f"{k}_after": calibration.get(f"{k}_after") for k in ("ece", "nll", "brier")}}
     return save_calibration(folder, report, source)

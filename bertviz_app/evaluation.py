@@ -31,8 +31,11 @@ renamed .csv, a text column of numbers...). Then:
   sorted worst first (lowest accuracy; larger first among equals); an empty one comes last.
 - **calibration**: ``calibration_metrics`` (15 bins) and temperature scaling: the rows are split at
   random (``seed``); T is fitted on ``hold_out`` of them and the metrics before/after are measured on
-  the others, never on the rows T was fitted on. Under ``MIN_CALIBRATION_ROWS`` rows, or with one
-  class, the metrics are measured on every row and no temperature is fitted; ``note`` says why.
+  the others, never on the rows T was fitted on. ``helps`` says whether T is worth keeping: on the
+  measured rows the NLL is lower and the ECE not higher (``calibration.judge_temperature``); ``judgement``
+  says why, with the numbers (a temperature that does not help is not saved, ``save_evaluated_temperature``).
+  Under ``MIN_CALIBRATION_ROWS`` rows, or with one class, the metrics are measured on every row and no
+  temperature is fitted (``helps`` False); ``note`` and ``judgement`` say why.
 
 - **layers** (``layers=True``): ``geometry.layer_vectors`` replaces the predictions' pass: its one
   forward gives the logits evaluated and every depth's [CLS] and mean vectors (``geometry``), then
@@ -60,7 +63,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .calibration import N_BINS, calibration_metrics, fit_temperature, reliability_bins, softmax_t
+from .calibration import (
+    MIN_SPLIT_ROWS,
+    N_BINS,
+    calibration_metrics,
+    fit_temperature,
+    judge_temperature,
+    reliability_bins,
+    softmax_t,
+    split_rows,
+)
 from .data import ROW_NOTE, Table, format_rows, guess_columns, no_text_message, read_table, validate
 from .data.columns import describe_columns
 from .data.messages import quoted
@@ -76,7 +88,7 @@ __all__ = ["Evaluation", "Slice", "evaluate_file", "wilson_interval", "map_label
 
 CHUNK_ROWS = 1024  # rows tokenized and predicted together: memory is bounded by a chunk, not the file
 MAX_SLICE_VALUES = 20  # an extra column with at most this many distinct values is sliced by them
-MIN_CALIBRATION_ROWS = 20  # fewer evaluated rows: calibration metrics on every row, no temperature
+MIN_CALIBRATION_ROWS = MIN_SPLIT_ROWS  # fewer evaluated rows: calibration metrics on every row, no temperature
 MISCLASSIFIED_SHOWN = 100  # misclassified rows in the JSON (predictions.csv has every row)
 Z95 = 1.959963984540054  # the normal quantile of a two-sided 95% interval
 # Validation errors that stop an evaluation; the others (one class, a rare class) are about training.
@@ -586,21 +598,22 @@ def _calibration(logits: np.ndarray, true: np.ndarray, hold_out: float, seed: in
         why = f"hold_out {hold_out} leaves no rows to fit on or to measure on"
     if why is not None:
         before = calibration_metrics(softmax_t(logits, 1.0), true, N_BINS)
+        note = f"No temperature fitted ({why}); the metrics are measured on every evaluated row."
         return ({**before, "temperature": None, "ece_after": None, "nll_after": None, "brier_after": None,
-                 "fitted_on_rows": 0, "measured_on_rows": n, "note": f"No temperature fitted ({why}); the metrics "
-                 "are measured on every evaluated row.", **base},
+                 "fitted_on_rows": 0, "measured_on_rows": n, "note": note, "helps": False, "judgement": note, **base},
                 {"before": reliability_bins(softmax_t(logits, 1.0), true, N_BINS), "after": None},
                 ("all",) * n)
-    order = np.random.default_rng(seed).permutation(n)
-    fit, measure = np.sort(order[:n_fit]), np.sort(order[n_fit:])
+    fit, measure = split_rows(n, hold_out, seed)
     t = fit_temperature(logits[fit], true[fit])
     raw, scaled = softmax_t(logits[measure], 1.0), softmax_t(logits[measure], t)
     before, after = calibration_metrics(raw, true[measure], N_BINS), calibration_metrics(scaled, true[measure], N_BINS)
+    helps, judgement = judge_temperature(t, before, after, len(measure))
     part = np.array(["measure"] * n, dtype=object)
     part[fit] = "fit"
     calib = {**before, "temperature": t, "ece_after": after["ece"], "nll_after": after["nll"],
              "brier_after": after["brier"], "fitted_on_rows": int(len(fit)), "measured_on_rows": int(len(measure)),
              "note": f"Temperature fitted on {len(fit):,} rows drawn at random (seed {seed}); ECE, NLL and Brier "
-                     f"before and after are measured on the other {len(measure):,} rows.", **base}
+                     f"before and after are measured on the other {len(measure):,} rows.",
+             "helps": helps, "judgement": judgement, **base}
     return (calib, {"before": reliability_bins(raw, true[measure], N_BINS),
                     "after": reliability_bins(scaled, true[measure], N_BINS)}, tuple(part.tolist()))

@@ -1,6 +1,7 @@
 """Calibration (issue 21): ECE/NLL/Brier against hand-computed values, temperature scaling recovering a
 known temperature, calibration.json read safely and applied by predict (raw probabilities on request),
-and fine-tuning fitting and saving it by itself."""
+and fine-tuning fitting and saving it by itself; a temperature is fitted on one part of the held-out rows
+and kept only when it helps on the other (issue 35)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 
 import bertviz_app as bv
 from bertviz_app import InputError
-from bertviz_app.calibration import CALIBRATION_FILE, T_MAX, T_MIN
+from bertviz_app.calibration import CALIBRATION_FILE, MIN_SPLIT_ROWS, T_MAX, T_MIN, split_rows
 
 # ----------------------------------------------------------------------------- metrics
 
@@ -122,9 +123,91 @@ def test_softmax_t_and_calibration_report():
         bv.softmax_t(z, 0.0)
     zz, y = _calibrated_sample(n=2000, seed=1)
     r = bv.calibration_report(2 * zz, y)
-    assert set(r) == {"temperature", "rows", "ece_before", "ece_after", "nll_before", "nll_after", "brier_before",
-                      "brier_after"}
+    assert set(r) == {"temperature", "rows", "seed", "fitted_on_rows", "judged_on_rows", "ece_before", "ece_after",
+                      "nll_before", "nll_after", "brier_before", "brier_after", "helps", "judgement"}
     assert r["rows"] == 2000 and r["nll_after"] <= r["nll_before"]
+
+
+# ----------------------------------------------------------------------------- judged on other rows
+
+
+def _hurting_sample(n=400, seed=0):
+    """Logits whose fitting part the model gets all right (so T shrinks to its lower bound: surer) and
+    whose judging part it gets 30% wrong: a sharper softmax there is worse on every measure."""
+    rng = np.random.default_rng(seed)
+    z = rng.normal(size=(n, 2))
+    y = z.argmax(1)
+    _, judge = split_rows(n)
+    flip = judge[rng.random(len(judge)) < 0.3]
+    y[flip] = 1 - y[flip]
+    return z, y
+
+
+def test_the_temperature_is_fitted_on_one_part_and_judged_on_the_other():
+    z, y = _calibrated_sample(n=2000, seed=2)
+    r = bv.calibration_report(3.0 * z, y)  # over-confident by 3x: T helps on rows it never saw
+    fit, judge = split_rows(2000)
+    assert len(fit) == r["fitted_on_rows"] == 1000 and len(judge) == r["judged_on_rows"] == 1000
+    assert not set(fit) & set(judge) and len(set(fit) | set(judge)) == 2000
+    assert r["temperature"] == pytest.approx(bv.fit_temperature(3.0 * z[fit], y[fit]), rel=1e-12)
+    assert r["temperature"] == pytest.approx(3.0, rel=0.1)
+    before = bv.calibration_metrics(bv.softmax_t(3.0 * z[judge], 1.0), y[judge])
+    after = bv.calibration_metrics(bv.softmax_t(3.0 * z[judge], r["temperature"]), y[judge])
+    assert (r["ece_before"], r["nll_before"], r["brier_before"]) == pytest.approx(
+        (before["ece"], before["nll"], before["brier"]), rel=1e-9)
+    assert (r["ece_after"], r["nll_after"], r["brier_after"]) == pytest.approx(
+        (after["ece"], after["nll"], after["brier"]), rel=1e-9)
+    assert r["helps"] is True and r["nll_after"] < 0.8 * r["nll_before"] and r["ece_after"] < r["ece_before"]
+    assert r["judgement"].startswith(f"T = {r['temperature']:.3f} helps on the 1,000 rows it was not fitted on")
+    assert f"NLL {r['nll_before']:.4f} -> {r['nll_after']:.4f} (lower)" in r["judgement"]
+    assert bv.calibration_report(3.0 * z, y) == r  # the split is seeded: the same report again
+
+
+def test_a_temperature_that_hurts_where_it_is_judged_does_not_help_and_is_not_saved(tmp_path):
+    z, y = _hurting_sample()
+    r = bv.calibration_report(z, y)
+    assert r["temperature"] == pytest.approx(T_MIN, rel=1e-3)  # the fitting part asked for a surer model
+    assert r["helps"] is False and r["nll_after"] > r["nll_before"] and r["ece_after"] > r["ece_before"]
+    assert "does not help on the 200 rows it was not fitted on" in r["judgement"]
+    assert "(higher)" in r["judgement"] and "lower the NLL without raising the ECE" in r["judgement"]
+    with pytest.raises(InputError, match="Not saved: T = 0.050 does not help"):
+        bv.save_calibration(tmp_path, r, "validation split")
+    assert list(tmp_path.iterdir()) == []  # nothing written
+    # positive control: the over-confident model's report is saved, with what it was judged on
+    zz, yy = _calibrated_sample(n=400, seed=3)
+    good = bv.calibration_report(3.0 * zz, yy)
+    assert good["helps"] is True
+    data = json.loads(bv.save_calibration(tmp_path, good, "validation split").read_text())
+    assert data["temperature"] == pytest.approx(good["temperature"]) and data["judged_on_rows"] == 200
+    assert data["fitted_on"] == {"rows": 200, "source": "validation split"} and "helps" in data["judgement"]
+
+
+def test_too_few_rows_fit_no_temperature_and_say_so(tmp_path):
+    z, y = _calibrated_sample(n=400, seed=4)
+    small = bv.calibration_report(3.0 * z[:MIN_SPLIT_ROWS - 1], y[:MIN_SPLIT_ROWS - 1])
+    assert small["temperature"] is None and small["helps"] is False and small["nll_after"] is None
+    assert small["fitted_on_rows"] == small["judged_on_rows"] == 0
+    assert small["judgement"] == (f"No temperature fitted: {MIN_SPLIT_ROWS - 1} rows are too few to fit a temperature "
+                                  f"on one part and judge it on the other (at least {MIN_SPLIT_ROWS}).")
+    before = bv.calibration_metrics(bv.softmax_t(3.0 * z[:MIN_SPLIT_ROWS - 1], 1.0), y[:MIN_SPLIT_ROWS - 1])
+    assert small["nll_before"] == pytest.approx(before["nll"], rel=1e-9)  # measured on every row
+    with pytest.raises(InputError, match="too few"):
+        bv.save_calibration(tmp_path, small, "x")
+    # positive control: at the threshold a temperature is fitted on 10 rows and judged on the other 10
+    enough = bv.calibration_report(3.0 * z[:MIN_SPLIT_ROWS], y[:MIN_SPLIT_ROWS])
+    assert enough["temperature"] is not None and enough["fitted_on_rows"] == enough["judged_on_rows"] == 10
+
+
+@pytest.mark.parametrize(("after", "helps"), [
+    ({"nll": 0.5, "ece": 0.10}, True),    # NLL lower, ECE the same: helps
+    ({"nll": 0.5, "ece": 0.05}, True),    # both lower
+    ({"nll": 0.5, "ece": 0.11}, False),   # NLL lower but ECE higher
+    ({"nll": 0.6, "ece": 0.05}, False),   # NLL the same
+    ({"nll": 0.7, "ece": 0.05}, False),   # NLL higher
+])
+def test_the_rule_nll_lower_and_ece_not_higher(after, helps):
+    ok, why = bv.judge_temperature(1.5, {"nll": 0.6, "ece": 0.10}, after, 30)
+    assert ok is helps and ("T = 1.500 helps" in why) is helps and ("does not help" in why) is not helps
 
 
 # ----------------------------------------------------------------------------- calibration.json
@@ -142,6 +225,9 @@ def test_save_and_load_round_trip_atomically(tmp_path):
     with pytest.raises(InputError, match="temperature"):
         bv.save_calibration(tmp_path, {**report, "temperature": 100.0}, "x")
     assert bv.load_temperature(tmp_path) == 2.5  # the old file stands
+    with pytest.raises(InputError, match=r"Not saved: .*NLL 0.9000 -> 0.9500 \(higher\)"):  # worse where judged
+        bv.save_calibration(tmp_path, {**report, "temperature": 3.0, "nll_after": 0.95}, "x")
+    assert bv.load_temperature(tmp_path) == 2.5
     with pytest.raises(InputError, match="not a folder"):
         bv.save_calibration(tmp_path / "missing", report, "x")
 
@@ -260,22 +346,62 @@ def test_route_predict_calibrated_switch(tiny_model_dir, tmp_path):
 # ----------------------------------------------------------------------------- fine-tuning
 
 
-def test_finetune_fits_and_saves_the_temperature(models_dir, tiny_model_dir, tmp_path, settings):
+def _finetune(models_dir, tiny_model_dir, tmp_path, name):
     from test_finetune import FAST, write_csv
 
     from bertviz_app.data import build_dataset, read_table
     from bertviz_app.finetune import run_finetune
 
     dataset = build_dataset(read_table(write_csv(tmp_path / "reviews.csv")), "review", "sentiment")
-    result = run_finetune(dataset, models_dir=models_dir, base=str(tiny_model_dir), mode="full", name="c1",
-                          config=FAST, source="reviews.csv")
-    c = result.metrics["calibration"]
-    saved = json.loads((result.path / CALIBRATION_FILE).read_text())
+    return run_finetune(dataset, models_dir=models_dir, base=str(tiny_model_dir), mode="full", name=name,
+                        config=FAST, source="reviews.csv")
+
+
+def test_finetune_with_too_few_validation_rows_fits_no_temperature_and_says_why(models_dir, tiny_model_dir, tmp_path,
+                                                                                settings):
+    result = _finetune(models_dir, tiny_model_dir, tmp_path, "c0")
     info = json.loads((result.path / "run.json").read_text())
-    assert saved["temperature"] == pytest.approx(c["temperature"]) and T_MIN <= c["temperature"] <= T_MAX
-    assert saved["fitted_on"] == {"rows": info["val_rows"], "source": "fine-tune validation split"}
-    assert c["nll_after"] <= c["nll_before"] + 1e-9 and c["ece_before"] == pytest.approx(result.metrics["ece"])
-    assert info["metrics"]["calibration"]["temperature"] == pytest.approx(c["temperature"])
-    assert "Temperature scaling" in (result.path / "README.md").read_text()
-    lm = bv.load_model("runs/c1", device="cpu", settings=settings)
-    assert lm.temperature == pytest.approx(c["temperature"])
+    c = info["metrics"]["calibration"]
+    assert info["val_rows"] < MIN_SPLIT_ROWS  # 48 rows, a fifth held out
+    assert c["temperature"] is None and c["helps"] is False and c["nll_before"] > 0
+    assert f"{info['val_rows']} rows are too few" in c["judgement"]
+    assert not (result.path / CALIBRATION_FILE).exists()
+    card = (result.path / "README.md").read_text()
+    assert c["judgement"] in card and "Predict reports the model's raw softmax." in card
+    assert c["judgement"] in result.verdict.message and c["judgement"] in info["verdict"]["message"]
+    assert bv.load_model("runs/c0", device="cpu", settings=settings).temperature == 1.0
+
+
+@pytest.mark.parametrize("case", ["hurts", "helps"])
+def test_finetune_saves_the_temperature_only_when_it_helps_where_it_is_judged(models_dir, tiny_model_dir, tmp_path,
+                                                                              settings, monkeypatch, case):
+    """The run's validation logits replaced by ones of known effect (the tiny run has too few rows to
+    judge a temperature on): the runner keeps calibration.json, and says so, by the report's judgement."""
+    import bertviz_app.finetune.runner as runner
+
+    z, y = _hurting_sample() if case == "hurts" else (lambda s: (3.0 * s[0], s[1]))(_calibrated_sample(400, 2, 5))
+    real = runner.evaluate
+
+    def evaluate(*args, **kwargs):
+        metrics, wrong = real(*args, **kwargs)
+        return {**metrics, "calibration": bv.calibration_report(z, y)}, wrong
+
+    monkeypatch.setattr(runner, "evaluate", evaluate)
+    result = _finetune(models_dir, tiny_model_dir, tmp_path, f"c-{case}")
+    c = json.loads((result.path / "run.json").read_text())["metrics"]["calibration"]
+    assert c == bv.calibration_report(z, y) | {"judgement": c["judgement"]} and c["judged_on_rows"] == 200
+    card = (result.path / "README.md").read_text()
+    assert c["judgement"] in card and c["judgement"] in result.verdict.message
+    assert f"T = {c['temperature']:.3f}" in card and f"NLL {c['nll_before']:.4f} -> {c['nll_after']:.4f}" in card
+    lm = bv.load_model(f"runs/c-{case}", device="cpu", settings=settings)
+    if case == "hurts":
+        assert c["helps"] is False and "does not help" in c["judgement"]
+        assert not (result.path / CALIBRATION_FILE).exists() and lm.temperature == 1.0
+        assert "Not saved: predict reports the model's raw softmax." in card
+    else:
+        assert c["helps"] is True and c["temperature"] > 1.5  # over-confident: softened
+        saved = json.loads((result.path / CALIBRATION_FILE).read_text())
+        assert saved["temperature"] == pytest.approx(c["temperature"], rel=1e-12)
+        assert saved["fitted_on"] == {"rows": 200, "source": "fine-tune validation split"}
+        assert lm.temperature == pytest.approx(c["temperature"], rel=1e-12)  # predict applies it
+        assert "Saved as calibration.json: predict applies it." in card

@@ -15,7 +15,7 @@ def cmd_evaluate(args) -> int:
     --layers: a linear probe per layer; --compare-with M2: a second model on the same rows."""
     import threading
 
-    from .. import DataError, base_of, evaluate_file, load_model, save_evaluated_temperature, write_evaluation
+    from .. import DataError, base_of, evaluate_file, load_model, write_evaluation
 
     vectors = None
     if args.out:  # a folder that cannot be written fails now, not after the predictions
@@ -62,16 +62,9 @@ def cmd_evaluate(args) -> int:
             files += ["layers.json", "projections.json and the PCA per layer", "vectors/"]
         files += ["comparison.json"] if ev.comparison is not None else []
         print(f"saved {write_evaluation(ev, args.out)} ({', '.join(files)})", file=sys.stderr)
-    if args.save_temperature:
-        c = ev.calibration
-        saved = save_evaluated_temperature(lm.path, c, f"evaluate: {c.get('fitted_on_rows', 0):,} rows of {ev.source} "
-                                                        f"(seed {args.seed})")
-        lm.temperature = float(c["temperature"])  # this process's loaded model too
-        print(f"saved temperature {c['temperature']:.3f} in {saved}: predict applies it from now on "
-              "(--raw-probabilities shows the model's own softmax)", file=sys.stderr)
     if args.json:
         print_json(ev.to_dict())
-        return 0
+        return _save_temperature(args, lm, ev)
     text, label, pair = ev.columns
     print(f"{ev.rows:,} rows of {ev.source} evaluated with {ev.model} (text {text!r}, label {label!r}"
           + (f", pair {pair!r}" if pair else "") + f"; labels matched by {ev.label_mapping})"
@@ -96,12 +89,34 @@ def cmd_evaluate(args) -> int:
               f"{c['ece_after']:.4f}, NLL {c['nll']:.4f} -> {c['nll_after']:.4f}, Brier {c['brier']:.4f} -> "
               f"{c['brier_after']:.4f} with temperature {c['temperature']:.3f} (fitted on {c['fitted_on_rows']:,} "
               "other rows)")
+        print(("worth keeping: " if c["helps"] else "not worth keeping: ") + c["judgement"]
+              + ("" if c["helps"] else " (--save-temperature refuses it)"))
     for note in ev.notices:
         print(f"note: {note}")
     if ev.probes:
         _print_probes(ev.probes)
     if ev.comparison is not None:
         _print_comparison(ev.comparison)
+    return _save_temperature(args, lm, ev)
+
+
+def _save_temperature(args, lm, ev) -> int:
+    """--save-temperature, after the results are printed: the fitted temperature into the model's folder;
+    refused (status 2, the reason on stderr) when none was fitted or it did not help on the rows it was
+    measured on (NLL lower, ECE not higher), the folder's calibration.json left as it was."""
+    if not args.save_temperature:
+        return 0
+    from .. import InputError, save_evaluated_temperature
+
+    c = ev.calibration
+    try:
+        saved = save_evaluated_temperature(lm.path, c, f"evaluate: {c.get('fitted_on_rows', 0):,} rows of {ev.source} "
+                                                        f"(seed {args.seed})")
+    except InputError as exc:
+        return fail(f"--save-temperature: {exc}")
+    lm.temperature = float(c["temperature"])  # this process's loaded model too
+    print(f"saved temperature {c['temperature']:.3f} in {saved}: predict applies it from now on "
+          "(--raw-probabilities shows the model's own softmax)", file=sys.stderr)
     return 0
 
 
@@ -216,7 +231,8 @@ def register(add: Callable) -> None:
                         "and compare: counts, McNemar's exact test, slice differences, disagreeing rows")
     p.add_argument("--save-temperature", action="store_true",
                    help="save the temperature fitted here into the model's folder (calibration.json), which predict "
-                        "then applies")
+                        "then applies; refused, with the reason, unless it helped on the rows it was measured on "
+                        "(NLL lower, ECE not higher)")
     p.add_argument("--batch-size", type=int, default=32, help="texts per forward pass (default: %(default)s)")
     p.add_argument("--hold-out", type=float, default=0.5,
                    help="share of the rows the temperature is fitted on; the others measure it (default: %(default)s)")

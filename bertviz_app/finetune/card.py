@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from datetime import datetime, timezone
 
+from ..calibration import calibration_outcome
 from ..data import Dataset
 from ..training import ECE_BINS, metrics_tables
 from .records import Verdict
@@ -54,11 +55,8 @@ def calibration_line(m: dict) -> str:
         return ""
     line = (f"\nValidation loss (NLL, mean cross-entropy of the true labels) {m['val_nll']:.4f}; expected calibration "
             f"error of the top probability ({ECE_BINS} equal-width bins) {m['ece']:.4f}.\n")
-    c = m.get("calibration")
-    if c:
-        line += (f"\nTemperature scaling (fitted on the validation split, saved as `calibration.json` and applied by "
-                 f"predict): T = {c['temperature']:.3f}; ECE {c['ece_before']:.4f} -> {c['ece_after']:.4f}, NLL "
-                 f"{c['nll_before']:.4f} -> {c['nll_after']:.4f} (on the rows it was fitted on).\n")
+    if outcome := calibration_outcome(m.get("calibration")):
+        line += f"\n{outcome}\n"
     return line
 
 

@@ -17,8 +17,9 @@ def evaluate(model, tokenizer, val: Dataset, max_length: int) -> tuple[dict, lis
     """Metrics on the validation split and the rows the model gets wrong (most confident first).
     Besides accuracy and macro-F1: ``val_nll`` (mean cross-entropy of the true labels) and ``ece``
     (expected calibration error of the top probability, 15 equal-width bins): is it as sure as it is right?
-    Single-label: ``calibration``, the temperature fitted on these rows' logits with ECE/NLL/Brier before
-    and after (``calibration.calibration_report``)."""
+    Single-label: ``calibration``, temperature scaling fitted on half of these rows' logits and judged on
+    the other half, with ECE/NLL/Brier before and after there, ``helps`` and ``judgement``
+    (``calibration.calibration_report``; the runner saves it only when it helps)."""
     order = np.argsort([len(t) for t in val.texts])
     probs = np.empty((len(val), len(val.label_names)), dtype=np.float32)
     logits_all = np.empty((len(val), len(val.label_names)), dtype=np.float32)
@@ -54,6 +55,7 @@ def evaluate(model, tokenizer, val: Dataset, max_length: int) -> tuple[dict, lis
     metrics["mean_confidence"] = float(top.mean()) if len(top) else None
     metrics.update(calibration_metrics(logits_all, truth, multi_label=val.multi_label))
     if not val.multi_label and len(truth):
-        # temperature scaling fitted on these validation logits; the runner saves it as calibration.json
+        # temperature scaling fitted on half the validation logits, judged on the other half; the runner
+        # saves it as calibration.json only when it helps there
         metrics["calibration"] = calibration_report(logits_all, truth)
     return metrics, wrong

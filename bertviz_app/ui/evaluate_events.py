@@ -189,7 +189,8 @@ class Handlers:
                ui.slice_rows: evaluate_view.rows_frame([], v.pairs),
                ui.wrong: evaluate_view.rows_frame(evaluate_view.wrong_rows(v), v.pairs),
                ui.calibration: evaluate_view.calibration_md(v), ui.reliability: evaluate_view.reliability_figure(v),
-               ui.save_t: gr.update(visible=(v.metrics.get("calibration") or {}).get("temperature") is not None),
+               # offered only for a temperature that helped on the rows it was measured on (NLL lower, ECE not higher)
+               ui.save_t: gr.update(visible=evaluate_view.temperature_judgement(v)[0]),
                ui.save_t_md: ""}
         if v.projections:
             layers = v.layers
@@ -211,11 +212,15 @@ class Handlers:
 
     def save_temperature(self, v: RunView | None) -> str:
         """The temperature the shown evaluation fitted, saved into its model's folder (calibration.json),
-        which Predict applies at once. Public mode: only into the visitor's own runs (a shared model's
+        which Predict applies at once; refused, with the reason, when it did not help on the rows it was
+        measured on. Public mode: only into the visitor's own runs (a shared model's
         probabilities are every visitor's)."""
         if v is None:
             raise core.InputError("Evaluate a file (or open a stored evaluation) first.")
         calib, name = v.metrics.get("calibration") or {}, str(v.metrics.get("model") or "")
+        helps, why = evaluate_view.temperature_judgement(v)
+        if not helps:  # the button is hidden then; an old page or a direct call still gets the reason
+            raise core.InputError(why if calib.get("temperature") is None else f"This temperature is not saved: {why}")
         if self.settings.public and not (visitors.is_run_name(name) and visitor.owner() is not None):
             raise core.InputError("On this shared app a temperature is saved only into your own fine-tuned runs: the "
                                   f"shared model {shown_name(name)!r} answers every visitor as it is.")

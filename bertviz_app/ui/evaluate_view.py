@@ -30,7 +30,8 @@ from .finetune_view import shown_name
 __all__ = ["COLOURINGS", "DIMENSIONS", "RunView", "VECTORS", "calibration_md", "comparison_frame", "comparison_md",
            "confusion_figure", "disagreement_frame", "load_run", "per_class_frame", "pick_row", "pick_slice",
            "probes_figure", "reliability_figure", "rows_frame", "scatter_figure", "slice_rows", "slices_frame",
-           "stored_choices", "summary_md", "wrong_rows", "MAX_LISTED", "MAX_POINTS", "shown_points", "SLICE_COLUMNS"]
+           "stored_choices", "summary_md", "temperature_judgement", "wrong_rows", "MAX_LISTED", "MAX_POINTS",
+           "shown_points", "SLICE_COLUMNS"]
 
 COLOURINGS = [("true label", "true"), ("prediction", "predicted"), ("correct or not", "correct"),
               ("confidence", "confidence")]
@@ -282,6 +283,13 @@ def pick_row(view: RunView | None, row_value) -> dict | None:
     return None if i is None else view.rows[i]
 
 
+def temperature_judgement(view: RunView) -> tuple[bool, str]:
+    """Whether the shown evaluation's temperature helped on the rows it was measured on (NLL lower, ECE
+    not higher: ``calibration.evaluated_judgement``, recomputed from the stored numbers) and why. Only a
+    temperature that helped is offered for saving."""
+    return core.evaluated_judgement(view.metrics.get("calibration") or {})
+
+
 def calibration_md(view: RunView) -> str:
     c = view.metrics.get("calibration") or {}
     t = c.get("temperature")
@@ -290,7 +298,14 @@ def calibration_md(view: RunView) -> str:
     for key, what in (("ece", "ECE (15 bins)"), ("nll", "NLL"), ("brier", "Brier")):
         lines.append(f"| {what} | {_num(c.get(key))} | {_num(c.get(key + '_after'))} |")
     note = c.get("note")
-    return "\n".join(lines) + (f"\n\n{esc(note)} Lower is better for all three." if note else "")
+    text = "\n".join(lines) + (f"\n\n{esc(note)} Lower is better for all three." if note else "")
+    if isinstance(t, (int, float)):
+        helps, why = temperature_judgement(view)
+        text += (f"\n\n**Worth keeping:** {esc(why)} **Save this temperature to the model** keeps it for predict."
+                 if helps else
+                 f"\n\n**Not worth keeping:** {esc(why)} It is not offered for saving: the model's raw softmax is "
+                 "the better one here.")
+    return text
 
 
 def reliability_figure(view: RunView) -> go.Figure:
