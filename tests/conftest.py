@@ -85,6 +85,23 @@ def make_sentiment_model(path: Path) -> Path:
     return path
 
 
+def make_overconfident_copy(src: Path, dest: Path, factor: float = 1000.0) -> Path:
+    """A copy of the model folder ``src`` whose classifier's logits are ``factor`` times larger: the same
+    answers, near-certain about each, so on labels it gets half wrong temperature scaling clearly helps."""
+    import shutil
+
+    import torch
+    from transformers import AutoModelForSequenceClassification
+
+    shutil.copytree(src, dest)
+    model = AutoModelForSequenceClassification.from_pretrained(dest)
+    with torch.no_grad():
+        model.classifier.weight.mul_(factor)
+        model.classifier.bias.mul_(factor)
+    model.save_pretrained(dest, safe_serialization=True)
+    return dest
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
     return make_tiny_model(tmp_path_factory.mktemp("tiny") / "tiny-bert")

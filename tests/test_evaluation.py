@@ -48,6 +48,21 @@ def data(tmp_path):
     return path
 
 
+def hurting_csv(lm, n: int = 60, hold_out: float = 0.5, seed: int = 0) -> str:
+    """A labelled file on which temperature scaling, fitted on evaluate's fitting part, makes the measured
+    part worse: the fitting rows are labelled as ``lm`` predicts them (all right: T falls, the model is made
+    surer), three in five measured rows the other way (mostly wrong: surer is worse there)."""
+    from bertviz_app.calibration import split_rows
+
+    rows = _rows(n)
+    predicted = [p.label for p in bv.predict(lm, [r[0] for r in rows], calibrated=False)]
+    fit, _ = split_rows(n, hold_out, seed)
+    fit = set(fit.tolist())
+    other = {lab: next(x for x in lm.labels if x != lab) for lab in lm.labels}
+    return _csv([(text, predicted[i] if i in fit or i % 5 > 2 else other[predicted[i]], src)
+                 for i, (text, _, src) in enumerate(rows)])
+
+
 def test_metrics_match_sklearn_on_the_same_predictions(tiny, data):
     from sklearn.metrics import accuracy_score, confusion_matrix, f1_score, precision_recall_fscore_support
 
@@ -266,13 +281,16 @@ def test_cli_json_contract(tiny_model_dir, data, capsys):
 
 
 def test_cli_save_temperature_writes_calibration_json_that_predict_applies(tiny_model_dir, data, tmp_path, capsys):
-    import shutil
+    from conftest import make_overconfident_copy
 
-    folder = shutil.copytree(tiny_model_dir, tmp_path / "mine")  # the fixture's model stays as it is
+    # an over-confident model (the tiny one's logits x1000: near-certain, right half the time): T helps
+    folder = make_overconfident_copy(tiny_model_dir, tmp_path / "mine")  # the fixture's model stays as it is
     assert main(["evaluate", str(data), "--model", str(folder), "--save-temperature", "--json"]) == 0
     captured = capsys.readouterr()
-    t = json.loads(captured.out)["calibration"]["temperature"]
-    assert t is not None and bv.load_temperature(folder) == pytest.approx(t, rel=1e-9)
+    c = json.loads(captured.out)["calibration"]
+    t = c["temperature"]
+    assert c["helps"] is True and c["nll_after"] < 0.5 * c["nll"] and c["ece_after"] < 0.5 * c["ece"]
+    assert t > 2 and bv.load_temperature(folder) == pytest.approx(t, rel=1e-9)
     assert "saved temperature" in captured.err and "calibration.json" in captured.err
     assert bv.load_model(str(folder), device="cpu").temperature == pytest.approx(t)
     # nothing to save (one class: no temperature fitted): refused with the reason, the saved one kept
@@ -280,6 +298,32 @@ def test_cli_save_temperature_writes_calibration_json_that_predict_applies(tiny_
     assert main(["evaluate", str(one), "--model", str(folder), "--save-temperature"]) == 2
     assert "fitted no temperature" in capsys.readouterr().err
     assert bv.load_temperature(folder) == pytest.approx(t, rel=1e-9)
+
+
+def test_a_temperature_that_makes_the_measured_rows_worse_is_judged_so_and_not_saved(tiny, tiny_model_dir, tmp_path,
+                                                                                      capsys):
+    import shutil
+
+    path = _write(tmp_path / "hurts.csv", hurting_csv(tiny))
+    c = bv.evaluate_file(tiny, path).calibration
+    assert c["temperature"] < 0.5  # fitted where the model is always right: made surer
+    assert c["helps"] is False and c["nll_after"] > c["nll"] and c["ece_after"] > c["ece"]
+    assert c["judgement"].startswith(f"T = {c['temperature']:.3f} does not help on the 30 rows it was not fitted on")
+    assert f"NLL {c['nll']:.4f} -> {c['nll_after']:.4f} (higher)" in c["judgement"]
+    folder = shutil.copytree(tiny_model_dir, tmp_path / "mine")  # the fixture's model stays as it is
+    with pytest.raises(bv.InputError, match="This temperature is not saved: T = .* does not help"):
+        bv.save_evaluated_temperature(folder, c, "x")
+    assert not (folder / "calibration.json").exists()
+    # the CLI: the results still printed, then --save-temperature refused with the reason (status 2)
+    assert main(["evaluate", str(path), "--model", str(folder), "--save-temperature", "--json"]) == 2
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)["calibration"]
+    assert out["helps"] is False and out["judgement"] == c["judgement"]
+    assert captured.err.strip().splitlines()[-1] == f"error: --save-temperature: This temperature is not saved: " \
+                                                     f"{c['judgement']}"
+    assert "Traceback" not in captured.err and not (folder / "calibration.json").exists()
+    assert main(["evaluate", str(path), "--model", str(folder)]) == 0
+    assert f"not worth keeping: {c['judgement']} (--save-temperature refuses it)" in capsys.readouterr().out
 
 
 def test_cli_out_writes_a_run_folder_with_the_users_text_as_given(tiny_model_dir, tmp_path, capsys):
