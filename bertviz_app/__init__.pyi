@@ -95,6 +95,7 @@ from .faithfulness_eval import faithfulness_many as faithfulness_many
 from .finetune import DEFAULT_BASE as DEFAULT_BASE
 from .finetune import MODES as MODES
 from .finetune import FinetuneJob as FinetuneJob
+from .finetune import FinetuneJobs as FinetuneJobs
 from .finetune import FinetunePlan as FinetunePlan
 from .finetune import RunResult as RunResult
 from .finetune import Verdict as Verdict

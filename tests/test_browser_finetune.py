@@ -18,7 +18,7 @@ if not os.path.exists(CHROMIUM):
     pytest.skip(f"browser tests need Chromium at {CHROMIUM} (not installed here)", allow_module_level=True)
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
 
-from test_finetune_ui import StandInJob, write_csv  # noqa: E402
+from test_finetune_ui import StandInRun, write_csv  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT_MS = 120_000
@@ -134,11 +134,10 @@ def test_cancel_leaves_the_page_saying_cancelled(browser, app_url, tiny_model_di
     winding down, for the test to have seen "Cancelling…"), so the test does not race a real run."""
     import threading
 
-    from bertviz_app.ui import finetune_tab
+    from bertviz_app.finetune import job
 
     release = threading.Event()
-    job = type("Job", (StandInJob,), {"quiet_ticks": 0, "release": None if at_once else release})
-    monkeypatch.setattr(finetune_tab.core, "FinetuneJob", job)
+    monkeypatch.setattr(job, "run_plan", StandInRun(quiet_ticks=0, release=None if at_once else release))
     csv_path = write_csv(tmp_path / "reviews.csv", n=24)
     page = open_page(browser, TIMEOUT_MS)
     try:

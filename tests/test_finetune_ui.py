@@ -227,49 +227,40 @@ def test_cancel_stops_a_long_run_and_keeps_the_best_weights(app_url, data, tiny_
     assert any(t.get("name") == "training loss" for t in curves["data"])
 
 
-class StandInJob:
-    """A FinetuneJob that trains nothing: one progress event, then it waits for Cancel and stops a step
-    later (three quiet ticks, as a run saving its best weights does) with CancelledError. No other event
-    comes after the Cancel, so only the run's own "Cancelling…" can say it was heard."""
+class StandInRun:
+    """``run_plan`` for the Fine-tune tab's job that trains nothing: one progress event, then it waits for
+    Cancel and stops a step later (``quiet_ticks`` quiet ticks, as a run saving its best weights does)
+    with CancelledError. No other event comes after the Cancel, so only the run's own "Cancelling…" can
+    say it was heard. Put in place with ``monkeypatch.setattr(bertviz_app.finetune.job, "run_plan", ...)``."""
 
-    quiet_ticks = 3  # after the Cancel; 0: stops at once (the run whose "Cancelled" raced the Cancel button's write)
-    release: threading.Event | None = None  # if given: after the Cancel, ticks on until it is set (the test saw it)
+    def __init__(self, quiet_ticks: int = 3, release: threading.Event | None = None, tick: float = 0.2):
+        # quiet_ticks 0: stops at once (the run whose "Cancelled" raced the Cancel button's write); release:
+        # if given, after the Cancel it ticks on until it is set (the test saw "Cancelling…")
+        self.quiet_ticks, self.release, self.tick = quiet_ticks, release, tick
 
-    def __init__(self, plan, cancel):
-        self.cancel_event, self.error, self.results, self.running = cancel, None, [], True
-
-    def start(self):
-        return self
-
-    def cancel(self):
-        self.cancel_event.set()
-
-    def events(self, timeout: float = 0.2):
+    def __call__(self, plan, progress=None, cancel=None):
         import bertviz_app as bv
 
-        yield {"kind": "progress", "step": 1, "max_steps": 100, "eta": None, "logs": {"loss": 0.69}}
+        progress({"kind": "progress", "step": 1, "max_steps": 100, "eta": None, "logs": {"loss": 0.69}})
         deadline = time.monotonic() + 60
-        while not self.cancel_event.wait(timeout):
+        while not cancel.wait(self.tick):
             if time.monotonic() > deadline:
                 raise AssertionError("Cancel never reached the run")
-            yield None
         for _ in range(self.quiet_ticks):
-            time.sleep(timeout)
-            yield None
-        while self.release is not None and not self.release.wait(timeout):
+            time.sleep(self.tick)
+        while self.release is not None and not self.release.wait(self.tick):
             if time.monotonic() > deadline:
                 raise AssertionError("the test never let the run stop")
-            yield None
-        self.error, self.running = bv.CancelledError("stopped at step 1 of 100; nothing was saved."), False
+        raise bv.CancelledError("stopped at step 1 of 100; nothing was saved.")
 
 
 def test_cancel_only_asks_and_the_run_says_cancelling_then_cancelled(app_url, data, tiny_model_dir, monkeypatch):
     """The Cancel button writes nothing to the page: its "Cancelling…" could arrive after a run that
     stopped at once had said "Cancelled", leaving "Cancelling…" for good (as on the Explain-a-file tab,
     20f4e0c). The run says "Cancelling…" within a tick of the Cancel, then "Cancelled"."""
-    from bertviz_app.ui import finetune_tab
+    from bertviz_app.finetune import job
 
-    monkeypatch.setattr(finetune_tab.core, "FinetuneJob", StandInJob)
+    monkeypatch.setattr(job, "run_plan", StandInRun())
     client = Client(app_url, verbose=False)
     upload(client, data["good"])
     job = client.submit(*start_args(str(tiny_model_dir), mode="full", name="ui-stand-in"), api_name="/finetune_start")
@@ -287,11 +278,15 @@ def test_cancel_only_asks_and_the_run_says_cancelling_then_cancelled(app_url, da
 
 
 def test_the_cancel_handler_sets_the_flag_and_returns_nothing():
+    from types import SimpleNamespace
+
     from bertviz_app.ui.common import CancelFlag
     from bertviz_app.ui.finetune_tab import Handlers
 
     flag = CancelFlag()
-    assert Handlers.on_cancel(flag) is None and flag.event.is_set()
+    h = Handlers(SimpleNamespace(), settings=Settings(), default="default", model_dd=None, predict_text=None,
+                 predict_pair=None, tabs=None)
+    assert h.on_cancel(flag) is None and flag.event.is_set()
 
 
 def test_a_file_without_texts_is_refused_naming_its_columns(app_url, tiny_model_dir, tmp_path):
@@ -317,17 +312,24 @@ def test_a_file_without_texts_is_refused_naming_its_columns(app_url, tiny_model_
     assert path.read_bytes() == before
 
 
-def test_two_runs_at_once_wait_for_each_other(app_url, data, tiny_model_dir):
+def test_a_second_start_while_one_runs_is_refused_then_allowed(app_url, data, tiny_model_dir):
+    """A local app has one visitor: a second Start (another page) while a fine-tune runs is refused in the
+    status line (it used to wait in gradio's queue, then train too); once the first has ended it starts."""
     a, b = Client(app_url, verbose=False), Client(app_url, verbose=False)
-    upload(a, data["good"])
-    upload(b, data["good"])
-    ja = a.submit(*start_args(str(tiny_model_dir), mode="full", epochs=2), api_name="/finetune_start")
-    jb = b.submit(*start_args(str(tiny_model_dir), mode="full", epochs=2), api_name="/finetune_start")
-    oa, ob = ja.result(timeout=180), jb.result(timeout=180)
+    upload(a, data["long"])
+    upload(b, data["long"])
+    ja = a.submit(*start_args(str(tiny_model_dir), mode="full", epochs=6, batch=2), api_name="/finetune_start")
+    deadline = time.time() + 120
+    while time.time() < deadline and not any("Training" in str(o[0]) for o in ja.outputs()) and not ja.done():
+        time.sleep(0.1)
+    assert not ja.done(), "the first run ended before the second Start"
+    refused = b.predict(*start_args(str(tiny_model_dir), mode="full", epochs=1), api_name="/finetune_start")
+    assert "already have a fine-tune running or waiting" in field(refused, "status")
+    oa = ja.result(timeout=180)
+    ob = b.predict(*start_args(str(tiny_model_dir), mode="full", epochs=1), api_name="/finetune_start")
     ra, rb = field(oa, "run")["value"], field(ob, "run")["value"]
     assert "Done" in field(oa, "status") and "Done" in field(ob, "status")
-    # same data, automatic names: one ran after the other, so the second got a fresh name
-    assert sorted([ra, rb]) == [ra.removesuffix("-2"), ra.removesuffix("-2") + "-2"]
+    assert ra != rb and ra.startswith("runs/full-") and rb.startswith("runs/full-")  # both saved, neither overwritten
 
 
 # --------------------------------------------------------------------------- handler-level helpers

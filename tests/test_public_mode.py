@@ -157,33 +157,6 @@ def test_delete_my_data_removes_only_the_callers_runs(public_app, tiny_model_dir
     assert sorted(p.name for p in (models / "runs").iterdir()) == []
 
 
-def test_a_waiting_fine_tune_sees_its_position_and_a_second_tab_is_refused(monkeypatch):
-    import threading
-
-    from bertviz_app.errors import LimitError
-    from bertviz_app.ui import visitor
-    from bertviz_app.ui.common import CancelFlag
-
-    vis = visitor.Visitors(visitors.Limits(queue=2))
-    monkeypatch.setattr(visitor, "app_state", lambda: vis)
-    monkeypatch.setattr(visitor, "owner", lambda: A)
-    running = vis.queue.join(visitors.owner_hash(B_TOKEN))  # B's fine-tune runs now
-
-    def train(flag):
-        yield {"status": "trained"}
-
-    wrapped = visitor.one_at_a_time(train, "status")
-    threading.Timer(1.5, vis.queue.leave, args=(running,)).start()
-    seen = []
-    for out in wrapped(CancelFlag()):
-        seen.append(out["status"])
-        if len(seen) == 1:  # A's other tab, while A waits
-            with pytest.raises(LimitError, match="already have a fine-tune running or waiting"):
-                next(wrapped(CancelFlag()))
-    assert seen[0].startswith("**Waiting:** 1 fine-tune(s) ahead of yours") and seen[-1] == "trained"
-    assert vis.queue.position(vis.queue.join(A)) == 0  # A's place was given back
-
-
 def test_the_sweeper_thread_removes_stale_visitor_runs(tmp_path, tiny_model_dir):
     import os
     import time

@@ -5,6 +5,7 @@ The web app's Fine-tune tab and the ``finetune`` command both run exactly this c
     plan = plan_finetune(read_table(path), mode="both", settings=settings)  # columns, checks, datasets, settings
     results = run_plan(plan, progress=print, cancel=ev)   # train, evaluate, judge, save atomically
     job = FinetuneJob(plan).start()                       # the same in a worker thread (the web app)
+    jobs.submit(owner, plan)                              # as a visitor's one job (FinetuneJobs: the web app)
     push_run(results[-1].name, "me/model", token, models_dir=settings.models_dir)  # optional: to the Hub
 
 Two modes share the data, the split and the metrics, so they can be compared side by side:
@@ -22,9 +23,9 @@ did the training loss fall? If not, it says so in plain words with what to chang
 
 One module per part: ``plan`` (checks before training), ``auto`` (automatic settings), ``runner``
 (one run, a plan's runs), ``probe``, ``evaluation``, ``verdict``, ``card`` (run.json and the model
-card), ``job`` (the worker thread), ``runs`` (names, folders, listing), ``hub`` (push); the
-records are in ``records``. The models folder, device and limits come from the caller (a
-``Settings`` or plain arguments); nothing here reads the environment.
+card), ``job`` (the worker thread; each visitor's one job, which outlives its page), ``runs`` (names,
+folders, listing), ``hub`` (push); the records are in ``records``. The models folder, device and
+limits come from the caller (a ``Settings`` or plain arguments); nothing here reads the environment.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from ..catalog import load_run_info
 from ..data import review_columns
 from .auto import AUTO_EXAMPLES, AUTO_MAX_EPOCHS, auto_config
 from .hub import push_run
-from .job import FinetuneJob
+from .job import FinetuneJob, FinetuneJobs
 from .plan import plan_finetune
 from .records import DEFAULT_BASE, MODES, RUN_MODES, FinetunePlan, RunResult, Verdict
 from .runner import run_finetune, run_plan
@@ -47,6 +48,7 @@ __all__ = [
     "MODES",
     "RUN_MODES",
     "FinetuneJob",
+    "FinetuneJobs",
     "FinetunePlan",
     "RunResult",
     "Verdict",

@@ -79,6 +79,7 @@ def build(default: str, *, settings: core.Settings | None = None) -> SimpleNames
     table = gr.State(None, time_to_live=3600)
     val_table = gr.State(None, time_to_live=3600)
     refused = gr.State(None)  # why the training file shown was refused (Start says so instead of "upload one")
+    upload_note = gr.State(common.Refusal())  # why the last training upload was refused with an error (after_upload)
     val_refused = gr.State(None)  # the same for the validation file
     results = gr.State(None, time_to_live=3600)  # misclassified rows of the last run(s), for "send to explorer"
     selected = gr.State(None, time_to_live=3600)
@@ -211,10 +212,34 @@ class Handlers:
                  predict_text: gr.Textbox, predict_pair: gr.Textbox, tabs: gr.Tabs):
         self.f, self.settings, self.default = f, settings, default
         self.model_dd, self.predict_text, self.predict_pair, self.tabs = model_dd, predict_text, predict_pair, tabs
+        # each visitor's one fine-tune, as a job that outlives its page; one trains at a time, others wait
+        self.jobs = core.FinetuneJobs(max_waiting=settings.finetune_queue if settings.public else 0)
 
     # ---------------------------------------------------------------- upload + mapping
-    def on_upload(self, path):
-        """A training file: read it, guess the columns, show the preview and the report."""
+    def on_upload(self, path, note: common.Refusal | None = None):
+        """A training file: read it, guess the columns, show the preview and the report. A file refused with
+        an error (not an upload, over the quota: raised on, so an API caller gets it) is noted in ``note``
+        for ``after_upload``; one that cannot be read is the ``refused`` state's message."""
+        if note is not None:
+            note.message = ""
+        try:
+            return self.read_training_file(path)
+        except Exception as exc:
+            if note is not None:
+                note.message = common.upload_refused(path, exc, logged=False)
+            raise
+
+    def after_upload(self, refused, note: common.Refusal, status):
+        """After each training upload (page only): a refused file is cleared from the File component, so it
+        does not look uploaded, and the status line says why and what to fix (no "Error" badge is left: this
+        event touches the upload's outputs); a good file clears an earlier refusal from that line."""
+        f = self.f
+        why = note.message or (f"**Error:** {esc(refused)}" if refused else "")
+        if why:
+            return {f.upload: None, f.status: why}
+        return {f.status: "" if str(status or "").startswith("**Error:**") else gr.skip()}
+
+    def read_training_file(self, path):
         f = self.f
         visitor.upload(path)  # public mode: counted, and deleted once read
         table, guess, notes, refused = read_upload(path, self.settings)
@@ -240,19 +265,26 @@ class Handlers:
         return report_md(table, text_col, label_col, pair_col, multi_label, self.settings)
 
     def on_val_upload(self, path):
-        """A validation file: (table, refusal, notices)."""
+        """A validation file: its table, refusal and notices. A refused file is cleared from the File
+        component and the status line says why and what to fix."""
+        f = self.f
         if not path:
-            return None, None, ""
-        visitor.upload(path)
+            return {f.val_table: None, f.val_refused: None, f.notices: ""}
         try:
-            t = core.read_table(path, max_upload_mb=self.settings.max_upload_mb, max_rows=self.settings.max_rows)
-        except core.DataError as exc:
-            return None, refusal(path, exc, "validation file"), f"**Error in the validation file:** {esc(exc)}"
-        finally:
-            visitor.discard(path)
+            visitor.upload(path)
+            try:
+                t = core.read_table(path, max_upload_mb=self.settings.max_upload_mb, max_rows=self.settings.max_rows)
+            finally:
+                visitor.discard(path)
+        except Exception as exc:  # noqa: BLE001 - this is the translation edge (upload_refused logs the unexpected)
+            why = common.upload_refused(path, exc)
+            return {f.val_table: None, f.val_upload: None, f.status: why,
+                    f.val_refused: refusal(path, exc, "validation file") if isinstance(exc, core.DataError) else None,
+                    f.notices: f"**Error in the validation file:** {esc(exc)}" if isinstance(exc, core.DataError)
+                    else why}
         notes = [f"Validation file **{esc(t.name)}**: {t.n_rows:,} rows."]
         notes += [f"Note: {esc(n)}" for n in t.notices]
-        return t, None, "  \n".join(notes)
+        return {f.val_table: t, f.val_refused: None, f.notices: "  \n".join(notes)}
 
     # ---------------------------------------------------------------- training (streamed)
     @staticmethod
@@ -261,33 +293,56 @@ class Handlers:
 
     def train(self, flag: CancelFlag, table, val_table, text_col, label_col, pair_col, multi_label, base, mode, name,
               epochs, lr, batch, max_len, seed, patience, val_fraction, warmup=None, refused=None, val_refused=None):
-        """Stream the job's progress; the final yield shows the results and the verdict."""
+        """Start the visitor's fine-tune as a job and stream its progress; the final yield shows the results
+        and the verdict. The job is not this event: a page that goes away (its event cancelled, this
+        generator closed) leaves it training; only Cancel stops it. A visitor with a fine-tune queued or
+        running (another tab, or this page before a reload) is refused in the status line."""
         f, cancel = self.f, flag.event
         if cancel.is_set():  # cancelled while waiting in the queue
             flag.arm()
             yield {f.status: "**Cancelled** before training started.", f.bar: ""}
             return
-        visitor.check_model(base, self.default)  # public mode: another visitor's run is no base
-        plan = plan_from_fields(table, val_table, text_col, label_col, pair_col, multi_label, base, mode, name, epochs,
-                                lr, batch, max_len, seed, patience, val_fraction, warmup, refused, val_refused,
-                                settings=self.settings)
-        plan = visitor.claim(plan)  # public mode: quota checked, the runs saved as this visitor's
-        live = Live()
-        yield self.started(plan)
-        job = core.FinetuneJob(plan, cancel=cancel).start()
+        key = self.visitor_key()
         try:
-            yield from self.follow(job, live, cancel)
-        finally:
-            if job.running:  # the page went away (or the event was cancelled): stop the orphan run
-                job.cancel()
+            self.jobs.check(key)  # before reading anything: theirs is still queued or running
+            visitor.check_model(base, self.default)  # public mode: another visitor's run is no base
+            plan = plan_from_fields(table, val_table, text_col, label_col, pair_col, multi_label, base, mode, name,
+                                    epochs, lr, batch, max_len, seed, patience, val_fraction, warmup, refused,
+                                    val_refused, settings=self.settings)
+            plan = visitor.claim(plan)  # public mode: quota checked, the runs saved as this visitor's
+            job = self.jobs.submit(key, plan, cancel=cancel)  # refused: theirs runs, or the queue is full
+        except core.LimitError as exc:
+            out = {f.status: f"**{esc(exc)}**"}
+            if exc.oldest:  # past the visitor's run limit: their oldest run, beside Delete this run
+                out[f.run] = gr.update(value=exc.oldest)
+            yield out
+            return
+        yield self.started(plan)
+        try:
+            yield from self.follow(job, Live())
+        finally:  # the job goes on if this page went away; this page's next Start gets a fresh event
             if flag.event is cancel:
                 flag.arm()
-        if job.error is not None:
-            if isinstance(job.error, core.CancelledError):
-                yield {f.status: f"**Cancelled:** {esc(job.error)}", f.bar: ""}
-                return
-            raise common.user_error(job.error)
-        yield self.finished(plan, job.results, live)
+
+    def resume(self):
+        """On page load: the visitor's fine-tune still queued or running (started on a page since closed or
+        reloaded, or in another tab) followed here from its start, results and all; nothing otherwise (a
+        finished one is under Your runs)."""
+        f = self.f
+        job = self.jobs.current(self.visitor_key()) if visitor.ready() else None
+        if job is None:
+            yield {f.status: gr.skip()}
+            return
+        out = self.started(job.plan)
+        out[f.status] = "**Following your fine-tune**, started earlier…"
+        yield out
+        yield from self.follow(job, Live())
+
+    def visitor_key(self) -> str:
+        """Whose fine-tune: the visitor's owner hash in public mode; a local app has one visitor."""
+        if not visitor.ready():
+            raise core.InputError("This page has no owner token yet: reload the page, then start again.")
+        return visitor.owner() or "local"
 
     def started(self, plan) -> dict:
         """The page as a run starts: the settings chosen, every result of an earlier run cleared."""
@@ -299,24 +354,37 @@ class Handlers:
                 f.confusion: plots.empty_figure("The confusion matrix appears at the end."),
                 f.wrong: wrong_frame([]), f.wrong_csv: None, f.results: None, f.selected: None, f.selected_md: ""}
 
-    def follow(self, job, live: Live, cancel):
-        """The job's events as page updates, at most one every UPDATE_EVERY seconds. Once Cancel is
-        pressed the next update (within a tick) says "cancelling…": the run, not the Cancel button,
-        writes the status, so its last word ("Cancelled") is the one that stays."""
-        f = self.f
-        last, dirty, told = 0.0, False, False
+    def follow(self, job, live: Live):
+        """The job's events as page updates, at most one every UPDATE_EVERY seconds, then its outcome. Once
+        Cancel is pressed the next update (within a tick) says "cancelling…": the run, not the Cancel
+        button, writes the status, so its last word ("Cancelled") is the one that stays."""
+        f, cancel = self.f, job.cancel_event
+        last, dirty, told, waiting = 0.0, False, False, None
         for event in job.events(timeout=0.2):
             if event is not None:
-                dirty = live.add(event) or dirty
+                if event.get("kind") == "waiting":
+                    waiting, dirty = event["position"], True
+                elif live.add(event):
+                    waiting, dirty = None, True
             now = time.monotonic()
             tell = cancel.is_set() and not told
             if (dirty and now - last >= UPDATE_EVERY) or tell:
                 last, dirty, told = now, False, told or tell
                 note = "  \n**Cancelling…** the run stops within a step and saves the best weights so far." \
                     if cancel.is_set() else ""
+                if waiting is not None:
+                    yield {f.status: f"**Waiting:** {waiting} fine-tune(s) ahead of yours; it starts when they "
+                                     "finish (one fine-tune runs at a time on this app)." + note}
+                    continue
                 yield {f.status: live.status() + note,
                        f.bar: progress_html(live.step, live.max_steps, live.eta, live.what, live.timed),
                        f.curves: live.figure()}
+        if job.error is not None:
+            if isinstance(job.error, core.CancelledError):
+                yield {f.status: f"**Cancelled:** {esc(job.error)}", f.bar: ""}
+                return
+            raise common.user_error(job.error)
+        yield self.finished(job.plan, job.results, live)
 
     def finished(self, plan, results: list, live: Live) -> dict:
         """The page after a run: verdict, metrics, curves, confusion, misclassified rows, the new run chosen."""
@@ -347,12 +415,14 @@ class Handlers:
         out[f.base] = gr.update(choices=common.model_choices(self.default, self.settings, first=(core.DEFAULT_BASE,)))
         return out
 
-    @staticmethod
-    def on_cancel(flag: CancelFlag) -> None:
-        """Ask the running training to stop. The run says so itself (its next update: "Cancelling…",
+    def on_cancel(self, flag: CancelFlag) -> None:
+        """Ask the visitor's training to stop, whichever of their pages started it (this page's flag: a
+        Start still waiting for its event). The run says so itself (its next update: "Cancelling…",
         then "Cancelled"): a status written here could arrive after a run that stopped at once had
         said "Cancelled", and left the page saying "Cancelling…" for good (as on the Explain-a-file tab)."""
         flag.event.set()
+        if visitor.ready():
+            self.jobs.cancel(visitor.owner() or "local")
 
     # ---------------------------------------------------------------- after a run
     def on_select(self, rows, evt: gr.SelectData):
@@ -440,26 +510,30 @@ def wire(f: SimpleNamespace, *, demo: gr.Blocks | None = None, default: str, mod
     h = Handlers(f, settings=settings if settings is not None else core.Settings(), default=default,
                  model_dd=model_dd, predict_text=predict_text, predict_pair=predict_pair, tabs=tabs)
     _wire_intake(f, h)
-    _wire_training(f, h, heavy, after_run)
+    _wire_training(f, h, heavy, after_run, demo)
     _wire_results(f, h, heavy, model_dd, predict_text, predict_pair, tabs)
     _wire_runs(f, h, demo, model_dd)
     return h
 
 
 def _wire_intake(f: SimpleNamespace, h: Handlers) -> None:
-    f.upload.change(common.guard(h.on_upload), inputs=[f.upload],
-                    outputs=[f.table, f.refused, f.notices, f.preview, f.text_col, f.label_col, f.pair_col, f.multi,
-                             f.report],
-                    api_name="finetune_upload", api_visibility="undocumented", concurrency_limit=2)
+    # .upload and .clear, not .change: clearing a refused file (after_upload) must not run the handler again
+    upload_outputs = [f.table, f.refused, f.notices, f.preview, f.text_col, f.label_col, f.pair_col, f.multi, f.report]
+    gr.on([f.upload.upload, f.upload.clear], common.guard(h.on_upload), inputs=[f.upload, f.upload_note],
+          outputs=upload_outputs, api_name="finetune_upload", api_visibility="undocumented",
+          concurrency_limit=2).then(h.after_upload, inputs=[f.refused, f.upload_note, f.status],
+                                    outputs=[*upload_outputs, f.upload, f.status], api_visibility="private",
+                                    queue=False, show_progress="hidden")
     gr.on([f.text_col.input, f.label_col.input, f.pair_col.input, f.multi.input], common.guard(h.on_mapping),
           inputs=[f.table, f.text_col, f.label_col, f.pair_col, f.multi], outputs=f.report,
           api_name="finetune_report", api_visibility="undocumented", trigger_mode="always_last",
           show_progress="minimal")
-    f.val_upload.change(common.guard(h.on_val_upload), inputs=[f.val_upload],
-                        outputs=[f.val_table, f.val_refused, f.notices], api_visibility="private", concurrency_limit=2)
+    gr.on([f.val_upload.upload, f.val_upload.clear], common.guard(h.on_val_upload), inputs=[f.val_upload],
+          outputs=[f.val_table, f.val_refused, f.notices, f.val_upload, f.status], api_visibility="private",
+          concurrency_limit=2)
 
 
-def _wire_training(f: SimpleNamespace, h: Handlers, heavy: dict, after_run) -> None:
+def _wire_training(f: SimpleNamespace, h: Handlers, heavy: dict, after_run, demo: gr.Blocks | None = None) -> None:
     # a stable API order
     train_outputs = [f.status, f.bar, f.verdict, f.curves, f.metrics, f.per_class, f.confusion, f.wrong, f.wrong_csv,
                      f.results, f.selected, f.selected_md, h.model_dd, f.run, f.runs_table, f.base]
@@ -468,10 +542,14 @@ def _wire_training(f: SimpleNamespace, h: Handlers, heavy: dict, after_run) -> N
                     f.val_refused]  # the two states are not part of the API
     armed = f.start.click(h.arm, inputs=[f.flag], outputs=None, queue=False, api_visibility="private")
     started = armed.then(
-        common.guard_stream(visitor.one_at_a_time(h.train, f.status, offer=f.run)), inputs=train_inputs,
+        common.guard_stream(h.train), inputs=train_inputs,
         outputs=train_outputs, api_name="finetune_start", api_visibility="undocumented",
-        concurrency_limit=visitor.finetune_concurrency(), concurrency_id="finetune", show_progress_on=[f.status],
+        concurrency_limit=visitor.finetune_concurrency(h.settings), concurrency_id="finetune",
+        show_progress_on=[f.status],
     )
+    if demo is not None:  # a page opened while the visitor's fine-tune runs follows it
+        visitor.on_page_load(demo, common.guard_stream(h.resume), outputs=train_outputs, queue=True,
+                             concurrency_id="finetune", show_progress="hidden")
     if after_run is not None:
         fn, ins, outs = after_run
         started.success(fn, inputs=ins, outputs=outs, api_visibility="private", **heavy)

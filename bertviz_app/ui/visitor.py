@@ -18,7 +18,6 @@ In local mode every function here answers as before: ``owner()`` is None and not
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import shutil
@@ -48,14 +47,15 @@ STORAGE_KEY = "bertviz-owner"
 SECRET = "bertviz-owner-v1"
 MAX_SESSIONS = 100_000
 ZIP_KEEP_S = 3600  # a visitor's downloaded zips are removed at their next download after an hour
+FOLLOWERS_SPARE = 4  # fine-tune events beyond the jobs (finetune_concurrency)
 
 
 class Visitors:
-    """Per-app state of public mode: sessions -> owners, the fine-tune queue, upload counts."""
+    """Per-app state of public mode: sessions -> owners, upload counts (the fine-tune queue is the
+    Fine-tune tab's ``FinetuneJobs``)."""
 
     def __init__(self, limits: visitors.Limits):
         self.limits = limits
-        self.queue = visitors.FinetuneQueue(slots=1, max_waiting=limits.queue)
         self.uploads = visitors.UploadCounter(limits.uploads_per_hour)
         self._sessions: OrderedDict[str, str] = OrderedDict()
         self._lock = threading.Lock()
@@ -193,42 +193,12 @@ def claim(plan):
 
 
 def finetune_concurrency(settings: Settings | None = None) -> int:
-    """Fine-tune events that may run at once: 1 locally (gradio's queue orders them); in public mode
-    the queue of ``FinetuneQueue`` (one at a time per visitor, positions shown) plus the running one."""
+    """Fine-tune events that may run at once. Each follows a job (``FinetuneJobs``: one per visitor, one
+    training at a time, the others waiting with their position shown), so more than the jobs: the
+    running one and the waiting ones (public mode), each followed by a page, plus FOLLOWERS_SPARE for a
+    reopened page following its job and a second Start refused at once instead of queued behind them."""
     s = settings or app_settings()
-    return 1 + s.finetune_queue if s.public else 1
-
-
-def one_at_a_time(train, status, offer=None):
-    """Wrap the Fine-tune tab's streaming handler: in public mode it joins the fine-tune queue first
-    (a visitor's second fine-tune is refused; a waiting one sees its position in ``status``). Past the
-    visitor's run limit the refusal is shown in ``status`` and the oldest run is chosen in ``offer``
-    (the run dropdown beside *Delete this run*)."""
-
-    @functools.wraps(train)
-    def wrapper(*args, **kwargs):
-        who = owner()
-        if who is None:
-            yield from train(*args, **kwargs)
-            return
-        if who == visitors.NOBODY:
-            raise core.InputError("This page has no owner token yet: reload the page, then start again.")
-        queue = app_state().queue
-        ticket = queue.join(who)
-        flag = next((a for a in args if hasattr(a, "event") and hasattr(a, "arm")), None)
-        try:
-            for pos in queue.waiting(ticket, cancelled=lambda: flag is not None and flag.event.is_set()):
-                yield {status: f"**Waiting:** {pos} fine-tune(s) ahead of yours; it starts when they finish "
-                               "(one fine-tune runs at a time on this app)."}
-            yield from train(*args, **kwargs)
-        except core.LimitError as exc:
-            if offer is None or not exc.oldest:
-                raise
-            yield {status: f"**{common_esc(exc)}**", offer: gr.update(value=exc.oldest)}
-        finally:
-            queue.leave(ticket)
-
-    return wrapper
+    return (1 + s.finetune_queue if s.public else 1) + FOLLOWERS_SPARE
 
 
 def upload(path: str | None) -> None:
@@ -358,13 +328,15 @@ def register(demo: gr.Blocks, settings: Settings, limits: visitors.Limits | None
     return demo.bertviz_owner_ready
 
 
-def on_page_load(demo: gr.Blocks, fn, outputs, inputs=None) -> None:
-    """``demo.load(fn)``, run after the owner is known in public mode."""
+def on_page_load(demo: gr.Blocks, fn, outputs, inputs=None, **event) -> None:
+    """``demo.load(fn)``, run after the owner is known in public mode; ``event``: the event's other
+    arguments (default: not queued)."""
+    event = {"api_visibility": "private", "queue": False, **event}
     ready_event = getattr(demo, "bertviz_owner_ready", None)
     if ready_event is not None:
-        ready_event.then(fn, inputs=inputs, outputs=outputs, api_visibility="private", queue=False)
+        ready_event.then(fn, inputs=inputs, outputs=outputs, **event)
     else:
-        demo.load(fn, inputs=inputs, outputs=outputs, api_visibility="private", queue=False)
+        demo.load(fn, inputs=inputs, outputs=outputs, **event)
 
 
 # --------------------------------------------------------------------------- the sweeper
