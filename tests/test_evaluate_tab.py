@@ -322,20 +322,22 @@ def test_the_evaluate_handler_stores_and_draws_or_says_why_not(tiny_model_dir, m
 
 def test_the_fitted_temperature_is_saved_into_the_models_folder_and_predict_applies_it(tiny_model_dir, models_dir,
                                                                                        tmp_path, monkeypatch):
-    import shutil
-
     from bertviz_app.calibration import load_temperature
     from bertviz_app.ui import common, visitor
     from bertviz_app.ui.common import CancelFlag
 
-    folder = shutil.copytree(tiny_model_dir, tmp_path / "mine")  # the fixture's model stays as it is
+    from conftest import make_overconfident_copy
+
+    # an over-confident model (the tiny one's logits x1000: near-certain, right half the time): T helps
+    folder = make_overconfident_copy(tiny_model_dir, tmp_path / "mine")  # the fixture's model stays as it is
     h = _handlers(models_dir)
     path = tmp_path / "reviews.csv"
     path.write_bytes(labelled_csv(40))
     up = h.on_upload(as_uploaded(path))
     out = list(h.run(CancelFlag(), str(folder), up["table"], None, "text", "label", "", "", "", False))[-1]
     view, t = out["view"], out["view"].metrics["calibration"]["temperature"]
-    assert t is not None and out["save_t"]["visible"] is True
+    assert t is not None and out["save_t"]["visible"] is True and view.metrics["calibration"]["helps"] is True
+    assert "**Worth keeping:** T = " in out["calibration"] and "helps on the 20 rows" in out["calibration"]
     said = h.save_temperature(view)
     assert f"T = {t:.3f}" in said and "calibration.json" in said
     assert load_temperature(folder) == pytest.approx(t, rel=1e-9)
@@ -359,6 +361,40 @@ def _zip(tmp_path):
     import zipfile
 
     path = tmp_path / "data.csv"
+def test_a_temperature_that_did_not_help_is_not_offered_and_saving_it_is_refused(tiny, tiny_model_dir, models_dir,
+                                                                                tmp_path):
+    import dataclasses
+    import shutil
+
+    from test_evaluation import hurting_csv
+
+    from bertviz_app.ui.common import CancelFlag
+
+    folder = shutil.copytree(tiny_model_dir, tmp_path / "mine")  # the fixture's model stays as it is
+    h = _handlers(models_dir)
+    path = tmp_path / "hurts.csv"
+    path.write_text(hurting_csv(tiny, 40), encoding="utf-8")
+    up = h.on_upload(as_uploaded(path))
+    out = list(h.run(CancelFlag(), str(folder), up["table"], None, "text", "label", "", "", "", False))[-1]
+    view, c = out["view"], out["view"].metrics["calibration"]
+    assert c["temperature"] is not None and c["helps"] is False and c["nll_after"] > c["nll"]
+    assert out["save_t"]["visible"] is False  # not offered
+    md = out["calibration"]
+    assert f"after (T = {c['temperature']:.3f})" in md and f"{c['nll_after']:.3f}" in md  # the numbers stay visible
+    assert "**Not worth keeping:** T = " in md and "does not help on the 20 rows it was not fitted on" in md
+    assert "not offered for saving" in md
+    # an old page (or a direct call) that still clicks Save is refused with the reason; nothing written
+    with pytest.raises(bv.InputError, match=r"This temperature is not saved: T = \S+ does not help .*\(higher\)"):
+        h.save_temperature(view)
+    assert not (folder / "calibration.json").exists()
+    # a stored evaluation from before the judging (no "helps" saved) is judged from its numbers the same way
+    old = dataclasses.replace(view, metrics={**view.metrics, "calibration": {
+        k: v for k, v in c.items() if k not in ("helps", "judgement")}})
+    assert evaluate_view.temperature_judgement(old) == (False, c["judgement"])  # what render's Save button follows
+    with pytest.raises(bv.InputError, match="does not help"):
+        h.save_temperature(old)
+
+
     with zipfile.ZipFile(path, "w") as z:
         z.writestr("data.csv", "text,label\nthe film,positive\n")
     return path
