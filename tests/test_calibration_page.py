@@ -224,3 +224,35 @@ def test_the_finished_runs_report_gives_ece_and_nll_before_and_after_t(tmp_path)
     assert "Temperature scaling (runs/p)" in both and "Temperature scaling (runs/f)" in both
     plain = {k: v for k, v in metrics.items() if k != "calibration"}  # multi-label, or a run from before
     assert "Temperature scaling" not in metrics_md([bv.RunResult(name="runs/x", metrics=plain, **base)])
+
+
+@pytest.mark.parametrize("hurts", [False, True])
+def test_the_finished_runs_report_says_whether_the_judged_temperature_was_kept(tmp_path, hurts):
+    """Issue 35: T fitted on half the validation rows, judged on the other half; the report gives the
+    numbers on the judging half and says whether it helped there, and so was saved, or why not."""
+    from bertviz_app.ui.finetune_tab import metrics_md
+
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=(400, 2)) * 3
+    y = (rng.random(400) < bv.softmax_t(z / 3, 1.0)[:, 1]).astype(int)  # z is 3x over-confident
+    if hurts:  # the fitting half all right (T falls: surer), the judging half mostly wrong
+        from bertviz_app.calibration import split_rows
+
+        fit, judge = split_rows(400)
+        y[fit] = z[fit].argmax(1)
+        y[judge] = 1 - z[judge].argmax(1)
+    c = bv.calibration_report(z, y)
+    assert c["helps"] is (not hurts)
+    metrics = {"accuracy": 0.8, "macro_f1": 0.79, "n": 400, "val_nll": 0.52, "ece": 0.071, "per_class": {},
+               "calibration": c}
+    base = dict(path=tmp_path, mode="full", base="encoder", misclassified=[], labels=("a", "b"))
+    md = metrics_md([bv.RunResult(name="runs/x", metrics=metrics, **base)])
+    line = next(line for line in md.split("  \n") if line.startswith("Temperature scaling"))
+    assert f"**T = {c['temperature']:.3f}**, fitted on 200 validation rows and judged on the other 200" in line
+    assert f"NLL {c['nll_before']:.3f} \u2192 {c['nll_after']:.3f}" in line
+    assert f"ECE {c['ece_before']:.3f} \u2192 {c['ece_after']:.3f}" in line
+    if hurts:
+        assert "does **not help** there" in line and "**not saved**" in line and "raw softmax" in line
+        assert "predict applies it" not in line
+    else:
+        assert "it **helps** there" in line and "**saved** as calibration.json and predict applies it" in line
