@@ -1,7 +1,9 @@
 """The one door for files a visitor sends: only a file uploaded to gradio's upload folder is read.
 
-Two guards, both needed:
+Three guards stand in line, each enough alone (tests/test_file_doors.py turns the ones before it off):
 
+- ``PathGuard``: a request whose JSON names a file that ``upload_path`` refuses is answered 400 before
+  gradio sees it (one log line, no traceback, no event queued);
 - gradio's own: an API call's ``FileData`` input is accepted only when its ``path`` lies in the upload
   folder, and never under ``blocked_paths``. gradio runs that check only once its Blocks "has launched",
   and ``gr.mount_gradio_app`` (6.31) never sets ``Blocks.has_launched``: mounted on FastAPI, a call
@@ -10,8 +12,9 @@ Two guards, both needed:
   ``enforce_gradio_checks`` turns the check on; ``blocked_paths`` keeps the models folder and the
   app's own files out even of what gradio would serve or copy.
 - the app's: every handler that reads a file takes its path through ``upload_path``, which accepts
-  only a regular file inside the upload folder (symlinks resolved first) and refuses anything else
-  with one message that says nothing of the file (not its rows, not whether it exists).
+  only a regular file inside the upload folder (symlinks resolved first) that, in an event, gradio's
+  upload route wrote (``Blocks.upload_file_set``: a file gradio copied there is not one), and refuses
+  anything else with one message that says nothing of the file (not its rows, not whether it exists).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import logging
 import os
 from pathlib import Path
 
+from gradio.context import LocalContext
 from gradio.utils import get_upload_folder
 from gradio_client.utils import is_file_obj_with_meta
 
@@ -63,6 +67,11 @@ def upload_path(value) -> str:
         ok = resolved.is_relative_to(root) and resolved != root and resolved.is_file()
     except (OSError, ValueError):
         ok = False
+    # In an event, the file must also be one that gradio's upload route wrote: a server file that gradio
+    # copied into the same folder (what ``enforce_gradio_checks`` stops) is in the folder, but not in this set.
+    uploaded = getattr(LocalContext.blocks.get(None), "upload_file_set", None)
+    if ok and uploaded is not None:
+        ok = path in uploaded or str(resolved) in uploaded
     if not ok:
         raise core.InputError(NOT_UPLOADED)
     return str(resolved)
