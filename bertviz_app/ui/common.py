@@ -48,13 +48,16 @@ DELTA_WARN = core.DEFAULT_TOLERANCE
 
 # --------------------------------------------------------------------------- errors
 def user_error(exc: BaseException) -> gr.Error:
-    """BertvizError -> its own (user-safe) message; anything else -> a generic message, logged."""
+    """BertvizError -> its own (user-safe) message, logged as one line that names its kind only (the
+    message may quote the visitor's rows or text); anything else -> a generic message, logged with its
+    traceback. Either way gradio prints no traceback of its own (``print_exception=False``)."""
     if isinstance(exc, gr.Error):
         return exc
     if isinstance(exc, core.BertvizError):
-        return gr.Error(str(exc))
+        log.info("Refused a request: %s", type(exc).__name__)
+        return gr.Error(str(exc), print_exception=False)
     log.error("Unexpected error in the UI", exc_info=exc)
-    return gr.Error(UNEXPECTED)
+    return gr.Error(UNEXPECTED, print_exception=False)
 
 
 def guard(fn: Callable) -> Callable:
