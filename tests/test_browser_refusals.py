@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import urllib.parse
 import zipfile
 
@@ -99,4 +100,33 @@ def test_a_refused_model_load_leaves_the_dropdown_and_the_link_on_the_model_show
     box.press("Enter")
     page.get_by_role("button", name="Load model").click()
     expect(status).to_have_text("")
+    assert "Traceback" not in page.content()
+
+
+@pytest.mark.parametrize("tab, upload, status", [("Fine-tune", "#bv-ft-upload", "#bv-ft-status"),
+                                                 ("Evaluate", "#bv-ev-upload", "#bv-ev-status"),
+                                                 ("Explain a file", "#bv-bx-upload", "#bv-bx-status")])
+def test_a_refused_upload_leaves_the_file_input_empty_and_says_why(page, app_url, tmp_path, tab, upload, status):
+    good = tmp_path / "good.csv"
+    good.write_text("review,label\nthe film was good,pos\nthe film was bad,neg\n", encoding="utf-8")
+    bad = zip_named_csv(tmp_path / "zipped.csv")
+    page.goto(app_url)
+    page.get_by_role("tab", name=tab).click()
+    box, line = page.locator(upload), page.locator(status)
+    box.locator("input[type=file]").set_input_files(str(good))  # positive control: a good file stays
+    expect(box).to_contain_text(re.compile(r"good\s*\.csv"))
+    expect(line).not_to_contain_text("refused")
+    box.locator("button[aria-label=Clear]").click()
+    box.locator("input[type=file]").set_input_files(str(bad))
+    expect(line).to_contain_text("zipped.csv was refused")
+    expect(line).to_contain_text("is a ZIP archive")
+    expect(line).to_contain_text("Fix the file and upload it again")
+    expect(box).not_to_contain_text(re.compile(r"zipped\s*\.csv"))  # cleared: it does not look uploaded
+    expect(box.locator("input[type=file]")).to_have_count(1)  # ready for the next file
+    no_toast(page)
+    expect(line).to_contain_text("zipped.csv was refused")
+    expect(page.locator(BADGES)).to_have_count(0)
+    box.locator("input[type=file]").set_input_files(str(good))  # a good file afterwards clears the refusal
+    expect(box).to_contain_text(re.compile(r"good\s*\.csv"))
+    expect(line).not_to_contain_text("refused")
     assert "Traceback" not in page.content()

@@ -280,7 +280,7 @@ def _handlers(models_dir, public=False):
              "selected", "selected_md", "summary", "per_class", "confusion", "slices", "slice_md", "slice_rows",
              "wrong", "calibration", "save_t", "save_t_md", "reliability", "geometry_box", "layer", "scatter", "probes",
              "dims", "colour", "vector", "compare_box", "comparison", "disagreements", "compare_slices")
-    ui = SimpleNamespace(**{k: k for k in names})
+    ui = SimpleNamespace(**{k: k for k in ("upload", *names)})
     settings = bv.Settings(models_dir=models_dir, memo_size=0, public=public)
     return evaluate_events.Handlers(ui, default="x", settings=settings, predict_text="t", predict_pair="p", tabs="tabs")
 
@@ -318,6 +318,10 @@ def test_the_evaluate_handler_stores_and_draws_or_says_why_not(tiny_model_dir, m
     refused = h.on_upload(as_uploaded(_zip(tmp_path)))
     assert refused["table"] is None and refused["notices"].startswith("**Error:**")
     assert "ZIP archive" in refused["refused"]
+    # the refused file is cleared (it does not look uploaded) and the status line says why and what to do
+    assert refused["upload"] is None and "ZIP archive" in refused["status"]
+    assert "Fix the file and upload it again" in refused["status"]
+    assert up["status"] == "" and "upload" not in up  # positive control: a good file stays, the line is cleared
 
 
 def test_the_fitted_temperature_is_saved_into_the_models_folder_and_predict_applies_it(tiny_model_dir, models_dir,
@@ -357,10 +361,6 @@ def test_the_fitted_temperature_is_saved_into_the_models_folder_and_predict_appl
         _handlers(models_dir, public=True).save_temperature(view)
 
 
-def _zip(tmp_path):
-    import zipfile
-
-    path = tmp_path / "data.csv"
 def test_a_temperature_that_did_not_help_is_not_offered_and_saving_it_is_refused(tiny, tiny_model_dir, models_dir,
                                                                                 tmp_path):
     import dataclasses
@@ -395,6 +395,10 @@ def test_a_temperature_that_did_not_help_is_not_offered_and_saving_it_is_refused
         h.save_temperature(old)
 
 
+def _zip(tmp_path):
+    import zipfile
+
+    path = tmp_path / "data.csv"
     with zipfile.ZipFile(path, "w") as z:
         z.writestr("data.csv", "text,label\nthe film,positive\n")
     return path

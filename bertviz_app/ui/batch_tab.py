@@ -70,10 +70,7 @@ def on_upload(path: str | None, settings: core.Settings | None = None):
         return gr.update(choices=[], value=None), gr.update(choices=[NONE], value=NONE), ""
     settings = settings if settings is not None else core.Settings()
     visitor.upload(path)  # public mode: counted (the file is deleted once explained)
-    try:
-        table = core.read_table(path, min_columns=1, max_upload_mb=settings.max_upload_mb, max_rows=settings.max_rows)
-    except core.BertvizError as exc:
-        return gr.update(choices=[], value=None), gr.update(choices=[NONE], value=NONE), f"**Error:** {esc(exc)}"
+    table = core.read_table(path, min_columns=1, max_upload_mb=settings.max_upload_mb, max_rows=settings.max_rows)
     guess = core.guess_columns(table)
     cols = list(table.columns)
     msg = f"**{esc(table.name)}**: {table.n_rows:,} rows, {len(cols)} columns. Check the text column, then start."
@@ -143,7 +140,14 @@ class Handlers:
         self.ui, self.default, self.settings = ui, default, settings
 
     def on_upload(self, path):
-        return on_upload(path, self.settings)
+        """A refused file (unreadable, too big, a zip renamed .csv...) is cleared from the File component, so
+        it does not look uploaded, and the status line says why and what to fix (no toast, no badge)."""
+        ui = self.ui
+        try:
+            return dict(zip((ui.text_col, ui.pair_col, ui.status), on_upload(path, self.settings)))
+        except Exception as exc:  # noqa: BLE001 - this is the translation edge (upload_refused logs the unexpected)
+            return {ui.upload: None, ui.text_col: gr.update(choices=[], value=None),
+                    ui.pair_col: gr.update(choices=[NONE], value=NONE), ui.status: common.upload_refused(path, exc)}
 
     @staticmethod
     def arm(flag: CancelFlag):
@@ -205,8 +209,10 @@ class Handlers:
 def wire(ui: SimpleNamespace, model_dd, default: str, *, settings: core.Settings | None = None) -> Handlers:
     """Connect the tab's events to ``Handlers``' methods; ``settings``: the server's (default ``Settings()``)."""
     h = Handlers(ui, default=default, settings=settings if settings is not None else core.Settings())
-    ui.upload.change(common.guard(h.on_upload), inputs=[ui.upload], outputs=[ui.text_col, ui.pair_col, ui.status],
-                     api_visibility="private", concurrency_limit=2)
+    # .upload and .clear, not .change: clearing a refused file (on_upload) must not run the handler again
+    # and wipe the status line that says why
+    gr.on([ui.upload.upload, ui.upload.clear], h.on_upload, inputs=[ui.upload],
+          outputs=[ui.upload, ui.text_col, ui.pair_col, ui.status], api_visibility="private", concurrency_limit=2)
     ui.start.click(h.arm, inputs=[ui.flag], outputs=None, queue=False, api_visibility="private").then(
         common.guard_stream(h.run), inputs=[ui.flag, model_dd, ui.upload, ui.text_col, ui.pair_col, ui.fmt, ui.raw,
                                             ui.methods],

@@ -128,6 +128,27 @@ def to_status_stream(fn: Callable, status, also: Callable[[], dict] | None = Non
     return wrapper
 
 
+def upload_refused(path: str | None, exc: BaseException, logged: bool = True) -> str:
+    """A refused upload as a tab's status line says it: the file's name, why, and what to do (a file that
+    cannot be read: fix it and upload it again). ``logged``: as ``refusal_md``'s."""
+    if not isinstance(exc, core.DataError):
+        return refusal_md(exc, logged)
+    name = str(path or "").replace("\\", "/").rsplit("/", 1)[-1] or "the file"
+    return f"**Error:** the file {esc(name)} was refused: {esc(exc)} Fix the file and upload it again."
+
+
+class Refusal:
+    """Why the last run of an API-visible handler was refused, per session (``gr.State(Refusal())``, deep-
+    copied fresh for each session like ``CancelFlag``): the handler sets it and raises (its API callers get
+    the error), and a page-only event after it says it in the tab's status line and clears the badges."""
+
+    def __init__(self) -> None:
+        self.message = ""
+
+    def __deepcopy__(self, memo):
+        return Refusal()
+
+
 def load(name: str | None, default: str, settings: Settings) -> core.LoadedModel:
     """Load what the user asked for (``service.open_model``): folder paths typed in the browser or sent
     to the API are refused unless settings.allow_local_paths; the operator's own default model is always

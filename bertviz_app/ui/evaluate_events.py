@@ -74,20 +74,27 @@ class Handlers:
     # ---------------------------------------------------------------- upload
     def on_upload(self, path):
         """A file: read it (kept in the session; public mode: the upload is deleted once read), its
-        columns offered and guessed as the evaluation would guess them."""
+        columns offered and guessed as the evaluation would guess them. A refused file (unreadable, too
+        big, a zip renamed .csv, over the upload quota...) is cleared from the File component, so it does
+        not look uploaded, and the status line says why and what to fix (no toast, no badge)."""
         ui = self.ui
         empty = gr.update(choices=[], value=None)
         if not path:
             return {ui.table: None, ui.refused: None, ui.notices: "", ui.text_col: empty, ui.label_col: empty,
                     ui.pair_col: gr.update(choices=NO_PAIR, value=NONE)}
-        visitor.upload(path)
+        cleared = {ui.table: None, ui.upload: None, ui.text_col: empty, ui.label_col: empty,
+                   ui.pair_col: gr.update(choices=NO_PAIR, value=NONE)}
+        try:
+            visitor.upload(path)
+        except Exception as exc:  # noqa: BLE001 - this is the translation edge (upload_refused logs the unexpected)
+            why = common.upload_refused(path, exc)
+            return {**cleared, ui.refused: None, ui.notices: why, ui.status: why}
         try:
             table = core.read_table(path, max_upload_mb=self.settings.max_upload_mb, max_rows=self.settings.max_rows)
         except core.DataError as exc:
             name = re.sub(r".*[\\/]", "", path)
-            return {ui.table: None, ui.refused: f"The file {name} was refused: {exc} Fix the file and upload it again.",
-                    ui.notices: f"**Error:** {esc(exc)}", ui.text_col: empty, ui.label_col: empty,
-                    ui.pair_col: gr.update(choices=NO_PAIR, value=NONE)}
+            return {**cleared, ui.refused: f"The file {name} was refused: {exc} Fix the file and upload it again.",
+                    ui.notices: f"**Error:** {esc(exc)}", ui.status: common.upload_refused(path, exc)}
         finally:
             visitor.discard(path)
         guess = core.guess_columns(table)
@@ -100,7 +107,7 @@ class Handlers:
         if guess.label is None:
             lines.append("**No label column found:** an evaluation compares each row's label with the prediction; "
                          "choose the column that holds the labels.")
-        return {ui.table: table, ui.refused: None, ui.notices: "  \n".join(lines),
+        return {ui.table: table, ui.refused: None, ui.notices: "  \n".join(lines), ui.status: "",
                 ui.text_col: gr.update(choices=cols, value=guess.text),
                 ui.label_col: gr.update(choices=cols, value=guess.label),
                 ui.pair_col: gr.update(choices=[*NO_PAIR, *[(c, c) for c in cols]], value=guess.pair or NONE)}

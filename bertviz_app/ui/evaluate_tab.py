@@ -126,9 +126,11 @@ def wire(ui: SimpleNamespace, *, demo: gr.Blocks | None, model_dd, default: str,
                  predict_text=predict_text, predict_pair=predict_pair, tabs=tabs, link_tab=link_tab)
     sent = [predict_text, predict_pair, tabs, *([link_tab] if link_tab is not None else [])]
     private = dict(api_visibility="private")
-    ui.upload.change(common.guard(h.on_upload), inputs=[ui.upload],
-                     outputs=[ui.table, ui.refused, ui.notices, ui.text_col, ui.label_col, ui.pair_col],
-                     concurrency_limit=2, **private)
+    # .upload and .clear, not .change: clearing a refused file (on_upload) must not run the handler again
+    # and wipe the status line that says why
+    gr.on([ui.upload.upload, ui.upload.clear], common.guard(h.on_upload), inputs=[ui.upload],
+          outputs=[ui.upload, ui.table, ui.refused, ui.notices, ui.text_col, ui.label_col, ui.pair_col, ui.status],
+          concurrency_limit=2, **private)
     results = [ui.view, ui.selected, ui.selected_md, ui.summary, ui.per_class, ui.confusion, ui.slices, ui.slice_md,
                ui.slice_rows, ui.wrong, ui.calibration, ui.save_t, ui.save_t_md, ui.reliability, ui.geometry_box,
                ui.layer, ui.scatter, ui.probes, ui.dims, ui.colour, ui.vector, ui.compare_box, ui.comparison,

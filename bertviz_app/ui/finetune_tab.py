@@ -5,11 +5,14 @@ download or push it.
 
 Layout and event wiring only: the fine-tune chain is the core service (``plan_finetune`` ->
 ``FinetuneJob``, the same one the CLI runs) and the rendering is ``finetune_view``'s. The job
-trains in a worker thread; the streaming handler reads its events and redraws at most twice a
-second. The event has its own concurrency id (one training at a time, a second user sees their
-queue position) so the explorer's analyses are not blocked by a long run. Cancel sets the
-session's ``threading.Event`` (kept in ``gr.State``) and writes nothing itself; the run says
-"Cancelling…", stops within a step, still saves the best weights so far and says "Cancelled".
+trains in a worker thread, as the visitor's one job (``FinetuneJobs``: one training at a time, a
+second visitor sees their queue position, the same visitor's second Start is refused): it is not
+the page's, so a page that goes away leaves it training, and a page opened later follows it. The
+streaming handler only reads its events and redraws at most twice a second; its event has its own
+concurrency id so the explorer's analyses are not blocked by a long run. Cancel sets the job's
+``threading.Event`` (the session's, kept in ``gr.State``, or found by the visitor) and writes
+nothing itself; the run says "Cancelling…", stops within a step, still saves the best weights so
+far and says "Cancelled".
 Each event's handler is a method of ``Handlers``, which holds the tab's components and the
 server's ``Settings``.
 """
