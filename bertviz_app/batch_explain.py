@@ -334,7 +334,7 @@ def _explain_chunk(lm, chunk: list[tuple[int, str, str | None]], keys: tuple[str
                  "n_tokens": list(f.n_tokens), "comprehensiveness_k": list(f.comprehensiveness_k),
                  "sufficiency_k": list(f.sufficiency_k), "faithfulness_seconds": round(f_seconds, 6)}
             if key == "ig":
-                m.update(delta=float(a.delta), n_steps=int(a.n_steps),
+                m.update(delta=float(a.delta), n_steps=int(a.n_steps), tolerance=a.tolerance,
                          relative_delta=float(a.relative_delta) if math.isfinite(a.relative_delta) else None)
             per_method[key] = m
         a = first[0] if first else None
@@ -410,11 +410,12 @@ def _write(path: Path, records: list[dict], skipped: list[tuple[int, str]], labe
 def added_columns(labels: list[str], keys: tuple[str, ...], taken: Sequence[str] = ()) -> list[str]:
     """The names of the columns the app adds to the CSV, in order: ``bv_`` + the row number, the
     prediction, each class's probability, the target, f(x) and f(baseline), truncated, per method
-    its block (IG adds its delta), the status and the guarded columns. A name already in ``taken``
+    its block (IG adds its delta, relative delta, steps and the tolerance they were chosen for), the status
+    and the guarded columns. A name already in ``taken``
     (the input's columns) gets ``_2``, then ``_3``..., until it is free."""
     per = []
     for k in keys:
-        per += ([f"{k}_delta", f"{k}_relative_delta"] if k == "ig" else []) + [
+        per += ([f"{k}_delta", f"{k}_relative_delta", f"{k}_n_steps", f"{k}_tolerance"] if k == "ig" else []) + [
             f"{k}_top_words", f"{k}_comprehensiveness", f"{k}_sufficiency", f"{k}_seconds"]
     bases = ["row", "prediction", *[f"p_{c}" for c in labels], "target", "f_x", "f_baseline", "truncated", *per,
              "status", "guarded"]
@@ -433,12 +434,15 @@ def csv_columns(labels: list[str], keys: tuple[str, ...], input_columns: Sequenc
     return [*input_columns, *added_columns(labels, keys, input_columns)]
 
 
+IG_CELLS = 4  # Integrated Gradients' own cells before a method's block: delta, relative delta, steps, tolerance
+
+
 def _method_cells(key: str, m: dict, top: str) -> list[str]:
     """One method's block of a CSV row; a refusal puts its reason where the words go, no numbers."""
     if "refused" in m:
-        return [""] * (2 if key == "ig" else 0) + [f"refused: {m['refused']}", "", "", ""]
-    head = [f"{m['delta']:.3e}", "" if m["relative_delta"] is None else f"{m['relative_delta']:.4f}"] \
-        if key == "ig" else []
+        return [""] * (IG_CELLS if key == "ig" else 0) + [f"refused: {m['refused']}", "", "", ""]
+    head = [f"{m['delta']:.3e}", "" if m["relative_delta"] is None else f"{m['relative_delta']:.4f}", str(m["n_steps"]),
+            "" if m["tolerance"] is None else f"{m['tolerance']:g}"] if key == "ig" else []
     return head + [top, f"{m['comprehensiveness']:.4f}", f"{m['sufficiency']:.4f}", f"{m['seconds']:.4f}"]
 
 

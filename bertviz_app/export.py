@@ -404,7 +404,9 @@ def explanation_html(attr: Attribution, prediction: Prediction | None = None, mo
         ("Method", _e(METHOD_TEXT.get(attr.method, attr.method))),
         ("Target class", _e(attr.target)),
         ("Explained output", _e(what)),
-        ("Baseline", f"{_e(attr.baseline)} (n_steps {attr.n_steps})"),
+        ("Baseline", f"{_e(attr.baseline)} (n_steps {attr.n_steps}"
+                     + (f", chosen for a relative delta \u2264 {attr.tolerance:g})" if attr.tolerance is not None
+                        else ", fixed)" if attr.method == "integrated_gradients" else ")")),
         ("f(x)", f"{attr.f_x:.6f}"),
         ("f(baseline)", f"{attr.f_baseline:.6f}"),
         *([("f(x) \u2212 f(baseline)", f"{change:+.6f} (what the attributions add up to)"),

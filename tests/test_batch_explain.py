@@ -164,6 +164,18 @@ def test_a_table_of_texts_alone_is_enough(tiny, tmp_path):
 FAST = ("ig", "gradient_x_input", "saliency", "occlusion")
 
 
+def test_csv_and_jsonl_record_the_tolerance_the_steps_were_chosen_for(tiny, table, tmp_path):
+    bv.explain_csv(tiny, table, tmp_path / "out.jsonl", methods="ig", tolerance=0.2)
+    bv.explain_csv(tiny, table, tmp_path / "out.csv", methods="ig", tolerance=0.2)
+    lines = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    rows = list(csv.DictReader((tmp_path / "out.csv").open(encoding="utf-8", newline="")))
+    explained = [r for r in lines if "skipped" not in r]
+    assert explained and all(r["methods"]["ig"]["tolerance"] == 0.2 for r in explained)
+    done = [r for r in rows if r["bv_ig_n_steps"]]
+    assert len(done) == len(explained) and all(r["bv_ig_tolerance"] == "0.2" for r in done)
+    assert {int(r["bv_ig_n_steps"]) for r in done} == {r["methods"]["ig"]["n_steps"] for r in explained}
+
+
 def test_every_method_gets_its_words_faithfulness_and_seconds_and_csv_agrees_with_jsonl(tiny, table, tmp_path):
     res = bv.explain_csv(tiny, table, tmp_path / "out.jsonl", methods=",".join(FAST), n_steps=8, tolerance=None)
     bv.explain_csv(tiny, table, tmp_path / "out.csv", methods=FAST, n_steps=8, tolerance=None)
@@ -173,6 +185,10 @@ def test_every_method_gets_its_words_faithfulness_and_seconds_and_csv_agrees_wit
         block = {f"bv_{k}_top_words", f"bv_{k}_comprehensiveness", f"bv_{k}_sufficiency", f"bv_{k}_seconds"}
         assert block <= set(rows[2])
     assert {"bv_ig_delta", "bv_ig_relative_delta"} <= set(rows[2]) and "bv_occlusion_delta" not in rows[2]
+    # how IG's steps were chosen, beside them: 8 fixed steps (no tolerance) in both files
+    assert rows[2]["bv_ig_n_steps"] == "8" and rows[2]["bv_ig_tolerance"] == ""
+    assert all(r["methods"]["ig"]["n_steps"] == 8 and r["methods"]["ig"]["tolerance"] is None
+               for r in lines if "skipped" not in r)
     assert res.methods == FAST and set(res.method_stats) == set(FAST) == set(res.method_top_words)
     for r in (r for r in lines if "skipped" not in r):
         assert list(r["methods"]) == list(FAST)

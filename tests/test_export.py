@@ -218,3 +218,7 @@ def test_json_round_trip_keeps_how_the_steps_were_chosen(tiny, tmp_path):
         back = core.explanation_from_dict(d).attribution
         assert d["attribution"]["tolerance"] == back.tolerance == attr.tolerance == tolerance
         assert back.n_steps == attr.n_steps
+        page = core.explanation_html(attr, pred, model="tiny")  # the HTML says it beside the steps
+        said = (f"(n_steps {attr.n_steps}, chosen for a relative delta \u2264 {tolerance:g})" if tolerance
+                else f"(n_steps {attr.n_steps}, fixed)")
+        assert said in page
