@@ -98,7 +98,12 @@ def test_evaluate_read_slices_open_a_row_see_geometry_and_reopen(browser, page, 
     link = page.url
     expect(page.locator("#bv-ev-summary")).to_contain_text(f"Accuracy {view.metrics['accuracy']:.1%}")
     expect(page.locator("#bv-ev-summary")).to_contain_text("95% interval")
-    expect(page.locator("#bv-ev-save-t")).to_be_visible()  # a temperature was fitted (40 rows, two classes)
+    # a temperature was fitted (40 rows, two classes); Save is offered only if it helped on the other rows
+    helps, why = evaluate_view.temperature_judgement(view)
+    save_t = expect(page.locator("#bv-ev-save-t"))
+    save_t.to_be_visible() if helps else save_t.to_be_hidden()
+    expect(page.locator("#bv-ev-calibration")).to_contain_text("Worth keeping:" if helps else "Not worth keeping:")
+    expect(page.locator("#bv-ev-calibration")).to_contain_text(why.split(":")[0])  # "T = ... help(s) on the N rows"
     slices = page.locator("#bv-ev-slices")
     expect(slices).to_contain_text("true label negative")
     expect(slices).to_contain_text("contains")
