@@ -23,8 +23,8 @@ from .build_job import EXPECTED_BUILD_TEXT, build_lock
 from .catalog import DEFAULT_MODELS_DIR, ENCODER, SHIPPED_MODELS, package_dir
 from .errors import ModelLoadError
 
-__all__ = ["encoder_path", "encoder_tokenizer", "rotten_tomatoes", "rotten_tomatoes_split", "build_default",
-           "ensure_default_model", "predict_labels", "LABELS"]
+__all__ = ["after_training_steps", "encoder_path", "encoder_tokenizer", "rotten_tomatoes", "rotten_tomatoes_split",
+           "build_default", "ensure_default_model", "predict_labels", "LABELS"]
 
 LABELS = ("negative", "positive")  # rotten -> negative, fresh -> positive
 SEED = 42
@@ -89,6 +89,15 @@ def _data_hash(df: pd.DataFrame) -> str:
     return h.hexdigest()[:16]
 
 
+def after_training_steps(test_rows: int, batch_size: int) -> dict:
+    """What the build does after its last step, for the ETA (``train_classifier``'s after_steps): the
+    held-out evaluation (forward passes only, about a third of a training step's work per batch) and
+    the save, in training steps."""
+    from .training import SAVE_STEPS
+
+    return {"after_steps": test_rows / max(1, batch_size) / 3 + SAVE_STEPS}
+
+
 def build_default(
     dest: Path | None = None,
     max_train_rows: int | None = None,
@@ -135,15 +144,14 @@ def build_default(
         if "loss" not in logs:
             return
         done = event["step"] / max(1, event["max_steps"])
-        eta, rate = event.get("eta"), event.get("rate")
-        if eta is not None and rate:  # + evaluation: forward passes only over the held-out reviews, about 1/3 of
-            eta += len(test) / config.batch_size / rate / 3  # a training step's work per batch, at the recent rate
+        eta = event.get("eta")  # to the end of the build: the held-out evaluation and the save included
         say("train", f"step {event['step']}/{event['max_steps']}  loss {logs['loss']:.3f}  "
             f"elapsed {time.time() - started:.0f}s" + (f"  eta {eta:.0f}s" if eta is not None else ""),
             PRE_TRAIN_SHARE + TRAIN_SHARE * done, eta)
 
     model, tokenizer, info = train_classifier(
-        encoder_path(), LABELS, train["text"].tolist(), train["label"].tolist(), config=config, progress=report
+        encoder_path(), LABELS, train["text"].tolist(), train["label"].tolist(), config=config, progress=report,
+        **after_training_steps(len(test), config.batch_size),
     )
     eval_eta = info["train_seconds"] / max(1, len(train) * epochs) * len(test) / 3
     say("evaluate", f"evaluating on the {len(test):,} held-out reviews...", PRE_TRAIN_SHARE + TRAIN_SHARE, eval_eta)

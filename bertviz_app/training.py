@@ -40,12 +40,14 @@ from .families import SUPPORTED_MODEL_TYPES, family_of
 
 __all__ = ["TrainConfig", "TrainResult", "train_classifier", "atomic_save", "evaluate_predictions",
            "calibration_metrics", "expected_calibration_error", "check_trainable", "choose_max_length",
-           "metrics_tables", "ECE_BINS", "BestKeeper", "ProgressReporter", "ScaledLrTrainer"]
+           "metrics_tables", "ECE_BINS", "SAVE_STEPS", "BestKeeper", "ProgressReporter", "ScaledLrTrainer"]
 
 log = logging.getLogger(__name__)
 Progress = Callable[[dict], None]
 STOP_RULES = ("metric_or_loss", "metric")  # TrainConfig.stop_on
 ECE_BINS = 15
+SAVE_STEPS = 2  # a model folder's save, in training steps for the ETA (it writes the weights once; a step reads them)
+WARMUP_STEPS = 1  # the first step (the longest batch, kernels and allocator warming up) is kept out of the ETA's rate
 LOSS_REL_DELTA = 1e-3  # a validation loss falling by less than 0.1% of its lowest has not fallen (early stopping)
 
 
@@ -161,20 +163,40 @@ class _ListDataset(torch.utils.data.Dataset):
 
 class ProgressReporter(TrainerCallback):
     """Forwards progress to the caller and stops within one step when cancelled. The event's "eta"
-    (seconds) is None until the steps' rate is measured, then it follows the recent rate
-    (``eta.RateEta``); "rate" is that rate in steps per second."""
+    (seconds) is None until the steps' rate is measured, then it is the time to the end of the
+    caller's work (``eta.RateEta``): the steps left at the recent rate (the first step, several times
+    a later one, left out), the evaluations still to come at their measured length (timed apart from
+    the steps), and what the caller does after training: ``after_evals`` evaluations' worth (the final
+    evaluation, a probe's features) and ``after_steps`` steps' worth (an evaluation without a
+    validation set during training, the save). "rate" is the recent rate in steps per second."""
 
-    def __init__(self, progress: Progress | None, cancel: threading.Event | None, started: float):
+    def __init__(self, progress: Progress | None, cancel: threading.Event | None, started: float, *,
+                 after_evals: float = 0.0, after_steps: float = 0.0, clock: Callable[[], float] = time.monotonic):
         self.progress, self.cancel, self.started = progress, cancel, started
+        self.after_evals, self.after_steps = float(after_evals), float(after_steps)
         self.cancelled = False
-        self.steps = RateEta()
+        self.steps = RateEta(skip_units=WARMUP_STEPS, clock=clock)
+        self.evals_done = 0
 
-    def _emit(self, state, **extra) -> None:
+    @staticmethod
+    def evals_planned(args, max_steps: int) -> int:
+        """Evaluations during training: every ``eval_steps`` and, unless the last step is one of
+        them, one after it (``train_classifier``: the final weights compete with the best)."""
+        strategy = getattr(getattr(args, "eval_strategy", None), "value", getattr(args, "eval_strategy", None))
+        every = getattr(args, "eval_steps", None)
+        if strategy != "steps" or not every or every < 1:
+            return 0
+        every = int(every)
+        return max_steps // every + (1 if max_steps % every else 0)
+
+    def _emit(self, args, state, **extra) -> None:
         if self.progress is None:
             return
         elapsed = time.time() - self.started
+        evals_left = max(0, self.evals_planned(args, state.max_steps) - self.evals_done)
+        eta = self.steps.left(state.max_steps, pauses=evals_left + self.after_evals, after_units=self.after_steps)
         self.progress({"step": state.global_step, "max_steps": state.max_steps, "epoch": state.epoch,
-                       "elapsed": elapsed, "eta": self.steps.left(state.max_steps), "rate": self.steps.rate, **extra})
+                       "elapsed": elapsed, "eta": eta, "rate": self.steps.rate, **extra})
 
     def on_step_end(self, args, state, control, **kw):
         self.steps.update(state.global_step)
@@ -184,7 +206,11 @@ class ProgressReporter(TrainerCallback):
         return control
 
     def on_log(self, args, state, control, logs=None, **kw):
-        self._emit(state, logs=dict(logs or {}))
+        logs = dict(logs or {})
+        if any(k.startswith("eval_") for k in logs):  # an evaluation's metrics: it ran since the last step
+            self.steps.pause()  # timed apart, out of the steps' rate
+            self.evals_done += 1
+        self._emit(args, state, logs=logs)
 
 
 class BestKeeper(TrainerCallback):
@@ -405,6 +431,8 @@ def train_classifier(
     progress: Progress | None = None,
     cancel: threading.Event | None = None,
     world_size: int = 1,
+    after_evals: float = 0.0,
+    after_steps: float = 0.0,
 ):
     """Fine-tune every parameter of a BERT encoder (folder with safetensors) as a
     ``*ForSequenceClassification`` of its family (``families.py``) with these labels.
@@ -416,6 +444,8 @@ def train_classifier(
     stops within one step and also restores the best weights so far (the current ones are
     evaluated first when no evaluation has run yet). ``world_size``: processes training together
     (``accelerate launch``/torchrun; the caller knows it), for the default evaluation interval.
+    ``after_evals``/``after_steps``: the caller's work after training, in validation passes and in
+    training steps, which the progress events' ETA includes (``ProgressReporter``).
     Checkpoints go to ``work_dir`` (default: a fresh folder in the system's temporary folder).
 
     Returns (model, tokenizer, info); saving is the caller's (see ``atomic_save``). Under
@@ -512,7 +542,7 @@ def train_classifier(
         label_smoothing_factor=0.0 if multi_label else config.label_smoothing,
     )
     started = time.time()
-    reporter = ProgressReporter(progress, cancel, started)
+    reporter = ProgressReporter(progress, cancel, started, after_evals=after_evals, after_steps=after_steps)
     keeper = BestKeeper(config.metric, config.early_stopping_patience, config.stop_on, config.min_delta)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
