@@ -74,6 +74,10 @@ SHARES_OF_THE_CHANGE = ("integrated_gradients", "kernel_shap")
 # matters, never in which direction, so they are drawn in one neutral colour with a legend that says so
 # (and the context-mixing measures: how much [CLS] takes from each token)
 UNSIGNED_METHODS = ("saliency", *MIXING_METHODS)
+# per-text scales whose scores are changes of the explained output (a gradient times its input, an
+# occlusion drop, a LIME weight): full colour is never drawn for less than the smallest change worth
+# reading (Settings.min_change), so a near-constant model's 1e-6 wiggles stay pale
+OUTPUT_UNIT_METHODS = ("gradient_x_input", "occlusion", "lime")
 MAX_ALPHA = 0.85  # strongest background, so black text stays readable on it
 GREEN_RGB, RED_RGB = "44, 160, 44", "214, 39, 40"
 MAGNITUDE_RGB = "31, 119, 180"  # blue: no "for" or "against" in it
@@ -86,12 +90,19 @@ class ColourScale:
     """How strongly a score is drawn: ``alpha(score) = min(1, |score| / full)``.
 
     ``change`` is f(x) - f(baseline) (None for a per-text scale); ``threshold`` the smallest
-    change worth reading, in the output's units."""
+    change worth reading, in the output's units (a per-text scale's floor; 0: none); ``largest`` a
+    per-text scale's largest |score|."""
 
     full: float
     change: float | None
     threshold: float
     output: str = "prob"
+    largest: float | None = None
+
+    @property
+    def below_floor(self) -> bool:
+        """A per-text scale whose largest score is under its floor: every colour is drawn pale."""
+        return self.change is None and self.largest is not None and self.largest < self.threshold
 
     @property
     def absolute(self) -> bool:
@@ -106,6 +117,10 @@ class ColourScale:
 
     def describe(self) -> str:
         """One line saying what full colour means, with its number."""
+        if self.below_floor:
+            return (f"Per-text colour scale with a floor: the largest |attribution| in this text, {self.largest:.3g}, "
+                    f"is below {self.threshold:g}, the smallest change in the output worth reading, so full colour = "
+                    f"{self.threshold:g} and the words stay pale: the model barely moves on any word here.")
         if not self.absolute:
             return (f"Per-text colour scale: full colour = the largest |attribution| in this text, {self.full:.4g} "
                     "(no f(x) - f(baseline) to compare with, so colours are not comparable between texts).")
@@ -124,20 +139,24 @@ def _threshold(output: str, min_change: float | None) -> float:
     return float(min_change) * (LOGIT_FACTOR if output == "logit" else 1.0)
 
 
-def per_text_scale(scores: Sequence[float] | np.ndarray, output: str = "") -> ColourScale:
-    """The fallback where no f(x) - f(baseline) is known: full colour at the largest |score|."""
+def per_text_scale(scores: Sequence[float] | np.ndarray, output: str = "", floor: float = 0.0) -> ColourScale:
+    """The fallback where no f(x) - f(baseline) is known: full colour at the largest |score|, or at ``floor``
+    (scores in the output's units: the smallest change worth reading) when that is larger."""
     s = np.abs(np.asarray(scores, dtype=np.float64))
     top = float(s.max()) if s.size else 0.0
-    return ColourScale(full=top if top > 0 and math.isfinite(top) else 1.0, change=None, threshold=0.0, output=output)
+    if not (top > 0 and math.isfinite(top)):
+        return ColourScale(full=floor or 1.0, change=None, threshold=floor, output=output, largest=None)
+    return ColourScale(full=max(top, floor), change=None, threshold=floor, output=output, largest=top)
 
 
 def colour_scale(attr, min_change: float = Settings.min_change, output: str | None = None) -> ColourScale:
     """The absolute scale of an ``Attribution`` (or ``ClsPath``: anything with f_x and f_baseline):
     full colour at max(|f(x) - f(baseline)|, the threshold). ``min_change``: default Settings."""
     output = output or getattr(attr, "output", "prob")
-    if getattr(attr, "method", "integrated_gradients") not in SHARES_OF_THE_CHANGE:
-        return per_text_scale(attr.scores, output)  # saliency, occlusion...: not shares of f(x) - f(baseline)
+    method = getattr(attr, "method", "integrated_gradients")
     threshold = _threshold(output, min_change)
+    if method not in SHARES_OF_THE_CHANGE:  # saliency, occlusion...: not shares of f(x) - f(baseline)
+        return per_text_scale(attr.scores, output, threshold if method in OUTPUT_UNIT_METHODS else 0.0)
     change = float(attr.f_x) - float(attr.f_baseline)
     if not math.isfinite(change):
         return per_text_scale(attr.scores, output)

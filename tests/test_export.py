@@ -31,6 +31,27 @@ def alphas(page: str) -> list[float]:
 
 
 # --------------------------------------------------------------------------- colour scale
+@pytest.mark.parametrize("method", ["gradient_x_input", "occlusion", "lime"])
+def test_per_text_scales_in_the_outputs_units_keep_a_near_constant_models_wiggles_pale(method):
+    """A model that barely moves (scores of 1e-6) is not drawn at full strength by a per-text scale: full
+    colour is never less than the smallest change worth reading, and the legend says so. The control: a
+    text whose words move the output by 0.3 gets full colour at its largest word, and no floor note."""
+    from dataclasses import replace
+
+    flat, moving = replace(fake_attr(2e-6), method=method), replace(fake_attr(0.6), method=method)
+    s_flat, s_moving = core.colour_scale(flat, min_change=0.05), core.colour_scale(moving, min_change=0.05)
+    assert s_flat.below_floor and s_flat.full == pytest.approx(0.05)
+    assert max(s_flat.alpha(v) for v in flat.scores) < 1e-3
+    assert "stay pale" in s_flat.describe() and "0.05" in s_flat.describe()
+    assert max(alphas(core.tokens_html(list(flat.tokens), flat.scores, np.zeros(5, bool), "positive", s_flat))) < 0.01
+    assert not s_moving.below_floor and s_moving.full == pytest.approx(0.42, rel=1e-5)  # 0.7 x 0.6
+    assert max(s_moving.alpha(v) for v in moving.scores) == pytest.approx(1.0)
+    assert "stay pale" not in s_moving.describe()
+    # saliency's gradient norms are not changes of the output: no floor, its own largest value is full colour
+    sal = core.colour_scale(replace(fake_attr(2e-6), method="saliency"), min_change=0.05)
+    assert not sal.below_floor and sal.full == pytest.approx(1.4e-6, rel=1e-3)
+
+
 def test_tiny_change_is_pale_and_warned_large_change_is_strong():
     tiny, large = fake_attr(0.004), fake_attr(0.45)
     s_tiny, s_large = core.colour_scale(tiny, min_change=0.05), core.colour_scale(large, min_change=0.05)
