@@ -161,3 +161,47 @@ def test_a_visitors_runs_stay_theirs_after_a_server_restart(browser, tiny_model_
         assert run not in dropdown_options(b, "#bv-ft-run")
         ctx_b.close()
     ctx_a.close()
+
+
+def test_a_fine_tune_runs_on_after_its_browser_closes_and_is_found_on_return(browser, tiny_model_dir, tmp_path):
+    """Issue 35: closing the browser mid-training cancelled the fine-tune (saved "cancelled" at step 66 of
+    150). A fine-tune is a job: the visitor closes the browser while it trains, comes back with the same
+    stored token (the context's storage state) and finds the run finished, listed and not cancelled."""
+    import json
+
+    models = tmp_path / "models"
+    models.mkdir()
+    with served_app(str(tiny_model_dir), BERTVIZ_MODELS_DIR=models, BERTVIZ_PUBLIC=1) as url:
+        ctx_a, a = open_finetune(browser, url)
+        a.locator("#bv-ft-upload input[type=file]").set_input_files(str(write_csv(tmp_path / "long.csv", n=120)))
+        expect(a.locator("#bv-ft-report")).to_contain_text("Ready to train")
+        base = a.locator("#bv-ft-base input")
+        base.fill(str(tiny_model_dir))
+        base.press("Enter")
+        a.locator("#bv-ft-name textarea, #bv-ft-name input").first.fill("walked-away")
+        a.get_by_text("Advanced").click()
+        a.locator("#bv-ft-epochs textarea, #bv-ft-epochs input").first.fill("8")
+        a.locator("#bv-ft-batch textarea, #bv-ft-batch input").first.fill("2")
+        a.locator("#bv-ft-patience textarea, #bv-ft-patience input").first.fill("0")
+        a.locator("#bv-ft-start").click()
+        expect(a.locator("#bv-ft-status")).to_contain_text("loss", timeout=TIMEOUT_MS)  # training now
+        state = ctx_a.storage_state()  # the browser's stored owner token
+        ctx_a.close()  # the visitor walks away mid-training
+        runs = models / "runs"
+        assert not runs.exists() or not any(runs.iterdir()), "the run ended before the browser closed"
+
+        ctx_back = browser.new_context(viewport={"width": 1280, "height": 900}, storage_state=state)
+        back = ctx_back.new_page()
+        back.set_default_timeout(TIMEOUT_MS)
+        back.goto(url)
+        back.get_by_role("tab", name="Fine-tune").click()
+        # still training when the page opens: the tab follows it, then shows its results; else it is listed
+        expect(back.locator("#bv-ft-runs")).to_contain_text("walked-away", timeout=3 * TIMEOUT_MS)
+        (folder,) = [p for p in runs.iterdir() if p.name.endswith("walked-away")]
+        info = json.loads((folder / "run.json").read_text())
+        assert info["cancelled"] is False and info["steps"] >= 1
+        assert info["verdict"]["status"] != "cancelled"
+        expect(back.locator("#bv-ft-runs")).not_to_contain_text("(cancelled)")
+        assert f"runs/{folder.name}" in dropdown_options(back, "#bv-ft-run")
+        assert "Traceback" not in back.content()
+        ctx_back.close()

@@ -115,10 +115,11 @@ def test_a_second_start_of_the_visitor_is_refused_in_the_status_line(handlers, s
 
 def test_a_reopened_page_follows_the_running_job_from_its_start(handlers, settings, tmp_path, tiny_model_dir):
     """A page opened while the visitor's fine-tune runs shows it (progress, then the results); with no
-    fine-tune running it changes nothing."""
+    fine-tune running it leaves the status alone and lists the runs (one may have ended just now)."""
     from bertviz_app.ui.common import CancelFlag
 
-    assert [list(out) for out in handlers.resume()] == [["status"]]  # nothing runs: the status is left as it is
+    (idle,) = handlers.resume()  # nothing runs: the status is left as it is, the runs list read again
+    assert list(idle) == ["runs_table"] and idle["runs_table"].empty
     gen = start(handlers, CancelFlag(), tmp_path, tiny_model_dir, "followed", epochs=6)
     until_training(gen)
     gen.close()
@@ -127,6 +128,8 @@ def test_a_reopened_page_follows_the_running_job_from_its_start(handlers, settin
     assert any("**Training" in str(o.get("status")) for o in outs)
     assert "**Done.**" in outs[-1]["status"] and "runs/followed saved" in outs[-1]["status"]
     assert outs[-1]["run"]["value"] == "runs/followed"
+    (idle,) = handlers.resume()  # it has ended: listed
+    assert "runs/followed" in idle["runs_table"].to_string()
 
 
 # --------------------------------------------------------------------------- the jobs, with a stand-in training

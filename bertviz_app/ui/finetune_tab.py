@@ -329,12 +329,12 @@ class Handlers:
 
     def resume(self):
         """On page load: the visitor's fine-tune still queued or running (started on a page since closed or
-        reloaded, or in another tab) followed here from its start, results and all; nothing otherwise (a
-        finished one is under Your runs)."""
+        reloaded, or in another tab) followed here from its start, results and all. None: the runs list
+        again (one that ended after the page-load refresh read it is listed too)."""
         f = self.f
         job = self.jobs.current(self.visitor_key()) if visitor.ready() else None
         if job is None:
-            yield {f.status: gr.skip()}
+            yield {f.runs_table: runs_frame(self.settings.models_dir) if visitor.ready() else gr.skip()}
             return
         out = self.started(job.plan)
         out[f.status] = "**Following your fine-tune**, started earlier…"
