@@ -39,6 +39,7 @@ from .calibration import save_calibration as save_calibration
 from .calibration import save_evaluated_temperature as save_evaluated_temperature
 from .calibration import softmax_t as softmax_t
 from .catalog import ENCODER as ENCODER
+from .catalog import folder_labels as folder_labels
 from .catalog import list_models as list_models
 from .config import Settings as Settings
 from .data import guess_columns as guess_columns

@@ -13,8 +13,8 @@ from pathlib import Path
 from .config import PROJECT_ROOT
 from .errors import ModelLoadError
 
-__all__ = ["DEFAULT_MODELS_DIR", "ENCODER", "RUN_INFO", "SHIPPED_MODELS", "ShippedModel", "is_model_folder",
-           "list_models", "load_run_info", "package_dir", "shipped_model"]
+__all__ = ["DEFAULT_MODELS_DIR", "ENCODER", "RUN_INFO", "SHIPPED_MODELS", "ShippedModel", "folder_labels",
+           "is_model_folder", "list_models", "load_run_info", "package_dir", "shipped_model"]
 
 # Where registered models live unless the caller names another folder (Settings.models_dir).
 DEFAULT_MODELS_DIR = PROJECT_ROOT / "models"
@@ -86,6 +86,20 @@ def shipped_model(name: str, root: Path = DEFAULT_MODELS_DIR) -> ShippedModel | 
 def is_model_folder(path: Path) -> bool:
     """Whether ``path`` holds a saved model (its config.json)."""
     return (path / "config.json").is_file()
+
+
+def folder_labels(path: str | Path) -> tuple[str, ...] | None:
+    """A saved model's class names from its config.json, in id order, without loading it (a config with no
+    ``id2label``: transformers' own ``LABEL_0``... for its ``num_labels``, 2 by default); None when the
+    config cannot be read."""
+    try:
+        cfg = json.loads((Path(path) / "config.json").read_text(encoding="utf-8"))
+        id2label = cfg.get("id2label")
+        if isinstance(id2label, dict) and id2label:
+            return tuple(str(id2label[k]) for k in sorted(id2label, key=int))
+        return tuple(f"LABEL_{i}" for i in range(int(cfg.get("num_labels", 2))))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
 
 
 def list_models(models_dir: Path = DEFAULT_MODELS_DIR) -> list[dict]:

@@ -445,6 +445,34 @@ def test_a_runs_base_is_offered_for_the_comparison_when_it_has_the_same_classes(
     assert h.suggest("runs/missing")["compare"]["value"] == ""  # an unknown model: no suggestion, no error
 
 
+def test_compare_with_offers_only_models_with_the_same_classes_and_never_the_model_itself(tiny_model_dir, models_dir,
+                                                                                          tmp_path):
+    """Issue 36: the list offered models the evaluation then refused ("... do not have the same classes");
+    now a model of other classes (the bare encoder's LABEL_0/LABEL_1, a 3-class run) and the evaluated model
+    itself are left out, and the control's note says which and why. The control: a copy with the same classes
+    is offered."""
+    import shutil
+
+    from conftest import make_tiny_model
+
+    shutil.copytree(tiny_model_dir, models_dir / "runs" / "same-classes")
+    make_tiny_model(models_dir / "runs" / "three-classes", num_labels=3)
+    shutil.copytree(tiny_model_dir, models_dir / "itself")
+    h = _handlers(models_dir)
+    offered = h.suggest("itself")["compare"]
+    values = [v for _, v in offered["choices"]]
+    assert "runs/same-classes" in values
+    for refused in ("runs/three-classes", "itself", bv.ENCODER):
+        assert refused not in values
+    assert "runs/three-classes" in offered["info"] and "other classes" in offered["info"]
+    assert "itself (the model evaluated)" in offered["info"]
+    assert bv.ENCODER in offered["info"]  # the bare encoder: LABEL_0/LABEL_1, not these classes
+    # the page-load refresh offers the same list for the chosen model
+    assert h.refresh(None, "itself")["compare"]["choices"] == offered["choices"]
+    # a model that cannot be opened offers nothing to compare with, and says so
+    assert [v for _, v in h.suggest("runs/missing")["compare"]["choices"]] == [""]
+
+
 def test_a_large_scatter_draws_a_fixed_sample(stored, monkeypatch):
     _, _, view = stored
     monkeypatch.setattr(evaluate_view, "MAX_POINTS", 10)

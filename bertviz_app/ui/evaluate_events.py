@@ -268,8 +268,8 @@ class Handlers:
         return evaluate_view.stored_choices(evaluation_runs.list_evaluations(self.settings.models_dir,
                                                                              visitor.owner()))
 
-    def refresh(self, chosen=None):
-        """The stored list and the compare-with choices (page load: the visitor's own)."""
+    def refresh(self, chosen=None, model_name=None):
+        """The stored list and the compare-with choices for the chosen model (page load: the visitor's own)."""
         ui = self.ui
         if not visitor.ready():
             return {ui.stored: gr.skip(), ui.compare: gr.skip()}
@@ -278,29 +278,53 @@ class Handlers:
         except OSError:
             choices = []
         names = [v for _, v in choices]
-        models = common.model_choices(self.default, self.settings)
         return {ui.stored: gr.update(choices=choices, value=chosen if chosen in names else None),
-                ui.compare: gr.update(choices=[*NO_COMPARE, *[(m, m) for m in models]])}
+                ui.compare: self.suggest(model_name, suggest_base=False)[ui.compare]}
 
-    def suggest(self, model_name):
-        """The compare-with choice for the chosen model: its base when it is a fine-tuned run whose base
-        has the same classes (the before/after pair); else none. A base that cannot be opened here (a
-        folder on a public app, a Hub id offline) is not suggested."""
+    def compare_options(self, lm: core.LoadedModel) -> tuple[list[tuple[str, str]], str]:
+        """(choices, note) of the compare-with control for ``lm``: the listed models with its classes (read
+        from each folder's config.json, nothing loaded), never ``lm`` itself; the note names the ones left
+        out and why, so no choice is offered that the evaluation would refuse."""
+        own = Path(lm.path).resolve()
+        keep, other, itself = [], [], []
+        for m in visitor.visible(core.list_models(self.settings.models_dir)):
+            if not m["built"] or not m["path"]:
+                continue
+            if Path(m["path"]).resolve() == own:
+                itself.append(m["name"])
+                continue
+            labels = core.folder_labels(m["path"])
+            (keep if labels is not None and set(labels) == set(lm.labels) else other).append(m["name"])
+        note = f"another model with the classes {', '.join(lm.labels)}, on the same rows (optional)"
+        if other:
+            shown = ", ".join(other[:5]) + (f" and {len(other) - 5} more" if len(other) > 5 else "")
+            note += f". Not listed: {shown} (other classes)"
+        if itself:
+            note += f"{'; ' if other else '. Not listed: '}{itself[0]} (the model evaluated)"
+        return [*NO_COMPARE, *[(shown_name(n), n) for n in keep]], note + "."
+
+    def suggest(self, model_name, suggest_base: bool = True):
+        """The compare-with control for the chosen model (``compare_options``), set to its base when it is a
+        fine-tuned run whose base has the same classes (the before/after pair); else to none. A model that
+        cannot be opened here offers no comparison."""
         ui = self.ui
-        choices = [*NO_COMPARE, *[(m, m) for m in common.model_choices(self.default, self.settings)]]
         try:
             lm = common.load(model_name, self.default, self.settings)
-            base = core.base_of(lm)
-            # the bare encoder's head is fresh (LABEL_0...): never the run's classes, so not even loaded
-            ok = base not in (None, core.ENCODER) and set(load_base(base, self.default, self.settings).labels) \
-                == set(lm.labels)
         except core.BertvizError:
-            ok = False
-        if not ok:
-            return {ui.compare: gr.update(choices=choices, value=NONE)}
-        if base not in [v for _, v in choices]:
-            choices.append((shown_name(base), base))
-        return {ui.compare: gr.update(choices=choices, value=base)}
+            return {ui.compare: gr.update(choices=NO_COMPARE, value=NONE,
+                                          info="another model with the same classes (choose a model that opens)")}
+        choices, note = self.compare_options(lm)
+        base = core.base_of(lm) if suggest_base else None
+        if base is not None and base not in [v for _, v in choices]:
+            # a base the list does not hold (a folder, a Hub id): offered when it opens with the run's classes
+            try:
+                ok = base != core.ENCODER and set(load_base(base, self.default, self.settings).labels) == set(lm.labels)
+            except core.BertvizError:
+                ok = False
+            if ok:
+                choices.append((shown_name(base), base))
+        value = base if base in [v for _, v in choices] else NONE
+        return {ui.compare: gr.update(choices=choices, value=value, info=note)}
 
     # ---------------------------------------------------------------- choosing rows
     def on_slice(self, v: RunView | None, evt: gr.SelectData):

@@ -146,7 +146,7 @@ def wire(ui: SimpleNamespace, *, demo: gr.Blocks | None, model_dd, default: str,
     ui.save_t.click(common.guard(h.save_temperature), inputs=[ui.view], outputs=[ui.save_t_md],
                     concurrency_limit=1, concurrency_id="evaluate-save-t", **private)
     if demo is not None:
-        visitor.on_page_load(demo, h.refresh, inputs=[ui.stored], outputs=[ui.stored, ui.compare])
+        visitor.on_page_load(demo, h.refresh, inputs=[ui.stored, model_dd], outputs=[ui.stored, ui.compare])
     if link_run is not None:
         link_run.change(common.guard(h.restore_run), inputs=[link_run], outputs=[ui.status, ui.stored, *results],
                         concurrency_limit=2, concurrency_id="evaluate-open", **private)
