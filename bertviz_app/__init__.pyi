@@ -145,7 +145,9 @@ from .model_summary import summary as summary
 from .registry import LoadedModel as LoadedModel
 from .registry import clear_cache as clear_cache
 from .registry import load_model as load_model
+from .registry import pair_notice as pair_notice
 from .registry import resolve_device as resolve_device
+from .registry import trained_on_pairs as trained_on_pairs
 from .results import DEFAULT_TOLERANCE as DEFAULT_TOLERANCE
 from .results import FAITHFULNESS_TIE as FAITHFULNESS_TIE
 from .results import FIXED_N_STEPS as FIXED_N_STEPS

@@ -123,6 +123,10 @@ class PredictResponse(_Answer):
     windows: int | None = Field(None, description="With window=true: how many windows were read.")
     temperature: float | None = Field(None, description="The calibration.json temperature the logits were divided "
                                                         "by (absent: raw probabilities).")
+    notices: list[str] | None = Field(None, description="Notes on how far to trust this answer, e.g. a pair given "
+                                                        "to a model whose record says it was trained on single "
+                                                        "texts (null: nothing to note; a model whose training is "
+                                                        "not recorded gets no note).")
 
 
 class AttentionResponse(_Answer):

@@ -24,7 +24,11 @@ from .catalog import DEFAULT_MODELS_DIR, ENCODER, SHIPPED_MODELS, package_dir
 from .errors import ModelLoadError
 
 __all__ = ["after_training_steps", "encoder_path", "encoder_tokenizer", "rotten_tomatoes", "rotten_tomatoes_split",
-           "build_default", "ensure_default_model", "predict_labels", "LABELS"]
+           "build_default", "ensure_default_model", "predict_labels", "BUILD_INFO", "LABELS"]
+
+# The build's record beside its weights: its numbers, data hashes, recipe and "pairs": false (single reviews;
+# registry.trained_on_pairs reads it, and takes a record without that key, from before it, as false too)
+BUILD_INFO = "build_info.json"
 
 LABELS = ("negative", "positive")  # rotten -> negative, fresh -> positive
 SEED = 42
@@ -164,6 +168,7 @@ def build_default(
         "per_class": metrics["per_class"],
         "train_rows": len(train),
         "test_rows": len(test),
+        "pairs": False,  # single reviews, no second text (registry.trained_on_pairs reads it)
         "train_hash": _data_hash(train),
         "test_hash": _data_hash(test),
         "build_seconds": seconds,
@@ -182,7 +187,7 @@ def build_default(
 
     say("save", f"held-out accuracy {metrics['accuracy']:.3f}; saving...", 0.98, 2.0)
     atomic_save(model, tokenizer, dest, {"README.md": _model_card(card_info),
-                                         "build_info.json": json.dumps(card_info, indent=2, default=str)})
+                                         BUILD_INFO: json.dumps(card_info, indent=2, default=str)})
     say("done",
         f"saved {dest}: held-out accuracy {metrics['accuracy']:.3f}, macro-F1 {metrics['macro_f1']:.3f}, "
         f"built in {seconds:.0f}s", 1.0, 0.0)

@@ -31,13 +31,13 @@ from transformers import (
 from transformers import logging as hf_logging
 
 from .calibration import load_temperature
-from .catalog import DEFAULT_MODELS_DIR, is_model_folder, list_models, shipped_model
+from .catalog import DEFAULT_MODELS_DIR, is_model_folder, list_models, load_run_info, shipped_model
 from .config import Settings
 from .errors import ModelLoadError, ModelNotFoundError
 from .families import SUPPORTED_MODEL_TYPES, family_for_type, family_of
 
 __all__ = ["LoadedModel", "load_model", "model_folder", "list_models", "resolve_device", "clear_cache",
-           "clean_stale_folders", "cached_models", "load_from_folder"]
+           "clean_stale_folders", "cached_models", "load_from_folder", "trained_on_pairs", "pair_notice"]
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +72,9 @@ class LoadedModel:
     # there is none or it is unusable). Predict divides a single-label model's logits by it unless asked
     # for the raw probabilities; attributions, the [CLS] lens and faithfulness use the raw logits.
     temperature: float = 1.0
+    # Whether the model was trained on sentence pairs (``trained_on_pairs`` of its folder, read once at load):
+    # True or False from its record, None when nothing says (a Hub model, the bare encoder, an operator's folder)
+    pairs: bool | None = None
     _fp32: PreTrainedModel | None = field(default=None, repr=False)
     _int8: torch.nn.Module | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -478,4 +481,32 @@ def load_from_folder(name: str, kind: str, path: Path, dev: torch.device, dtype:
         log.warning("%s: calibration.json ignored (temperature scaling applies to single-label models)", name)
     elif temperature is not None:
         loaded.temperature = temperature
+    loaded.pairs = trained_on_pairs(path)
     return loaded
+
+
+def trained_on_pairs(path: str | Path) -> bool | None:
+    """Whether the model in folder ``path`` was trained with a second text (sentence pairs): a fine-tuned
+    run's run.json says ("pairs", written since runs record it); the default model's build_info.json means
+    single reviews (``default_model.build_default`` never trains on pairs). None, unknown, for anything else:
+    a Hub model, the bare encoder, an operator's folder, a run recorded before "pairs" was. Unknown says
+    nothing (``pair_notice``): a model we know nothing about may well read pairs, and a note on every pair it
+    is given would be noise, or wrong."""
+    from .default_model import BUILD_INFO  # lazily: its data helpers import pandas
+
+    run = load_run_info(Path(path))
+    if run is not None:
+        return run["pairs"] if isinstance(run.get("pairs"), bool) else None
+    if (Path(path) / BUILD_INFO).is_file():
+        return False
+    return None
+
+
+def pair_notice(lm: LoadedModel, pair: str | None) -> str | None:
+    """A note for a sentence pair given to a model trained on single texts (``LoadedModel.pairs`` False), else
+    None (no pair, a model trained on pairs, or one whose training is unknown: ``trained_on_pairs``)."""
+    if not (pair and pair.strip()) or lm.pairs is not False:
+        return None
+    return (f"{lm.name} was trained on single texts, not sentence pairs: the second text was read with the first, "
+            "as the model never saw in training, so its answer may mean little. Leave the second text empty, or "
+            "use a model fine-tuned with a second text column.")

@@ -24,7 +24,7 @@ from .long_documents import attention_windows, explain_windows
 from .methods import METHODS, compare_methods
 from .mixing_measures import check_measure, context_mixing
 from .model_summary import summary as model_summary
-from .registry import LoadedModel, load_model
+from .registry import LoadedModel, load_model, pair_notice
 from .results import FIXED_N_STEPS
 
 __all__ = ["open_model", "delete_visitor_data", "deleted_message", "predict", "attention", "explain", "compare",
@@ -77,12 +77,17 @@ def predict(lm: LoadedModel, text: str, pair: str | None = "", window: bool = Fa
             pool: str = "mean", calibrated: bool = True) -> dict:
     """Class probabilities: {"label", "scores": {class: probability}, "truncated", "text"}; batched with
     concurrent calls (bertviz_app.batching). ``calibrated=False``: the model's raw softmax even where its
-    folder holds a calibration.json (then "temperature" says what the calibrated scores were divided by)."""
+    folder holds a calibration.json (then "temperature" says what the calibrated scores were divided by).
+    "notices": what the answer needs said beside it (a pair given to a model trained on single texts:
+    ``registry.pair_notice``); absent when there is nothing to say."""
     if isinstance(stride, float) and stride.is_integer():  # JSON clients may send 128.0
         stride = int(stride)
     # a bad stride/pool: InputError saying what to send
-    return predict_one(lm, text, _pair(pair), window=bool(window), stride=stride, pool=pool,
-                       calibrated=bool(calibrated)).to_dict()
+    out = predict_one(lm, text, _pair(pair), window=bool(window), stride=stride, pool=pool,
+                      calibrated=bool(calibrated)).to_dict()
+    if note := pair_notice(lm, _pair(pair)):
+        out["notices"] = [note]
+    return out
 
 
 def attention(lm: LoadedModel, text: str, pair: str | None = "", layer: int = 0, measure: str | None = "raw",

@@ -11,11 +11,13 @@ from .common import fail, ig_steps, model_from_args, one_text, print_json, read_
 
 
 def cmd_predict(args) -> int:
-    from .. import predict
+    from .. import pair_notice, predict
 
     lm = model_from_args(args)
     texts = read_texts(args)
     pairs = [args.pair] * len(texts) if args.pair else None
+    if note := pair_notice(lm, args.pair):  # on stderr: --json keeps one JSON object per line on stdout
+        sys.stderr.write(f"note: {note}\n")
     window = dict(window=True, stride=args.stride, pool=args.pool) if args.window else {}
     for p in predict(lm, texts, pairs, calibrated=not args.raw_probabilities, **window):
         if args.json:

@@ -29,6 +29,9 @@ def run_record(name: str, *, mode: str, base: str, source: str, data_hash: str, 
         "val_rows": len(val),
         "labels": list(train.label_names),
         "multi_label": train.multi_label,
+        # trained with a second text column (sentence pairs): registry.trained_on_pairs reads it, and predict
+        # notes a pair given to a run trained on single texts (registry.pair_notice)
+        "pairs": train.pairs is not None,
         "metrics": metrics,
         "misclassified": misclassified,
         "hyperparameters": info["config"],

@@ -83,6 +83,13 @@ def truncation_notice(rec: common.Record, max_length: int | None = None) -> str:
             f"text whole** to classify all of it (the /predict API: window=true).")
 
 
+def pair_md(rec: common.Record, lm=None) -> str:
+    """A note before the text's other notices when a second text was given to a model trained on single texts
+    (``core.pair_notice``; a model whose training is not recorded gets none), else ""."""
+    note = core.pair_notice(lm, rec.prediction.pair) if lm is not None else None
+    return f"**Note:** {common.esc(note)}\n\n" if note else ""
+
+
 LABEL = "Class probabilities"
 SCALED_LABEL = "Class probabilities (temperature-scaled)"
 RAW_LABEL = "Class probabilities (raw, before temperature scaling)"
@@ -123,7 +130,7 @@ def render(ui: SimpleNamespace, rec: common.Record, lm=None) -> dict:
     out = {
         ui.model_info: common.model_line(lm) if lm is not None else "",
         ui.warnings: common.warnings_md(lm) if lm is not None else "",
-        ui.notice: truncation_notice(rec, lm.max_length if lm is not None else None),
+        ui.notice: pair_md(rec, lm) + truncation_notice(rec, lm.max_length if lm is not None else None),
         **probabilities(ui, rec),
         ui.calibration: gr.update(value=calibration_md(rec), visible=calibrated),
         ui.raw: gr.update(value=False, visible=calibrated),  # a new text opens on what predict reports
