@@ -63,8 +63,8 @@ class FinetuneJob:
             if self._queue is not None and self._ticket is not None:
                 for pos in self._queue.waiting(self._ticket, poll=self._poll, cancelled=self.cancel_event.is_set):
                     self._put({"kind": "waiting", "position": pos})
-            if self.cancel_event.is_set():
-                raise CancelledError("Cancelled before training started: nothing was saved.")
+                if self.cancel_event.is_set():  # while it waited for its turn
+                    raise CancelledError("Cancelled before training started: nothing was saved.")
             self.results = run_plan(self.plan, progress=self._put, cancel=self.cancel_event)
         except BaseException as exc:  # noqa: BLE001 - handed to whoever reads the job
             self.error = exc
