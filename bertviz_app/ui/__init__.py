@@ -34,6 +34,7 @@ from . import (
     evaluate_tab,
     figures,
     finetune_tab,
+    gradio_sessions,
     links,
     model_tab,
     predict_tab,
@@ -100,11 +101,12 @@ class Page:
         self.analyze_outputs = {self.state, p.model_info, p.warnings, p.notice, p.label, p.bar, p.tokens,
                                 p.calibration, p.raw,
                                 a.layer, a.head, a.heatmap, a.cls_rows, a.rollout, a.overview, a.overview_notice,
-                                t.target, t.delta, t.tokens, t.bar, t.path, t.lens, t.cmp.shown, t.cmp.state}
+                                a.status, t.target, t.status, t.delta, t.tokens, t.bar, t.path, t.lens, t.cmp.shown,
+                                t.cmp.state, t.cmp.status}
         # the Attention tab's whole-document part: shown for a long text, emptied for each new one (read on its
         # own button, never here)
-        self.document_outputs = {a.doc.panel, a.doc.state, a.doc.reading, a.doc.window, a.doc.heatmap, a.doc.cls,
-                                 a.doc.agg}
+        self.document_outputs = {a.doc.panel, a.doc.state, a.doc.status, a.doc.reading, a.doc.window, a.doc.heatmap,
+                                 a.doc.cls, a.doc.agg}
         self.analyze_outputs |= self.document_outputs
         self.chart_inputs = [self.open_tab, self.drawn, a.layer, a.head, a.hide, a.merge, t.merge, p.skip_ig]
         self.attention_charts = {a.heatmap, a.cls_rows, a.rollout, a.overview, a.overview_notice}
@@ -176,6 +178,7 @@ class Page:
         out.update(attribution_tab.controls(t, rec, target))
         out[t.delta] = attribution_tab.pending_md(bool(skip_ig))
         out.update({t.cmp.shown: gr.update(visible=False), t.cmp.state: None})  # a comparison of the last text
+        out.update({a.status: "", t.status: "", t.cmp.status: ""})  # refusals about the last text are answered
         drawn = self.draw_open_tab(rec, live["tab"], {}, layer, head, hide, merge, attr_merge, skip_ig)
         out.update(drawn)
         if skip_ig:
@@ -257,23 +260,31 @@ class Page:
     def rerender_attention(self, rec, layer, head, hide, merge):
         return attention_tab.render(self.a, rec, layer, head, hide, merge)
 
-    def change_measure(self, model_name, rec, measure, shown, layer, head, hide, merge) -> dict:
+    def change_measure(self, model_name, rec, measure, shown, layer, head, hide, merge, chosen=None) -> dict:
         """The Attention tab's measure changed: that measure computed for the analysed text (nothing
         else), the tab's charts and head control redrawn, and the line saying what the measure is. A
         measure the model's family cannot have: that line says why, and the choice goes back to raw
-        attention. Before any Analyze: the line alone."""
+        attention. Before any Analyze: the line alone. A model that cannot be opened: the tab's status line says
+        why and the choice (and so the page's link) goes back to the measure shown (``chosen``, the page's
+        ``chosen_measure``); any other refusal is said there too (``wire``: ``common.to_status``)."""
         a = self.a
-        lm = self.load(rec.model if rec is not None else model_name)
+        try:
+            lm = self.load(rec.model if rec is not None else model_name)
+        except Exception as exc:  # noqa: BLE001 - this is the translation edge (refusal_md logs the unexpected)
+            back = chosen.get("measure", "raw") if isinstance(chosen, dict) else (
+                attention_tab.record_measure(rec) if rec is not None else "raw")
+            return {a.status: common.refusal_md(exc), a.measure: gr.update(value=back)}
         try:
             measure = check_measure(lm, measure)
         except core.InputError as exc:
             out = {a.measure: gr.update(value="raw"), a.measure_note: attention_tab.measure_note("raw", str(exc)),
-                   self.chosen_measure: {"measure": "raw"}}
+                   self.chosen_measure: {"measure": "raw"}, a.status: ""}
             if rec is not None and rec.mixing is not None:
                 out.update(self.measure_drawn(common.with_measure(lm, rec, "raw"), rec, shown, layer, head, hide,
                                               merge))
             return out
-        out = {a.measure_note: attention_tab.measure_note(measure), self.chosen_measure: {"measure": measure}}
+        out = {a.measure_note: attention_tab.measure_note(measure), self.chosen_measure: {"measure": measure},
+               a.status: ""}
         if rec is not None:
             out.update(self.measure_drawn(common.with_measure(lm, rec, measure), rec, shown, layer, head, hide, merge))
         return out
@@ -296,9 +307,10 @@ class Page:
 
     def explain_again(self, rec, target, baseline, n_steps, auto, shown, layer, head, hide, merge, attr_merge,
                       progress=gr.Progress()):
-        """Explain (Attributions tab): Integrated Gradients again, that tab drawn at once."""
-        return self.with_ig(rec, target, baseline, n_steps, auto, "attributions", shown, layer, head, hide, merge,
-                            attr_merge, lambda f, d: progress(f, desc=d))
+        """Explain (Attributions tab): Integrated Gradients again, that tab drawn at once; its status line emptied
+        (a refusal is said there: ``wire``, ``common.to_status``)."""
+        return {**self.with_ig(rec, target, baseline, n_steps, auto, "attributions", shown, layer, head, hide, merge,
+                               attr_merge, lambda f, d: progress(f, desc=d)), self.t.status: ""}
 
     # ------------------------------------------------------------- model chooser
     def load_model(self, model_name, target, baseline=None):
@@ -383,10 +395,13 @@ class Page:
         # preprocess=False: the dropdown fires twice on a pick, and the second event carries the head chosen
         # before the first swapped the head choices ("mean of heads" among "whole layer", "head 1"...), which
         # gradio's check refused with a traceback in the log; controls() falls back to the first choice itself
-        a.measure.input(common.guard(self.change_measure),
-                        inputs=[m.model, self.state, a.measure, self.drawn, a.layer, a.head, a.hide, a.merge],
+        # A refusal (the model cannot be opened...) stays in the tab's status line: no toast, no "Error" badges
+        a.measure.input(common.to_status(self.change_measure, a.status),
+                        inputs=[m.model, self.state, a.measure, self.drawn, a.layer, a.head, a.hide, a.merge,
+                                self.chosen_measure],
                         outputs=self.attention_charts | self.document_outputs
-                        | {self.state, self.drawn, a.layer, a.head, a.measure, a.measure_note, self.chosen_measure},
+                        | {self.state, self.drawn, a.layer, a.head, a.measure, a.measure_note, self.chosen_measure,
+                           a.status},
                         trigger_mode="always_last", api_visibility="private", show_progress="minimal",
                         preprocess=False, **HEAVY)
         # the whole-document part: read on its own button, one window on the picker; redrawn with the controls
@@ -394,10 +409,10 @@ class Page:
         t.merge.input(common.guard(self.rerender_attribution), inputs=[self.state, t.merge],
                       outputs=self.attribution_charts, trigger_mode="always_last", **private)
 
-        # explain again (attribution only)
-        t.explain.click(common.guard(self.explain_again),
+        # explain again (attribution only); a refusal (no analysis yet...) stays in the tab's status line
+        t.explain.click(common.to_status(self.explain_again, t.status),
                         inputs=[self.state, t.target, t.baseline, t.n_steps, t.auto, *self.chart_inputs[1:-1]],
-                        outputs=self.ig_outputs, api_visibility="private", **HEAVY)
+                        outputs=self.ig_outputs | {t.status}, api_visibility="private", **HEAVY)
         # the download buttons follow the analysis; methods compared
         attribution_tab.wire(t, self.state, HEAVY, self.settings)
 
@@ -441,4 +456,5 @@ def mount(app, demo: gr.Blocks, settings: Settings):
                                   allowed_paths=[], blocked_paths=uploads.blocked_paths(settings),
                                   theme=gr.themes.Soft(), css=CSS, head=figures.HEAD + links.HEAD)
     uploads.enforce_gradio_checks(demo)
+    gradio_sessions.install()  # a queued API call no longer builds every component's config
     return mounted
