@@ -130,3 +130,100 @@ def test_a_refused_upload_leaves_the_file_input_empty_and_says_why(page, app_url
     expect(box).to_contain_text(re.compile(r"good\s*\.csv"))
     expect(line).not_to_contain_text("refused")
     assert "Traceback" not in page.content()
+
+
+def pick(page, selector: str, option: str) -> None:
+    """Choose ``option`` in the dropdown ``selector`` as a user does (open it, click the option)."""
+    page.locator(f"{selector} input").click()
+    choice = page.get_by_role("option", name=option, exact=True)
+    expect(choice.first).to_be_visible()
+    choice.first.click()
+
+
+def test_an_attention_refusal_stays_in_the_tabs_status_line_and_the_measure_goes_back(page, app_url,
+                                                                                      tiny_model_dir):
+    page.goto(app_url)
+    status, note = page.locator("#bv-attn-status"), page.locator("#bv-measure-note")
+    page.get_by_role("tab", name="Model").click()
+    expect(page.locator("#bv-model-summary")).to_contain_text("Architecture")
+    box = page.locator("#bv-model input")
+    box.fill("nobody/no-such-model")  # chosen, not loaded: the measure is computed for the model chosen
+    box.press("Enter")
+    page.get_by_role("tab", name="Attention").click()
+    pick(page, "#bv-measure", "attention-norm")
+    expect(status).to_contain_text("Cannot load 'nobody/no-such-model'")
+    expect(page.locator("#bv-measure input")).to_have_value("raw attention")  # the measure shown, as the link
+    expect(note).to_contain_text("Raw attention weights")
+    no_toast(page)
+    expect(status).to_contain_text("Cannot load 'nobody/no-such-model'")
+    expect(page.locator(BADGES)).to_have_count(0)
+    # positive control: a model that opens takes the measure, and the line is emptied
+    page.get_by_role("tab", name="Model").click()
+    box.fill(str(tiny_model_dir))
+    box.press("Enter")
+    page.get_by_role("tab", name="Attention").click()
+    pick(page, "#bv-measure", "attention-norm")
+    expect(note).to_contain_text("Attention-norm (Kobayashi et al. 2020)")
+    expect(status).to_have_text("")
+    expect(page.locator("#bv-measure input")).to_have_value("attention-norm")
+    assert "Traceback" not in page.content()
+
+
+def test_attributions_refusals_stay_in_their_status_lines_and_leave_no_error_badge(page, app_url):
+    page.goto(app_url)
+    status, delta = page.locator("#bv-attr-status"), page.locator("#bv-delta")
+    page.get_by_role("tab", name="Attributions").click()
+    page.locator("#bv-explain").click()  # nothing analysed yet
+    expect(status).to_contain_text("Press Analyze first")
+    no_toast(page)
+    expect(status).to_contain_text("Press Analyze first")
+    expect(page.locator(BADGES)).to_have_count(0)
+    # positive control: after an Analyze, Explain again explains and empties the line
+    page.get_by_role("tab", name="Predict").click()
+    page.locator("#bv-text textarea").fill("the film was great , a joy !")
+    page.locator("#bv-skip-ig input[type=checkbox]").check()
+    page.locator("#bv-analyze").click()
+    expect(page.locator("#bv-label")).to_contain_text("positive")
+    page.get_by_role("tab", name="Attributions").click()
+    page.locator("#bv-explain").click()
+    expect(delta).to_contain_text("comprehensiveness")
+    expect(status).to_have_text("")
+    # compare methods: its results sit in a hidden column, so the refusal has its own line under the button
+    run, line = page.locator("#bv-compare"), page.locator("#bv-compare-status")
+    for box in page.locator("#bv-compare-methods input[type=checkbox]").all():
+        box.uncheck()
+    run.click()
+    expect(line).to_contain_text("Tick at least one method")
+    expect(run).to_have_text("Compare methods")
+    expect(run).to_be_enabled()
+    no_toast(page)
+    expect(line).to_contain_text("Tick at least one method")
+    expect(page.locator(BADGES)).to_have_count(0)
+    page.locator("#bv-compare-methods").get_by_label("gradient × input").check()  # positive control
+    run.click()
+    expect(page.locator("#bv-compare-table")).to_contain_text("gradient × input")
+    expect(line).to_have_text("")
+    assert "Traceback" not in page.content()
+
+
+def test_an_evaluate_refusal_stays_in_the_tabs_status_line_and_leaves_no_error_badge(page, app_url, tmp_path):
+    data = tmp_path / "labelled.csv"
+    data.write_text("review,label\n" + "".join(f"the film was {w} ,{lab}\n" for w, lab in
+                                               [("good", "positive"), ("bad", "negative")] * 4), encoding="utf-8")
+    page.goto(app_url)
+    page.get_by_role("tab", name="Evaluate").click()
+    status = page.locator("#bv-ev-status")
+    page.locator("#bv-ev-open").click()  # nothing chosen to open
+    expect(status).to_contain_text("Choose a stored evaluation")
+    no_toast(page)
+    expect(status).to_contain_text("Choose a stored evaluation")
+    expect(page.locator(BADGES)).to_have_count(0)
+    # positive control: an evaluation stored, then opened, says so in the same line
+    page.locator("#bv-ev-upload input[type=file]").set_input_files(str(data))
+    expect(page.locator("#bv-ev-label-col input")).to_have_value("label")
+    page.locator("#bv-ev-start").click()
+    expect(status).to_contain_text("Done")
+    page.locator("#bv-ev-open").click()
+    expect(status).to_contain_text("Opened")
+    expect(status).not_to_contain_text("Choose a stored evaluation")
+    assert "Traceback" not in page.content()

@@ -51,6 +51,8 @@ def build() -> SimpleNamespace:
     measure = gr.Dropdown(choices=measure_choices(), value="raw", label="Measure", elem_id="bv-measure",
                           info="what a cell shows: where a token looks, or what it takes from another token")
     measure_note_md = gr.Markdown(measure_note("raw"), elem_id="bv-measure-note")
+    # why a measure change was refused (the model cannot be opened...): said here, where it stays
+    status = gr.Markdown(elem_id="bv-attn-status")
     with gr.Row():
         layer = gr.Slider(1, 12, value=1, step=1, label="Layer", elem_id="bv-layer")
         head = gr.Dropdown(choices=[MEAN], value=MEAN, label="Head", elem_id="bv-head")
@@ -66,7 +68,7 @@ def build() -> SimpleNamespace:
     doc = build_document()
     return SimpleNamespace(layer=layer, head=head, hide=hide, merge=merge, heatmap=heatmap, cls_rows=cls_rows,
                            rollout=rollout, overview=overview, overview_notice=overview_notice, measure=measure,
-                           measure_note=measure_note_md, doc=doc)
+                           measure_note=measure_note_md, status=status, doc=doc)
 
 
 def measure_control(ui: SimpleNamespace, lm: core.LoadedModel) -> dict:
@@ -220,12 +222,13 @@ def build_document() -> SimpleNamespace:
             window = gr.Dropdown(choices=[("window 0", 0)], value=0, label="Window", elem_id="bv-attn-doc-window",
                                  info="which of the document's windows the map shows", scale=2)
             run = gr.Button(DOCUMENT_LABEL, elem_id="bv-attn-doc-run", scale=1)
+        status = gr.Markdown(elem_id="bv-attn-doc-status")  # why a reading was refused, under its button
         reading = gr.Markdown(DOCUMENT_INTRO, elem_id="bv-attn-doc-reading")
         heatmap = figures.plot(label="The picked window (token × token)", elem_id="bv-attn-doc-heatmap")
         cls = figures.plot(label="[CLS] row over the whole document", elem_id="bv-attn-doc-cls")
         agg = figures.plot(label="Aggregated [CLS] row over the whole document", elem_id="bv-attn-doc-agg")
-    return SimpleNamespace(panel=panel, stride=stride, window=window, run=run, reading=reading, heatmap=heatmap,
-                           cls=cls, agg=agg, state=gr.State(None, time_to_live=3600))
+    return SimpleNamespace(panel=panel, stride=stride, window=window, run=run, status=status, reading=reading,
+                           heatmap=heatmap, cls=cls, agg=agg, state=gr.State(None, time_to_live=3600))
 
 
 def is_long(rec: common.Record | None) -> bool:
@@ -241,7 +244,8 @@ def document_reset(ui: SimpleNamespace, rec: common.Record | None) -> dict:
     model reads, else hidden; nothing read yet (reading it is the part's own button, never Analyze)."""
     doc = ui.doc
     empty = plots.empty_figure(f"Press “{DOCUMENT_LABEL}” to see this chart.")
-    return {doc.panel: gr.update(visible=is_long(rec), open=False), doc.state: None, doc.reading: DOCUMENT_INTRO,
+    return {doc.panel: gr.update(visible=is_long(rec), open=False), doc.state: None, doc.status: "",
+            doc.reading: DOCUMENT_INTRO,
             doc.window: gr.update(choices=[("window 0", 0)], value=0), doc.heatmap: empty, doc.cls: empty,
             doc.agg: empty}
 
@@ -362,10 +366,11 @@ def document_charts(view: DocumentView | None, layer: int, head: str, hide: bool
 
 
 def render_document(ui: SimpleNamespace, view: DocumentView, layer: int, head: str, hide: bool, merge: bool) -> dict:
-    """The part after reading: the reading, the window picker (every window and its tokens), the charts."""
+    """The part after reading: the reading, the window picker (every window and its tokens), the charts; its status
+    line emptied (a refusal before is answered)."""
     doc, d = ui.doc, view.doc
     fig, cls, agg = document_charts(view, layer, head, hide, merge)
-    return {doc.state: view, doc.reading: document_reading(view),
+    return {doc.state: view, doc.status: "", doc.reading: document_reading(view),
             doc.window: gr.update(choices=[(window_label(d, k), k) for k in range(d.windows)], value=d.window),
             doc.heatmap: fig, doc.cls: cls, doc.agg: agg}
 
@@ -382,18 +387,20 @@ def rerender_document(ui: SimpleNamespace, view: DocumentView | None, layer: int
 
 def wire_document(ui: SimpleNamespace, state: gr.State, heavy: dict, settings: core.Settings) -> None:
     """The part's events: its button reads the document (model work, in the heavy queue), the window picker
-    reads one window, the tab's layer/head/token-view controls redraw its charts."""
+    reads one window, the tab's layer/head/token-view controls redraw its charts. A refusal of either (the
+    analysed model can no longer be opened...) is said in the part's status line, under its button, and stays
+    there (no toast that vanishes, no "Error" badge on the charts)."""
     doc = ui.doc
-    outputs = [doc.state, doc.reading, doc.window, doc.heatmap, doc.cls, doc.agg]
+    outputs = [doc.state, doc.status, doc.reading, doc.window, doc.heatmap, doc.cls, doc.agg]
     view_inputs = [ui.layer, ui.head, ui.hide, ui.merge]
 
-    @common.guard
     def run_document(rec, window, stride, layer, head, hide, merge):
         return render_document(ui, read_document(rec, window, stride, settings), layer, head, hide, merge)
 
-    @common.guard
     def picked(rec, view, window, stride, layer, head, hide, merge):
         return render_document(ui, pick_window(rec, view, window, stride, settings), layer, head, hide, merge)
+
+    run_document, picked = common.to_status(run_document, doc.status), common.to_status(picked, doc.status)
 
     doc.run.click(run_document, inputs=[state, doc.window, doc.stride, *view_inputs], outputs=outputs,
                   api_visibility="private", show_progress="minimal", **heavy)

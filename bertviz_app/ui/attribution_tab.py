@@ -30,6 +30,7 @@ def build() -> SimpleNamespace:
                                 "off: exactly n_steps")
         merge = gr.Checkbox(value=True, label="Merge word pieces into words", info="a word's pieces are summed")
     explain = gr.Button("Explain again with these settings", elem_id="bv-explain")
+    status = gr.Markdown(elem_id="bv-attr-status")  # why Explain again was refused, under its button
     delta = gr.Markdown(elem_id="bv-delta")
     tokens = gr.HTML(label="Tokens coloured by attribution", elem_id="bv-attr-tokens")
     with gr.Row():
@@ -54,8 +55,9 @@ def build() -> SimpleNamespace:
     cmp = build_compare()
     doc = build_document()
     return SimpleNamespace(target=target, baseline=baseline, n_steps=n_steps, auto=auto, merge=merge, explain=explain,
-                           delta=delta, tokens=tokens, bar=bar, path=path, lens=lens, html_file=html_file,
-                           json_file=json_file, svg_file=svg_file, png_file=png_file, cmp=cmp, doc=doc)
+                           status=status, delta=delta, tokens=tokens, bar=bar, path=path, lens=lens,
+                           html_file=html_file, json_file=json_file, svg_file=svg_file, png_file=png_file, cmp=cmp,
+                           doc=doc)
 
 
 # --------------------------------------------------------------------------- whole document (windows)
@@ -75,6 +77,7 @@ def build_document() -> SimpleNamespace:
         with gr.Row():
             stride = common.stride_slider("bv-doc-stride", scale=3)
             run = gr.Button(DOCUMENT_LABEL, elem_id="bv-doc-run", scale=1)
+        status = gr.Markdown(elem_id="bv-doc-status")  # why explaining the document was refused, under its button
         reading = gr.Markdown(elem_id="bv-doc-reading")
         tokens = gr.HTML(elem_id="bv-doc-tokens")
         table = gr.Dataframe(value=pd.DataFrame(columns=DOCUMENT_COLUMNS), label="Each window's prediction",
@@ -82,8 +85,8 @@ def build_document() -> SimpleNamespace:
         with gr.Row():
             html_file = gr.DownloadButton("Download as HTML", interactive=False, size="sm", elem_id="bv-doc-html")
             json_file = gr.DownloadButton("Download as JSON", interactive=False, size="sm", elem_id="bv-doc-json")
-    return SimpleNamespace(stride=stride, run=run, reading=reading, tokens=tokens, table=table, html_file=html_file,
-                           json_file=json_file)
+    return SimpleNamespace(stride=stride, run=run, status=status, reading=reading, tokens=tokens, table=table,
+                           html_file=html_file, json_file=json_file)
 
 
 DOCUMENT_COLUMNS = ["window", "document tokens", "prediction", "probabilities", "f(x) − f(baseline)",
@@ -121,6 +124,7 @@ def render_document(ui: SimpleNamespace, d, rec: common.Record, merge: bool) -> 
     page, data = core.export_files(export_folder(), a, p, rec.model, merge=bool(merge), keep_s=EXPORT_KEEP_S,
                                    min_change=rec.min_change, windows=d.window_dicts())
     return {
+        doc.status: "",
         doc.reading: reading,
         doc.tokens: core.attribution_tokens_html(a, bool(merge), title=f"The whole document: attribution to "
                                                  f"“{a.target}”", min_change=rec.min_change),
@@ -159,6 +163,8 @@ def build_compare() -> SimpleNamespace:
                                        label="Methods", elem_id="bv-compare-methods", scale=4)
             top_k = gr.Slider(1, 10, value=3, step=1, label="k for the top-k overlap", scale=1)
         run = gr.Button(COMPARE_LABEL, elem_id="bv-compare")
+        # why a comparison was refused: outside the results' column, which stays hidden until results arrive
+        status = gr.Markdown(elem_id="bv-compare-status")
         with gr.Column(visible=False) as shown:
             reading = gr.Markdown(elem_id="bv-compare-reading")
             # its real column headers from the start (an empty gradio table shows "1 2 3")
@@ -169,7 +175,8 @@ def build_compare() -> SimpleNamespace:
             with gr.Row():
                 heat = figures.plot(label="Methods side by side", elem_id="bv-compare-heatmap")
                 agree = figures.plot(label="Rank agreement", elem_id="bv-compare-agreement")
-    return SimpleNamespace(methods=methods, top_k=top_k, run=run, shown=shown, reading=reading, table=table,
+    return SimpleNamespace(methods=methods, top_k=top_k, run=run, status=status, shown=shown, reading=reading,
+                           table=table,
                            tokens=tokens, heat=heat, agree=agree, state=gr.State(None, time_to_live=3600))
 
 
@@ -401,7 +408,9 @@ def export_files(rec: common.Record | None, merge: bool):
 
 def wire(ui: SimpleNamespace, state: gr.State, heavy: dict, settings: core.Settings) -> None:
     """Refresh the download buttons whenever the analysis (``state``) or the word/token view changes;
-    compare the methods on request (``heavy``: the app's one-at-a-time model group; ``settings``: the app's)."""
+    compare the methods on request (``heavy``: the app's one-at-a-time model group; ``settings``: the app's).
+    A refused whole-document explanation or comparison is said in its own status line, under its button, and
+    stays there (no toast that vanishes, no "Error" badge on the results)."""
     gr.on([state.change, ui.merge.input], common.guard(export_files), inputs=[state, ui.merge],
           outputs=[ui.html_file, ui.json_file, ui.svg_file, ui.png_file], api_visibility="private",
           show_progress="hidden", trigger_mode="always_last")
@@ -409,12 +418,12 @@ def wire(ui: SimpleNamespace, state: gr.State, heavy: dict, settings: core.Setti
     views = {cmp.shown, cmp.reading, cmp.table, cmp.tokens, cmp.heat, cmp.agree}
     doc = ui.doc
 
-    @common.guard
     def run_document(rec, target, baseline, n_steps, auto, stride, merge):
         return render_document(ui, explain_document(rec, target, baseline, n_steps, auto, stride, settings), rec, merge)
 
-    doc.run.click(run_document, inputs=[state, ui.target, ui.baseline, ui.n_steps, ui.auto, doc.stride, ui.merge],
-                  outputs=[doc.reading, doc.tokens, doc.table, doc.html_file, doc.json_file],
+    doc.run.click(common.to_status(run_document, doc.status),
+                  inputs=[state, ui.target, ui.baseline, ui.n_steps, ui.auto, doc.stride, ui.merge],
+                  outputs=[doc.status, doc.reading, doc.tokens, doc.table, doc.html_file, doc.json_file],
                   api_visibility="private", **heavy)
 
     # The results sit in a column hidden until they arrive, so gradio's progress on them cannot be
@@ -426,7 +435,6 @@ def wire(ui: SimpleNamespace, state: gr.State, heavy: dict, settings: core.Setti
     def compare_idle() -> dict:
         return {cmp.run: gr.update(value=COMPARE_LABEL, interactive=True)}
 
-    @common.guard_stream
     def run_compare(rec, methods, target, baseline, n_steps, auto, top_k, merge):
         import time
 
@@ -434,14 +442,14 @@ def wire(ui: SimpleNamespace, state: gr.State, heavy: dict, settings: core.Setti
         c = yield from common.stream_work(
             lambda: compare(rec, methods, target, baseline, n_steps, auto, top_k, settings),
             lambda: comparing(time.monotonic() - t0))
-        yield {cmp.state: c, **render_compare(ui, c, merge, rec.min_change, rec.calibration is not None),
-               **compare_idle()}
+        yield {cmp.state: c, cmp.status: "",
+               **render_compare(ui, c, merge, rec.min_change, rec.calibration is not None), **compare_idle()}
 
     quick = dict(queue=False, api_visibility="private", show_progress="hidden")
-    ran = cmp.run.click(comparing, outputs=[cmp.run], **quick).then(
-        run_compare, inputs=[state, cmp.methods, ui.target, ui.baseline, ui.n_steps, ui.auto, cmp.top_k, ui.merge],
-        outputs=views | {cmp.state, cmp.run}, api_visibility="private", show_progress="hidden", **heavy)
-    ran.failure(compare_idle, outputs=[cmp.run], **quick)
+    cmp.run.click(comparing, outputs=[cmp.run], **quick).then(
+        common.to_status_stream(run_compare, cmp.status, also=compare_idle),
+        inputs=[state, cmp.methods, ui.target, ui.baseline, ui.n_steps, ui.auto, cmp.top_k, ui.merge],
+        outputs=views | {cmp.state, cmp.run, cmp.status}, api_visibility="private", show_progress="hidden", **heavy)
     ui.merge.input(common.guard(lambda c, merge, rec: render_compare(
                        ui, c, merge, rec.min_change if rec else core.Settings.min_change,
                        rec is not None and rec.calibration is not None)),

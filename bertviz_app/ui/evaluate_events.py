@@ -124,8 +124,8 @@ class Handlers:
         try:
             yield from self.evaluate(flag, model_name, table, refused, text_col, label_col, pair_col, words, compare,
                                      geometry)
-        except Exception as exc:  # noqa: BLE001 - this is the translation edge (user_error logs the unexpected)
-            yield {ui.status: f"**Error:** {esc(common.user_error(exc).message)}  \nNothing was stored."}
+        except Exception as exc:  # noqa: BLE001 - this is the translation edge (refusal_md logs the unexpected)
+            yield {ui.status: f"{common.refusal_md(exc)}  \nNothing was stored."}
 
     def evaluate(self, flag, model_name, table, refused, text_col, label_col, pair_col, words, compare, geometry):
         ui, cancel = self.ui, flag.event

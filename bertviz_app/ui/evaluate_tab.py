@@ -141,14 +141,16 @@ def wire(ui: SimpleNamespace, *, demo: gr.Blocks | None, model_dd, default: str,
         outputs=[ui.status, ui.stored, *results], concurrency_limit=1, concurrency_id="evaluate",
         show_progress_on=[ui.status], **private)
     ui.cancel.click(h.on_cancel, inputs=[ui.flag], outputs=None, queue=False, **private)
-    ui.open_btn.click(common.guard(h.open_stored), inputs=[ui.stored], outputs=[ui.status, *results],
+    # a refusal stays in the tab's status line (Save's: the line under its button): no toast, no "Error" badges
+    ui.open_btn.click(common.to_status(h.open_stored, ui.status), inputs=[ui.stored], outputs=[ui.status, *results],
                       concurrency_limit=2, concurrency_id="evaluate-open", **private)
-    ui.save_t.click(common.guard(h.save_temperature), inputs=[ui.view], outputs=[ui.save_t_md],
+    ui.save_t.click(common.to_status(h.save_temperature, ui.save_t_md), inputs=[ui.view], outputs=[ui.save_t_md],
                     concurrency_limit=1, concurrency_id="evaluate-save-t", **private)
     if demo is not None:
         visitor.on_page_load(demo, h.refresh, inputs=[ui.stored, model_dd], outputs=[ui.stored, ui.compare])
     if link_run is not None:
-        link_run.change(common.guard(h.restore_run), inputs=[link_run], outputs=[ui.status, ui.stored, *results],
+        link_run.change(common.to_status(h.restore_run, ui.status), inputs=[link_run],
+                        outputs=[ui.status, ui.stored, *results],
                         concurrency_limit=2, concurrency_id="evaluate-open", **private)
     # another model chosen (a fine-tune's new run too): its base offered for the comparison (may load both)
     model_dd.change(common.guard(h.suggest), inputs=[model_dd], outputs=[ui.compare], concurrency_limit=1,
