@@ -101,7 +101,7 @@ def test_two_visitors_each_see_and_reach_only_their_own_runs(browser, public_app
     model.fill(run)
     model.press("Enter")
     b.get_by_role("button", name=re.compile("Load", re.I)).first.click()
-    expect(b.locator(".toast-body").filter(has_text=f"No run '{run}' among your runs").first).to_be_visible()
+    expect(b.locator("#bv-model-status")).to_contain_text(f"No run '{run}' among your runs")  # stays in the tab
     # ... nor fetch A's zip or the run's files by URL
     assert b.request.get(zip_url).status == 404
     for f in ("model.safetensors", "run.json", "config.json"):
