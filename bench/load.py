@@ -5,12 +5,12 @@
 
 Starts `python app.py` in a subprocess on a free loopback port and warms it up. Then, one after
 the other (the machine's cores are shared by the two processes, so nothing overlaps):
-1. single-request overhead: one /predict over HTTP (the JSON route ``POST /v1/predict`` and
-   gradio's queue through gradio_client) and one Analyze against the raw core calls on the same
+1. single-request overhead: one /predict over HTTP (the JSON route ``POST /v1/predict``, gradio's
+   queue over plain HTTP and through gradio_client) and one Analyze against the raw core calls on the same
    texts in this process, alternating, medians;
 2. in-process ``predict`` throughput on exactly the texts the load will send;
 3. the load: 32 clients x 20 /predict, each client in its own thread with its own connection,
-   once through the JSON route and once through gradio_client: served throughput, p50/p95,
+   through the JSON route, gradio's queue over plain HTTP and gradio_client: served throughput, p50/p95,
    failures; then 8 clients x 5 /explain on the JSON route;
 4. the server's RSS after the load, and the start-up time of the CLI commands.
 Traffic goes to 127.0.0.1 only; every loop is bounded in count and time.
@@ -98,14 +98,48 @@ class RestClient:
         return out
 
 
-TRANSPORT = {"rest": "the JSON route (`POST /v1/predict`)", "gradio": "gradio's queue (`gradio_client`)"}
-# Issue 19's targets for the served share of in-process throughput, by path.
-TARGET_SHARE = {"rest": 0.40, "gradio": 0.25}
+class QueueClient:
+    """gradio's queue over plain HTTP, as the Hub's "Use via API" curl lines do: ``POST
+    /gradio_api/call/<name>`` with the inputs, then ``GET /gradio_api/call/<name>/<event_id>`` for the
+    answer's event stream; a keep-alive connection and no client-side work beyond the JSON (unlike
+    gradio_client, whose own CPU shares the machine)."""
+
+    def __init__(self, url: str):
+        import http.client
+        from urllib.parse import urlparse
+
+        u = urlparse(url)
+        self._conn = http.client.HTTPConnection(u.hostname, u.port, timeout=900)
+
+    def predict(self, text: str, api_name: str) -> dict:
+        name = api_name.strip("/")
+        body = json.dumps({"data": [text, "", "", False, 128, "mean", True]}).encode()  # /predict's 7 inputs
+        self._conn.request("POST", f"/gradio_api/call/{name}", body=body, headers={"Content-Type": "application/json"})
+        r = self._conn.getresponse()
+        started = json.loads(r.read())
+        if r.status != 200:
+            raise RuntimeError(f"HTTP {r.status}: {started}")
+        self._conn.request("GET", f"/gradio_api/call/{name}/{started['event_id']}")
+        r = self._conn.getresponse()
+        stream = r.read().decode()
+        event, _, data = stream.strip().rpartition("\ndata:")
+        if not event.endswith("complete"):
+            raise RuntimeError(f"event {event.rsplit(':', 1)[-1].strip()}: {data.strip()[:200]}")
+        return json.loads(data)[0]
+
+
+TRANSPORT = {"rest": "the JSON route (`POST /v1/predict`)",
+             "queue": "gradio's queue, plain HTTP (`/gradio_api/call/predict`)",
+             "gradio": "gradio's queue (`gradio_client`)"}
+# Targets for the served share of in-process throughput, by path (issues 19 and 36).
+TARGET_SHARE = {"rest": 0.40, "queue": 0.25, "gradio": 0.25}
 
 
 def make_client(url: str, transport: str):
     if transport == "rest":
         return RestClient(url)
+    if transport == "queue":
+        return QueueClient(url)
     from gradio_client import Client
 
     return Client(url, verbose=False)
@@ -158,10 +192,11 @@ def overhead(url: str, model: str, corpus: list[str], n_predict: int = 20, n_ana
 
     lm = load_model(model)
     client = Client(url, verbose=False)
-    rest = RestClient(url)
+    rest, queue = RestClient(url), QueueClient(url)
     predict(lm, "warm up")
     rest.predict("warm up", api_name="/predict")
-    raw, http, gr_http = [], [], []
+    queue.predict("warm up", api_name="/predict")
+    raw, http, q_http, gr_http = [], [], [], []
     for text in corpus[:n_predict]:
         t = time.perf_counter()
         predict(lm, text)
@@ -169,6 +204,9 @@ def overhead(url: str, model: str, corpus: list[str], n_predict: int = 20, n_ana
         t = time.perf_counter()
         rest.predict(text, api_name="/predict")
         http.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        queue.predict(text, api_name="/predict")
+        q_http.append(time.perf_counter() - t)
         t = time.perf_counter()
         client.predict(text, api_name="/predict")
         gr_http.append(time.perf_counter() - t)
@@ -188,7 +226,7 @@ def overhead(url: str, model: str, corpus: list[str], n_predict: int = 20, n_ana
                        False, False, api_name="/analyze")
         a_http.append(time.perf_counter() - t)
     return {"predict_raw_s": statistics_median(raw), "predict_http_s": statistics_median(http),
-            "predict_gradio_s": statistics_median(gr_http),
+            "predict_queue_s": statistics_median(q_http), "predict_gradio_s": statistics_median(gr_http),
             "analyze_raw_s": statistics_median(a_raw), "analyze_http_s": statistics_median(a_http),
             "n_predict": n_predict, "n_analyze": n_analyze}
 
@@ -232,7 +270,7 @@ def pct(values: list[float], q: float) -> float:
 
 def load_test(model: str = "default", clients: int = 32, requests: int = 20, explain_clients: int = 8,
               explain_requests: int = 5, budget_s: float = 600, env_extra: dict | None = None, rounds: int = 1,
-              compare: bool = False, transports: tuple[str, ...] = ("rest", "gradio")) -> dict:
+              compare: bool = False, transports: tuple[str, ...] = ("rest", "queue", "gradio")) -> dict:
     """Run the client load ``rounds`` times against one server; RSS is read after each round, so a
     one-off warm-up growth (allocator high-water marks) can be told from a leak (growth every round)."""
     port = free_port()
@@ -334,6 +372,9 @@ def main(argv=None) -> int:
         f"| one /predict over HTTP, JSON route (median of {o['n_predict']}) | {o['predict_http_s'] * 1000:.0f} ms | "
         f"raw `predict` call: {o['predict_raw_s'] * 1000:.0f} ms | "
         f"**{o['predict_http_s'] / o['predict_raw_s']:.2f}x** (target <= 2x) |",
+        f"| one /predict over HTTP, gradio's queue, plain HTTP (median of {o['n_predict']}) | "
+        f"{o['predict_queue_s'] * 1000:.0f} ms | the JSON route: {o['predict_http_s'] * 1000:.0f} ms | "
+        f"**{o['predict_queue_s'] / o['predict_http_s']:.2f}x** (target <= 2x) |",
         f"| one /predict over HTTP, gradio_client (median of {o['n_predict']}) | "
         f"{o['predict_gradio_s'] * 1000:.0f} ms | raw "
         f"`predict` call: {o['predict_raw_s'] * 1000:.0f} ms | "
