@@ -134,7 +134,8 @@ def test_a_refused_measure_says_why_and_goes_back_to_raw(page, tiny_model_dir, m
 
     model = str(tiny_model_dir)
     out = page.change_measure(model, None, "alti", {}, 1, "mean of heads", False, False)  # before any Analyze
-    assert set(out) == {page.a.measure_note, page.chosen_measure} and "ALTI" in out[page.a.measure_note]
+    assert set(out) == {page.a.measure_note, page.chosen_measure, page.a.status} and "ALTI" in out[page.a.measure_note]
+    assert out[page.a.status] == ""  # the tab's status line emptied: a refusal before it is answered
     assert out[page.chosen_measure] == {"measure": "alti"}  # what the next Analyze computes
     out = page.change_measure(model, None, "attention flow", {}, 1, "mean of heads", False, False)
     assert "Not available" in out[page.a.measure_note] and "value\\_zeroing" in out[page.a.measure_note]
