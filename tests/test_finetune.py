@@ -378,6 +378,9 @@ def test_cli_finetune_json_contract(models_dir, tiny_model_dir, tmp_path, capsys
     assert result["model"] == "runs/cli-run" and Path(result["path"]).is_dir()
     assert set(result["metrics"]) == {"accuracy", "macro_f1", "val_nll", "ece"}
     assert result["metrics"]["val_nll"] > 0 and 0 <= result["metrics"]["ece"] <= 1
+    # 10 validation rows: too few to fit a temperature and judge it, which the verdict line says (it crashed)
+    assert "No temperature fitted" in err and "predict applies it" not in err
+    assert not (Path(result["path"]) / "calibration.json").exists()
     code = main(["finetune", str(data), "--text-column", "nope", "--label-column", "sentiment",
                  "--base", str(tiny_model_dir)])
     out, err = capsys.readouterr()

@@ -126,10 +126,7 @@ def cmd_finetune(args) -> int:
                  and m.get("ece") is not None else "")
         say(f"saved {result.name} ({result.path}){state}: accuracy {m['accuracy']:.4f}, macro-F1 {m['macro_f1']:.4f}"
             f"{calib}, {len(result.misclassified)} misclassified validation rows, {result.seconds:.0f}s")
-        c = m.get("calibration")
-        if c:
-            say(f"calibration: temperature {c['temperature']:.3f} saved in calibration.json (predict applies it): "
-                f"ECE {c['ece_before']:.4f} -> {c['ece_after']:.4f}, NLL {c['nll_before']:.4f} -> {c['nll_after']:.4f}")
+        # the verdict's message says whether a temperature was fitted, helped and so is applied (calibration_outcome)
         say(f"verdict: {v.heading + ' ' if v.heading else ''}{v.message}")
         for tip in v.suggestions:
             say(f"  try: {tip}")
