@@ -34,12 +34,12 @@ def count_configs(monkeypatch):
 def eager(demo) -> dict:
     """The configs gradio's own SessionState builds for a new session."""
     original = state_holder.SessionState.__new__(state_holder.SessionState)
-    gradio_sessions._ORIGINAL_INIT(original, demo)
+    gradio_sessions.ORIGINAL_INIT(original, demo)
     return dict(original.config_values)
 
 
 def test_a_new_session_builds_no_config_until_one_is_read(demo, count_configs, monkeypatch):
-    monkeypatch.setattr(state_holder.SessionState, "__init__", gradio_sessions._ORIGINAL_INIT)
+    monkeypatch.setattr(state_holder.SessionState, "__init__", gradio_sessions.ORIGINAL_INIT)
     state_holder.SessionState(demo)
     built_eagerly = len(count_configs)
     assert built_eagerly > 100  # the positive control: gradio's own init builds one per block of the page
@@ -53,7 +53,7 @@ def test_a_new_session_builds_no_config_until_one_is_read(demo, count_configs, m
 
 
 def test_the_configs_read_are_the_ones_gradio_builds(demo, monkeypatch):
-    monkeypatch.setattr(state_holder.SessionState, "__init__", gradio_sessions._lazy_init)
+    monkeypatch.setattr(state_holder.SessionState, "__init__", gradio_sessions.lazy_init)
     session = state_holder.SessionState(demo)
     assert not session.is_closed and session.state_data == {}  # the rest of gradio's init ran
     want = eager(demo)
@@ -66,5 +66,5 @@ def test_the_configs_read_are_the_ones_gradio_builds(demo, monkeypatch):
 
 def test_another_gradio_runs_unpatched(monkeypatch):
     monkeypatch.setattr(gr, "__version__", "99.0.0")
-    monkeypatch.setattr(state_holder.SessionState, "__init__", gradio_sessions._ORIGINAL_INIT)
+    monkeypatch.setattr(state_holder.SessionState, "__init__", gradio_sessions.ORIGINAL_INIT)
     assert gradio_sessions.install() is False and not gradio_sessions.installed()

@@ -268,10 +268,12 @@ def test_page_panel_explains_the_whole_document(tiny, tiny_model_dir, tmp_path):
     rec = common.Record(model=str(tiny_model_dir), labels=tiny.labels, device_label="cpu",
                         prediction=bv.predict(tiny, LONG, window=True, stride=STRIDE)[0], maps=None, lens=None)
     d = attribution_tab.explain_document(rec, common.PREDICTED, "pad", 50, True, STRIDE, Settings())
-    keys = SimpleNamespace(reading="reading", tokens="tokens", table="table", html_file="html", json_file="json")
+    keys = SimpleNamespace(reading="reading", tokens="tokens", table="table", html_file="html", json_file="json",
+                           status="status")
     out = attribution_tab.render_document(SimpleNamespace(doc=keys), d, rec, True)
     assert f"{len(d.windows)} windows" in out["reading"] and len(out["table"]) == len(d.windows)
     assert out["tokens"].count('class="bv-tok"') >= len(LONG.split())
+    assert out["status"] == ""  # a refusal of an earlier try is cleared by the panel drawn
     with pytest.raises(bv.InputError, match="Analyze first"):
         attribution_tab.explain_document(None, common.PREDICTED, "pad", 50, True, STRIDE, Settings())
 

@@ -20,12 +20,12 @@ import logging
 import gradio
 from gradio import state_holder
 
-__all__ = ["GRADIO_VERSION", "LazyConfigs", "install", "installed"]
+__all__ = ["GRADIO_VERSION", "ORIGINAL_INIT", "LazyConfigs", "install", "installed", "lazy_init"]
 
 log = logging.getLogger("bertviz_app.ui")
 
 GRADIO_VERSION = "6.31.0"  # the version whose SessionState.__init__ this replaces a part of
-_ORIGINAL_INIT = state_holder.SessionState.__init__
+ORIGINAL_INIT = state_holder.SessionState.__init__
 
 
 class LazyConfigs(dict):
@@ -87,11 +87,11 @@ class _NoBlocks:
         self.blocks = {}
 
 
-def _lazy_init(self, blocks) -> None:
+def lazy_init(self, blocks) -> None:
     try:
-        _ORIGINAL_INIT(self, _NoBlocks(blocks))  # everything else as gradio sets it; the configs left out
+        ORIGINAL_INIT(self, _NoBlocks(blocks))  # everything else as gradio sets it; the configs left out
     except AttributeError:  # gradio reads more of the Blocks than this was written for: as gradio does it
-        _ORIGINAL_INIT(self, blocks)
+        ORIGINAL_INIT(self, blocks)
         return
     self.config_values = LazyConfigs(self.blocks_config, [k for k in self.blocks_config.blocks if k in blocks.blocks])
 
@@ -102,9 +102,9 @@ def install() -> bool:
         log.info("gradio %s: new sessions build every config up front (the patch is for %s)", gradio.__version__,
                  GRADIO_VERSION)
         return False
-    state_holder.SessionState.__init__ = _lazy_init
+    state_holder.SessionState.__init__ = lazy_init
     return True
 
 
 def installed() -> bool:
-    return state_holder.SessionState.__init__ is _lazy_init
+    return state_holder.SessionState.__init__ is lazy_init
