@@ -207,6 +207,28 @@ def served_app(model: str, port: int | None = None, settings=None, **env):
         mp.undo()
 
 
+FINETUNE_FIELDS = {"epochs": "bv-ft-epochs", "batch": "bv-ft-batch", "lr": "bv-ft-lr", "patience": "bv-ft-patience"}
+
+
+def start_finetune(page, base, name: str | None = None, mode: str | None = None, **advanced) -> None:
+    """In the Fine-tune tab (a table already uploaded): choose ``base``, the mode (its label, e.g. "probe:
+    frozen encoder"), name the run, fill the Advanced fields given (``epochs=3, batch=8, lr=0.0005,
+    patience=0``) and press Start."""
+    field = page.locator("#bv-ft-base input")
+    field.fill(str(base))
+    field.press("Enter")
+    if mode:
+        page.get_by_text(mode).click()
+    if name:
+        page.locator("#bv-ft-name textarea, #bv-ft-name input").first.fill(name)
+    if advanced:
+        page.get_by_text("Advanced").click()
+    for key, value in advanced.items():
+        elem = FINETUNE_FIELDS[key]
+        page.locator(f"#{elem} textarea, #{elem} input").first.fill(str(value))
+    page.locator("#bv-ft-start").click()
+
+
 def open_page(browser, timeout_ms: int):
     """A page in a fresh browser context (1280 x 900, its own storage) with ``timeout_ms`` as the default
     timeout; close it with ``page.context.close()``."""

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from conftest import CHROMIUM, served_app  # noqa: E402
+from conftest import CHROMIUM, served_app, start_finetune  # noqa: E402
 
 if not os.path.exists(CHROMIUM):
     pytest.skip(f"browser tests need Chromium at {CHROMIUM} (not installed here)", allow_module_level=True)
@@ -64,13 +64,7 @@ def test_every_tab_works_on_another_family(browser, family, tmp_path_factory, tm
         page.get_by_role("tab", name="Fine-tune").click()
         page.locator("#bv-ft-upload input[type=file]").set_input_files(str(write_csv(tmp_path / "train.csv", n=32)))
         expect(page.locator("#bv-ft-report")).to_contain_text("Ready to train")
-        base = page.locator("#bv-ft-base input")
-        base.fill(str(folder))
-        base.press("Enter")
-        page.get_by_text("Advanced").click()
-        page.locator("#bv-ft-epochs textarea, #bv-ft-epochs input").first.fill("1")
-        page.locator("#bv-ft-batch textarea, #bv-ft-batch input").first.fill("8")
-        page.locator("#bv-ft-start").click()
+        start_finetune(page, folder, epochs=1, batch=8)
         expect(page.locator("#bv-ft-status")).to_contain_text("Done", timeout=TIMEOUT_MS)
         expect(page.locator("#bv-ft-metrics")).to_contain_text("Accuracy")
         assert "Traceback" not in page.content()

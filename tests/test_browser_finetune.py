@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conftest import CHROMIUM, open_page, served_app  # noqa: E402
+from conftest import CHROMIUM, open_page, served_app, start_finetune  # noqa: E402
 
 if not os.path.exists(CHROMIUM):
     pytest.skip(f"browser tests need Chromium at {CHROMIUM} (not installed here)", allow_module_level=True)
@@ -42,15 +42,8 @@ def test_upload_train_and_see_curves_and_confusion_matrix(browser, app_url, tiny
     sync_api.expect(page.locator("#bv-ft-text-col input")).to_have_value("review")
     sync_api.expect(page.locator("#bv-ft-label-col input")).to_have_value("sentiment")
 
-    base = page.locator("#bv-ft-base input")  # the tiny model folder (the app's default model is allowed)
-    base.fill(str(tiny_model_dir))
-    base.press("Enter")
-    page.locator("#bv-ft-name textarea, #bv-ft-name input").first.fill("browser-run")
-    page.get_by_text("Advanced").click()
-    page.locator("#bv-ft-epochs textarea, #bv-ft-epochs input").first.fill("3")
-    page.locator("#bv-ft-batch textarea, #bv-ft-batch input").first.fill("8")
-    page.locator("#bv-ft-lr textarea, #bv-ft-lr input").first.fill("0.0005")
-    page.locator("#bv-ft-start").click()
+    # the tiny model folder as the base (the app's default model is allowed)
+    start_finetune(page, tiny_model_dir, "browser-run", epochs=3, batch=8, lr=0.0005)
 
     sync_api.expect(page.locator("#bv-ft-status")).to_contain_text("Done", timeout=TIMEOUT_MS)
     page.wait_for_selector("#bv-ft-curves .js-plotly-plot .scatterlayer .trace")
@@ -91,17 +84,12 @@ def test_after_a_reload_the_run_list_holds_the_run_and_its_buttons_wait_for_a_ch
     page.get_by_role("tab", name="Fine-tune").click()
     page.locator("#bv-ft-upload input[type=file]").set_input_files(str(csv_path))
     sync_api.expect(page.locator("#bv-ft-report")).to_contain_text("Ready to train")
-    base = page.locator("#bv-ft-base input")
-    base.fill(str(tiny_model_dir))
-    base.press("Enter")
-    page.locator("#bv-ft-name textarea, #bv-ft-name input").first.fill("reload-run")
-    page.get_by_text("Advanced").click()
-    page.locator("#bv-ft-epochs textarea, #bv-ft-epochs input").first.fill("1")
-    page.locator("#bv-ft-batch textarea, #bv-ft-batch input").first.fill("8")
-    page.locator("#bv-ft-start").click()
+    start_finetune(page, tiny_model_dir, "reload-run", epochs=1, batch=8)
     sync_api.expect(page.locator("#bv-ft-status")).to_contain_text("Done", timeout=TIMEOUT_MS)
 
-    page.reload()
+    # the page opened again at the app's plain address: a reload would also restore the view its address holds,
+    # and that restore (a model load) can land after the tab click below and take the page back to Predict
+    page.goto(app_url)
     page.get_by_role("tab", name="Fine-tune").click()
     page.get_by_text("Compare with the base model").click()
     page.get_by_text("Push to the Hugging Face Hub").click()

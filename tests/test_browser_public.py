@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conftest import CHROMIUM, free_port, served_app  # noqa: E402
+from conftest import CHROMIUM, free_port, served_app, start_finetune  # noqa: E402
 
 if not os.path.exists(CHROMIUM):
     pytest.skip(f"browser tests need Chromium at {CHROMIUM} (not installed here)", allow_module_level=True)
@@ -45,12 +45,8 @@ def open_finetune(browser, url):
 def start_probe(page, csv_path, tiny_model_dir, name):
     page.locator("#bv-ft-upload input[type=file]").set_input_files(str(csv_path))
     expect(page.locator("#bv-ft-report")).to_contain_text("Ready to train")
-    base = page.locator("#bv-ft-base input")  # the app's default model (a folder, allowed as the default)
-    base.fill(str(tiny_model_dir))
-    base.press("Enter")
-    page.get_by_text("probe: frozen encoder").click()
-    page.locator("#bv-ft-name textarea, #bv-ft-name input").first.fill(name)
-    page.locator("#bv-ft-start").click()
+    # the app's default model (a folder, allowed as the default)
+    start_finetune(page, tiny_model_dir, name, mode="probe: frozen encoder")
 
 
 def dropdown_options(page, selector) -> list[str]:
@@ -175,15 +171,7 @@ def test_a_fine_tune_runs_on_after_its_browser_closes_and_is_found_on_return(bro
         ctx_a, a = open_finetune(browser, url)
         a.locator("#bv-ft-upload input[type=file]").set_input_files(str(write_csv(tmp_path / "long.csv", n=120)))
         expect(a.locator("#bv-ft-report")).to_contain_text("Ready to train")
-        base = a.locator("#bv-ft-base input")
-        base.fill(str(tiny_model_dir))
-        base.press("Enter")
-        a.locator("#bv-ft-name textarea, #bv-ft-name input").first.fill("walked-away")
-        a.get_by_text("Advanced").click()
-        a.locator("#bv-ft-epochs textarea, #bv-ft-epochs input").first.fill("8")
-        a.locator("#bv-ft-batch textarea, #bv-ft-batch input").first.fill("2")
-        a.locator("#bv-ft-patience textarea, #bv-ft-patience input").first.fill("0")
-        a.locator("#bv-ft-start").click()
+        start_finetune(a, tiny_model_dir, "walked-away", epochs=8, batch=2, patience=0)
         expect(a.locator("#bv-ft-status")).to_contain_text("loss", timeout=TIMEOUT_MS)  # training now
         state = ctx_a.storage_state()  # the browser's stored owner token
         ctx_a.close()  # the visitor walks away mid-training
