@@ -128,13 +128,19 @@ def to_status_stream(fn: Callable, status, also: Callable[[], dict] | None = Non
     return wrapper
 
 
+def refused_file(path: str | None, exc: BaseException, what: str = "file") -> str:
+    """Why an uploaded file was refused, in plain words (the tabs keep it for a later Start or Evaluate):
+    the file's name (never its server path), why, and the fix."""
+    name = str(path or "").replace("\\", "/").rsplit("/", 1)[-1] or "the file"
+    return f"The {what} {name} was refused: {exc} Fix the file and upload it again."
+
+
 def upload_refused(path: str | None, exc: BaseException, logged: bool = True) -> str:
-    """A refused upload as a tab's status line says it: the file's name, why, and what to do (a file that
-    cannot be read: fix it and upload it again). ``logged``: as ``refusal_md``'s."""
+    """A refused upload as a tab's status line says it (``refused_file``: a file that cannot be read is to be
+    fixed and uploaded again); any other refusal as ``refusal_md`` says it. ``logged``: as ``refusal_md``'s."""
     if not isinstance(exc, core.DataError):
         return refusal_md(exc, logged)
-    name = str(path or "").replace("\\", "/").rsplit("/", 1)[-1] or "the file"
-    return f"**Error:** the file {esc(name)} was refused: {esc(exc)} Fix the file and upload it again."
+    return f"**Error:** {esc(refused_file(path, exc))}"
 
 
 class Refusal:

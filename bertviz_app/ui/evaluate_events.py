@@ -92,8 +92,7 @@ class Handlers:
         try:
             table = core.read_table(path, max_upload_mb=self.settings.max_upload_mb, max_rows=self.settings.max_rows)
         except core.DataError as exc:
-            name = re.sub(r".*[\\/]", "", path)
-            return {**cleared, ui.refused: f"The file {name} was refused: {exc} Fix the file and upload it again.",
+            return {**cleared, ui.refused: common.refused_file(path, exc),
                     ui.notices: f"**Error:** {esc(exc)}", ui.status: common.upload_refused(path, exc)}
         finally:
             visitor.discard(path)

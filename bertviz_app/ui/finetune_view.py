@@ -51,9 +51,8 @@ def read_upload(path: str | None, settings: core.Settings | None = None):
 
 
 def refusal(path: str | None, exc: Exception, what: str = "training file") -> str:
-    """Why an uploaded file was refused, for a later Start: names the file and says the fix."""
-    name = os.path.basename(path or "") or "the file"
-    return f"The {what} {name} was refused: {exc} Fix the file and upload it again."
+    """Why an uploaded training (or ``what``) file was refused, for a later Start (``common.refused_file``)."""
+    return common.refused_file(path, exc, what)
 
 
 def no_text(table) -> str | None:
