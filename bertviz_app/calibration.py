@@ -259,11 +259,7 @@ def evaluated_judgement(calibration: dict) -> tuple[bool, str]:
     if any(not isinstance(calibration.get(k), (int, float)) or not isinstance(calibration.get(f"{k}_after"),
                                                                               (int, float)) for k in keys):
         return False, f"T = {float(t):.3f} has no before/after numbers to judge it by; evaluate the file again."
-    before = {k: float(calibration[k]) for k in ("ece", "nll", "brier") if calibration.get(k) is not None}
-    after = {k: float(calibration[f"{k}_after"]) for k in ("ece", "nll", "brier")
-             if calibration.get(f"{k}_after") is not None}
-    rows = calibration.get("measured_on_rows")
-    return judge_temperature(float(t), before, after, int(rows) if isinstance(rows, int) else 0)
+    return _judge_stored(t, calibration, "{}", calibration.get("measured_on_rows"))
 
 
 def _report_judgement(report: dict) -> tuple[bool, str] | None:
@@ -271,10 +267,18 @@ def _report_judgement(report: dict) -> tuple[bool, str] | None:
     if any(not isinstance(report.get(k), (int, float)) for k in ("ece_before", "ece_after", "nll_before",
                                                                    "nll_after")):
         return None
-    before = {k: float(report[f"{k}_before"]) for k in ("ece", "nll", "brier") if report.get(f"{k}_before") is not None}
-    after = {k: float(report[f"{k}_after"]) for k in ("ece", "nll", "brier") if report.get(f"{k}_after") is not None}
-    rows = report.get("judged_on_rows", report.get("rows", 0))
-    return judge_temperature(float(report["temperature"]), before, after, int(rows or 0))
+    return _judge_stored(report["temperature"], report, "{}_before", report.get("judged_on_rows", report.get("rows")))
+
+
+def _judge_stored(t, values: dict, before: str, rows) -> tuple[bool, str]:
+    """``judge_temperature`` on stored numbers: ``values[before.format(k)]`` and ``values[k + "_after"]`` for
+    the ECE, NLL and Brier present (an evaluation names the raw ones ``ece``..., a report ``ece_before``...)."""
+    def pick(name: str) -> dict:
+        keys = [(k, name.format(k)) for k in ("ece", "nll", "brier")]
+        return {k: float(values[key]) for k, key in keys if values.get(key) is not None}
+
+    judged_rows = int(rows) if isinstance(rows, (int, float)) else 0
+    return judge_temperature(float(t), pick(before), pick("{}_after"), judged_rows)
 
 
 def calibration_record(report: dict, source: str) -> dict:
