@@ -14,8 +14,28 @@ RUN useradd -m -u 1000 user
 ENV HOME=/home/user PATH=/home/user/.local/bin:$PATH
 WORKDIR /home/user/app
 
-# Dependencies first, as root into the system site-packages (read-only to the app's user), so code
-# changes do not reinstall them (layer caching).
+# torch first, on its own: which build of torch==2.13.0 (requirements.txt's pin) the image gets.
+#   TORCH=cpu  (the default: a Space's free CPU hardware) torch's CPU-only wheel, 2.13.0+cpu. The pin's
+#              "+cpu" exists only on torch's own index, so the wheel comes from there; its dependencies
+#              come from PyPI. PyPI's torch==2.13.0 for Linux x86_64 is the CUDA build, which adds GBs of
+#              nvidia-* libraries that a CPU machine never uses.
+#   TORCH=cuda (a GPU Space) PyPI's torch==2.13.0 with its CUDA libraries; "===" matches the version
+#              exactly, so a local CPU wheel (2.13.0+cpu) cannot stand in for it.
+# TORCH_CPU_INDEX: where the CPU-only wheel is published; empty = pip's own sources only (a mirror or
+# a local folder of wheels that holds 2.13.0+cpu; scripts/container_check.sh passes it empty).
+# requirements.txt then finds torch==2.13.0 satisfied and installs nothing more for it.
+ARG TORCH=cpu
+ARG TORCH_CPU_INDEX=https://download.pytorch.org/whl/cpu
+RUN case "$TORCH" in \
+      cpu)  pip install -q ${TORCH_CPU_INDEX:+--extra-index-url "$TORCH_CPU_INDEX"} "torch==2.13.0+cpu" ;; \
+      cuda) pip install -q "torch===2.13.0" ;; \
+      *)    echo "TORCH must be cpu (torch's CPU-only wheel) or cuda (PyPI's CUDA build), not '$TORCH'" >&2; exit 2 ;; \
+    esac \
+ && python -c "import sys, torch; c = torch.version.cuda; print('torch', torch.__version__, 'CUDA', c); \
+sys.exit(None if (c is None) == (sys.argv[1] == 'cpu') else 'this torch is not the ' + sys.argv[1] + ' build')" "$TORCH"
+
+# The other dependencies, as root into the system site-packages (read-only to the app's user), so
+# code changes do not reinstall them (layer caching).
 COPY --chown=user requirements.txt requirements-nodeps.txt requirements-dev.txt pyproject.toml ./
 COPY --chown=user scripts/setup.sh scripts/setup.sh
 RUN pip install -q -r requirements.txt && pip install -q --no-deps -r requirements-nodeps.txt

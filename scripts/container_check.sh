@@ -2,9 +2,10 @@
 # Build the Docker Space image and prove it serves: a check a maintainer runs by hand, not part of CI
 # (CI has 90 minutes and no buildah; the build alone trains the default model for minutes).
 #
-#   sudo bash scripts/container_check.sh              build (cached layers reused) and check
-#   sudo bash scripts/container_check.sh --no-cache   rebuild every layer (for the build time)
-#   sudo PORT=17860 bash scripts/container_check.sh   when something else already listens on 7860
+#   sudo bash scripts/container_check.sh               build (cached layers reused) and check
+#   sudo bash scripts/container_check.sh --no-cache    rebuild every layer (for the build time)
+#   sudo bash scripts/container_check.sh --torch cuda  the GPU Space's image (PyPI's CUDA build of torch)
+#   sudo PORT=17860 bash scripts/container_check.sh    when something else already listens on 7860
 #
 # Needs root and the Debian packages buildah, podman and debootstrap (apt-get install buildah podman
 # debootstrap), plus curl. No Docker daemon is used:
@@ -13,21 +14,25 @@
 #      localhost/python:3.11-slim; later runs reuse it. This machine's pip settings and CA bundle are
 #      copied into it, and the local folders they name (find-links, file:// indexes) are bind-mounted
 #      read-only into the build's RUN steps. STANDIN_BASE=0 pulls the real image instead.
-#   2. buildah bud --isolation chroot --pull=never of ./Dockerfile -> localhost/bertviz-app:check
-#      (its build time is printed).
+#   2. buildah bud --isolation chroot --pull=never of ./Dockerfile with --build-arg TORCH=cpu (the
+#      default) or cuda (--torch cuda) -> localhost/bertviz-app:check-cpu or :check-cuda (IMAGE=...
+#      names another tag); its build time is printed. For cpu, when the stand-in base's pip settings
+#      name a local folder that holds torch's CPU wheel (torch-<requirements.txt's version>+cpu-*.whl),
+#      the build gets --build-arg TORCH_CPU_INDEX= (empty: pip's own sources, that folder) instead of
+#      torch's CPU index, which may not be reachable here; TORCH_CPU_INDEX=<url> passes another one.
+#      Then the torch inside the image is printed: its version and CUDA version (None for cpu).
 #   3. a working container of the image; as uid 1000 it checks that models/default is in the image
 #      and models/runs is writable, then starts `python app.py` (buildah run: the host's network, so
 #      the app's port is this machine's PORT) and times the cold start: seconds until the first
 #      answer (the start-up placeholder, HTTP 503), until the real page answers 200 on /, and until
 #      POST /v1/predict classifies a sentence.
 #   4. the image's size, then clean-up: the app is stopped and the working container removed (the
-#      image is kept; remove it with `buildah rmi localhost/bertviz-app:check`).
+#      image is kept; remove it with `buildah rmi localhost/bertviz-app:check-cpu`, or -cuda).
 # Any failure ends it with a line starting "FAILED:" and a non-zero exit. Runs under `nice`
 # (NICE=10 by default), since the build and the app's start are CPU-bound.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-IMAGE="${IMAGE:-localhost/bertviz-app:check}"
 BASE="localhost/python:3.11-slim"
 STANDIN_LABEL="org.bertviz.standin"
 PORT="${PORT:-7860}"
@@ -35,13 +40,21 @@ NICE="${NICE:-10}"
 START_TIMEOUT="${START_TIMEOUT:-900}"   # seconds the app may take to answer /v1/predict
 MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 SENTENCE="A gorgeous, moving film."
-no_cache=()
-for arg in "$@"; do
-  case "$arg" in
+no_cache=(); torch=cpu
+while [ $# -gt 0 ]; do
+  case "$1" in
     --no-cache) no_cache=(--no-cache) ;;
-    *) echo "unknown option: $arg (use --no-cache)" >&2; exit 2 ;;
+    --torch) [ $# -ge 2 ] || { echo "--torch needs a value: cpu or cuda" >&2; exit 2; }; torch="$2"; shift ;;
+    --torch=*) torch="${1#--torch=}" ;;
+    *) echo "unknown option: $1 (use --no-cache and/or --torch cpu|cuda)" >&2; exit 2 ;;
   esac
+  shift
 done
+case "$torch" in
+  cpu|cuda) ;;
+  *) echo "--torch must be cpu or cuda, not '$torch'" >&2; exit 2 ;;
+esac
+IMAGE="${IMAGE:-localhost/bertviz-app:check-$torch}"
 
 say() { printf '[container_check %s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 fail() { printf '[container_check %s] FAILED: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; exit 1; }
@@ -144,13 +157,28 @@ while IFS= read -r p; do
   if [ -d "$p" ]; then [ "$(basename "$p")" = simple ] && p="$(dirname "$p")"; volumes+=(--volume "$p:$p:ro"); fi
 done < <(pip_local_paths)
 [ ${#volumes[@]} = 0 ] || say "bind-mounting pip's local folders into the build: ${volumes[*]}"
-say "building $IMAGE from ./Dockerfile (buildah bud --isolation chroot; pip installs torch, then the default model is trained: minutes)"
+build_args=(--build-arg "TORCH=$torch")
+torch_version=$(sed -n 's/^torch==\([^ #]*\).*/\1/p' requirements.txt | head -1)
+[ -n "$torch_version" ] || fail "requirements.txt has no torch==<version> line"
+if [ -n "${TORCH_CPU_INDEX+set}" ]; then
+  build_args+=(--build-arg "TORCH_CPU_INDEX=$TORCH_CPU_INDEX")
+  say "torch's CPU wheel from TORCH_CPU_INDEX='$TORCH_CPU_INDEX' (empty: pip's own sources)"
+elif [ "$torch" = cpu ] \
+    && [ -n "$(podman image inspect --format "{{index .Labels \"$STANDIN_LABEL\"}}" "$BASE" 2>/dev/null)" ]; then
+  local_wheel=$(pip_local_paths | while IFS= read -r p; do
+    [ -d "$p" ] && ls "$p"/torch-"$torch_version"+cpu-*.whl 2>/dev/null; done | head -1 || true)
+  if [ -n "$local_wheel" ]; then
+    build_args+=(--build-arg "TORCH_CPU_INDEX=")
+    say "torch's CPU wheel from this machine's pip sources ($local_wheel), not torch's CPU index"
+  fi
+fi
+say "building $IMAGE from ./Dockerfile with TORCH=$torch (buildah bud --isolation chroot; pip installs torch, then the default model is trained: minutes)"
 build_log="$(mktemp /var/tmp/bertviz-build.XXXXXX.log)"
 old_id=$(buildah images --noheading --format '{{.ID}}' "$IMAGE" 2>/dev/null | head -1 || true)
 t0=$(now)
 # --format docker keeps the HEALTHCHECK (OCI images have none); --force-rm: no container left by a failed step.
 if ! nice -n "$NICE" buildah bud --isolation chroot --pull=never --layers --force-rm --format docker \
-    "${no_cache[@]}" "${volumes[@]}" -t "$IMAGE" -f Dockerfile . 2>&1 | tee "$build_log"; then
+    "${no_cache[@]}" "${volumes[@]}" "${build_args[@]}" -t "$IMAGE" -f Dockerfile . 2>&1 | tee "$build_log"; then
   fail "buildah bud failed (full log: $build_log)"
 fi
 build_s=$(secs "$t0" "$(now)")
@@ -205,6 +233,12 @@ code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 3 "http://127.0.0.1:$PO
 ctr=$(buildah from --pull=never --name "bertviz-check-$$" "$IMAGE") || fail "buildah from $IMAGE failed"
 [ "$PORT" = 7860 ] || buildah config --env "BERTVIZ_PORT=$PORT" "$ctr"
 in_ctr() { buildah run --isolation chroot --user 1000:1000 "$ctr" -- "$@"; }
+torch_in_image=$(in_ctr python -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda)' 2>&1 | tail -1) \
+  || fail "torch does not import in the image: $torch_in_image"
+case "$torch:$torch_in_image" in
+  "cpu:$torch_version+cpu CUDA None"|"cuda:$torch_version CUDA "[0-9]*) say "torch in the image: $torch_in_image" ;;
+  *) fail "the TORCH=$torch image has torch $torch_in_image, not the $torch build of $torch_version" ;;
+esac
 in_ctr sh -c 'test -f models/default/config.json && ls models/default | grep -q safetensors' \
   || fail "models/default is not in the image (the build's --build-model did not leave it)"
 in_ctr sh -c 'mkdir -p models/runs && touch models/runs/.write-check && rm models/runs/.write-check' \
@@ -266,7 +300,7 @@ base_size=$(buildah images --format '{{.Size}}' "$BASE" | head -1)
 say "image $IMAGE: $size (base $BASE: $base_size)"
 cat <<EOF
 == container check passed ==
-image size:                     $size
+image size:                     $size (TORCH=$torch: torch $torch_in_image)
 build time:                     $build_s s$([ ${#no_cache[@]} = 0 ] && echo " (cached layers reused where unchanged; --no-cache for a full build)")
 cold start to first answer:     $first_s s (start-up placeholder, HTTP 503)
 cold start to the page (200):   $page_s s
