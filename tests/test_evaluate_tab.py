@@ -271,15 +271,17 @@ def test_a_table_lists_at_most_the_cap(stored):
     _, _, view = stored
     many = [dict(view.rows[0], row=i) for i in range(evaluate_view.MAX_LISTED + 5)]
     assert len(evaluate_view.rows_frame(many)) == evaluate_view.MAX_LISTED
-    assert list(evaluate_view.rows_frame(many[:3], pairs=True).columns) == ["row", "text", "second text", "true",
-                                                                           "predicted", "confidence"]
+    # the verdict first, the texts (as given) last: a long text cannot push the labels out of view
+    assert list(evaluate_view.rows_frame(many[:3], pairs=True).columns) == ["row", "true", "predicted", "confidence",
+                                                                           "text", "second text"]
 
 
 def _handlers(models_dir, public=False):
     names = ("table", "refused", "notices", "text_col", "label_col", "pair_col", "status", "stored", "compare", "view",
              "selected", "selected_md", "summary", "per_class", "confusion", "slices", "slice_md", "slice_rows",
              "wrong", "calibration", "save_t", "save_t_md", "reliability", "geometry_box", "layer", "scatter", "probes",
-             "dims", "colour", "vector", "compare_box", "comparison", "disagreements", "compare_slices")
+             "dims", "colour", "vector", "compare_box", "comparison", "disagreements", "compare_slices", "start",
+             "model_note")
     ui = SimpleNamespace(**{k: k for k in ("upload", *names)})
     settings = bv.Settings(models_dir=models_dir, memo_size=0, public=public)
     return evaluate_events.Handlers(ui, default="x", settings=settings, predict_text="t", predict_pair="p", tabs="tabs")

@@ -27,7 +27,7 @@ from .common import CancelFlag, esc
 from .evaluate_view import RunView
 from .finetune_view import load_base, shown_name
 
-__all__ = ["Handlers", "NONE", "NO_COMPARE", "NO_PAIR", "parse_words", "progress_line"]
+__all__ = ["Handlers", "NONE", "NO_COMPARE", "NO_PAIR", "parse_words", "progress_line", "rows_table"]
 
 NONE = ""  # the "no second text" / "compare with nothing" choice
 NO_PAIR = [("(none)", NONE)]
@@ -49,6 +49,12 @@ def progress_line(done: int, total: int, left: float | None, what: str = "Evalua
     eta = f"{common.AnalyzeProgress.duration(left)} left" if left is not None else f"time left: {core.MEASURING}"
     note = " · cancelling after this batch…" if cancelling else ""
     return f"**{what}:** {done:,} of {total:,} rows ({done / total:.0%}) · {eta}{note}"
+
+
+def rows_table(rows: list[dict], pairs: bool = False):
+    """A rows table's new value (``evaluate_view.rows_frame``) with its column widths: the second text's column
+    comes and goes with the evaluation shown."""
+    return gr.update(value=evaluate_view.rows_frame(rows, pairs), column_widths=evaluate_view.rows_widths(pairs))
 
 
 VECTORS_IN_MEMORY = 256 * 10**6  # bytes of [CLS] and mean vectors kept in memory; more go to a scratch folder
@@ -192,8 +198,8 @@ class Handlers:
         out = {ui.view: v, ui.selected: None, ui.selected_md: "", ui.summary: evaluate_view.summary_md(v),
                ui.per_class: evaluate_view.per_class_frame(v), ui.confusion: evaluate_view.confusion_figure(v),
                ui.slices: evaluate_view.slices_frame(v), ui.slice_md: "",
-               ui.slice_rows: evaluate_view.rows_frame([], v.pairs),
-               ui.wrong: evaluate_view.rows_frame(evaluate_view.wrong_rows(v), v.pairs),
+               ui.slice_rows: rows_table([], v.pairs),
+               ui.wrong: rows_table(evaluate_view.wrong_rows(v), v.pairs),
                ui.calibration: evaluate_view.calibration_md(v), ui.reliability: evaluate_view.reliability_figure(v),
                # offered only for a temperature that helped on the rows it was measured on (NLL lower, ECE not higher)
                ui.save_t: gr.update(visible=evaluate_view.temperature_judgement(v)[0]),
@@ -271,21 +277,21 @@ class Handlers:
         """The stored list and the compare-with choices for the chosen model (page load: the visitor's own)."""
         ui = self.ui
         if not visitor.ready():
-            return {ui.stored: gr.skip(), ui.compare: gr.skip()}
+            return {ui.stored: gr.skip(), ui.compare: gr.skip(), ui.start: gr.skip(), ui.model_note: gr.skip()}
         try:
             choices = self.choices()
         except OSError:
             choices = []
         names = [v for _, v in choices]
         return {ui.stored: gr.update(choices=choices, value=chosen if chosen in names else None),
-                ui.compare: self.suggest(model_name, suggest_base=False)[ui.compare]}
+                **self.suggest(model_name, suggest_base=False)}
 
     def compare_options(self, lm: core.LoadedModel) -> tuple[list[tuple[str, str]], str]:
         """(choices, note) of the compare-with control for ``lm``: the listed models with its classes (read
         from each folder's config.json, nothing loaded), never ``lm`` itself; the note names the ones left
         out and why, so no choice is offered that the evaluation would refuse."""
         own = Path(lm.path).resolve()
-        keep, other, itself = [], [], []
+        keep, other, multi, itself = [], [], [], []
         for m in visitor.visible(core.list_models(self.settings.models_dir)):
             if not m["built"] or not m["path"]:
                 continue
@@ -293,14 +299,35 @@ class Handlers:
                 itself.append(m["name"])
                 continue
             labels = core.folder_labels(m["path"])
-            (keep if labels is not None and set(labels) == set(lm.labels) else other).append(m["name"])
+            if labels is None or set(labels) != set(lm.labels):
+                other.append(m["name"])
+            elif core.folder_multi_label(m["path"]):  # evaluate reads single-label classifiers only
+                multi.append(m["name"])
+            else:
+                keep.append(m["name"])
         note = f"another model with the classes {', '.join(lm.labels)}, on the same rows (optional)"
-        if other:
-            shown = ", ".join(other[:5]) + (f" and {len(other) - 5} more" if len(other) > 5 else "")
-            note += f". Not listed: {shown} (other classes)"
-        if itself:
-            note += f"{'; ' if other else '. Not listed: '}{itself[0]} (the model evaluated)"
+        left = [(names, why) for names, why in ((other, "other classes"), (multi, "multi-label"),
+                                                (itself[:1], "the model evaluated")) if names]
+        if left:
+            note += ". Not listed: " + "; ".join(
+                ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "") + f" ({why})"
+                for names, why in left)
         return [*NO_COMPARE, *[(shown_name(n), n) for n in keep]], note + "."
+
+    def model_state(self, name: str | None, lm: core.LoadedModel | None = None,
+                    exc: BaseException | None = None) -> dict:
+        """Evaluate's button for the chosen model: offered for a single-label classifier that opens; else
+        greyed, with the line under it saying why (the evaluation would refuse it: ``evaluate``)."""
+        ui, shown = self.ui, esc(shown_name((name or "").strip() or self.default))
+        if exc is not None:
+            why = f"**{shown} cannot be opened**, so it cannot be evaluated: {esc(exc)} Choose another model in " \
+                  "the Model tab."
+        elif lm is not None and lm.multi_label:
+            why = f"**{shown} is a multi-label model:** an evaluation reads single-label classifiers only (one " \
+                  "class per row, softmax outputs). Choose another model in the Model tab."
+        else:
+            return {ui.start: gr.update(interactive=True), ui.model_note: ""}
+        return {ui.start: gr.update(interactive=False), ui.model_note: why}
 
     def suggest(self, model_name, suggest_base: bool = True):
         """The compare-with control for the chosen model (``compare_options``), set to its base when it is a
@@ -309,34 +336,36 @@ class Handlers:
         ui = self.ui
         try:
             lm = common.load(model_name, self.default, self.settings)
-        except core.BertvizError:
+        except core.BertvizError as exc:
             return {ui.compare: gr.update(choices=NO_COMPARE, value=NONE,
-                                          info="another model with the same classes (choose a model that opens)")}
+                                          info="another model with the same classes (choose a model that opens)"),
+                    **self.model_state(model_name, exc=exc)}
         choices, note = self.compare_options(lm)
         base = core.base_of(lm) if suggest_base else None
         if base is not None and base not in [v for _, v in choices]:
             # a base the list does not hold (a folder, a Hub id): offered when it opens with the run's classes
             try:
-                ok = base != core.ENCODER and set(load_base(base, self.default, self.settings).labels) == set(lm.labels)
+                other = load_base(base, self.default, self.settings) if base != core.ENCODER else None
+                ok = other is not None and not other.multi_label and set(other.labels) == set(lm.labels)
             except core.BertvizError:
                 ok = False
             if ok:
                 choices.append((shown_name(base), base))
         value = base if base in [v for _, v in choices] else NONE
-        return {ui.compare: gr.update(choices=choices, value=value, info=note)}
+        return {ui.compare: gr.update(choices=choices, value=value, info=note), **self.model_state(model_name, lm)}
 
     # ---------------------------------------------------------------- choosing rows
     def on_slice(self, v: RunView | None, evt: gr.SelectData):
         ui = self.ui
         i = evaluate_view.pick_slice(v, evt.row_value)
         if i is None:
-            return {ui.slice_md: "", ui.slice_rows: evaluate_view.rows_frame([])}
+            return {ui.slice_md: "", ui.slice_rows: rows_table([])}
         s = v.slices[i]
         rows = evaluate_view.slice_rows(v, i)
         shown = "" if len(rows) <= evaluate_view.MAX_LISTED else f" the {evaluate_view.MAX_LISTED:,} most confident"
         md = (f"**{esc(s['name'])}**: {s['size']:,} rows, {len(rows):,} misclassified"
               + (f" (listed below{shown}, most confident first; select one to open it)." if rows else "."))
-        return {ui.slice_md: md, ui.slice_rows: evaluate_view.rows_frame(rows, v.pairs)}
+        return {ui.slice_md: md, ui.slice_rows: rows_table(rows, v.pairs)}
 
     def on_row(self, v: RunView | None, evt: gr.SelectData):
         ui = self.ui

@@ -62,6 +62,7 @@ def build(default: str, *, settings: core.Settings | None = None) -> SimpleNames
     with gr.Row():
         start = gr.Button("Evaluate", variant="primary", elem_id="bv-ev-start")
         cancel = gr.Button("Cancel", variant="stop", elem_id="bv-ev-cancel")
+    model_note = gr.Markdown(elem_id="bv-ev-model-note")  # why Evaluate is greyed for the chosen model
     status = gr.Markdown(elem_id="bv-ev-status")
     with gr.Row():
         stored = gr.Dropdown(choices=[], value=None, label="Stored evaluations", scale=4, elem_id="bv-ev-stored",
@@ -77,10 +78,11 @@ def build(default: str, *, settings: core.Settings | None = None) -> SimpleNames
                           elem_id="bv-ev-slices", elem_classes=["bv-table"])
     slice_md = gr.Markdown(elem_id="bv-ev-slice-md")
     slice_rows = gr.Dataframe(value=evaluate_view.rows_frame([]), label="Misclassified rows of the chosen slice",
-                              interactive=False, wrap=True, max_height=300, elem_id="bv-ev-slice-rows")
+                              interactive=False, wrap=True, max_height=300, elem_id="bv-ev-slice-rows",
+                              column_widths=evaluate_view.rows_widths(), elem_classes=["bv-table"])
     wrong = gr.Dataframe(value=evaluate_view.rows_frame([]), label="Misclassified rows, most confident first: select "
                          "one, then open it in Predict or Attributions", interactive=False, wrap=True, max_height=400,
-                         elem_id="bv-ev-wrong")
+                         elem_id="bv-ev-wrong", column_widths=evaluate_view.rows_widths(), elem_classes=["bv-table"])
     with gr.Row():
         selected_md = gr.Markdown(elem_id="bv-ev-selected")
         to_predict = gr.Button("Open in Predict", scale=0, elem_id="bv-ev-to-predict")
@@ -107,7 +109,8 @@ def build(default: str, *, settings: core.Settings | None = None) -> SimpleNames
         comparison = gr.Markdown(elem_id="bv-ev-comparison")
         disagreements = gr.Dataframe(value=evaluate_view.disagreement_frame(RunView("", {}, [], [], {})),
                                      label="Rows the two models disagree on: select one, then open it in Predict",
-                                     interactive=False, wrap=True, max_height=360, elem_id="bv-ev-disagreements")
+                                     interactive=False, wrap=True, max_height=360, elem_id="bv-ev-disagreements",
+                                     column_widths=evaluate_view.DISAGREEMENT_WIDTHS, elem_classes=["bv-table"])
         compare_slices = gr.Dataframe(value=evaluate_view.comparison_frame(RunView("", {}, [], [], {})),
                                       label="Per slice: each model's accuracy", interactive=False,
                                       elem_id="bv-ev-compare-slices")
@@ -147,13 +150,15 @@ def wire(ui: SimpleNamespace, *, demo: gr.Blocks | None, model_dd, default: str,
     ui.save_t.click(common.to_status(h.save_temperature, ui.save_t_md), inputs=[ui.view], outputs=[ui.save_t_md],
                     concurrency_limit=1, concurrency_id="evaluate-save-t", **private)
     if demo is not None:
-        visitor.on_page_load(demo, h.refresh, inputs=[ui.stored, model_dd], outputs=[ui.stored, ui.compare])
+        visitor.on_page_load(demo, h.refresh, inputs=[ui.stored, model_dd],
+                             outputs=[ui.stored, ui.compare, ui.start, ui.model_note])
     if link_run is not None:
         link_run.change(common.to_status(h.restore_run, ui.status), inputs=[link_run],
                         outputs=[ui.status, ui.stored, *results],
                         concurrency_limit=2, concurrency_id="evaluate-open", **private)
     # another model chosen (a fine-tune's new run too): its base offered for the comparison (may load both)
-    model_dd.change(common.guard(h.suggest), inputs=[model_dd], outputs=[ui.compare], concurrency_limit=1,
+    model_dd.change(common.guard(h.suggest), inputs=[model_dd], outputs=[ui.compare, ui.start, ui.model_note],
+                    concurrency_limit=1,
                     concurrency_id="evaluate-suggest", show_progress="hidden", **private)
     ui.slices.select(common.guard(h.on_slice), inputs=[ui.view], outputs=[ui.slice_md, ui.slice_rows], queue=False,
                      **private)

@@ -28,10 +28,10 @@ from .common import esc
 from .finetune_view import shown_name
 
 __all__ = ["COLOURINGS", "DIMENSIONS", "RunView", "VECTORS", "calibration_md", "comparison_frame", "comparison_md",
-           "confusion_figure", "disagreement_frame", "load_run", "per_class_frame", "pick_row", "pick_slice",
-           "probes_figure", "reliability_figure", "rows_frame", "scatter_figure", "slice_rows", "slices_frame",
-           "stored_choices", "summary_md", "temperature_judgement", "wrong_rows", "MAX_LISTED", "MAX_POINTS",
-           "shown_points", "SLICE_COLUMNS"]
+           "confusion_figure", "disagreement_frame", "DISAGREEMENT_WIDTHS", "load_run", "per_class_frame", "pick_row",
+           "pick_slice", "probes_figure", "reliability_figure", "rows_frame", "rows_widths", "scatter_figure",
+           "slice_rows", "slices_frame", "stored_choices", "summary_md", "temperature_judgement", "wrong_rows",
+           "MAX_LISTED", "MAX_POINTS", "shown_points", "SLICE_COLUMNS"]
 
 COLOURINGS = [("true label", "true"), ("prediction", "predicted"), ("correct or not", "correct"),
               ("confidence", "confidence")]
@@ -264,11 +264,23 @@ def wrong_rows(view: RunView) -> list[dict]:
 
 
 def rows_frame(rows: list[dict], pairs: bool = False) -> pd.DataFrame:
-    """The rows as a table (at most ``MAX_LISTED``: the first, most confident, ones)."""
+    """The rows as a table (at most ``MAX_LISTED``: the first, most confident, ones): the row, its true label,
+    the prediction and its confidence first, the text (as given) last, so a long text wraps in the room left
+    instead of pushing the verdict out of the table's view."""
     rows = rows[:MAX_LISTED]
-    cols = ["row", "text", *(["second text"] if pairs else []), "true", "predicted", "confidence"]
-    return pd.DataFrame([[r["row"], r["text"], *([r["pair"] or ""] if pairs else []), r["true"], r["predicted"],
-                          round(float(r["confidence"]), 3)] for r in rows], columns=cols)
+    cols = ["row", "true", "predicted", "confidence", "text", *(["second text"] if pairs else [])]
+    return pd.DataFrame([[r["row"], r["true"], r["predicted"], round(float(r["confidence"]), 3), r["text"],
+                          *([r["pair"] or ""] if pairs else [])] for r in rows], columns=cols)
+
+
+def rows_widths(pairs: bool = False) -> list[str]:
+    """The column widths of ``rows_frame``'s table (shares of the table's width, adding up to all of it): the
+    row, labels and confidence in narrow columns, the text (or each of the two texts) in the rest, wrapped there.
+    Left to gradio, a text column takes the table's whole width and the columns after it fall out of view."""
+    return ["6%", "13%", "13%", "9%", *(["29.5%", "29.5%"] if pairs else ["59%"])]
+
+
+DISAGREEMENT_WIDTHS = ["6%", "13%", "15%", "15%", "51%"]  # disagreement_frame's columns (as ``rows_widths``)
 
 
 def pick_row(view: RunView | None, row_value) -> dict | None:
@@ -454,12 +466,13 @@ def comparison_frame(view: RunView) -> pd.DataFrame:
 
 
 def disagreement_frame(view: RunView) -> pd.DataFrame:
-    """The rows where the two predictions differ, most confident first (at most ``MAX_LISTED``)."""
+    """The rows where the two predictions differ, most confident first (at most ``MAX_LISTED``): the labels
+    first, the text last (as ``rows_frame``)."""
     c = view.comparison or {}
     a, b = _models(c) if c else ("A", "B")
-    rows = [[d.get("row"), d.get("text", ""), d.get("true", ""), d.get("predicted_a", ""), d.get("predicted_b", "")]
+    rows = [[d.get("row"), d.get("true", ""), d.get("predicted_a", ""), d.get("predicted_b", ""), d.get("text", "")]
             for d in (c.get("disagreeing_rows") or [])[:MAX_LISTED] if isinstance(d, dict)]
-    return pd.DataFrame(rows, columns=["row", "text", "true", f"A: {a} predicts", f"B: {b} predicts"])
+    return pd.DataFrame(rows, columns=["row", "true", f"A: {a} predicts", f"B: {b} predicts", "text"])
 
 
 # --------------------------------------------------------------------------- the stored list

@@ -300,10 +300,12 @@ def wrong_rows(results: list) -> list[dict]:
 
 
 def wrong_frame(rows: list[dict]) -> pd.DataFrame:
+    """The misclassified rows as a table: mode, row, the true label, the prediction and its confidence first, the
+    text (as given) last, so a long text wraps in the room left instead of pushing the verdict out of view."""
     pairs = any(w.get("pair") for w in rows)
-    cols = ["mode", "row", "text", *(["second text"] if pairs else []), "true", "predicted", "confidence"]
-    data = [[w["mode"], w["row"], w["text"], *([w.get("pair") or ""] if pairs else []), w["true"], w["predicted"],
-             round(float(w["confidence"]), 3)] for w in rows]
+    cols = ["mode", "row", "true", "predicted", "confidence", "text", *(["second text"] if pairs else [])]
+    data = [[w["mode"], w["row"], w["true"], w["predicted"], round(float(w["confidence"]), 3), w["text"],
+             *([w.get("pair") or ""] if pairs else [])] for w in rows]
     return pd.DataFrame(data, columns=cols)
 
 
