@@ -10,6 +10,7 @@ import shutil
 import sys
 import urllib.error
 import urllib.request
+import uuid
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from bertviz_app import visitors  # noqa: E402
 from conftest import served_app  # noqa: E402
 
 gradio_client = pytest.importorskip("gradio_client")
+httpx = pytest.importorskip("httpx")
 
 A_TOKEN, B_TOKEN = visitors.new_token(), visitors.new_token()
 A = visitors.owner_hash(A_TOKEN)
@@ -83,20 +85,166 @@ def test_json_routes_answer_another_visitors_run_as_a_missing_one(public_app):
     assert status == 404 and "turned off" in out["error"]
 
 
-def test_gradio_api_and_file_urls_do_not_reach_another_visitors_run(public_app):
+# --- the gradio API over raw HTTP, as an attacker sends it (no gradio_client filling in or checking anything) ---
+RUN_PARAMS = ("model", "model_name", "compare_with")  # the parameters that name a model (a run, in public mode)
+REQUIRED = object()  # a parameter without a default
+
+
+def call(url: str, api: str, data: list, token: str | None = None) -> tuple[str, object]:
+    """POST /gradio_api/call/<api> with ``data`` (and the owner token), then its event stream: ("complete",
+    its data) or ("error", its message); ("refused", "<status> <body>") when the POST itself is refused."""
+    headers = {"X-Bertviz-Owner": token} if token else {}
+    r = httpx.post(f"{url}gradio_api/call/{api}", json={"data": data}, headers=headers, timeout=30)
+    if r.status_code != 200:
+        return "refused", f"{r.status_code} {r.text}"
+    stream = httpx.get(f"{url}gradio_api/call/{api}/{r.json()['event_id']}", headers=headers, timeout=120).text
+    kind = data_line = None
+    for line in stream.splitlines():  # the last event is the answer
+        if line.startswith("event:"):
+            kind = line[6:].strip()
+        elif line.startswith("data:"):
+            data_line = json.loads(line[5:])
+    if kind == "error":
+        return "error", (data_line or {}).get("error")
+    return kind, data_line
+
+
+def model_doors(url: str) -> dict[str, tuple[list, list[int], list[str]]]:
+    """{api name: (its parameters' defaults, the positions of those naming a model, the parameters' names)} for
+    every endpoint of the gradio API (/gradio_api/info, undocumented ones too) with a parameter that names a
+    model by free text: the gr.api routes, and the page's events whose model chooser takes a typed name (a
+    dropdown with ``allow_custom_value``, read from the page's /config). Dropdowns held to their choices (the
+    run list) are tried in ``test_a_stale_run_list_is_no_key_to_a_run_that_is_no_longer_yours``; the Fine-tune
+    tab's base (``finetune_start``) answers in its status line, not with an error, and needs a table first."""
+    info = httpx.get(f"{url}gradio_api/info", params={"all_endpoints": "true"}, timeout=30).json()
+    cfg = httpx.get(f"{url}config", timeout=30).json()
+    comps = {c["id"]: c for c in cfg["components"]}
+    events = {d.get("api_name"): d for d in cfg["dependencies"]}
+    found = {}
+    for name, ep in info["named_endpoints"].items():
+        name = name.lstrip("/")
+        params = ep["parameters"]
+        dep = events.get(name)
+        shown = [c for c in (dep or {}).get("inputs", []) if comps[c]["type"] != "state"]  # the API's parameters
+
+        def free_text(i, params=params, shown=shown):
+            if params[i]["component"] == "Api":
+                return True
+            return len(shown) == len(params) and comps[shown[i]].get("props", {}).get("allow_custom_value") is True
+
+        slots = [i for i, p in enumerate(params) if p.get("parameter_name") in RUN_PARAMS and free_text(i)]
+        if slots and name != "finetune_start":
+            found[name] = ([p.get("parameter_default") if p.get("parameter_has_default") else REQUIRED for p in params],
+                           slots, [p.get("parameter_name") for p in params])
+    return found
+
+
+def door_inputs(door: tuple[list, list[int], list[str]], slot: int, model: str, file: dict | None,
+                text: str = "the film was good") -> list:
+    """The door's defaults with ``model`` in ``slot``, ``file`` in a parameter named file, ``text`` in the
+    other parameters without a default."""
+    defaults, _, names = door
+    data = [model if i == slot else file if name == "file" else text if v is REQUIRED else v
+            for i, (v, name) in enumerate(zip(defaults, names))]
+    return data
+
+
+def upload(url: str) -> dict:
+    """A labelled table sent to gradio's upload route, as FileData (the /evaluate door reads it)."""
+    body = "review,sentiment\nthe film was good,positive\nthe film was bad,negative\n"
+    r = httpx.post(f"{url}gradio_api/upload", files={"files": ("reviews.csv", body.encode(), "text/csv")}, timeout=30)
+    r.raise_for_status()
+    return {"path": r.json()[0], "meta": {"_type": "gradio.FileData"}, "orig_name": "reviews.csv"}
+
+
+def test_the_gradio_api_over_raw_http_reaches_the_apps_ownership_check(public_app):
+    """Every API door that takes a model by name, posted to /gradio_api/call/<name>: B (another visitor's token)
+    and a caller without a token are refused by the app's own check, with the one answer of a run that does not
+    exist; A, the owner, gets through the same door with the same request (the positive control)."""
+    url, _ = public_app
+    found = model_doors(url)
+    assert {"predict", "attention", "explain", "compare", "summary", "evaluate", "analyze"} <= set(found), found
+    for door, spec in found.items():
+        for slot in spec[1]:
+            def ask(model, token, door=door, spec=spec, slot=slot):
+                file = upload(url) if "file" in spec[2] else None
+                return call(url, door, door_inputs(spec, slot, model, file), token)
+
+            mine = ask("runs/a-secret", A_TOKEN)
+            assert mine[0] == "complete", (door, slot, mine)
+            missing = ask("runs/no-such-run", B_TOKEN)
+            assert missing[0] == "error" and "No run 'runs/no-such-run' among your runs" in missing[1], missing
+            for token in (B_TOKEN, None) if door != "evaluate" else (B_TOKEN,):  # (uploads without a token: 4 an hour)
+                kind, said = ask("runs/a-secret", token)
+                assert kind == "error", (door, slot, token, said)
+                assert said.replace("a-secret", "X") == missing[1].replace("no-such-run", "X"), (door, said)
+                assert "a-other" not in said
+
+
+def join_page(url: str, token: str) -> str:
+    """A page's session over raw HTTP, as the browser opens one: its owner token told on load (the page-load
+    event with the BrowserState input), then the Fine-tune tab's run list filled (its page-load refresh).
+    Returns the session hash."""
+    session = uuid.uuid4().hex[:10]
+    cfg = httpx.get(f"{url}config", timeout=30).json()
+    comps = {c["id"]: c["type"] for c in cfg["components"]}
+    deps = cfg["dependencies"]
+    register = next(i for i, d in enumerate(deps) if [comps[c] for c in d["inputs"]] == ["browserstate"]
+                    and d.get("backend_fn"))
+    refresh = next(i for i, d in enumerate(deps) if d.get("api_name", "").startswith("refresh_runs")
+                   and d.get("trigger_after") == register)
+    for fn, data in ((register, [token]), (refresh, [None])):
+        body = {"fn_index": fn, "data": data, "session_hash": session, "event_data": None, "trigger_id": None}
+        r = httpx.post(f"{url}gradio_api/run/predict", json=body, timeout=30)
+        assert r.status_code == 200, r.text
+    return session
+
+
+def page_event(url: str, api_name: str, data: list, session: str) -> dict:
+    """The page's event ``api_name`` joined to gradio's queue in ``session`` and followed to its end: its
+    process_completed message (``success``, ``output``)."""
+    cfg = httpx.get(f"{url}config", timeout=30).json()
+    fn = next(i for i, d in enumerate(cfg["dependencies"]) if d.get("api_name") == api_name)
+    body = {"data": data, "fn_index": fn, "session_hash": session, "event_data": None, "trigger_id": None}
+    r = httpx.post(f"{url}gradio_api/queue/join", json=body, timeout=30)
+    assert r.status_code == 200, r.text
+    with httpx.stream("GET", f"{url}gradio_api/queue/data", params={"session_hash": session}, timeout=120) as s:
+        for line in s.iter_lines():
+            if line.startswith("data:"):
+                msg = json.loads(line[5:])
+                if msg.get("msg") == "process_completed":
+                    return msg
+    raise AssertionError(f"{api_name} never completed")
+
+
+def test_a_stale_run_list_is_no_key_to_a_run_that_is_no_longer_yours(public_app, tiny_model_dir):
+    """The run list a page holds decides nothing: B's page listed runs/b-was-mine while it was B's; its name now
+    belongs to A (B's run removed, the name taken again). B's download, compare and delete, sent with the listed
+    name (so gradio's own check of the list lets them through), are each refused by the app's ownership check
+    with the answer for a run that does not exist, and nothing is deleted; A's page, with the same requests,
+    downloads and compares it, then deletes it (the positive control)."""
     url, models = public_app
-    client = gradio_client.Client(url, verbose=False)
-    with pytest.raises(Exception, match="No run 'runs/a-secret' among your runs"):
-        client.predict("good", "", "runs/a-secret", api_name="/predict")
-    for api_name in ("/finetune_zip", "/delete_run", "/finetune_compare"):  # refused as a run that does not exist
-        args = ("good", "") if api_name == "/finetune_compare" else ()
+    run = own_run(models, "b-was-mine", tiny_model_dir, visitors.owner_hash(B_TOKEN))
+    b_page = join_page(url, B_TOKEN)
+    (run / "run.json").write_text(json.dumps(json.loads((run / "run.json").read_text()) | {"owner": A}))
+    asks = {"finetune_zip": ["runs/b-was-mine"], "finetune_compare": ["runs/b-was-mine", "the film was good", ""],
+            "delete_run": ["runs/b-was-mine"]}
+    for api_name, data in asks.items():
+        done = page_event(url, api_name, data, b_page)
+        assert done["success"] is False, (api_name, done)
+        said = done["output"]["error"]
+        assert said.startswith("No run 'runs/b-was-mine' among your runs: it does not exist"), (api_name, said)
+        assert "a-secret" not in said and "not in the list of choices" not in said
+    assert (run / "model.safetensors").is_file()
+    a_page = join_page(url, A_TOKEN)
+    for api_name, data in asks.items():
+        done = page_event(url, api_name, data, a_page)
+        assert done["success"] is True, (api_name, done)
+    assert not run.exists()  # A deleted it
 
-        def refusal(name, args=args, api_name=api_name):
-            with pytest.raises(Exception) as e:
-                client.predict(name, *args, api_name=api_name)
-            return str(e.value).replace(name, "NAME")
 
-        assert refusal("runs/a-secret") == refusal("runs/no-such-run")
+def test_file_urls_do_not_reach_another_visitors_run(public_app):
+    url, models = public_app
     for path in (models / "runs" / "a-secret" / "model.safetensors", models / "runs" / "a-secret" / "run.json"):
         with pytest.raises(urllib.error.HTTPError) as e:
             urllib.request.urlopen(f"{url}gradio_api/file={path}", timeout=30)

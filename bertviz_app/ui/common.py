@@ -7,6 +7,7 @@ models are cached by the core's ``load_model``.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import functools
 import html
@@ -485,14 +486,16 @@ UPDATE_EVERY = 0.5  # seconds between two progress updates of a streamed handler
 def stream_work(work: Callable[[], Any], update: Callable[[], dict], on_abandon: Callable[[], Any] | None = None):
     """For a generator handler: run ``work()`` in a thread, yield ``update()`` at once and every
     ``UPDATE_EVERY`` seconds while it runs, and return its result (``out = yield from ...``) or
-    raise its error. If the page goes away (the generator is closed), ``on_abandon()`` is called
-    (e.g. to cancel the work) and the work is waited for, so the event's concurrency slot stays
-    taken as long as the model is busy."""
+    raise its error. ``work`` runs in the event's context (``contextvars``), so the visitor behind the
+    event is known there as in the handler (public mode). If the page goes away (the generator is
+    closed), ``on_abandon()`` is called (e.g. to cancel the work) and the work is waited for, so the
+    event's concurrency slot stays taken as long as the model is busy."""
     box: dict = {}
+    context = contextvars.copy_context()  # the event's gradio context (its request: who the visitor is)
 
     def run():
         try:
-            box["out"] = work()
+            box["out"] = context.run(work)
         except BaseException as exc:  # noqa: BLE001 - raised again in the handler's thread
             box["error"] = exc
 
