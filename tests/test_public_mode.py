@@ -172,6 +172,8 @@ def test_the_gradio_api_over_raw_http_reaches_the_apps_ownership_check(public_ap
 
             mine = ask("runs/a-secret", A_TOKEN)
             assert mine[0] == "complete", (door, slot, mine)
+            theirs = ask("runs/a-secret", B_TOKEN)
+            assert theirs[0] == "error" and "No run 'runs/a-secret' among your runs" in str(theirs[1]), (door, theirs)
             missing = ask("runs/no-such-run", B_TOKEN)
             assert missing[0] == "error" and "No run 'runs/no-such-run' among your runs" in missing[1], missing
             for token in (B_TOKEN, None) if door != "evaluate" else (B_TOKEN,):  # (uploads without a token: 4 an hour)
