@@ -338,31 +338,57 @@ from bertviz_app.training import atomic_save
 src, dest = Path(sys.argv[1]), Path(sys.argv[2])
 model = BertForSequenceClassification.from_pretrained(src)
 tok = AutoTokenizer.from_pretrained(src)
+pause = float(sys.argv[3])
 real = type(model).save_pretrained
 def slow(self, path, **kw):
     real(self, path, **kw)
     print("WRITING", flush=True)
-    time.sleep(60)
+    time.sleep(pause)
 type(model).save_pretrained = slow
 atomic_save(model, tok, dest, {"run.json": "{}"})
+print("SAVED", flush=True)
 """
 
 
+def file_hashes(folder: Path) -> dict[str, str]:
+    """{file: sha256 of its bytes} of every file in ``folder`` (the weights: model.safetensors)."""
+    import hashlib
+
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
 def test_kill_during_save_keeps_earlier_models_and_leaves_no_run(models_dir, tiny_model_dir, dataset, settings):
+    """A save replacing the run runs/before is killed after the new weights are written, before the rename: the
+    earlier run's files are the same bytes as before (model.safetensors included) and still load. The same save
+    left to finish does replace them (the positive control: the hashes can tell a replaced run)."""
     earlier = run_finetune(dataset, models_dir=models_dir, base=str(tiny_model_dir), mode="probe", name="before")
-    dest = models_dir / "runs" / "killed"
-    proc = subprocess.Popen([sys.executable, "-c", KILL_DURING_SAVE, str(tiny_model_dir), str(dest)],
+    dest = models_dir / "runs" / "before"
+    kept = file_hashes(dest)
+    assert "model.safetensors" in kept
+    proc = subprocess.Popen([sys.executable, "-c", KILL_DURING_SAVE, str(tiny_model_dir), str(dest), "60"],
                             stdout=subprocess.PIPE, text=True, cwd=ROOT)
-    assert proc.stdout.readline().strip() == "WRITING"
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=30)
-    assert not dest.exists()
-    assert any(p.name.startswith(".tmp-killed") for p in dest.parent.iterdir())  # the half-written folder
+    try:
+        assert proc.stdout.readline().strip() == "WRITING"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert file_hashes(dest) == kept  # byte for byte
+    assert any(p.name.startswith(".tmp-before") for p in dest.parent.iterdir())  # the half-written folder
     # ...which nobody lists
     assert [m["name"] for m in bv.list_models(models_dir)] == ["default", "runs/before", "encoder"]
     bv.clear_cache()
     assert (bv.predict(bv.load_model("runs/before", device="cpu", settings=settings), "good film")[0].label
             in earlier.labels)
+    # the positive control: the same save, not killed, replaces the weights
+    done = subprocess.run([sys.executable, "-c", KILL_DURING_SAVE, str(tiny_model_dir), str(dest), "0"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.stdout.split() == ["WRITING", "SAVED"], done.stderr[-2000:]
+    replaced = file_hashes(dest)
+    assert replaced["model.safetensors"] != kept["model.safetensors"]
+    assert replaced["run.json"] != kept["run.json"]
 
 
 def test_cli_finetune_json_contract(models_dir, tiny_model_dir, tmp_path, capsys, monkeypatch):
@@ -424,8 +450,11 @@ def test_restart_cleans_up_old_half_written_folders_but_not_a_save_in_progress(m
 
 
 def test_kill_during_training_loses_nothing_saved(models_dir, tiny_model_dir, dataset, tmp_path, settings):
-    """SIGKILL of a fine-tune process mid-training: no run appears, earlier runs still load."""
+    """SIGKILL of a fine-tune process mid-training: no run appears, an earlier run's files are the same bytes
+    as before (model.safetensors included) and it still loads. (That the hashes see a replaced run:
+    ``test_kill_during_save_keeps_earlier_models_and_leaves_no_run``.)"""
     run_finetune(dataset, models_dir=models_dir, base=str(tiny_model_dir), mode="probe", name="survivor")
+    kept = file_hashes(models_dir / "runs" / "survivor")
     data = write_csv(tmp_path / "d.csv")
     env = {**os.environ, "BERTVIZ_MODELS_DIR": str(models_dir), "HF_HUB_OFFLINE": "1"}
     proc = subprocess.Popen(
@@ -443,9 +472,11 @@ def test_kill_during_training_loses_nothing_saved(models_dir, tiny_model_dir, da
         if proc.poll() is None:
             proc.kill()
     assert not (models_dir / "runs" / "doomed").exists()
+    assert file_hashes(models_dir / "runs" / "survivor") == kept
     assert [m["name"] for m in bv.list_models(models_dir)] == ["default", "runs/survivor", "encoder"]
     bv.clear_cache()
-    assert bv.predict(bv.load_model("runs/survivor", device="cpu", settings=settings), "good film")[0].label
+    assert bv.predict(bv.load_model("runs/survivor", device="cpu", settings=settings), "good film")[0].label in (
+        "negative", "positive")
 
 
 # --------------------------------------------------------------------------- the service: plan -> run, verdict
