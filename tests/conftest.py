@@ -102,6 +102,287 @@ def make_overconfident_copy(src: Path, dest: Path, factor: float = 1000.0) -> Pa
     return dest
 
 
+WORDS = ["a", "the", "film", "movie", "good", "bad", "great", "awful", "is", "was", "not", "gorgeous", "moving",
+         "tedious", "slog", "joy", "less", "fun", "it", ",", ".", "!"]
+LABELS = ["negative", "positive"]
+SMALL = dict(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
+             max_position_embeddings=64)
+
+
+def _wordpiece(cls, path):
+    (path / "vocab.txt").write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
+    return cls(vocab=str(path / "vocab.txt"), do_lower_case=True, model_max_length=64)
+
+
+def _bpe(path):
+    """A byte-level BPE (RoBERTa): every word of WORDS is one merged "Ġword" token."""
+    from transformers import RobertaTokenizer
+
+    vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, "<mask>": 4}
+    for c in sorted({c for w in WORDS for c in w} | {"Ġ"}):
+        vocab.setdefault(c, len(vocab))
+    merges = []
+    for w in WORDS:
+        cur = "Ġ"
+        for ch in w:
+            merges.append((cur, ch))
+            cur += ch
+            vocab.setdefault(cur, len(vocab))
+    return RobertaTokenizer(vocab=vocab, merges=merges, model_max_length=64)
+
+
+def _unigram(cls, specials):
+    """A Unigram (SentencePiece-style) vocabulary: "▁word" pieces, single characters as fallback."""
+    pieces = [(s, 0.0) for s in specials] + [("▁" + w, -1.0) for w in WORDS] + [("▁", -3.0)]
+    pieces += [(c, -5.0) for c in sorted({c for w in WORDS for c in w})]
+    return cls(vocab=pieces, model_max_length=64)
+
+
+def build_family_model(family: str, path):
+    """A tiny random classifier of ``family`` saved in ``path`` (with its tokenizer); returns ``path``."""
+    import torch
+    import transformers as tf
+
+    path.mkdir(parents=True, exist_ok=True)
+    labels = dict(num_labels=2, id2label=dict(enumerate(LABELS)), label2id={lab: i for i, lab in enumerate(LABELS)})
+    if family == "bert":
+        tok = _wordpiece(tf.BertTokenizer, path)
+        cfg = tf.BertConfig(vocab_size=len(tok), **SMALL, **labels)
+    elif family == "distilbert":
+        tok = _wordpiece(tf.DistilBertTokenizer, path)
+        cfg = tf.DistilBertConfig(vocab_size=len(tok), dim=16, n_layers=2, n_heads=2, hidden_dim=32,
+                                  max_position_embeddings=64, **labels)
+    elif family == "electra":
+        tok = _wordpiece(tf.ElectraTokenizer, path)
+        cfg = tf.ElectraConfig(vocab_size=len(tok), embedding_size=8, **SMALL, **labels)  # projected 8 -> 16
+    elif family == "roberta":
+        tok = _bpe(path)
+        cfg = tf.RobertaConfig(vocab_size=len(tok), pad_token_id=1, bos_token_id=0, eos_token_id=2, type_vocab_size=1,
+                               **{**SMALL, "max_position_embeddings": 66}, **labels)  # positions start after pad
+    elif family == "xlm-roberta":
+        tok = _unigram(tf.XLMRobertaTokenizer, ["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
+        cfg = tf.XLMRobertaConfig(vocab_size=len(tok), pad_token_id=1, bos_token_id=0, eos_token_id=2,
+                                  type_vocab_size=1, **{**SMALL, "max_position_embeddings": 66}, **labels)
+    elif family == "albert":
+        tok = _unigram(tf.AlbertTokenizer, ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"])
+        cfg = tf.AlbertConfig(vocab_size=len(tok), embedding_size=8, pad_token_id=0, **SMALL, **labels)
+    elif family == "deberta-v2":
+        tok = _unigram(tf.DebertaV2Tokenizer, ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+        cfg = tf.DebertaV2Config(vocab_size=len(tok), pad_token_id=0, relative_attention=True, position_buckets=8,
+                                 max_relative_positions=64, pos_att_type=["p2c", "c2p"], position_biased_input=False,
+                                 conv_kernel_size=3, norm_rel_ebd="layer_norm", type_vocab_size=0, **SMALL, **labels)
+    else:
+        raise ValueError(family)
+    torch.manual_seed(0)
+    model = tf.AutoModelForSequenceClassification.from_config(cfg)
+    # A random head leaves the two classes within 2e-5 of each other on some families (ALBERT): which one is
+    # "predicted" would be float rounding, which differs between CPUs and between the fused and eager kernels
+    # that predict and attribute use. A bias of 0.4 on the last layer makes "positive" lead by about 0.1.
+    head = [m for m in model.modules() if isinstance(m, torch.nn.Linear) and m.out_features == len(LABELS)][-1]
+    with torch.no_grad():
+        head.bias.copy_(torch.tensor([0.0, 0.4]))
+    model.save_pretrained(path, safe_serialization=True)
+    tok.save_pretrained(path)
+    return path
+
+
+FAMILIES = ["bert", "distilbert", "roberta", "xlm-roberta", "albert", "electra", "deberta-v2"]
+
+
+# --- fixture models with signal (issue 37) ----------------------------------------------------------
+# A random tiny model answers every sentence with p(positive) within 1e-5 of 0.499 and Integrated
+# Gradients scores of 1e-6: a test comparing those with a tolerance of 1e-5 cannot fail. These models
+# are each family's tiny classifier trained for 60 Adam steps on a toy task: one sentiment word decides
+# a sentence; sentences without one, and sentences made of one baseline token ([PAD], [MASK], [UNK])
+# are neutral (target 0.5), so every baseline sits near p = 0.5, a sentiment word moves p to 0.01 or
+# 0.99 and Integrated Gradients scores are of order 0.1-0.5. The [PAD] word vector (zero in a new
+# model, padding_idx keeps it there) gets a fixed random value, as in a real checkpoint, so the "pad"
+# and "zero" baselines differ; DeBERTa-v2 keeps its zero [PAD] row (baseline_jumps is about that).
+# tests/test_fixture_signal.py checks the spread, so the fixtures cannot quietly lose it.
+SIGNAL_POSITIVE = ("good", "great", "fun", "gorgeous", "moving", "joy")
+SIGNAL_NEGATIVE = ("bad", "awful", "tedious", "slog")
+SIGNAL_FILLER = ("the", "film", "movie", "was", "is", "a", "it")
+SIGNAL_TEXTS = ("the film was awful", "a gorgeous, moving film!", "it is good", "bad", "the movie was tedious",
+                "it was fun", "the film")
+
+
+def toy_sentiment_rows(n: int = 64, seed: int = 0) -> tuple[list[str], list[list[float]]]:
+    """``n`` short sentences and their target distributions (negative, positive): three in four hold one
+    sentiment word (its class, certain); the rest are filler words only (0.5, 0.5)."""
+    import random
+
+    rng = random.Random(seed)
+    texts, targets = [], []
+    for i in range(n):
+        words = rng.choices(SIGNAL_FILLER, k=rng.randint(1, 5))
+        if i % 4 < 3:
+            positive = rng.random() < 0.5
+            words.insert(rng.randint(0, len(words)), rng.choice(SIGNAL_POSITIVE if positive else SIGNAL_NEGATIVE))
+            targets.append([0.02, 0.98] if positive else [0.98, 0.02])
+        else:
+            targets.append([0.5, 0.5])
+        texts.append(" ".join(words))
+    return texts, targets
+
+
+def train_signal(path: Path, steps: int = 60, lr: float = 1e-2) -> Path:
+    """The classifier saved in ``path`` (any supported family, with its tokenizer) trained on
+    ``toy_sentiment_rows`` and saved back: see the comment above. One thread, fixed seeds: the same
+    weights on every run of one machine; the few ulps another CPU's kernels may change are far below
+    the tolerances of the golden values (test_core)."""
+    import torch
+    import torch.nn.functional as F
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForSequenceClassification.from_pretrained(path)
+    words = model.get_input_embeddings()
+    texts, targets = toy_sentiment_rows()
+    enc = tok(texts, padding=True, return_tensors="pt")
+    ids, mask = enc["input_ids"], enc["attention_mask"].bool()
+    special = torch.tensor([tok.get_special_tokens_mask(r, already_has_special_tokens=True) for r in ids.tolist()],
+                           dtype=torch.bool)
+    fillers = [tok.pad_token_id, tok.mask_token_id, tok.unk_token_id]
+    for i in range(7, len(texts), 8):  # a neutral row of one baseline token: the baselines say nothing
+        ids[i, ~special[i] & mask[i]] = fillers[(i // 8) % 3]
+    inputs = {k: v for k, v in enc.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+    if model.config.model_type in ("distilbert", "roberta", "xlm-roberta"):
+        inputs.pop("token_type_ids", None)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # several threads only add overhead at this size, and change the rounding
+    try:
+        gen = torch.Generator().manual_seed(1)
+        if model.config.model_type != "deberta-v2":
+            with torch.no_grad():
+                words.weight[tok.pad_token_id] = 0.5 * torch.randn(words.weight.shape[1], generator=gen)
+        torch.manual_seed(0)
+        opt = torch.optim.Adam(model.parameters(), lr=lr)
+        model.train()
+        y = torch.tensor(targets)
+        for _ in range(steps):
+            loss = F.cross_entropy(model(**inputs).logits, y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        model.eval()
+    finally:
+        torch.set_num_threads(threads)
+    model.save_pretrained(path, safe_serialization=True)
+    return path
+
+
+def make_signal_model(path: Path, family: str = "bert") -> Path:
+    """``family``'s tiny classifier (``build_family_model``) trained by ``train_signal``, in ``path``."""
+    return train_signal(build_family_model(family, path))
+
+
+@pytest.fixture(scope="session")
+def signal_model_dir(tmp_path_factory):
+    """``signal_model_dir(family)``: the folder of ``family``'s signal model (``make_signal_model``),
+    built on first use (about half a second) and kept for the session."""
+    built: dict[str, Path] = {}
+
+    def get(family: str = "bert") -> Path:
+        if family not in built:
+            built[family] = make_signal_model(tmp_path_factory.mktemp("signal") / family, family)
+        return built[family]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def signal(signal_model_dir):
+    """The trained tiny BERT (``make_signal_model``) loaded as the app loads it, for the session."""
+    from bertviz_app import load_model
+    from bertviz_app.config import Settings
+
+    lm = load_model(str(signal_model_dir("bert")), device="cpu", settings=Settings(memo_size=0))
+    _SESSION_MODELS.append(lm)
+    return lm
+
+
+def reference_f(lm, text: str, pair: str | None = None, baseline: str | None = None, output: str = "prob"):
+    """Class outputs (C,) of ``text`` (or of its ``baseline``: every non-special token replaced by that
+    token, or zero word vectors for "zero") by the model's own forward from word vectors: a forward pass
+    of its own, independent of the app's engine. float64 numpy."""
+    import torch
+
+    with torch.no_grad():
+        x, b, kw = _reference_inputs(lm, text, pair, baseline or "pad")
+        return _reference_out(lm, x if baseline is None else b, kw, output)[0].double().numpy()
+
+
+def reference_ig(lm, text: str, pair: str | None = None, baseline: str = "pad", output: str = "prob",
+                 target: int | None = None, steps: int = 1024, gauss_legendre: int | None = None):
+    """Integrated Gradients of ``text`` computed independently of the app: the straight path from the
+    baseline's word vectors to the text's through the model's own forward (``inputs_embeds``, eager,
+    every layer), plain ``torch.autograd``; by default a midpoint Riemann sum of ``steps`` points
+    (error of order 1/steps^2: the integral itself); ``gauss_legendre=n``: numpy's n-point
+    Gauss-Legendre rule instead (what ``attribute(n_steps=n)`` and Captum compute: the same sum, so
+    it agrees to float rounding even where a path bends too sharply for n points to reach the integral).
+    Returns (scores (T,), f(x), f(baseline), target) with f the target's probability or logit."""
+    import numpy as np
+    import torch
+
+    x, b, kw = _reference_inputs(lm, text, pair, baseline)
+    with torch.no_grad():
+        ends = _reference_out(lm, torch.cat([x, b]), {k: v.expand(2, -1) for k, v in kw.items()}, output)
+    target = int(ends[0].argmax()) if target is None else target
+    if gauss_legendre is None:
+        alphas = (torch.arange(steps, dtype=torch.float64) + 0.5) / steps
+        weights = torch.full((steps,), 1.0 / steps, dtype=torch.float64)
+    else:
+        nodes, w = np.polynomial.legendre.leggauss(gauss_legendre)
+        alphas, weights = torch.from_numpy((nodes + 1) / 2), torch.from_numpy(w / 2)
+    total = torch.zeros(x.shape[1], dtype=torch.float64)
+    for chunk, wts in zip(alphas.split(256), weights.split(256)):
+        path = (b + chunk.float().view(-1, 1, 1) * (x - b)).requires_grad_()  # (S, T, D)
+        out = _reference_out(lm, path, {k: v.expand(len(chunk), -1) for k, v in kw.items()}, output)
+        (grad,) = torch.autograd.grad(out[:, target].sum(), path)
+        total += ((grad * (x - b)).sum(-1).double() * wts.view(-1, 1)).sum(0)
+    return total.numpy(), float(ends[0, target]), float(ends[1, target]), target
+
+
+def _reference_inputs(lm, text, pair, baseline):
+    import inspect
+
+    import torch
+
+    tok, model = lm.tokenizer, lm.model
+    enc = tok(text, pair, return_tensors="pt", truncation=True, max_length=lm.max_length)
+    ids = enc["input_ids"]  # (1, T)
+    accepted = inspect.signature(model.forward).parameters
+    kw = {k: v for k, v in enc.items() if k != "input_ids" and k in accepted}
+    words = model.get_input_embeddings()
+    special = torch.tensor(tok.get_special_tokens_mask(ids[0].tolist(), already_has_special_tokens=True),
+                           dtype=torch.bool)
+    with torch.no_grad():
+        x = words(ids)  # (1, T, D)
+        if baseline == "zero":
+            b = x * special.view(1, -1, 1)
+        else:
+            base_ids = ids.clone()
+            base_ids[0, ~special] = getattr(tok, f"{baseline}_token_id")
+            b = words(base_ids)
+    return x, b, kw
+
+
+def _reference_out(lm, embeds, kw, output):
+    import torch
+
+    logits = lm.model(inputs_embeds=embeds, **kw).logits.float()  # (B, C)
+    return logits if output == "logit" else torch.softmax(logits, -1)
+
+
+def assert_scores_match(scores, ref, scale: float, rtol: float = 0.01) -> None:
+    """Per-token attributions ``scores`` equal ``ref`` within ``rtol`` of ``scale`` (|f(x) - f(b)|, the
+    quantity they share out), and the test's ``scale`` is large enough for that to mean something."""
+    import numpy as np
+
+    assert scale > 0.05, f"f(x) - f(baseline) = {scale:.3g}: too small for the comparison to test anything"
+    np.testing.assert_allclose(np.asarray(scores, dtype=np.float64), ref, rtol=0, atol=rtol * scale)
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
     return make_tiny_model(tmp_path_factory.mktemp("tiny") / "tiny-bert")
@@ -268,3 +549,103 @@ def _repository_models_untouched():
     after = {p.relative_to(root) for p in root.rglob("*")} if root.is_dir() else set()
     new = sorted(str(p) for p in after - before if p.parts[0] != ".build" and "__pycache__" not in p.parts)
     assert not new, f"tests wrote into the repository's models/ folder: {new[:10]}"
+
+
+def _tracked_changes(root: Path) -> dict[str, str] | None:
+    """{path: sha256 of its bytes} of the tracked files that differ from git's index or HEAD (a deleted one:
+    "deleted"); None outside a git checkout (a source tarball, no git)."""
+    import hashlib
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "-C", str(root), "status", "--porcelain=v1", "-z", "--untracked-files=no"],
+                             capture_output=True, check=True, timeout=60).stdout.decode("utf-8", "replace")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    changed = {}
+    entries = out.split("\0")
+    i = 0
+    while i < len(entries):
+        entry = entries[i]
+        i += 1
+        if len(entry) < 4:
+            continue
+        if entry[0] in "RC":  # a rename's entry is followed by its old path
+            i += 1
+        path = root / entry[3:]
+        changed[entry[3:]] = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "deleted"
+    return changed
+
+
+def _tracked_files(root: Path) -> set[str] | None:
+    """The absolute paths of the checkout's tracked files; None outside a git checkout."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "-C", str(root), "ls-files", "-z"], capture_output=True, check=True,
+                             timeout=60).stdout.decode("utf-8", "replace")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {os.path.join(str(root), p) for p in out.split("\0") if p}
+
+
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+_WRITE_EVENTS = {"open", "os.rename", "os.remove", "os.truncate"}
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _tracked_files_untouched():
+    """No test writes a tracked file of the checkout (docs/ pictures, models/ cards, data); the README's
+    pictures are made by scripts/readme_images.py, never by a test. Two watches, skipped outside a git checkout:
+    - every write, rename or removal this process makes (the served apps run in it) is seen by an audit hook
+      and names the test that made it: exact, and blind to an editor saving a file while the tests run;
+    - in CI (``CI`` set: a fresh clone nobody edits) the tracked files that differ from git are also the same,
+      byte for byte, before and after the session, which sees writes by subprocesses too."""
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    tracked = _tracked_files(root)
+    if tracked is None:
+        yield
+        return
+    written: list[str] = []
+    watching = [True]
+
+    def hook(event, args):
+        if event not in _WRITE_EVENTS or not watching[0]:
+            return
+        if event == "open":
+            path, mode, flags = args
+            if isinstance(path, int) or not (mode is None and flags & _WRITE_FLAGS
+                                             or isinstance(mode, str) and any(c in mode for c in "wax+")):
+                return
+            paths = [(path, None)]
+        elif event == "os.rename":  # (src, dst, src_dir_fd, dst_dir_fd)
+            paths = [(args[0], args[2]), (args[1], args[3])]
+        else:  # (path, dir_fd): shutil.rmtree removes names relative to an open folder
+            paths = [(args[0], args[1] if len(args) > 1 else None)]
+        for one, dir_fd in paths:
+            if isinstance(one, (str, bytes, os.PathLike)):
+                one = os.fsdecode(one)
+                if isinstance(dir_fd, int) and dir_fd >= 0 and not os.path.isabs(one):
+                    try:
+                        one = os.path.join(os.readlink(f"/proc/self/fd/{dir_fd}"), one)
+                    except OSError:
+                        continue
+                full = os.path.abspath(one)
+                if full in tracked:
+                    written.append(f"{os.path.relpath(full, root)} ({event}, by "
+                                   f"{os.environ.get('PYTEST_CURRENT_TEST', 'no test')})")
+
+    sys.addaudithook(hook)  # an audit hook cannot be removed: it stops watching after the session
+    in_ci = bool(os.environ.get("CI"))
+    before = _tracked_changes(root) if in_ci else None
+    try:
+        yield
+    finally:
+        watching[0] = False
+    assert not written, f"tests wrote tracked files of the checkout: {written[:10]}"
+    if before is not None:
+        after = _tracked_changes(root) or {}
+        changed = sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
+        assert not changed, f"tests changed tracked files of the checkout: {changed[:10]}"

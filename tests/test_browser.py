@@ -1,7 +1,7 @@
 """The web UI in a real browser (Playwright + the system Chromium; no browser download).
 
-The app runs in-process on a free port with the tiny model. A last case saves docs/screenshot.png
-with the real default model when it is built (else the tiny one)."""
+The app runs in-process on a free port with the tiny model. The README's pictures are made by
+scripts/readme_images.py; a case here runs it into a temporary folder (no test writes a tracked file)."""
 
 from __future__ import annotations
 
@@ -272,24 +272,26 @@ def test_xss_text_is_shown_as_text_and_never_runs(page, app_url):
     sync_api.expect(page.locator("#bv-attr-tokens .bv-line")).to_contain_text(XSS)
 
 
-def test_screenshot_for_the_readme(browser, registry, tiny_model_dir):
-    default = ROOT / "models" / "default"
-    if (default / "config.json").is_file():  # the real registry, so the page says "default"
-        model, env = "default", {"BERTVIZ_MODELS_DIR": ROOT / "models"}
-    else:
-        model, env = str(tiny_model_dir), {}
-    with served_app(model, **env) as url:
-        ctx = browser.new_context(viewport={"width": 1280, "height": 900})
-        page = ctx.new_page()
-        page.set_default_timeout(TIMEOUT_MS)
-        analyze(page, url, "A gorgeous, moving film: a joy from start to finish.")
-        page.wait_for_selector("#bv-prob-bar .js-plotly-plot")
-        page.wait_for_timeout(500)
-        out = ROOT / "docs" / "screenshot.png"
-        out.parent.mkdir(exist_ok=True)
-        page.screenshot(path=str(out), full_page=True)
-        assert out.stat().st_size > 10_000
-        ctx.close()
+def png_size(path: Path) -> tuple[int, int]:
+    """A PNG's width and height, read from its IHDR chunk (the file is a PNG, or this fails)."""
+    head = path.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n" and head[12:16] == b"IHDR", head
+    return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+
+
+def test_the_readme_images_script_draws_both_pictures(browser, tiny_model_dir, tmp_path):
+    """scripts/readme_images.py (which makes docs/screenshot.png and docs/finetune.png) run into a temporary
+    folder: both pictures are whole pages of the app, taken once the analysis and the fine-tune are drawn."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("readme_images", ROOT / "scripts" / "readme_images.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    made = script.make_images(str(tiny_model_dir), tmp_path, browser=browser)
+    assert made == [tmp_path / "screenshot.png", tmp_path / "finetune.png"]
+    for path in made:
+        width, height = png_size(path)
+        assert width == 1280 and height >= 900, (path.name, width, height)  # the viewport, the page's full height
 
 
 def test_explain_a_file_tab_shows_progress_and_cancels(page, app_url, tmp_path, monkeypatch):
