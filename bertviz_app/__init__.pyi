@@ -15,6 +15,7 @@ from .attribution import cls_lens as cls_lens
 from .attribution import cls_path as cls_path
 from .attribution import recommended_baseline as recommended_baseline
 from .attribution import steps_mode as steps_mode
+from .attribution import usable_baselines as usable_baselines
 from .batch_explain import BATCH_METHODS as BATCH_METHODS
 from .batch_explain import BatchExplanation as BatchExplanation
 from .batch_explain import explain_csv as explain_csv
@@ -40,6 +41,7 @@ from .calibration import save_evaluated_temperature as save_evaluated_temperatur
 from .calibration import softmax_t as softmax_t
 from .catalog import ENCODER as ENCODER
 from .catalog import folder_labels as folder_labels
+from .catalog import folder_multi_label as folder_multi_label
 from .catalog import list_models as list_models
 from .config import Settings as Settings
 from .data import guess_columns as guess_columns

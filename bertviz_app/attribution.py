@@ -33,8 +33,8 @@ from .registry import LoadedModel
 from .results import DEFAULT_TOLERANCE, Attribution, ClsLens, ClsPath, TokenInfo
 
 __all__ = ["attribute", "attribute_many", "cls_path", "cls_lens", "steps_mode", "check_args", "speed_options",
-           "baseline_ids", "baseline_jumps", "recommended_baseline", "AttributionEngine", "BASELINES", "OUTPUTS",
-           "TOKEN_BUDGET"]
+           "baseline_ids", "baseline_jumps", "recommended_baseline", "usable_baselines", "AttributionEngine",
+           "BASELINES", "OUTPUTS", "TOKEN_BUDGET"]
 
 BASELINES = ("pad", "mask", "unk", "zero")
 OUTPUTS = ("prob", "logit")
@@ -155,10 +155,21 @@ def recommended_baseline(lm: LoadedModel) -> str:
     return "pad"
 
 
+def baseline_token(baseline: str) -> str:
+    """The token a baseline replaces every word with ("zero" starts from [PAD]'s ids, then zeroes their vectors)."""
+    return "pad" if baseline == "zero" else baseline
+
+
+def usable_baselines(lm: LoadedModel) -> tuple[str, ...]:
+    """The ``BASELINES`` this model's tokenizer can build, in that order: those whose token it has
+    (``baseline_ids`` refuses the others); a page offers only these."""
+    return tuple(b for b in BASELINES if getattr(lm.tokenizer, f"{baseline_token(b)}_token_id", None) is not None)
+
+
 def baseline_ids(lm: LoadedModel, input_ids: torch.Tensor, baseline: str) -> torch.Tensor:
     """Every token replaced by [PAD]/[MASK]/[UNK], keeping [CLS] and [SEP] where they are."""
     tok = lm.tokenizer
-    name = "pad" if baseline == "zero" else baseline
+    name = baseline_token(baseline)
     token_id = getattr(tok, f"{name}_token_id")
     if token_id is None:
         raise InputError(f"This model's tokenizer has no [{name.upper()}] token: choose another baseline.")

@@ -14,7 +14,7 @@ from .config import PROJECT_ROOT
 from .errors import ModelLoadError
 
 __all__ = ["DEFAULT_MODELS_DIR", "ENCODER", "RUN_INFO", "SHIPPED_MODELS", "ShippedModel", "folder_labels",
-           "is_model_folder", "list_models", "load_run_info", "package_dir", "shipped_model"]
+           "folder_multi_label", "is_model_folder", "list_models", "load_run_info", "package_dir", "shipped_model"]
 
 # Where registered models live unless the caller names another folder (Settings.models_dir).
 DEFAULT_MODELS_DIR = PROJECT_ROOT / "models"
@@ -99,6 +99,16 @@ def folder_labels(path: str | Path) -> tuple[str, ...] | None:
             return tuple(str(id2label[k]) for k in sorted(id2label, key=int))
         return tuple(f"LABEL_{i}" for i in range(int(cfg.get("num_labels", 2))))
     except (OSError, ValueError, TypeError, AttributeError):
+        return None
+
+
+def folder_multi_label(path: str | Path) -> bool | None:
+    """Whether a saved model's config.json makes it a multi-label classifier (``problem_type``, as
+    ``LoadedModel.multi_label`` reads it once loaded), without loading it; None when it cannot be read."""
+    try:
+        cfg = json.loads((Path(path) / "config.json").read_text(encoding="utf-8"))
+        return cfg.get("problem_type") == "multi_label_classification"
+    except (OSError, ValueError, AttributeError):
         return None
 
 

@@ -171,6 +171,8 @@ class Page:
             raise
         p, a, t = self.p, self.a, self.t
         target = target if target in lm.labels else common.PREDICTED
+        if baseline not in core.usable_baselines(lm):  # chosen for the last text's model (follow_choices)
+            baseline = core.recommended_baseline(lm)
         out = {self.state: rec, self.drawn: {}}  # both chart tabs stale until drawn
         out.update(predict_tab.render(p, rec, lm))
         out.update(attention_tab.controls(a, rec, layer, head))
@@ -314,12 +316,13 @@ class Page:
 
     # ------------------------------------------------------------- model chooser
     def load_model(self, model_name, target, baseline=None):
+        """The chosen model shown. The Attributions tab's choices (target, baseline, methods) are not set here:
+        they act on the analysed text, so they follow its model (``follow_choices``, run when this one's name
+        lands in ``m.loaded``)."""
         lm = self.load(model_name)
         p, t = self.p, self.t
         out = model_tab.render(self.m, lm)
         out[self.m.loaded] = (model_name or "").strip() or self.default
-        choices = [common.PREDICTED, *lm.labels]
-        out[t.target] = gr.update(choices=choices, value=target if target in choices else common.PREDICTED)
         if core.baseline_jumps(lm, baseline or "pad"):  # e.g. DeBERTa-v3 from [PAD]: start from [MASK]
             out[t.baseline] = gr.update(value=core.recommended_baseline(lm))
         out[p.model_info] = common.model_line(lm)
@@ -328,6 +331,21 @@ class Page:
         if self.a.measure_note in out:  # the choice went back to raw attention
             out[self.chosen_measure] = {"measure": "raw"}
         return out
+
+    def follow_choices(self, rec, loaded, target, baseline, methods) -> dict:
+        """The Attributions tab's choices for the model they act on: the analysed text's (Explain again, Compare
+        methods and the whole document explain it), else the model shown (``loaded``), so no class, baseline or
+        method is offered that its model would refuse (another model's classes after a model change, say).
+        A model that cannot be opened changes nothing (the Model tab says why)."""
+        t = self.t
+        name = rec.model if rec is not None else loaded
+        if not name:
+            return {t.target: gr.skip(), t.baseline: gr.skip(), t.cmp.methods: gr.skip()}
+        try:
+            lm = common.load(name, name, self.settings) if rec is not None else self.load(name)
+        except core.BertvizError:
+            return {t.target: gr.skip(), t.baseline: gr.skip(), t.cmp.methods: gr.skip()}
+        return attribution_tab.choices_for(t, lm, target, baseline, methods)
 
     def choose_model(self, model_name, target, baseline, loaded):
         """**Load model**: the model shown, or a refusal said in the Model tab's status line (no toast, no
@@ -415,6 +433,12 @@ class Page:
                         outputs=self.ig_outputs | {t.status}, api_visibility="private", **HEAVY)
         # the download buttons follow the analysis; methods compared
         attribution_tab.wire(t, self.state, HEAVY, self.settings)
+
+        # the Attributions tab's choices follow the model they act on: after each analysis and each model shown
+        gr.on([self.state.change, m.loaded.change], common.guard(self.follow_choices),
+              inputs=[self.state, m.loaded, t.target, t.baseline, t.cmp.methods],
+              outputs=[t.target, t.baseline, t.cmp.methods], trigger_mode="always_last", concurrency_limit=2,
+              concurrency_id="choices", api_visibility="private", show_progress="hidden")
 
         # model chooser, first page load, the default model's build
         load_model = common.guard(self.load_model)

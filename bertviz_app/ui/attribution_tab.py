@@ -17,13 +17,15 @@ import bertviz_app as core
 
 from . import common, figures, plots, visitor
 
+BASELINE_INFO = "what the text is compared against"
+
 
 def build() -> SimpleNamespace:
     with gr.Row():
         target = gr.Dropdown(choices=[common.PREDICTED], value=common.PREDICTED, label="Target class",
                              elem_id="bv-target")
-        baseline = gr.Dropdown(choices=common.BASELINE_CHOICES, value="pad", label="Baseline",
-                               info="what the text is compared against")
+        baseline = gr.Dropdown(choices=common.BASELINE_CHOICES, value="pad", label="Baseline", info=BASELINE_INFO,
+                               elem_id="bv-baseline")
         n_steps = gr.Slider(2, 300, value=50, step=1, label="Integrated Gradients steps (n_steps)")
         auto = gr.Checkbox(value=True, label="Choose the steps automatically", elem_id="bv-auto-steps",
                            info=f"as few as it takes for a relative delta <= {common.DELTA_WARN:.0%}; "
@@ -340,6 +342,51 @@ def calibration_md(rec: common.Record, attr: core.Attribution | None = None) -> 
 def controls(ui: SimpleNamespace, rec: common.Record, target: str) -> dict:
     choices = [common.PREDICTED, *rec.labels]
     return {ui.target: gr.update(choices=choices, value=target if target in choices else common.PREDICTED)}
+
+
+# --------------------------------------------------------------------------- what the model can be asked
+def baseline_options(lm: core.LoadedModel) -> tuple[list[tuple[str, str]], str]:
+    """(choices, note) of the Baseline control for ``lm``: the baselines its tokenizer can build
+    (``core.usable_baselines``; Integrated Gradients refuse the others); the note names those left out."""
+    usable = core.usable_baselines(lm)
+    choices = [(name, value) for name, value in common.BASELINE_CHOICES if value in usable]
+    if not choices:  # a tokenizer with none of [PAD], [MASK], [UNK]: nothing to offer, the explanation says why
+        return list(common.BASELINE_CHOICES), BASELINE_INFO
+    left = [name for name, value in common.BASELINE_CHOICES if value not in usable]
+    if not left:
+        return choices, BASELINE_INFO
+    return choices, f"{BASELINE_INFO}; not offered: {', '.join(left)} (this model's tokenizer has no such token)"
+
+
+def method_options(lm: core.LoadedModel) -> tuple[list[tuple[str, str]], str]:
+    """(choices, note) of Compare methods' boxes for ``lm``: every method but the context-mixing measures its
+    family cannot decompose (``core.supported_measures``; the comparison refuses them); the note names those."""
+    works = set(core.supported_measures(lm))
+    left = [k for k in METHOD_LABELS if k in core.MIXING_METHODS and k not in works]
+    choices = [(v, k) for k, v in METHOD_LABELS.items() if k not in left]
+    if not left:
+        return choices, ""
+    kind = getattr(getattr(lm.model, "config", None), "model_type", None) or "this"
+    return choices, (f"Not offered: {', '.join(METHOD_LABELS[k] for k in left)} (they need the layers' value, output "
+                     f"projection and LayerNorm, which this tool cannot locate in this {kind} model).")
+
+
+def choices_for(ui: SimpleNamespace, lm: core.LoadedModel, target, baseline, methods) -> dict:
+    """The tab's choices for ``lm``, the model whose text the tab explains: its classes as targets, the
+    baselines its tokenizer builds, the methods it can run; each value kept where it is still offered, else
+    the predicted class, the model's recommended baseline, the offered ticks."""
+    targets = [common.PREDICTED, *lm.labels]
+    b_choices, b_note = baseline_options(lm)
+    b_values = [v for _, v in b_choices]
+    if baseline not in b_values:
+        baseline = core.recommended_baseline(lm)
+        baseline = baseline if baseline in b_values else b_values[0]
+    m_choices, m_note = method_options(lm)
+    offered = {v for _, v in m_choices}
+    return {ui.target: gr.update(choices=targets, value=target if target in targets else common.PREDICTED),
+            ui.baseline: gr.update(choices=b_choices, value=baseline, info=b_note),
+            ui.cmp.methods: gr.update(choices=m_choices, value=[m for m in (methods or []) if m in offered],
+                                      info=m_note or None)}
 
 
 IG_FAILED = ("**Integrated Gradients did not finish** for this text (the message says why); the prediction and "

@@ -1,0 +1,153 @@
+"""Issue 36: a control offers only what its handler will do. The filtering functions behind the page's
+choices, each checked both ways: what it leaves out is what the core refuses (the refusal stays, for raw
+API callers), and what it offers runs. The same controls in a real browser: test_browser_choices.py."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from types import SimpleNamespace
+
+import pytest
+
+import bertviz_app as bv
+
+TEXT = "the film was good"
+
+
+# --------------------------------------------------------------------------- models that lack something
+def make_no_mask_model(path):
+    """The tiny classifier whose tokenizer has no [MASK] token (a [MASK] baseline is refused)."""
+    from conftest import make_tiny_model
+
+    make_tiny_model(path)
+    cfg = json.loads((path / "tokenizer_config.json").read_text(encoding="utf-8"))
+    cfg["mask_token"] = None
+    (path / "tokenizer_config.json").write_text(json.dumps(cfg), encoding="utf-8")
+    return path
+
+
+def make_undecomposable_model(path, src):
+    """A copy of the tiny classifier configured as a decoder: its family's layers cannot be decomposed,
+    so only raw attention is a context-mixing measure it has (the others are refused)."""
+    shutil.copytree(src, path)
+    cfg = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    cfg["is_decoder"] = True
+    (path / "config.json").write_text(json.dumps(cfg), encoding="utf-8")
+    return path
+
+
+def load(path):
+    return bv.load_model(str(path), device="cpu", settings=bv.Settings(memo_size=0))
+
+
+@pytest.fixture(scope="module")
+def no_mask(tmp_path_factory):
+    return load(make_no_mask_model(tmp_path_factory.mktemp("no-mask") / "m"))
+
+
+@pytest.fixture(scope="module")
+def undecomposable(tmp_path_factory, tiny_model_dir):
+    return load(make_undecomposable_model(tmp_path_factory.mktemp("dec") / "m", tiny_model_dir))
+
+
+def tab():
+    return SimpleNamespace(target="target", baseline="baseline", cmp=SimpleNamespace(methods="methods"))
+
+
+# --------------------------------------------------------------------------- the Attributions tab
+def test_baselines_offered_are_those_the_tokenizer_builds(no_mask, tiny):
+    from bertviz_app.ui.attribution_tab import BASELINE_INFO, baseline_options
+
+    assert bv.usable_baselines(no_mask) == ("pad", "unk", "zero")
+    choices, note = baseline_options(no_mask)
+    assert [v for _, v in choices] == ["pad", "unk", "zero"] and "[MASK] tokens" in note
+    with pytest.raises(bv.InputError, match=r"no \[MASK\] token"):  # the refusal stays for API callers
+        bv.attribute(no_mask, TEXT, baseline="mask", n_steps=4)
+    for _, value in choices:  # each offered baseline explains
+        assert len(bv.attribute(no_mask, TEXT, baseline=value, n_steps=4).scores) > 0
+    # positive control: a tokenizer with every token gets every baseline and the plain note
+    assert baseline_options(tiny) == ([(n, v) for n, v in bv_choices()], BASELINE_INFO)
+
+
+def bv_choices():
+    from bertviz_app.ui.common import BASELINE_CHOICES
+
+    return BASELINE_CHOICES
+
+
+def test_methods_offered_are_those_the_family_runs(undecomposable, tiny):
+    from bertviz_app.ui.attribution_tab import METHOD_LABELS, method_options
+
+    choices, note = method_options(undecomposable)
+    offered = [v for _, v in choices]
+    for left in ("norm", "value_zeroing", "alti"):
+        assert left not in offered and METHOD_LABELS[left] in note
+        with pytest.raises(bv.InputError, match="cannot locate"):  # the refusal stays
+            bv.compare_methods(undecomposable, TEXT, methods=["gradient_x_input", left])
+    assert "raw" in offered and "integrated_gradients" in offered
+    c = bv.compare_methods(undecomposable, TEXT, methods=["gradient_x_input", "raw"])  # offered: it runs
+    assert c.methods == ("gradient_x_input", "raw")
+    # positive control: a model whose layers decompose is offered every method, with no note
+    choices, note = method_options(tiny)
+    assert [v for _, v in choices] == list(METHOD_LABELS) and note == ""
+
+
+def test_choices_for_a_model_keep_what_it_offers_and_replace_the_rest(no_mask, undecomposable, tiny):
+    from bertviz_app.ui import common
+    from bertviz_app.ui.attribution_tab import choices_for
+
+    out = choices_for(tab(), no_mask, "positive", "mask", ["integrated_gradients", "alti"])
+    assert out["target"]["choices"] == [common.PREDICTED, "negative", "positive"]
+    assert out["target"]["value"] == "positive"
+    assert out["baseline"]["value"] == "pad"  # [MASK] is not offered: the recommended one instead
+    assert out["methods"]["value"] == ["integrated_gradients", "alti"]
+    out = choices_for(tab(), undecomposable, "class_2", "unk", ["integrated_gradients", "alti"])
+    assert out["target"]["value"] == common.PREDICTED  # a class of another model
+    assert out["baseline"]["value"] == "unk" and out["methods"]["value"] == ["integrated_gradients"]
+
+
+def test_after_a_model_change_the_target_classes_are_the_analysed_texts(tiny_model_dir, settings, tmp_path):
+    """The target acts on the analysed text (Explain again): after another model is shown, its classes are
+    still the analysed text's model's, since Explain again refuses another model's class; with no text
+    analysed they are the model shown's."""
+    import gradio as gr
+
+    from bertviz_app.ui import Page, common
+
+    from conftest import make_tiny_model
+
+    three = make_tiny_model(tmp_path / "three", num_labels=3)
+    with gr.Blocks():
+        page = Page(settings, str(tiny_model_dir))
+    rec = common.analyze_fast(page.load(str(tiny_model_dir)), TEXT, None)
+    out = page.follow_choices(rec, str(three), common.PREDICTED, "pad", ["integrated_gradients"])
+    assert out[page.t.target]["choices"] == [common.PREDICTED, "negative", "positive"]
+    with pytest.raises(bv.InputError, match="Unknown class"):  # what the other model's class would get
+        page.explain_again(rec, "class_1", "pad", 4, False, {}, 1, "mean of heads", False, False, True,
+                           progress=lambda *a, **k: None)
+    out = page.follow_choices(None, str(three), common.PREDICTED, "pad", ["integrated_gradients"])
+    assert out[page.t.target]["choices"] == [common.PREDICTED, "class_0", "class_1", "class_2"]
+
+
+# --------------------------------------------------------------------------- the Evaluate tab
+def test_evaluate_greys_its_button_for_a_multi_label_model_and_lists_none_to_compare(tiny_model_dir, models_dir):
+    from bertviz_app.ui import evaluate_events
+
+    from conftest import make_tiny_model
+
+    make_tiny_model(models_dir / "multi", multi_label=True)
+    shutil.copytree(tiny_model_dir, models_dir / "single")
+    ui = SimpleNamespace(**{k: k for k in ("compare", "start", "model_note", "stored")})
+    h = evaluate_events.Handlers(ui, default="x", settings=bv.Settings(models_dir=models_dir, memo_size=0),
+                                 predict_text="t", predict_pair="p", tabs="tabs")
+    out = h.suggest("multi")
+    assert out["start"]["interactive"] is False and "multi-label" in out["model_note"]
+    with pytest.raises(bv.InputError, match="multi-label"):  # what Evaluate would have said
+        bv.evaluate_file(load(models_dir / "multi"), str(tiny_model_dir / "x.csv"))
+    out = h.suggest(str(tiny_model_dir))  # positive control: a single-label classifier
+    assert out["start"]["interactive"] is True and out["model_note"] == ""
+    values = [v for _, v in out["compare"]["choices"]]
+    assert "single" in values and "multi" not in values and "multi (multi-label)" in out["compare"]["info"]
+    out = h.suggest("runs/missing")  # a model that does not open: greyed, and why
+    assert out["start"]["interactive"] is False and "cannot be opened" in out["model_note"]
