@@ -199,6 +199,7 @@ FAMILIES = ["bert", "distilbert", "roberta", "xlm-roberta", "albert", "electra",
 # model, padding_idx keeps it there) gets a fixed random value, as in a real checkpoint, so the "pad"
 # and "zero" baselines differ; DeBERTa-v2 keeps its zero [PAD] row (baseline_jumps is about that).
 # tests/test_fixture_signal.py checks the spread, so the fixtures cannot quietly lose it.
+PAD_SCALE = 0.5
 SIGNAL_POSITIVE = ("good", "great", "fun", "gorgeous", "moving", "joy")
 SIGNAL_NEGATIVE = ("bad", "awful", "tedious", "slog")
 SIGNAL_FILLER = ("the", "film", "movie", "was", "is", "a", "it")
@@ -254,7 +255,7 @@ def train_signal(path: Path, steps: int = 60, lr: float = 1e-2) -> Path:
         gen = torch.Generator().manual_seed(1)
         if model.config.model_type != "deberta-v2":
             with torch.no_grad():
-                words.weight[tok.pad_token_id] = 0.5 * torch.randn(words.weight.shape[1], generator=gen)
+                words.weight[tok.pad_token_id] = PAD_SCALE * torch.randn(words.weight.shape[1], generator=gen)
         torch.manual_seed(0)
         opt = torch.optim.Adam(model.parameters(), lr=lr)
         model.train()

@@ -14,101 +14,15 @@ import torch
 import bertviz_app as bv
 from bertviz_app import ModelLoadError
 
+from conftest import FAMILIES, LABELS, build_family_model  # noqa: F401 (others import it from here)
+
 SENTENCE = "a gorgeous, moving film!"
 TEXTS = ["the film was awful", SENTENCE, "it is not good, it is bad, it is awful, awful, awful", "fun"]
-WORDS = ["a", "the", "film", "movie", "good", "bad", "great", "awful", "is", "was", "not", "gorgeous", "moving",
-         "tedious", "slog", "joy", "less", "fun", "it", ",", ".", "!"]
-LABELS = ["negative", "positive"]
-SMALL = dict(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
-             max_position_embeddings=64)
-
-
-def _wordpiece(cls, path):
-    from conftest import VOCAB
-
-    (path / "vocab.txt").write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
-    return cls(vocab=str(path / "vocab.txt"), do_lower_case=True, model_max_length=64)
-
-
-def _bpe(path):
-    """A byte-level BPE (RoBERTa): every word of WORDS is one merged "Ġword" token."""
-    from transformers import RobertaTokenizer
-
-    vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, "<mask>": 4}
-    for c in sorted({c for w in WORDS for c in w} | {"Ġ"}):
-        vocab.setdefault(c, len(vocab))
-    merges = []
-    for w in WORDS:
-        cur = "Ġ"
-        for ch in w:
-            merges.append((cur, ch))
-            cur += ch
-            vocab.setdefault(cur, len(vocab))
-    return RobertaTokenizer(vocab=vocab, merges=merges, model_max_length=64)
-
-
-def _unigram(cls, specials):
-    """A Unigram (SentencePiece-style) vocabulary: "▁word" pieces, single characters as fallback."""
-    pieces = [(s, 0.0) for s in specials] + [("▁" + w, -1.0) for w in WORDS] + [("▁", -3.0)]
-    pieces += [(c, -5.0) for c in sorted({c for w in WORDS for c in w})]
-    return cls(vocab=pieces, model_max_length=64)
-
-
-def build_family_model(family: str, path):
-    """A tiny random classifier of ``family`` saved in ``path`` (with its tokenizer); returns ``path``."""
-    import transformers as tf
-
-    path.mkdir(parents=True, exist_ok=True)
-    labels = dict(num_labels=2, id2label=dict(enumerate(LABELS)), label2id={lab: i for i, lab in enumerate(LABELS)})
-    if family == "bert":
-        tok = _wordpiece(tf.BertTokenizer, path)
-        cfg = tf.BertConfig(vocab_size=len(tok), **SMALL, **labels)
-    elif family == "distilbert":
-        tok = _wordpiece(tf.DistilBertTokenizer, path)
-        cfg = tf.DistilBertConfig(vocab_size=len(tok), dim=16, n_layers=2, n_heads=2, hidden_dim=32,
-                                  max_position_embeddings=64, **labels)
-    elif family == "electra":
-        tok = _wordpiece(tf.ElectraTokenizer, path)
-        cfg = tf.ElectraConfig(vocab_size=len(tok), embedding_size=8, **SMALL, **labels)  # projected 8 -> 16
-    elif family == "roberta":
-        tok = _bpe(path)
-        cfg = tf.RobertaConfig(vocab_size=len(tok), pad_token_id=1, bos_token_id=0, eos_token_id=2, type_vocab_size=1,
-                               **{**SMALL, "max_position_embeddings": 66}, **labels)  # positions start after pad
-    elif family == "xlm-roberta":
-        tok = _unigram(tf.XLMRobertaTokenizer, ["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
-        cfg = tf.XLMRobertaConfig(vocab_size=len(tok), pad_token_id=1, bos_token_id=0, eos_token_id=2,
-                                  type_vocab_size=1, **{**SMALL, "max_position_embeddings": 66}, **labels)
-    elif family == "albert":
-        tok = _unigram(tf.AlbertTokenizer, ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"])
-        cfg = tf.AlbertConfig(vocab_size=len(tok), embedding_size=8, pad_token_id=0, **SMALL, **labels)
-    elif family == "deberta-v2":
-        tok = _unigram(tf.DebertaV2Tokenizer, ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
-        cfg = tf.DebertaV2Config(vocab_size=len(tok), pad_token_id=0, relative_attention=True, position_buckets=8,
-                                 max_relative_positions=64, pos_att_type=["p2c", "c2p"], position_biased_input=False,
-                                 conv_kernel_size=3, norm_rel_ebd="layer_norm", type_vocab_size=0, **SMALL, **labels)
-    else:
-        raise ValueError(family)
-    torch.manual_seed(0)
-    model = tf.AutoModelForSequenceClassification.from_config(cfg)
-    # A random head leaves the two classes within 2e-5 of each other on some families (ALBERT): which one is
-    # "predicted" would be float rounding, which differs between CPUs and between the fused and eager kernels
-    # that predict and attribute use. A bias of 0.4 on the last layer makes "positive" lead by about 0.1.
-    head = [m for m in model.modules() if isinstance(m, torch.nn.Linear) and m.out_features == len(LABELS)][-1]
-    with torch.no_grad():
-        head.bias.copy_(torch.tensor([0.0, 0.4]))
-    model.save_pretrained(path, safe_serialization=True)
-    tok.save_pretrained(path)
-    return path
-
-
 def attention_maps_work(model) -> bool:
     """Does the shared model still give attention maps (it runs eager; SDPA silently gives none)?"""
     with torch.no_grad():
         out = model(input_ids=torch.tensor([[1, 2, 3]]), output_attentions=True)
     return len(out.attentions or ()) == model.config.num_hidden_layers and all(a is not None for a in out.attentions)
-
-
-FAMILIES = ["bert", "distilbert", "roberta", "xlm-roberta", "albert", "electra", "deberta-v2"]
 
 
 @pytest.fixture(scope="module", params=FAMILIES)
