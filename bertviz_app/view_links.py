@@ -263,7 +263,11 @@ def read_link(query, settings: Settings, default: str, shape_of: Callable[[str],
         for raw in (m for v in methods for m in v.split(",")):
             name = raw.strip().lower().replace("-", "_")
             name = METHOD_ALIASES.get(name, name)
-            if name in METHOD_LABELS:
+            if name in METHOD_LABELS and shape is not None and name in MEASURES and name not in shape.measures:
+                # a context-mixing measure the model's family cannot decompose: the comparison would refuse it
+                ignored.append(f"method {_quoted(raw.strip())} (this model's family supports only the measures "
+                               f"{', '.join(shape.measures)})")
+            elif name in METHOD_LABELS:
                 chosen.append(name)
             elif raw.strip():
                 ignored.append(f"method {_quoted(raw.strip())} (methods: ig, "

@@ -151,3 +151,17 @@ def test_evaluate_greys_its_button_for_a_multi_label_model_and_lists_none_to_com
     assert "single" in values and "multi" not in values and "multi (multi-label)" in out["compare"]["info"]
     out = h.suggest("runs/missing")  # a model that does not open: greyed, and why
     assert out["start"]["interactive"] is False and "cannot be opened" in out["model_note"]
+
+
+# --------------------------------------------------------------------------- a link's ticks
+def test_a_link_ticks_no_measure_the_models_family_cannot_decompose():
+    from bertviz_app.config import Settings
+    from bertviz_app.view_links import ModelShape, read_link
+
+    raw_only = ModelShape(num_layers=2, num_heads=2, labels=("negative", "positive"), measures=("raw",))
+    link = read_link("text=good&method=ig,alti,raw", Settings(), "default", lambda name: raw_only)
+    assert link.view.methods == ("integrated_gradients", "raw")
+    assert any("method 'alti'" in i and "supports only the measures raw" in i for i in link.ignored)
+    every = ModelShape(num_layers=2, num_heads=2, labels=("negative", "positive"))  # positive control
+    assert read_link("text=good&method=ig,alti", Settings(), "default", lambda name: every).view.methods == (
+        "integrated_gradients", "alti")
