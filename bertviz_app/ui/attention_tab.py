@@ -173,12 +173,18 @@ def render_overview(rec: common.Record, hide: bool, merge: bool):
     view = common.token_view(info, merge)
     keep = view.keep(hide)
     w = common.view_matrix(weights.astype(np.float32), view, keep)  # (L, H, N, N)
-    fig, notice = plots.attention_overview(w, [view.labels[i] for i in keep])
+    labels = [view.labels[i] for i in keep]
+    if mm is None or mm.num_heads > 1:
+        fig, notice = plots.attention_overview(w, labels)
     if mm is not None:
         label = MEASURE_LABELS.get(mm.measure, mm.measure)
         label = label[:1].upper() + label[1:]
-        per = "layers × heads" if mm.num_heads > 1 else "layers (the measure has no heads)"
-        fig.update_layout(title_text=f"{label}: all {per}, each tile on its own colour scale")
+        if mm.num_heads > 1:
+            fig.update_layout(title_text=f"{label}: all layers × heads, each tile on its own colour scale")
+        else:  # a measure without heads (value zeroing, ALTI): one tile per layer, no head axis
+            fig, notice = plots.layer_overview(w[:, 0], labels, title=f"{label}: every layer (the measure has no "
+                                               "heads; rows: attending, columns: attended to; each tile on its own "
+                                               "colour scale)", download=f"{mm.measure}_overview")
     return fig, (f"**Note:** {notice}" if notice else "")
 
 
@@ -329,6 +335,57 @@ def document_reading(view: DocumentView) -> str:
     return head + f"  \n**Shown: window {d.window}** (characters {a}–{b}: “{common.esc(text)}”)."
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class DocumentColumns:
+    """The columns a whole document's [CLS] charts draw: one per token (or word) when they fit in
+    ``plots.MAX_COLUMNS``; else the tokens merged into words and, when those are still too many, runs of
+    ``per`` words (``plots.column_bins``). ``spans``: each column's [a, b) in ``view``'s units; ``tokens``: its
+    first and last document token; ``names``: its hover (its words and tokens); ``how``: the axis's line
+    saying how the columns were made ("" when one column is one unit)."""
+
+    view: common.TokenView
+    spans: list[tuple[int, int]]
+    labels: list[str]
+    names: list[str] | None
+    tokens: list[tuple[int, int]]
+    per: int
+    how: str
+
+    def values(self, scores: np.ndarray) -> np.ndarray:
+        """(L, T) over the document's tokens -> (L, B): each column's tokens summed (a [CLS] row's entries are
+        shares of its window's [CLS]: a column's value is the share its tokens get together)."""
+        return plots.bin_columns(common.view_scores(scores, self.view), self.spans)  # (L, B)
+
+
+def document_columns(info: core.TokenInfo, merge: bool, hide: bool,
+                     max_columns: int = plots.MAX_COLUMNS) -> DocumentColumns:
+    """The columns of a whole document's [CLS] charts (``DocumentColumns``); [CLS]/[SEP] dropped with ``hide``."""
+    n_tokens = len(info.tokens)
+    view = common.token_view(info, merge or n_tokens > max_columns)
+    spans = plots.column_bins(view.special, max_columns)
+    if hide and (~view.special).any():
+        spans = [(a, b) for a, b in spans if not (b - a == 1 and view.special[a])]
+    groups = view.groups.groups if view.groups is not None else [(i,) for i in range(n_tokens)]
+    tokens = [(groups[a][0], groups[b - 1][-1]) for a, b in spans]
+    per = max((b - a for a, b in spans), default=1)
+    unit = "word" if view.groups is not None else "token"
+    if per == 1 and (merge or view.groups is None):  # one column per unit, as the user chose: as before
+        return DocumentColumns(view, spans, [view.labels[a] for a, _ in spans], None, tokens, 1, "")
+    labels, names = [], []
+    for (a, b), (t0, t1) in zip(spans, tokens):
+        labels.append(view.labels[a] if b - a == 1 else f"{view.labels[a]}…{view.labels[b - 1]}")
+        words = " ".join(view.labels[a:b])
+        words = words if len(words) <= 70 else words[:69] + "…"
+        where = f"token {t0}" if t0 == t1 else f"tokens {t0}–{t1}"
+        names.append(f"{words} ({where})" if b - a == 1 else f"{unit}s {a}–{b - 1}: {words} ({where})")
+    if per == 1:
+        how = f"{n_tokens:,} tokens drawn as {len(spans):,} words (a word: its pieces' weights summed)"
+    else:
+        how = (f"{n_tokens:,} tokens in {len(spans):,} columns of up to {per} {unit}s each (a column: its tokens' "
+               "weights summed; its hover names them)")
+    return DocumentColumns(view, spans, labels, names, tokens, per, how)
+
+
 def document_charts(view: DocumentView | None, layer: int, head: str, hide: bool, merge: bool):
     """-> (the picked window's heatmap, the merged [CLS] rows, the merged aggregated [CLS] rows)."""
     if view is None:
@@ -351,18 +408,17 @@ def document_charts(view: DocumentView | None, layer: int, head: str, hide: bool
     fig = plots.attention_heatmap(common.view_matrix(mat, view_w, keep), [view_w.labels[i] for i in keep],
                                   title=f"Window {d.window} (document tokens {a}–{b - 1}): {what}",
                                   download=f"window{d.window}_{d.measure}_layer{li + 1}_{which.replace(' ', '_')}")
-    view_d = common.token_view(d.info, merge)
-    keep_d = view_d.keep(hide)
-    labels = [view_d.labels[i] for i in keep_d]
-    rows = common.view_scores(d.cls_row, view_d, keep_d)  # (L, N)
-    aggs = common.view_scores(d.rollout_cls, view_d, keep_d)  # (L, N)
-    cls_title = ("Where [CLS] looks over the whole document, by layer (mean of heads, windows merged)" if raw else
-                 f"What [CLS] takes from each token of the whole document, by layer ({name}, windows merged)")
-    agg_title = ("Attention rollout's [CLS] row over the whole document, up to each layer (windows merged)" if raw
-                 else f"{name[:1].upper() + name[1:]} aggregated over layers: the [CLS] row over the whole document "
-                      "(windows merged)")
-    return fig, plots.cls_rows_heatmap(rows, labels, title=cls_title), plots.cls_rows_heatmap(aggs, labels,
-                                                                                              title=agg_title)
+    cols = document_columns(d.info, merge, hide)
+    rows, aggs = cols.values(d.cls_row), cols.values(d.rollout_cls)  # (L, B) each
+    per = "" if not cols.how else ("; words" if cols.per == 1 else f"; {cols.per} words a column")
+    cls_title = (f"Where [CLS] looks over the whole document, by layer (mean of heads, windows merged{per})" if raw
+                 else f"What [CLS] takes from each token of the whole document, by layer ({name}, windows merged{per})")
+    agg_title = (f"Attention rollout's [CLS] row over the whole document, up to each layer (windows merged{per})"
+                 if raw else f"{name[:1].upper() + name[1:]} aggregated over layers: the [CLS] row over the whole "
+                             f"document (windows merged{per})")
+    draw = dict(columns=cols.names, axis_title=cols.how or None)
+    return (fig, plots.cls_rows_heatmap(rows, cols.labels, title=cls_title, **draw),
+            plots.cls_rows_heatmap(aggs, cols.labels, title=agg_title, **draw))
 
 
 def render_document(ui: SimpleNamespace, view: DocumentView, layer: int, head: str, hide: bool, merge: bool) -> dict:

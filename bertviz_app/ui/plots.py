@@ -21,7 +21,11 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 __all__ = [
+    "MAX_COLUMNS",
     "OVERVIEW_MAX_TOKENS",
+    "bin_columns",
+    "column_bins",
+    "layer_overview",
     "attention_heatmap",
     "attention_overview",
     "cls_rows_heatmap",
@@ -42,6 +46,7 @@ __all__ = [
 ]
 
 OVERVIEW_MAX_TOKENS = 32  # each small multiple is pooled down to at most this many tokens per side
+MAX_COLUMNS = 256  # columns a whole document's token-axis chart draws: ~4 px each in a ~1,100-px chart
 RED, GREEN, GREY = "#d62728", "#2ca02c", "#9e9e9e"
 DIVERGING = [[0.0, "#b2182b"], [0.25, "#ef8a62"], [0.5, "#f7f7f7"], [0.75, "#7fbf7b"], [1.0, "#1b7837"]]
 _FONT = dict(family="Inter, Arial, sans-serif", size=12)
@@ -116,11 +121,13 @@ def _cats(tokens: Sequence[str]) -> list[str]:
     return [f"{lab} · {i}" for i, lab in enumerate(_labels(tokens))]
 
 
-def _tick_kw(tokens: Sequence[str]) -> dict:
+def _tick_kw(tokens: Sequence[str], cats: Sequence[str] | None = None) -> dict:
+    """A categorical token axis with at most ~96 tick labels (the rest in the hover); ``cats``: the
+    axis's categories, default one per position (``_cats``)."""
     n = len(tokens)
     step = max(1, int(np.ceil(n / 96)))  # at most ~96 labels per axis; the rest in the hover
     idx = list(range(0, n, step))
-    labels, cats = _labels(tokens), _cats(tokens)
+    labels, cats = _labels(tokens), cats if cats is not None else _cats(tokens)
     return dict(type="category", tickmode="array", tickvals=[cats[i] for i in idx], ticktext=[labels[i] for i in idx],
                 tickfont=dict(size=10 if n > 40 else 12))
 
@@ -219,20 +226,111 @@ def attention_overview(
                    80 + cell * n_layers, download="attention_overview"), notice
 
 
-def cls_rows_heatmap(rows: np.ndarray, tokens: Sequence[str], title: str = "Where [CLS] looks, by layer") -> go.Figure:
-    """(L, T): attention from [CLS] to every token in each layer."""
+def layer_overview(weights: np.ndarray, tokens: Sequence[str], title: str = "All layers",
+                   max_tokens: int = OVERVIEW_MAX_TOKENS, download: str = "overview_by_layer",
+                   ) -> tuple[go.Figure, str | None]:
+    """Small multiples of a measure without heads, (L, T, T): one square tile per layer, side by side and
+    labelled by layer, each on its own colour scale (as ``attention_overview``'s). Returns (figure, notice
+    or None); inputs longer than ``max_tokens`` are pooled into blocks and the notice says so."""
+    w = np.asarray(weights, dtype=np.float32)  # (L, T, T)
+    n_layers = w.shape[0]
+    pooled, labels = pool_matrix(w, list(tokens), max_tokens)  # (L, B, B)
+    notice = None
+    if len(labels) < len(tokens):
+        notice = (f"The overview pools {len(tokens)} tokens into {len(labels)} blocks per side so it stays "
+                  "readable; pick a layer above to see every token.")
+    b = len(labels)
+    step = b + 1  # a tile and its gap
+    tile_max = pooled.max(axis=(-2, -1), keepdims=True)  # (L, 1, 1)
+    norm = pooled / np.where(tile_max > 0, tile_max, 1.0)  # (L, B, B)
+    z = np.full((b, n_layers * step - 1), np.nan, dtype=np.float32)
+    raw = np.full_like(z, np.nan)
+    for layer in range(n_layers):
+        z[:, layer * step: layer * step + b] = norm[layer]
+        raw[:, layer * step: layer * step + b] = pooled[layer]
+    toks = _labels(labels)
+    # one category per position: the layer in each column's (the hover's "layer 3 · film · 2"), the row's token
+    xs = [f"layer {la + 1} · {t} · {j}" if j < b else f"gap {la + 1}"
+          for la in range(n_layers) for j, t in enumerate([*toks, ""])][:-1]
+    ys = [f"{t} · {i}" for i, t in enumerate(toks)]
+    fig = _figure(go.Heatmap(
+        z=np.round(z, 3), customdata=np.round(raw, 3), x=xs, y=ys, colorscale="Blues", zmin=0.0, zmax=1.0,
+        showscale=False, hoverongaps=False,
+        hovertemplate="%{y} → %{x}<br>weight %{customdata:.3f}<extra></extra>",
+    ))
+    mid = b // 2
+    fig.update_xaxes(type="category", tickmode="array", tickvals=[xs[la * step + mid] for la in range(n_layers)],
+                     ticktext=[f"layer {la + 1}" for la in range(n_layers)], side="bottom", ticks="", showgrid=False)
+    step_y = max(1, int(np.ceil(b / 16)))  # the rows' tokens, at most ~16 labels
+    fig.update_yaxes(type="category", tickmode="array", tickvals=ys[::step_y], ticktext=toks[::step_y],
+                     autorange="reversed", ticks="", showgrid=False, tickfont=dict(size=10))
+    fig.update_yaxes(scaleanchor="x", scaleratio=1, constrain="domain")  # square tiles, not stretched strips
+    fig.update_xaxes(constrain="domain")
+    tile = int(min(260, max(90, 1000 / n_layers)))  # a tile's side in pixels, about: the row fills the width
+    return _layout(fig, title, 110 + tile, download=download), notice
+
+
+def cls_rows_heatmap(rows: np.ndarray, tokens: Sequence[str], title: str = "Where [CLS] looks, by layer",
+                     columns: Sequence[str] | None = None, axis_title: str | None = None) -> go.Figure:
+    """(L, T): attention from [CLS] to every token in each layer. ``columns``: what each column covers,
+    as its hover says it (unique; default the token and its position), for columns that are spans of
+    a document (``column_bins``); ``axis_title``: the x axis's title (e.g. how the columns were made)."""
     z = np.asarray(rows, dtype=np.float32)  # (L, T)
     n_layers, n = z.shape
-    if n != len(tokens):
+    if n != len(tokens) or (columns is not None and len(columns) != n):
         raise ValueError(f"rows have {n} columns but there are {len(tokens)} tokens")
+    cats = _cats(tokens) if columns is None else [_esc(c, 160) for c in columns]
     fig = _figure(go.Heatmap(
-        z=np.round(z, 4), x=_cats(tokens), y=[f"layer {i + 1}" for i in range(n_layers)], colorscale="Blues", zmin=0.0,
+        z=np.round(z, 4), x=cats, y=[f"layer {i + 1}" for i in range(n_layers)], colorscale="Blues", zmin=0.0,
         zmax=_top(z), hovertemplate="%{y}: [CLS] → %{x}<br>weight %{z:.3f}<extra></extra>",
         colorbar=dict(title=dict(text="weight"), thickness=12),
     ))
-    fig.update_xaxes(tickangle=-60, **_tick_kw(tokens))
+    fig.update_xaxes(tickangle=-60, **_tick_kw(tokens, cats))
+    if axis_title:
+        fig.update_xaxes(title_text=_esc(axis_title, 200))
     fig.update_yaxes(autorange="reversed")
-    return _layout(fig, title, 140 + 28 * n_layers)
+    return _layout(fig, title, 140 + 28 * n_layers + (24 if axis_title else 0))
+
+
+def column_bins(special: Sequence[bool], max_columns: int = MAX_COLUMNS) -> list[tuple[int, int]]:
+    """Spans [a, b) of consecutive columns, in order, covering every column once: each column alone when
+    there are at most ``max_columns``; else a special column ([CLS], [SEP]) alone and each run of other
+    columns cut into spans of ``k`` (the last of a run may be shorter), with the smallest ``k`` that gives
+    at most ``max_columns`` spans."""
+    flags = [bool(x) for x in special]
+    n = len(flags)
+    if n <= max_columns:
+        return [(i, i + 1) for i in range(n)]
+    if sum(flags) >= max_columns // 2:  # (no such document: [CLS], [SEP] and a pair's [SEP]) every column binned
+        flags = [False] * n
+    runs, start = [], 0  # (a, b) of the non-special runs, and the special columns between them
+    for i, sp in enumerate([*flags, True]):
+        if sp:
+            if i > start:
+                runs.append((start, i))
+            if i < n:
+                runs.append((i, i + 1, "special"))
+            start = i + 1
+
+    def cut(k: int) -> list[tuple[int, int]]:
+        out = []
+        for r in runs:
+            out += [r[:2]] if len(r) == 3 else [(a, min(a + k, r[1])) for a in range(r[0], r[1], k)]
+        return out
+
+    regular = n - sum(flags)
+    k = max(1, int(np.ceil(regular / max(1, max_columns - (n - regular)))))
+    while len(spans := cut(k)) > max_columns:
+        k += 1
+    return spans
+
+
+def bin_columns(values: np.ndarray, spans: Sequence[tuple[int, int]]) -> np.ndarray:
+    """(..., N) -> (..., B): each span's values summed (a span of attention weights: the share it gets)."""
+    v = np.asarray(values, dtype=np.float64)
+    if not spans:
+        return v[..., :0]
+    return np.stack([v[..., a:b].sum(axis=-1) for a, b in spans], axis=-1)
 
 
 def rollout_heatmap(matrix: np.ndarray, tokens: Sequence[str], layer: int | None = None) -> go.Figure:
