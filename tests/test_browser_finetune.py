@@ -120,6 +120,10 @@ def test_cancel_leaves_the_page_saying_cancelled(browser, app_url, tiny_model_di
     monkeypatch.setattr(job, "run_plan", StandInRun(quiet_ticks=0, release=None if at_once else release))
     csv_path = write_csv(tmp_path / "reviews.csv", n=24)
     page = open_page(browser, TIMEOUT_MS)
+    streams = set()  # gradio's open event streams (/queue/data): none once every queued event has ended
+    page.on("request", lambda r: streams.add(r) if "/queue/data" in r.url else None)
+    page.on("requestfinished", lambda r: streams.discard(r))
+    page.on("requestfailed", lambda r: streams.discard(r))
     try:
         page.goto(app_url)
         page.get_by_role("tab", name="Fine-tune").click()
@@ -136,7 +140,11 @@ def test_cancel_leaves_the_page_saying_cancelled(browser, app_url, tiny_model_di
             sync_api.expect(status).to_contain_text("Cancelling…", timeout=60_000)
             release.set()
         sync_api.expect(status).to_contain_text("Cancelled: stopped at step 1 of 100", timeout=60_000)
-        page.wait_for_timeout(1500)  # nothing comes after the run's last word
+        for _ in range(TIMEOUT_MS // 100):  # the run's event, and what follows it, have ended: nothing more comes
+            if not streams:
+                break
+            page.wait_for_timeout(100)
+        assert not streams, "the page's event stream never closed"
         sync_api.expect(status).not_to_contain_text("Cancelling")
         sync_api.expect(status).to_contain_text("Cancelled: stopped at step 1 of 100")
         assert page.locator(".toast-title").count() == 0

@@ -43,32 +43,37 @@ def app_url(tiny_model_dir, tmp_path_factory):
 
 
 def test_analyze_shows_progress_and_time_left_at_the_button_then_restores_it(page, app_url, monkeypatch):
-    """The [CLS] path made slow (4 s), as on a long review: within two seconds of the click the
-    button shows how far it is and the status line under it what runs (with the skip hint); at
-    the end the button is back and the line empty."""
-    import time
+    """The [CLS] path held until the test has seen the page while it runs (as on a long review): the
+    button shows how far it is and the status line under it what runs (with the skip hint); once it is let
+    go, the button is back and the line empty."""
+    import threading
 
     import bertviz_app as core
 
-    real = core.cls_path
+    real, release = core.cls_path, threading.Event()
 
-    def slow_path(*args, **kwargs):
-        time.sleep(4)
+    def held_path(*args, **kwargs):
+        if not release.wait(TIMEOUT_MS / 1000):
+            raise AssertionError("the test never let the [CLS] path go")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(core, "cls_path", slow_path)  # the app runs in this process
-    page.goto(app_url)
-    page.locator("#bv-text textarea").fill(LONG)
-    button, status = page.locator("#bv-analyze"), page.locator("#bv-status")
-    expect(button).to_have_text("Analyze")
-    button.click()
-    expect(button).to_contain_text("Analyzing", timeout=2000)
-    expect(button).to_be_disabled(timeout=2000)
-    expect(status).to_contain_text("Skip Integrated Gradients", timeout=2000)
-    expect(button).to_have_text(re.compile(r"Analyzing… \d+% · about .+ left"), timeout=5000)
-    expect(status).to_contain_text("[CLS] path through the layers", timeout=10_000)
-    expect(status).to_contain_text("the prediction and attention are ready")
-    expect(page.locator("#bv-label")).to_contain_text("positive")  # shown while IG runs
+    monkeypatch.setattr(core, "cls_path", held_path)  # the app runs in this process
+    try:
+        page.goto(app_url)
+        page.locator("#bv-text textarea").fill(LONG)
+        button, status = page.locator("#bv-analyze"), page.locator("#bv-status")
+        expect(button).to_have_text("Analyze")
+        button.click()
+        expect(button).to_contain_text("Analyzing")
+        expect(button).to_be_disabled()
+        expect(status).to_contain_text("Skip Integrated Gradients")
+        expect(button).to_have_text(re.compile(r"Analyzing… \d+% · about .+ left"))
+        expect(status).to_contain_text("[CLS] path through the layers")
+        expect(status).to_contain_text("the prediction and attention are ready")
+        expect(page.locator("#bv-label")).to_contain_text("positive")  # shown while IG runs
+        expect(button).to_be_disabled()  # still running: the path is held
+    finally:
+        release.set()
     expect(page.locator("#bv-predict-tokens .bv-tok").first).to_be_visible(timeout=TIMEOUT_MS)
     expect(button).to_have_text("Analyze")
     expect(button).to_be_enabled()
@@ -149,28 +154,34 @@ def core_labels() -> dict:
 
 
 def test_compare_button_says_it_runs_and_comes_back_after_a_result_or_an_error(page, app_url, monkeypatch):
-    """The comparison's results sit in a column hidden until they arrive: the button says it runs."""
-    import time
+    """The comparison's results sit in a column hidden until they arrive: the button says it runs (the
+    comparison held until the test has seen it)."""
+    import threading
 
     import bertviz_app as core
 
-    real = core.compare_methods
+    real, release = core.compare_methods, threading.Event()
 
-    def slow_compare(*args, **kwargs):
-        time.sleep(3)
+    def held_compare(*args, **kwargs):
+        if not release.wait(TIMEOUT_MS / 1000):
+            raise AssertionError("the test never let the comparison go")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(core, "compare_methods", slow_compare)
+    monkeypatch.setattr(core, "compare_methods", held_compare)
     page.goto(app_url)
     page.locator("#bv-text textarea").fill("the film was great , a joy !")
     page.locator("#bv-analyze").click()
     expect(page.locator("#bv-predict-tokens .bv-tok").first).to_be_visible()
     page.get_by_role("tab", name="Attributions").click()
     run = page.locator("#bv-compare")
-    run.click()
-    expect(run).to_contain_text("Comparing methods", timeout=2000)
-    expect(run).to_be_disabled()
-    expect(run).to_have_text(re.compile(r"Comparing methods… \d+ s so far"), timeout=3000)
+    try:
+        run.click()
+        expect(run).to_contain_text("Comparing methods")
+        expect(run).to_be_disabled()
+        expect(run).to_have_text(re.compile(r"Comparing methods… \d+ s so far"))
+        expect(page.locator("#bv-compare-reading")).to_be_hidden()  # held: no result yet
+    finally:
+        release.set()
     expect(page.locator("#bv-compare-reading")).to_contain_text("Reading:")
     expect(run).to_have_text("Compare methods")
     expect(run).to_be_enabled()
@@ -217,7 +228,7 @@ def test_no_table_shows_placeholder_headers_before_a_run(page, app_url):
     seen = {}
     for tab in ("Predict", "Attention", "Attributions", "Model", "Fine-tune", "Explain a file"):
         page.get_by_role("tab", name=tab).click()
-        page.wait_for_timeout(300)
+        expect(page.get_by_role("tab", name=tab)).to_have_attribute("aria-selected", "true")
         for table in page.locator("table:visible").all():
             headers = [h.strip() for h in table.locator("thead th").all_inner_texts() if h.strip()]
             seen.setdefault(tab, []).append(headers)

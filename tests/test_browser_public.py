@@ -5,6 +5,7 @@ by URL; a second fine-tune from another tab of A is refused; A deletes its run, 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -33,11 +34,38 @@ def public_app(tiny_model_dir, tmp_path_factory):
         yield url, models
 
 
+def runs_refresh_index(url: str) -> int:
+    """The page-load event that fills the Fine-tune tab's run lists, run once the visitor's token is known
+    (``refresh_runs``, chained after the token's load event), as the page's /config lists it."""
+    import httpx
+
+    cfg = httpx.get(f"{url}config", timeout=30).json()
+    comps = {c["id"]: c["type"] for c in cfg["components"]}
+    deps = cfg["dependencies"]
+    token = next(i for i, d in enumerate(deps) if [comps[c] for c in d["inputs"]] == ["browserstate"]
+                 and d.get("backend_fn"))
+    return next(i for i, d in enumerate(deps) if d.get("api_name", "").startswith("refresh_runs")
+                and d.get("trigger_after") == token)
+
+
 def open_finetune(browser, url):
+    """A new visitor's page on the Fine-tune tab, returned once its run lists have loaded: ``page.runs_loaded``
+    is the answer of the page-load refresh that filled them (what the page then draws)."""
     ctx = browser.new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True)
     page = ctx.new_page()
     page.set_default_timeout(TIMEOUT_MS)
-    page.goto(url)
+    refresh = runs_refresh_index(url)
+
+    def is_refresh(response):
+        try:
+            return "/run/predict" in response.url and (response.request.post_data_json or {}).get("fn_index") == refresh
+        except ValueError:  # a body that is not JSON
+            return False
+
+    with page.expect_response(is_refresh) as answer:
+        page.goto(url)
+    assert answer.value.ok
+    page.runs_loaded = json.dumps(answer.value.json()["data"])
     page.get_by_role("tab", name="Fine-tune").click()
     return ctx, page
 
@@ -84,8 +112,8 @@ def test_two_visitors_each_see_and_reach_only_their_own_runs(browser, public_app
     assert a.request.get(zip_url).status == 200
 
     # B: a separate browser (context) sees none of A's runs anywhere
-    ctx_b, b = open_finetune(browser, url)
-    b.wait_for_timeout(2000)  # the page-load refresh has run
+    ctx_b, b = open_finetune(browser, url)  # returned once B's run lists have loaded
+    assert '"encoder"' in b.runs_loaded and "a-run" not in b.runs_loaded  # the shared models, none of A's runs
     expect(b.locator("#bv-ft-runs")).not_to_contain_text("a-run")
     assert not any("a-run" in o for o in dropdown_options(b, "#bv-ft-run"))
     assert not any("a-run" in o for o in dropdown_options(b, "#bv-ft-base"))
@@ -151,8 +179,8 @@ def test_a_visitors_runs_stay_theirs_after_a_server_restart(browser, tiny_model_
         a.get_by_role("tab", name="Fine-tune").click()
         expect(a.locator("#bv-ft-runs")).to_contain_text("kept")
         assert run in dropdown_options(a, "#bv-ft-run")
-        ctx_b, b = open_finetune(browser, url)
-        b.wait_for_timeout(2000)
+        ctx_b, b = open_finetune(browser, url)  # returned once B's run lists have loaded
+        assert '"encoder"' in b.runs_loaded and "kept" not in b.runs_loaded
         expect(b.locator("#bv-ft-runs")).not_to_contain_text("kept")
         assert run not in dropdown_options(b, "#bv-ft-run")
         ctx_b.close()
