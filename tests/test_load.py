@@ -1,6 +1,6 @@
 """The load test in a reduced form (bench/load.py runs the full one): concurrent clients on
-/predict and /explain against `python app.py`, zero failures, flat memory, and a full queue
-answers at once with a clear message."""
+/predict and /explain against `python app.py`, zero failures, flat memory; and a full queue (the
+explain engine held, so the queue is known to be full) answers at once with a clear message."""
 
 from __future__ import annotations
 
@@ -13,7 +13,10 @@ import pytest
 pytest.importorskip("gradio_client")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench.load import free_port, load_test, start_server  # noqa: E402
+from bench.load import load_test  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "tests"))
+from conftest import served_app  # noqa: E402
 
 
 def test_concurrent_clients_all_answered_and_memory_flat(tiny_model_dir, tmp_path):
@@ -26,56 +29,89 @@ def test_concurrent_clients_all_answered_and_memory_flat(tiny_model_dir, tmp_pat
     assert s["rss_after_mb"] - s["rss_before_mb"] < 150, s
 
 
-def test_full_queue_refuses_at_once_with_a_clear_message(tiny_model_dir, tmp_path):
-    from gradio_client import Client
+def test_full_queue_refuses_at_once_with_a_clear_message(tiny_model_dir, tmp_path, monkeypatch):
+    """The explain engine held (the app runs in this process): EXPLAIN_CONCURRENCY calls running and one
+    waiting fill /explain's queue of one, so the next call is refused at once with gradio's "queue is full",
+    and the JSON route's next request with a 503 that says the server is busy; once the engine is let go,
+    every call let in is answered (200 / complete)."""
+    import httpx
 
-    port = free_port()
-    server = start_server(str(tiny_model_dir), port, {"BERTVIZ_MODELS_DIR": str(tmp_path), "BERTVIZ_QUEUE_SIZE": "1"})
-    try:
-        url = f"http://127.0.0.1:{port}/"
-        errors, done = [], []
+    from bertviz_app import server, service
+    from bertviz_app.server import EXPLAIN_CONCURRENCY
+    from bertviz_app.ui.api import EXPLAIN_CONCURRENCY as GRADIO_EXPLAIN_CONCURRENCY
 
-        def flood(k):
-            try:
-                Client(url, verbose=False).predict("the film was good " * 20, "", "pad", 400, api_name="/explain")
-                done.append(k)
-            except Exception as exc:  # noqa: BLE001
-                errors.append(str(exc))
+    real = service.explain
+    state = threading.Condition()
+    running, release = [0], [threading.Event()]
 
-        # more floods than /explain lets in (EXPLAIN_CONCURRENCY) plus the one-place queue
-        threads = [threading.Thread(target=flood, args=(k,)) for k in range(12)]
-        for t in threads:
+    def held_explain(*args, **kwargs):
+        with state:
+            running[0] += 1
+            state.notify_all()
+            gate = release[0]
+        if not gate.wait(120):
+            raise AssertionError("the test never let the explain engine go")
+        return real(*args, **kwargs)
+
+    def wait_running(n: int) -> None:
+        with state:
+            assert state.wait_for(lambda: running[0] >= n, timeout=120), (running[0], n)
+
+    gates = []  # the JSON routes' gates, to see a request waiting in one
+    real_init = server.Gate.__init__
+
+    def recorded_init(self, *args, **kwargs):
+        real_init(self, *args, **kwargs)
+        gates.append(self)
+
+    monkeypatch.setattr(service, "explain", held_explain)
+    monkeypatch.setattr(server.Gate, "__init__", recorded_init)
+    with served_app(str(tiny_model_dir), BERTVIZ_MODELS_DIR=tmp_path, BERTVIZ_QUEUE_SIZE=1) as url:
+        # gradio's queue, over raw HTTP: a POST to /gradio_api/call/explain returns once the call is queued
+        args = ["the film was good", "", "pad", 8, "", "", None, False, None]  # text .. model (""): the default
+
+        def call():
+            return httpx.post(f"{url}gradio_api/call/explain", json={"data": args}, timeout=30)
+
+        let_in = [call() for _ in range(GRADIO_EXPLAIN_CONCURRENCY)]
+        wait_running(GRADIO_EXPLAIN_CONCURRENCY)  # all running, held
+        let_in.append(call())  # ... and one waiting: the queue of one is full
+        assert all(r.status_code == 200 and "event_id" in r.json() for r in let_in), [r.text for r in let_in]
+        refused = call()
+        assert refused.status_code != 200 and "queue is full" in refused.text.lower(), (refused.status_code,
+                                                                                       refused.text)
+        release[0].set()
+        for r in let_in:
+            answer = httpx.get(f"{url}gradio_api/call/explain/{r.json()['event_id']}", timeout=120).text
+            assert "event: complete" in answer and '"attributions"' in answer, answer[:300]
+
+        # the JSON route keeps the same bound: EXPLAIN_CONCURRENCY running + 1 waiting, then a 503 at once
+        with state:
+            running[0], release[0] = 0, threading.Event()
+        gate = next(g for g in gates if g.name == "explain")
+        statuses = []
+
+        def rest():
+            r = httpx.post(f"{url}v1/explain", json={"text": "the film was good", "n_steps": 8}, timeout=120)
+            statuses.append(r.status_code)
+
+        threads = [threading.Thread(target=rest) for _ in range(EXPLAIN_CONCURRENCY + 1)]
+        for t in threads[:-1]:
             t.start()
+        wait_running(EXPLAIN_CONCURRENCY)
+        threads[-1].start()
+        for _ in range(1200):  # the last one is waiting in the gate (its count is the event loop's)
+            if gate.in_flight == EXPLAIN_CONCURRENCY + 1:
+                break
+            threads[-1].join(0.1)
+        assert gate.in_flight == EXPLAIN_CONCURRENCY + 1, gate.in_flight
+        busy = httpx.post(f"{url}v1/explain", json={"text": "the film was good", "n_steps": 8}, timeout=30)
+        assert busy.status_code == 503, busy.text
+        message = busy.json()["error"]
+        assert "busy" in message and "try again" in message, message
+        release[0].set()
         for t in threads:
-            t.join(timeout=300)
-        assert done, errors  # the server kept working through the flood
-        assert errors and all("queue is full" in e.lower() for e in errors), errors
-        assert Client(url, verbose=False).predict("good film", api_name="/predict")["label"]
-
-        # the JSON route keeps the same bound: beyond EXPLAIN_CONCURRENCY running + 1 waiting, a 503 at once
-        import json
-        import urllib.error
-        import urllib.request
-
-        statuses, messages = [], []
-
-        def rest_flood(k):
-            body = json.dumps({"text": "the film was good " * 20, "n_steps": 400}).encode()
-            req = urllib.request.Request(f"{url}v1/explain", data=body, headers={"Content-Type": "application/json"})
-            try:
-                with urllib.request.urlopen(req, timeout=300) as r:
-                    statuses.append(r.status)
-            except urllib.error.HTTPError as err:
-                statuses.append(err.code)
-                messages.append(json.loads(err.read())["error"])
-
-        threads = [threading.Thread(target=rest_flood, args=(k,)) for k in range(12)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=300)
-        assert 200 in statuses and 503 in statuses, statuses
-        assert set(statuses) <= {200, 503} and all("busy" in m and "try again" in m for m in messages), messages
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+            t.join(120)
+        assert statuses == [200] * (EXPLAIN_CONCURRENCY + 1), statuses  # every request let in is answered
+        ok = httpx.post(f"{url}v1/explain", json={"text": "the film was good", "n_steps": 8}, timeout=120)
+        assert ok.status_code == 200 and ok.json()["attributions"], ok.text[:300]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import time
 
 import pytest
 import torch
@@ -60,10 +59,8 @@ def test_hub_id_offline_fails_at_once_naming_the_cause(settings, monkeypatch):
     from huggingface_hub import constants
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)  # what HF_HUB_OFFLINE=1 sets when the Hub is imported
-    started = time.monotonic()
-    with pytest.raises(ModelNotFoundError, match="HF_HUB_OFFLINE.*local model"):
+    with pytest.raises(ModelNotFoundError, match="HF_HUB_OFFLINE.*local model"):  # a hang: pytest-timeout
         bv.load_model("google-bert/bert-base-uncased", device="cpu", settings=settings)
-    assert time.monotonic() - started < 5  # a bound on hanging, not a benchmark
 
 
 def test_pickle_checkpoints_are_refused(tmp_path):

@@ -148,10 +148,16 @@ def test_one_fine_tune_per_visitor_and_a_queue_with_positions():
     with pytest.raises(LimitError, match="2 fine-tunes are already waiting"):
         q.join(v.owner_hash(v.new_token()))
     assert (q.position(ta), q.position(tb), q.position(tc)) == (0, 1, 2)
-    seen = []
-    waiter = threading.Thread(target=lambda: seen.extend(q.waiting(tb, poll=0.05)))
+    seen, waiting = [], threading.Event()
+
+    def wait_turn():
+        for pos in q.waiting(tb, poll=0.05):
+            seen.append(pos)
+            waiting.set()
+
+    waiter = threading.Thread(target=wait_turn)
     waiter.start()
-    time.sleep(0.2)
+    assert waiting.wait(30)  # the waiter has told its position: it waits behind ta
     q.leave(ta)
     waiter.join(5)
     assert not waiter.is_alive() and seen and set(seen) == {1}
