@@ -5,6 +5,7 @@
 #   sudo bash scripts/container_check.sh               build (cached layers reused) and check
 #   sudo bash scripts/container_check.sh --no-cache    rebuild every layer (for the build time)
 #   sudo bash scripts/container_check.sh --torch cuda  the GPU Space's image (PyPI's CUDA build of torch)
+#   sudo bash scripts/container_check.sh --no-build    check the image built earlier (steps 3-4 only)
 #   sudo PORT=17860 bash scripts/container_check.sh    when something else already listens on 7860
 #
 # Needs root and the Debian packages buildah, podman and debootstrap (apt-get install buildah podman
@@ -21,6 +22,7 @@
 #      the build gets --build-arg TORCH_CPU_INDEX= (empty: pip's own sources, that folder) instead of
 #      torch's CPU index, which may not be reachable here; TORCH_CPU_INDEX=<url> passes another one.
 #      Then the torch inside the image is printed: its version and CUDA version (None for cpu).
+#      --no-build skips this step and checks the $IMAGE already there.
 #   3. a working container of the image; as uid 1000 it checks that models/default is in the image
 #      and models/runs is writable, then starts `python app.py` (buildah run: the host's network, so
 #      the app's port is this machine's PORT) and times the cold start: seconds until the first
@@ -40,13 +42,14 @@ NICE="${NICE:-10}"
 START_TIMEOUT="${START_TIMEOUT:-900}"   # seconds the app may take to answer /v1/predict
 MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 SENTENCE="A gorgeous, moving film."
-no_cache=(); torch=cpu
+no_cache=(); torch=cpu; build=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-cache) no_cache=(--no-cache) ;;
+    --no-build) build=0 ;;
     --torch) [ $# -ge 2 ] || { echo "--torch needs a value: cpu or cuda" >&2; exit 2; }; torch="$2"; shift ;;
     --torch=*) torch="${1#--torch=}" ;;
-    *) echo "unknown option: $1 (use --no-cache and/or --torch cpu|cuda)" >&2; exit 2 ;;
+    *) echo "unknown option: $1 (use --no-cache or --no-build, and --torch cpu|cuda)" >&2; exit 2 ;;
   esac
   shift
 done
@@ -172,20 +175,26 @@ elif [ "$torch" = cpu ] \
     say "torch's CPU wheel from this machine's pip sources ($local_wheel), not torch's CPU index"
   fi
 fi
-say "building $IMAGE from ./Dockerfile with TORCH=$torch (buildah bud --isolation chroot; pip installs torch, then the default model is trained: minutes)"
-build_log="$(mktemp /var/tmp/bertviz-build.XXXXXX.log)"
-old_id=$(buildah images --noheading --format '{{.ID}}' "$IMAGE" 2>/dev/null | head -1 || true)
-t0=$(now)
-# --format docker keeps the HEALTHCHECK (OCI images have none); --force-rm: no container left by a failed step.
-if ! nice -n "$NICE" buildah bud --isolation chroot --pull=never --layers --force-rm --format docker \
-    "${no_cache[@]}" "${volumes[@]}" "${build_args[@]}" -t "$IMAGE" -f Dockerfile . 2>&1 | tee "$build_log"; then
-  fail "buildah bud failed (full log: $build_log)"
-fi
-build_s=$(secs "$t0" "$(now)")
-say "built $IMAGE in $build_s s (log: $build_log)"
-new_id=$(buildah images --noheading --format '{{.ID}}' "$IMAGE" | head -1)
-if [ -n "$old_id" ] && [ "$old_id" != "$new_id" ]; then  # the previous check's image, untagged now
-  buildah rmi "$old_id" >/dev/null 2>&1 && say "removed the previous $IMAGE ($old_id)"
+if [ "$build" = 0 ]; then
+  podman image exists "$IMAGE" || fail "--no-build: there is no $IMAGE to check (build it first: drop --no-build)"
+  say "--no-build: checking the $IMAGE built earlier ($(buildah inspect --type image --format '{{.Docker.Created}}' "$IMAGE"))"
+  build_s=""
+else
+  say "building $IMAGE from ./Dockerfile with TORCH=$torch (buildah bud --isolation chroot; pip installs torch, then the default model is trained: minutes)"
+  build_log="$(mktemp /var/tmp/bertviz-build.XXXXXX.log)"
+  old_id=$(buildah images --noheading --format '{{.ID}}' "$IMAGE" 2>/dev/null | head -1 || true)
+  t0=$(now)
+  # --format docker keeps the HEALTHCHECK (OCI images have none); --force-rm: no container left by a failed step.
+  if ! nice -n "$NICE" buildah bud --isolation chroot --pull=never --layers --force-rm --format docker \
+      "${no_cache[@]}" "${volumes[@]}" "${build_args[@]}" -t "$IMAGE" -f Dockerfile . 2>&1 | tee "$build_log"; then
+    fail "buildah bud failed (full log: $build_log)"
+  fi
+  build_s=$(secs "$t0" "$(now)")
+  say "built $IMAGE in $build_s s (log: $build_log)"
+  new_id=$(buildah images --noheading --format '{{.ID}}' "$IMAGE" | head -1)
+  if [ -n "$old_id" ] && [ "$old_id" != "$new_id" ]; then  # the previous check's image, untagged now
+    buildah rmi "$old_id" >/dev/null 2>&1 && say "removed the previous $IMAGE ($old_id)"
+  fi
 fi
 
 # --- 3. run it as uid 1000 --------------------------------------------------------------------------
@@ -236,7 +245,8 @@ in_ctr() { buildah run --isolation chroot --user 1000:1000 "$ctr" -- "$@"; }
 torch_in_image=$(in_ctr python -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda)' 2>&1 | tail -1) \
   || fail "torch does not import in the image: $torch_in_image"
 case "$torch:$torch_in_image" in
-  "cpu:$torch_version+cpu CUDA None"|"cuda:$torch_version CUDA "[0-9]*) say "torch in the image: $torch_in_image" ;;
+  # PyPI's CUDA wheel is version 2.13.0 to pip, while torch.__version__ names its CUDA: 2.13.0+cu130
+  "cpu:$torch_version+cpu CUDA None"|"cuda:$torch_version"*" CUDA "[0-9]*) say "torch in the image: $torch_in_image" ;;
   *) fail "the TORCH=$torch image has torch $torch_in_image, not the $torch build of $torch_version" ;;
 esac
 in_ctr sh -c 'test -f models/default/config.json && ls models/default | grep -q safetensors' \
@@ -301,7 +311,7 @@ say "image $IMAGE: $size (base $BASE: $base_size)"
 cat <<EOF
 == container check passed ==
 image size:                     $size (TORCH=$torch: torch $torch_in_image)
-build time:                     $build_s s$([ ${#no_cache[@]} = 0 ] && echo " (cached layers reused where unchanged; --no-cache for a full build)")
+build time:                     $([ -z "$build_s" ] && echo "not built (--no-build)" || echo "$build_s s")$([ -n "$build_s" ] && [ ${#no_cache[@]} = 0 ] && echo " (cached layers reused where unchanged; --no-cache for a full build)")
 cold start to first answer:     $first_s s (start-up placeholder, HTTP 503)
 cold start to the page (200):   $page_s s
 cold start to first prediction: $predict_s s

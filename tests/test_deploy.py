@@ -203,7 +203,9 @@ def test_the_container_check_builds_either_torch_and_tags_them_apart():
                               (["--torch=gpu"], "--torch must be cpu or cuda, not 'gpu'"),
                               (["--torch"], "--torch needs a value"),
                               (["--torch", "cuda"], "run as root"),  # the positive control: a value it takes
-                              (["--torch=cpu"], "run as root")):
+                              (["--torch=cpu"], "run as root"),
+                              (["--no-build", "--torch", "cuda"], "run as root"),
+                              (["--no-biuld"], "unknown option: --no-biuld")):
             done = subprocess.run(["bash", script, *argv], capture_output=True, text=True, timeout=60, env=env)
             assert done.returncode == (1 if message == "run as root" else 2), (argv, done)
             assert message in done.stderr, (argv, done.stderr)
