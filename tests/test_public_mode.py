@@ -307,8 +307,11 @@ def test_delete_my_data_removes_only_the_callers_runs(public_app, tiny_model_dir
     assert sorted(p.name for p in (models / "runs").iterdir()) == []
 
 
-def test_the_sweeper_thread_removes_stale_visitor_runs(tmp_path, tiny_model_dir):
+def test_the_sweeper_thread_removes_stale_visitor_runs(tmp_path, tiny_model_dir, monkeypatch):
+    """The sweeper thread's first sweep (seen through the sweep it calls) removes a visitor's run not opened for
+    longer than the TTL and keeps the operator's (no owner)."""
     import os
+    import threading
     import time
 
     from bertviz_app.ui import visitor
@@ -317,11 +320,17 @@ def test_the_sweeper_thread_removes_stale_visitor_runs(tmp_path, tiny_model_dir)
     kept = own_run(tmp_path, "operator", tiny_model_dir, None)
     old = time.time() - 10
     os.utime(stale / "run.json", (old, old))
+    swept, real = threading.Event(), visitors.sweep
+
+    def watched(*args, **kwargs):
+        removed = real(*args, **kwargs)
+        swept.set()
+        return removed
+
+    monkeypatch.setattr(visitor.visitors, "sweep", watched)
     stop = visitor.start_sweeper(tmp_path, ttl_s=5, every_s=0.1)
     try:
-        deadline = time.time() + 10
-        while stale.exists() and time.time() < deadline:
-            time.sleep(0.1)
+        assert swept.wait(120), "the sweeper never swept"
     finally:
         stop.set()
     assert not stale.exists() and kept.is_dir()
