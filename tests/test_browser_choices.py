@@ -199,3 +199,31 @@ def test_evaluate_is_greyed_for_a_multi_label_model_and_compare_with_lists_the_s
     expect(start).to_be_enabled()
     expect(note).to_have_text("")
     no_refusal(page)
+
+
+def test_start_training_is_greyed_while_this_pages_fine_tune_runs(page, app_url, tiny_model_dir, tmp_path,
+                                                                 monkeypatch):
+    """A second Start while the page's fine-tune runs was refused (one fine-tune per visitor) and re-armed the
+    page's cancel flag; now Start is greyed until the run has ended, then offered again. The training is a
+    stand-in that waits for Cancel (test_finetune_ui.StandInRun)."""
+    from test_finetune_ui import StandInRun, write_csv
+
+    from bertviz_app.finetune import job
+
+    monkeypatch.setattr(job, "run_plan", StandInRun(quiet_ticks=0))
+    page.goto(app_url)
+    page.get_by_role("tab", name="Fine-tune").click()
+    page.locator("#bv-ft-upload input[type=file]").set_input_files(str(write_csv(tmp_path / "reviews.csv", n=24)))
+    expect(page.locator("#bv-ft-report")).to_contain_text("Ready to train")
+    start, status = page.locator("#bv-ft-start"), page.locator("#bv-ft-status")
+    expect(start).to_be_enabled()  # positive control: nothing runs yet
+    base = page.locator("#bv-ft-base input")
+    base.fill(str(tiny_model_dir))
+    base.press("Enter")
+    start.click()
+    expect(status).to_contain_text("loss 0.6900")
+    expect(start).to_be_disabled()
+    page.locator("#bv-ft-cancel").click()
+    expect(status).to_contain_text("Cancelled")
+    expect(start).to_be_enabled()  # the run ended: Start is offered again
+    assert "already have a fine-tune" not in status.inner_text()

@@ -543,6 +543,9 @@ def _wire_training(f: SimpleNamespace, h: Handlers, heavy: dict, after_run, demo
     train_inputs = [f.flag, f.table, f.val_table, f.text_col, f.label_col, f.pair_col, f.multi, f.base, f.mode, f.name,
                     f.epochs, f.lr, f.batch, f.max_len, f.seed, f.patience, f.val_fraction, f.warmup, f.refused,
                     f.val_refused]  # the two states are not part of the API
+    # Start is greyed while this page's fine-tune runs: a second one would only be refused (one per visitor)
+    quick = dict(queue=False, api_visibility="private", show_progress="hidden")
+    f.start.click(lambda: gr.update(interactive=False), outputs=[f.start], **quick)
     armed = f.start.click(h.arm, inputs=[f.flag], outputs=None, queue=False, api_visibility="private")
     started = armed.then(
         common.guard_stream(h.train), inputs=train_inputs,
@@ -553,6 +556,7 @@ def _wire_training(f: SimpleNamespace, h: Handlers, heavy: dict, after_run, demo
     if demo is not None:  # a page opened while the visitor's fine-tune runs follows it
         visitor.on_page_load(demo, common.guard_stream(h.resume), outputs=train_outputs, queue=True,
                              concurrency_id="finetune", show_progress="hidden")
+    started.then(lambda: gr.update(interactive=True), outputs=[f.start], **quick)  # ended, refused or cancelled
     if after_run is not None:
         fn, ins, outs = after_run
         started.success(fn, inputs=ins, outputs=outs, api_visibility="private", **heavy)
