@@ -165,3 +165,59 @@ def test_a_link_ticks_no_measure_the_models_family_cannot_decompose():
     every = ModelShape(num_layers=2, num_heads=2, labels=("negative", "positive"))  # positive control
     assert read_link("text=good&method=ig,alti", Settings(), "default", lambda name: every).view.methods == (
         "integrated_gradients", "alti")
+
+
+# --------------------------------------------------------------------------- Evaluate's Save temperature
+def test_save_temperature_is_offered_only_for_a_model_it_can_be_saved_into(tiny_model_dir, models_dir, tmp_path,
+                                                                           monkeypatch):
+    """A temperature that helps was offered for saving whatever the model; on a shared app a model that is not
+    the visitor's run, and a Hub model anywhere, then refused it. Now the button is hidden there and the line
+    under it says why; a folder of one's own keeps it offered (the positive control)."""
+    import dataclasses
+
+    from test_evaluate_tab import labelled_csv
+
+    from bertviz_app.ui import visitor
+    from bertviz_app.ui.common import CancelFlag
+
+    from conftest import as_uploaded, make_overconfident_copy
+
+    folder = make_overconfident_copy(tiny_model_dir, tmp_path / "mine")  # near-certain, right half the time
+    h = evaluate_handlers(models_dir)
+    path = tmp_path / "reviews.csv"
+    path.write_bytes(labelled_csv(40))
+    up = h.on_upload(as_uploaded(path))
+    out = list(h.run(CancelFlag(), str(folder), up["table"], None, "text", "label", "", "", "", False))[-1]
+    view = out["view"]
+    assert view.metrics["calibration"]["helps"] is True and out["save_t"]["visible"] is True  # a folder: offered
+    assert out["save_t_md"] == ""
+    hub = dataclasses.replace(view, metrics={**view.metrics, "model": "someone/some-model"})
+    assert "Hub model" in h.save_refused(hub)
+    with pytest.raises(bv.BertvizError):  # what Save said for it ("a Hub model with no folder"; offline: not found)
+        h.save_temperature(hub)
+    monkeypatch.setattr(visitor, "owner", lambda: "a" * 64)
+    shared = evaluate_handlers(models_dir, public=True)
+    why = shared.save_refused(view)
+    assert "only into your own" in why
+    with pytest.raises(bv.InputError, match="only into your own"):
+        shared.save_temperature(view)
+    drawn = shared.render(folder_of(models_dir, view), view.name)
+    assert drawn["save_t"]["visible"] is False and "only into your own" in drawn["save_t_md"]
+
+
+def folder_of(models_dir, view):
+    return models_dir / "evaluations" / view.name
+
+
+def evaluate_handlers(models_dir, public=False):
+    """The Evaluate tab's handlers, each component named by its own name (an output dict's keys)."""
+    from bertviz_app.ui import evaluate_events
+
+    names = ("upload", "table", "refused", "notices", "text_col", "label_col", "pair_col", "status", "stored",
+             "compare", "view", "selected", "selected_md", "summary", "per_class", "confusion", "slices", "slice_md",
+             "slice_rows", "wrong", "calibration", "save_t", "save_t_md", "reliability", "geometry_box", "layer",
+             "scatter", "probes", "dims", "colour", "vector", "compare_box", "comparison", "disagreements",
+             "compare_slices", "start", "model_note")
+    settings = bv.Settings(models_dir=models_dir, memo_size=0, public=public)
+    return evaluate_events.Handlers(SimpleNamespace(**{k: k for k in names}), default="x", settings=settings,
+                                    predict_text="t", predict_pair="p", tabs="tabs")

@@ -34,6 +34,16 @@ NO_PAIR = [("(none)", NONE)]
 NO_COMPARE = [("(none)", NONE)]
 
 
+def shared_model_why(name: str) -> str:
+    return ("On this shared app a temperature is saved only into your own fine-tuned runs: the shared model "
+            f"{shown_name(name)!r} answers every visitor as it is.")
+
+
+def hub_model_why(name: str) -> str:
+    return (f"{shown_name(name)} is a Hub model with no folder of its own here: save it to a folder and evaluate "
+            "that folder to keep a temperature with it.")
+
+
 def parse_words(value: str | None) -> list[str]:
     """The words box ("not, but") -> ["not", "but"]: split at commas or semicolons (a word may hold
     a space: "not bad"), blanks dropped, each once."""
@@ -201,9 +211,13 @@ class Handlers:
                ui.slice_rows: rows_table([], v.pairs),
                ui.wrong: rows_table(evaluate_view.wrong_rows(v), v.pairs),
                ui.calibration: evaluate_view.calibration_md(v), ui.reliability: evaluate_view.reliability_figure(v),
-               # offered only for a temperature that helped on the rows it was measured on (NLL lower, ECE not higher)
-               ui.save_t: gr.update(visible=evaluate_view.temperature_judgement(v)[0]),
                ui.save_t_md: ""}
+        # offered only for a temperature that helped on the rows it was measured on (NLL lower, ECE not higher),
+        # for a model it can be saved into; else the line under the button says why not
+        refused = self.save_refused(v) if evaluate_view.temperature_judgement(v)[0] else ""
+        out[ui.save_t] = gr.update(visible=refused is None)
+        if refused:
+            out[ui.save_t_md] = f"**Not offered for saving:** {esc(refused)}"
         if v.projections:
             layers = v.layers
             last = layers[-1]
@@ -222,6 +236,18 @@ class Handlers:
         out[ui.compare_slices] = evaluate_view.comparison_frame(v)
         return out
 
+    def save_refused(self, v: RunView) -> str | None:
+        """Why Save temperature would refuse the shown evaluation's model, read without loading it (None: it
+        would not): on a shared app a model that is not the visitor's own run; a Hub model, which has no folder
+        here (a name that is neither listed nor a folder). The button is offered only where this is None."""
+        name = str(v.metrics.get("model") or "")
+        if self.settings.public and not (visitors.is_run_name(name) and visitor.owner() is not None):
+            return shared_model_why(name)
+        listed = {m["name"] for m in core.list_models(self.settings.models_dir)}
+        if name not in listed and not Path(name).expanduser().is_dir():
+            return hub_model_why(name)
+        return None
+
     def save_temperature(self, v: RunView | None) -> str:
         """The temperature the shown evaluation fitted, saved into its model's folder (calibration.json),
         which Predict applies at once; refused, with the reason, when it did not help on the rows it was
@@ -234,14 +260,12 @@ class Handlers:
         if not helps:  # the button is hidden then; an old page or a direct call still gets the reason
             raise core.InputError(why if calib.get("temperature") is None else f"This temperature is not saved: {why}")
         if self.settings.public and not (visitors.is_run_name(name) and visitor.owner() is not None):
-            raise core.InputError("On this shared app a temperature is saved only into your own fine-tuned runs: the "
-                                  f"shared model {shown_name(name)!r} answers every visitor as it is.")
+            raise core.InputError(shared_model_why(name))
         if self.settings.public:
             visitors.check_access(name, visitor.owner(), Path(self.settings.models_dir) / "runs")
         lm = common.load(name, self.default, self.settings)
         if lm.source == "hub":
-            raise core.InputError(f"{shown_name(name)} is a Hub model with no folder of its own here: save it to a "
-                                  "folder and evaluate that folder to keep a temperature with it.")
+            raise core.InputError(hub_model_why(name))
         rows, source = calib.get("fitted_on_rows") or 0, v.metrics.get("source") or "a file"
         core.save_evaluated_temperature(lm.path, calib, f"evaluate: {rows:,} rows of {source} ({v.name})")
         lm.temperature = float(calib["temperature"])  # the loaded model: Predict applies it from the next text
