@@ -32,6 +32,7 @@ from . import common, figures, plots, visitor
 from .common import CancelFlag, esc
 from .finetune_view import (
     COMPARE_STEPS,
+    RUNS_WIDTHS,
     STOPPED_BY,
     Live,
     compare_side,
@@ -164,9 +165,10 @@ def build(default: str, *, settings: core.Settings | None = None) -> SimpleNames
         # Public mode: no visitor is known while the page is built, so it lists no run (the page load
         # fills in the visitor's own); gradio also checks API calls against these choices.
         owned = not settings.public
+        # wide enough for the longest run name (runs/ + 64 characters): it ran under the arrow and was cut
         run = gr.Dropdown(choices=run_choices(settings.models_dir) if owned else [], value=None, label="Run",
-                          allow_custom_value=False, elem_id="bv-ft-run", scale=3)
-        zip_btn = gr.Button("Download model (.zip)", interactive=False, elem_id="bv-ft-zip", scale=1)
+                          allow_custom_value=False, elem_id="bv-ft-run", scale=5)
+        zip_btn = gr.Button("Download model (.zip)", interactive=False, elem_id="bv-ft-zip", scale=1, min_width=232)
         zip_file = gr.File(label="Model folder (.zip)", interactive=False, height=90, elem_id="bv-ft-zip-file", scale=2)
     with gr.Row(visible=settings.public):  # public mode: a visitor's runs are theirs to delete
         delete_btn = gr.Button("Delete this run", variant="stop", size="sm", interactive=False, elem_id="bv-ft-delete")
@@ -198,7 +200,8 @@ def build(default: str, *, settings: core.Settings | None = None) -> SimpleNames
         hub_md = gr.Markdown(elem_id="bv-ft-hub-md")
     runs_table = gr.Dataframe(value=runs_frame(settings.models_dir if owned else None),
                               label="Past runs (probe and full side by side when trained on the same data)",
-                              interactive=False, wrap=True, elem_id="bv-ft-runs")
+                              interactive=False, wrap=True, elem_id="bv-ft-runs", column_widths=RUNS_WIDTHS,
+                              elem_classes=["bv-table"])
     refresh = gr.Button("Refresh the runs list", size="sm", elem_id="bv-ft-refresh")
     return SimpleNamespace(**{k: v for k, v in locals().items() if isinstance(v, (gr.components.Component,
                                                                                   gr.blocks.BlockContext))})

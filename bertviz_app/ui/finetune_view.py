@@ -184,6 +184,14 @@ def runs_frame(models_dir: Path | None = core.Settings.models_dir) -> pd.DataFra
     return pd.DataFrame(rows, columns=cols)
 
 
+# runs_frame's column widths (shares of the table's width, adding up to all of it): each header fits on one line
+# in a 1280-px page (the longest, "train/val rows", "probe accuracy", "probe macro-F1": 14 characters, ~140 px);
+# the data set and run names wrap in theirs. Left to gradio, the columns took their cells' unwrapped widths (a
+# 42-character data set, 29-character run names), the table ran past its box and the headers broke inside words
+# ("accura|cy": three lines, 79 px).
+RUNS_WIDTHS = ["12%", "9%", "11.5%", "11.5%", "11.5%", "11.5%", "11%", "11%", "11%"]
+
+
 def _pct(x) -> str:
     return "" if x is None else f"{x:.1%}"
 
