@@ -344,6 +344,53 @@ def reference_ig(lm, text: str, pair: str | None = None, baseline: str = "pad", 
     return total.numpy(), float(ends[0, target]), float(ends[1, target]), target
 
 
+def reference_ends(lm, text, pair=None, baseline="pad", output="prob"):
+    """f(x) and f(baseline) (C,) by forward passes of the test's own (conftest.reference_f)."""
+    return reference_f(lm, text, pair, output=output), reference_f(lm, text, pair, baseline=baseline, output=output)
+
+
+def check_against_reference(lm, a, text, pair=None, n_steps=None, tolerance=None):
+    """``a`` (an engine attribution of ``text``) against the independent reference: f(x) and f(baseline)
+    from separate forward passes; delta = scores.sum() - (f(x) - f(baseline)) (Captum's sign); fixed
+    steps: the scores equal the reference's same Gauss-Legendre rule to 1e-4 of f(x) - f(baseline);
+    adaptive: the scores add up to f(x) - f(baseline) within ``tolerance`` of it, measured with the
+    separate forward passes, and equal the integral (a 1024-point Riemann sum) within ``tolerance`` of
+    the scores' total size (with a second text, scores of 3 can cancel to a change of 0.2)."""
+    import numpy as np
+
+    f_x, f_b = reference_ends(lm, text, pair, a.baseline, a.output)
+    t = a.target_index
+    gap = f_x[t] - f_b[t]
+    assert abs(gap) > 0.05, f"f(x) - f(baseline) = {gap:.3g}: too small for the comparison to test anything"
+    assert a.f_x == pytest.approx(f_x[t], rel=1e-5, abs=1e-7)
+    assert a.f_baseline == pytest.approx(f_b[t], rel=1e-5, abs=1e-7)
+    assert a.delta == pytest.approx(float(a.scores.sum()) - gap, abs=1e-5 * abs(gap))
+    if n_steps is not None:
+        ref, *_ = reference_ig(lm, text, pair, a.baseline, a.output, t, gauss_legendre=n_steps)
+        assert_scores_match(a.scores, ref, abs(gap), rtol=1e-4)
+    if tolerance is not None:
+        assert abs(float(a.scores.sum()) - gap) <= tolerance * abs(gap)
+        kinks = lm.model.config.model_type == "distilbert"  # a ReLU in its head: see test_fixture_signal
+        ref, *_ = reference_ig(lm, text, pair, a.baseline, a.output, t, steps=8192 if kinks else 1024)
+        assert_scores_match(a.scores, ref, float(np.abs(ref).sum()), rtol=tolerance)
+    return gap
+
+
+def check_json_against_reference(out: dict, lm, text: str, n_steps: int | None = None,
+                                 tolerance: float | None = None) -> float:
+    """An Integrated Gradients record as JSON (/explain, /v1/explain, `explain --json`) against the
+    independent reference on the model ``lm`` it came from (``check_against_reference``: separate
+    forward passes, Captum's delta sign, the same rule); returns f(x) - f(baseline)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    a = SimpleNamespace(f_x=out["f_x"], f_baseline=out["f_baseline"], delta=out["delta"], baseline=out["baseline"],
+                        output="prob", target_index=lm.labels.index(out["target"]),
+                        scores=np.asarray(out["attributions"], dtype=np.float64))
+    return check_against_reference(lm, a, text, n_steps=n_steps, tolerance=tolerance)
+
+
 def _reference_inputs(lm, text, pair, baseline):
     import inspect
 

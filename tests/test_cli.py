@@ -49,21 +49,28 @@ def test_predict_reads_stdin_lines(capsys, monkeypatch, tiny_model_dir):
     assert code == 0 and len(out.splitlines()) == 2
 
 
-def test_explain_json_contract(capsys, tiny_model_dir):
-    code, out, _ = run(capsys, "explain", "a good film", "--model", str(tiny_model_dir), "--json", "--n-steps", "20",
-                       "--baseline", "mask")
+def test_explain_json_contract(capsys, signal_model_dir, signal):
+    """On the trained fixture (signal: the same folder, loaded once): the record against the
+    independent reference (conftest.check_json_against_reference)."""
+    from conftest import check_json_against_reference
+
+    code, out, _ = run(capsys, "explain", "a good film", "--model", str(signal_model_dir("bert")), "--json",
+                       "--n-steps", "20", "--baseline", "mask")
     assert code == 0
     r = json.loads(out)
     assert {"tokens", "attributions", "target", "delta", "n_steps", "baseline"} <= set(r)
     assert len(r["tokens"]) == len(r["attributions"]) and r["n_steps"] == 20 and r["baseline"] == "mask"
-    assert sum(r["attributions"]) - r["delta"] == pytest.approx(r["f_x"] - r["f_baseline"], abs=1e-5)
+    check_json_against_reference(r, signal, "a good film", n_steps=20)
 
 
-def test_explain_tolerance_guarantees_the_delta(capsys, tiny_model_dir):
-    code, out, _ = run(capsys, "explain", "not a good film", "--model", str(tiny_model_dir), "--json",
+def test_explain_tolerance_guarantees_the_delta(capsys, tiny_model_dir, signal_model_dir, signal):
+    from conftest import check_json_against_reference
+
+    code, out, _ = run(capsys, "explain", "not a good film", "--model", str(signal_model_dir("bert")), "--json",
                        "--tolerance", "0.01")
     r = json.loads(out)
-    assert code == 0 and (r["relative_delta"] <= 0.01 or abs(r["delta"]) <= 1e-6)
+    assert code == 0 and r["relative_delta"] <= 0.01
+    check_json_against_reference(r, signal, "not a good film", tolerance=0.01)
     code, _, err = run(capsys, "explain", "good", "--model", str(tiny_model_dir), "--tolerance", "2")
     assert code == 2 and "tolerance must be a relative delta" in err
 

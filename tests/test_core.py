@@ -27,21 +27,45 @@ def test_predict_probabilities_sum_to_one_and_keep_order(tiny):
         assert not p.truncated
 
 
-def test_batched_and_single_predictions_agree(tiny):
-    texts = ["the film was awful", SENTENCE, "it is not good, it is bad, it is awful, awful, awful"]
-    together = bv.predict(tiny, texts, batch_size=3)
-    alone = [bv.predict(tiny, t)[0] for t in texts]
+def test_batched_and_single_predictions_agree(signal):
+    """On the trained fixture (answers from 0.02 to 0.99): a padded batch of texts with different labels
+    gives every text its own answer, to float rounding (rows swapped in the batch would be off by 0.9)."""
+    texts = ["the film was awful", SENTENCE, "it is not good, it is bad, it is awful, awful, awful", "the film"]
+    together = bv.predict(signal, texts, batch_size=4)
+    alone = [bv.predict(signal, t)[0] for t in texts]
+    assert [p.text for p in together] == texts
+    assert {p.label for p in alone} == {"negative", "positive"}  # the labels compared are not all the same
     for a, b in zip(together, alone):
-        np.testing.assert_allclose(a.probs, b.probs, atol=1e-5)
+        assert a.label == b.label
+        np.testing.assert_allclose(a.probs, b.probs, rtol=1e-4, atol=1e-7)
 
 
-def test_golden_probability_of_seeded_tiny_model(tiny):
-    # The fixture model is seeded (torch.manual_seed(0)); this pins the whole loading + predict path.
-    p = bv.predict(tiny, SENTENCE)[0]
-    assert p.probs[1] == pytest.approx(GOLDEN_POSITIVE, abs=1e-4)
+def test_golden_logits_of_the_trained_fixture(signal):
+    """The trained fixture (seeded, single-threaded training) pins the whole build + save + load +
+    predict path: its logits for several texts, relative tolerance 1e-3 (other CPUs round the 60 training
+    steps differently by far less: perturbing the initial weights by 1e-6 moves these by 1e-4), and
+    predict's log-odds. The tolerance tells texts apart: "bad" or "x" for SENTENCE, or SENTENCE with one
+    word swapped for [UNK], are each outside it."""
+    for text, golden in GOLDEN_LOGITS.items():
+        enc = signal.tokenizer(text, return_tensors="pt")
+        with torch.no_grad():
+            logits = signal.model(**enc).logits[0].numpy()
+        np.testing.assert_allclose(logits, golden, rtol=1e-3, atol=1e-3, err_msg=text)
+        p = bv.predict(signal, text)[0].probs
+        assert np.log(p[1] / p[0]) == pytest.approx(golden[1] - golden[0], rel=1e-3, abs=1e-3)
+    for other in ("bad", "x", "a gorgeous, [UNK] film!", "a [UNK], moving film!"):  # the check can fail
+        with torch.no_grad():
+            logits = signal.model(**signal.tokenizer(other, return_tensors="pt")).logits[0].numpy()
+        assert not np.allclose(logits, GOLDEN_LOGITS[SENTENCE], rtol=1e-3, atol=1e-3), other
 
 
-GOLDEN_POSITIVE = 0.4989354  # measured once on torch 2.13.0 CPU; a change means the path changed
+# measured once on torch 2.13.0 CPU (conftest.make_signal_model("bert")); a change means the path changed
+GOLDEN_LOGITS = {
+    SENTENCE: [-1.942087, 2.247725],
+    "the film was awful": [2.224141, -1.726517],
+    "the film": [0.324130, 0.094321],
+    "it is not good, it is bad": [-0.327831, 0.713336],
+}
 
 
 def test_truncation_is_reported(tiny):
@@ -115,15 +139,39 @@ def test_attention_helpers(tiny):
 
 
 @pytest.mark.parametrize("baseline", ["pad", "mask", "unk", "zero"])
-def test_integrated_gradients_completeness(tiny, baseline):
-    a = bv.attribute(tiny, SENTENCE, baseline=baseline, n_steps=50)
+@pytest.mark.parametrize("text", [SENTENCE, "the film was awful"])
+def test_integrated_gradients_equal_an_independent_reference(signal, baseline, text):
+    """On the trained fixture (f(x) - f(baseline) about 0.45): the engine's 50-step attributions equal
+    the reference's (conftest.reference_ig: the same Gauss-Legendre rule through the model's own forward,
+    plain autograd) to 1e-4 of f(x) - f(baseline), and the integral itself (a 1024-point Riemann sum)
+    to 1e-2 of it; f(x), f(baseline) and the delta equal what separate forward passes give:
+    delta = scores.sum() - (f(x) - f(baseline)) (Captum's sign)."""
+    from conftest import assert_scores_match, reference_f, reference_ig
+
+    a = bv.attribute(signal, text, baseline=baseline, n_steps=50)
     assert a.scores.shape == (len(a.tokens),)
-    # Captum: delta = sum(attributions) - (f(x) - f(baseline))
-    assert float(a.scores.sum()) - a.delta == pytest.approx(a.f_x - a.f_baseline, abs=1e-5)
+    f_x, f_b = reference_f(signal, text), reference_f(signal, text, baseline=baseline)
+    target = int(np.argmax(f_x))
+    assert a.target == bv.predict(signal, text)[0].label == signal.labels[target]
+    gap = f_x[target] - f_b[target]
+    assert a.f_x == pytest.approx(f_x[target], rel=1e-5) and a.f_baseline == pytest.approx(f_b[target], rel=1e-5)
+    assert a.delta == pytest.approx(float(a.scores.sum()) - gap, abs=1e-5 * abs(gap))
     assert a.relative_delta < 0.05
-    assert a.target == bv.predict(tiny, SENTENCE)[0].label
+    same_rule, *_ = reference_ig(signal, text, baseline=baseline, target=target, gauss_legendre=50)
+    assert_scores_match(a.scores, same_rule, abs(gap), rtol=1e-4)
+    integral, *_ = reference_ig(signal, text, baseline=baseline, target=target)
+    assert_scores_match(a.scores, integral, abs(gap), rtol=1e-2)
     if baseline != "zero":  # [CLS]/[SEP] are identical in input and baseline: no attribution
         assert a.scores[0] == pytest.approx(0.0, abs=1e-7) and a.scores[-1] == pytest.approx(0.0, abs=1e-7)
+
+
+def test_pad_and_zero_baselines_give_different_attributions(signal):
+    """The fixture's [PAD] word vector is not zero (as in a real checkpoint): the two baselines are two
+    different questions, so the tests parametrized over both test two things."""
+    pad = bv.attribute(signal, SENTENCE, baseline="pad", n_steps=50)
+    zero = bv.attribute(signal, SENTENCE, baseline="zero", n_steps=50)
+    assert abs(pad.f_baseline - zero.f_baseline) > 0.01
+    assert np.abs(pad.scores - zero.scores).max() > 0.01
 
 
 def test_attribution_target_by_name_and_logit_output(tiny):
@@ -148,11 +196,12 @@ def test_attribution_bad_arguments(tiny, kwargs, message):
         bv.attribute(tiny, SENTENCE, **kwargs)
 
 
-def test_cls_lens_last_layer_matches_prediction(tiny):
-    lens = bv.cls_lens(tiny, SENTENCE)
-    assert lens.probs.shape == (3, 2) and lens.layer_names[0] == "embeddings"
-    np.testing.assert_allclose(lens.probs.sum(-1), 1.0, atol=1e-6)
-    np.testing.assert_allclose(lens.probs[-1], bv.predict(tiny, SENTENCE)[0].probs, atol=1e-5)
+def test_cls_lens_last_layer_matches_prediction(signal):
+    for text in (SENTENCE, "the film was awful"):  # answers 0.98 and 0.02: a lens of the wrong text is far off
+        lens = bv.cls_lens(signal, text)
+        assert lens.probs.shape == (3, 2) and lens.layer_names[0] == "embeddings"
+        np.testing.assert_allclose(lens.probs.sum(-1), 1.0, atol=1e-6)
+        np.testing.assert_allclose(lens.probs[-1], bv.predict(signal, text)[0].probs, rtol=1e-4)
 
 
 def test_pooler_is_tanh_of_linear_cls_state(tiny):
@@ -210,21 +259,25 @@ def test_core_never_imports_gradio_or_plotly():
     assert out == ["False", "False"]
 
 
-def test_cls_path_equals_captum_layer_integrated_gradients(tiny):
+def test_cls_path_equals_captum_layer_integrated_gradients(signal):
     """The fast path (IG from each depth's hidden state) is the same integral Captum's
-    LayerIntegratedGradients computes with hooks on the whole model."""
+    LayerIntegratedGradients computes with hooks on the whole model: equal to 1e-4 of f(x) - f(baseline)
+    (about 0.45 on the trained fixture; scores of 0.1-0.4, so halved or zeroed rows are far off)."""
     from captum.attr import LayerIntegratedGradients
 
     from bertviz_app.attribution import AttributionEngine
 
-    path = bv.cls_path(tiny, SENTENCE, n_steps=16, baseline="mask")
-    s = AttributionEngine.for_text(tiny, SENTENCE, baseline="mask")
+    from conftest import assert_scores_match
+
+    path = bv.cls_path(signal, SENTENCE, n_steps=16, baseline="mask")
+    s = AttributionEngine.for_text(signal, SENTENCE, baseline="mask")
     layers = [s.model.bert.embeddings, *s.model.bert.encoder.layer]
+    assert len(path.scores) == len(layers)
     for row, layer in zip(path.scores, layers):
         ref = LayerIntegratedGradients(s.forward_ids, layer).attribute(
             s.ids, baselines=s.base_ids, target=s.targets[0], n_steps=16, additional_forward_args=(s.mask, s.types)
         )
-        np.testing.assert_allclose(row, ref.sum(-1)[0].detach().numpy(), atol=2e-6)
+        assert_scores_match(row, ref.sum(-1)[0].detach().numpy(), abs(path.f_x - path.f_baseline), rtol=1e-4)
 
 
 def test_attribution_retries_smaller_batches_on_out_of_memory(tiny, monkeypatch):

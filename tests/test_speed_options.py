@@ -8,27 +8,33 @@ from test_families import attention_maps_work
 
 import bertviz_app as bv
 
+from conftest import assert_scores_match, check_against_reference
+
 SENTENCE = "the film is not good, it was a tedious slog"
 
 
 @pytest.mark.parametrize("tolerance", [0.05, 0.005])
 @pytest.mark.parametrize("baseline", ["pad", "zero"])
-def test_adaptive_steps_meet_the_tolerance(tiny, tolerance, baseline):
-    a = bv.attribute(tiny, SENTENCE, baseline=baseline, tolerance=tolerance)
-    assert a.relative_delta <= tolerance or abs(a.delta) <= 1e-6
-    assert 2 <= a.n_steps <= tiny.settings.max_n_steps
-    # completeness still holds for the steps actually used
-    assert float(a.scores.sum()) - a.delta == pytest.approx(a.f_x - a.f_baseline, abs=1e-5)
+def test_adaptive_steps_meet_the_tolerance(signal, tolerance, baseline):
+    """On the trained fixture (f(x) - f(baseline) about 0.4): the scores add up to f(x) - f(baseline),
+    from separate forward passes, within the tolerance, and equal the integral (conftest)."""
+    a = bv.attribute(signal, SENTENCE, baseline=baseline, tolerance=tolerance)
+    assert a.relative_delta <= tolerance
+    assert 2 <= a.n_steps <= signal.settings.max_n_steps
+    check_against_reference(signal, a, SENTENCE, tolerance=tolerance)
 
 
-def test_adaptive_steps_start_small_and_grow(tiny):
-    loose = bv.attribute(tiny, SENTENCE, tolerance=0.5)
-    tight = bv.attribute(tiny, SENTENCE, tolerance=1e-4)
+def test_adaptive_steps_start_small_and_grow(signal):
+    """No escape: a tolerance of 1e-4 is reached (against separate forward passes) with more steps than
+    the first round's, which a loose tolerance stops at."""
+    loose = bv.attribute(signal, SENTENCE, tolerance=0.5)
+    tight = bv.attribute(signal, SENTENCE, tolerance=1e-4)
     from bertviz_app.attribution import FIRST_STEPS
 
     assert loose.n_steps <= FIRST_STEPS
-    assert tight.n_steps >= loose.n_steps
-    assert tight.relative_delta <= 1e-4 or abs(tight.delta) <= 1e-6
+    assert tight.n_steps > loose.n_steps
+    assert tight.relative_delta <= 1e-4
+    check_against_reference(signal, tight, SENTENCE, tolerance=1e-4)
 
 
 def test_fixed_steps_without_tolerance(tiny):
@@ -42,21 +48,22 @@ def test_bad_tolerance_is_refused(tiny, bad):
 
 
 @pytest.mark.parametrize("baseline", ["pad", "mask"])
-def test_attribute_equals_captum_layer_integrated_gradients(tiny, baseline):
+def test_attribute_equals_captum_layer_integrated_gradients(signal, baseline):
     """IG on the word vectors is the same integral as Captum's LayerIntegratedGradients on the
     word-embedding layer (what attribute used before), with the same convergence delta."""
     from captum.attr import LayerIntegratedGradients
 
     from bertviz_app.attribution import AttributionEngine
 
-    a = bv.attribute(tiny, SENTENCE, baseline=baseline, n_steps=16)
-    s = AttributionEngine.for_text(tiny, SENTENCE, baseline=baseline)
+    a = bv.attribute(signal, SENTENCE, baseline=baseline, n_steps=16)
+    s = AttributionEngine.for_text(signal, SENTENCE, baseline=baseline)
     ref, delta = LayerIntegratedGradients(s.forward_ids, s.model.bert.embeddings.word_embeddings).attribute(
         s.ids, baselines=s.base_ids, target=s.targets[0], n_steps=16, additional_forward_args=(s.mask, s.types),
         return_convergence_delta=True,
     )
-    np.testing.assert_allclose(a.scores, ref.sum(-1)[0].detach().numpy(), atol=2e-6)
-    assert a.delta == pytest.approx(float(delta), abs=2e-6)
+    gap = abs(a.f_x - a.f_baseline)  # about 0.4 on the trained fixture: halved or zeroed scores are far off
+    assert_scores_match(a.scores, ref.sum(-1)[0].detach().numpy(), gap, rtol=1e-4)
+    assert a.delta == pytest.approx(float(delta), abs=1e-4 * gap)
 
 
 def test_predict_sdpa_switch_restores_eager(tiny):
@@ -182,26 +189,30 @@ TEXTS = ["good", "the film is not good, it was a tedious slog", "a fine, warm an
 
 
 @pytest.mark.parametrize("tolerance", [None, 0.05])
-def test_attribute_many_equals_one_call_per_text(tiny, tolerance):
+def test_attribute_many_equals_one_call_per_text(signal, tolerance):
     """Texts explained together (padded to one length, one batched pass per round) give what one
-    call per text gives, in input order, including a sentence pair among single texts."""
+    call per text gives, in input order, including a sentence pair among single texts; each against the
+    independent reference (texts of both labels, so rows swapped in the batch are far off)."""
     pairs = [None, None, "it was fun", None]
-    many = bv.attribute_many(tiny, TEXTS, pairs=pairs, n_steps=12, tolerance=tolerance)
+    many = bv.attribute_many(signal, TEXTS, pairs=pairs, n_steps=12, tolerance=tolerance)
     assert [a.info.text for a in many] == TEXTS
+    assert {a.target for a in many} == {"negative", "positive"}
     for a, text, pair in zip(many, TEXTS, pairs):
-        one = bv.attribute(tiny, text, pair=pair, n_steps=12, tolerance=tolerance)
+        one = bv.attribute(signal, text, pair=pair, n_steps=12, tolerance=tolerance)
         assert a.tokens == one.tokens and a.target == one.target and a.n_steps == one.n_steps
-        np.testing.assert_allclose(a.scores, one.scores, atol=1e-5)
-        assert a.delta == pytest.approx(one.delta, abs=1e-5)
-        assert float(a.scores.sum()) - a.delta == pytest.approx(a.f_x - a.f_baseline, abs=1e-5)
+        gap = check_against_reference(signal, a, text, pair, n_steps=12 if tolerance is None else None,
+                                       tolerance=tolerance)
+        np.testing.assert_allclose(a.scores, one.scores, rtol=0, atol=1e-4 * abs(gap))
+        assert a.delta == pytest.approx(one.delta, abs=1e-4 * abs(gap))
     assert many[2].info.pair == "it was fun" and 1 in many[2].info.sequence_ids
 
 
-def test_adaptive_segments_converge_to_the_path_integral(tiny):
+def test_adaptive_segments_converge_to_the_path_integral(signal):
     """The segmented rule is the same integral: at a tight tolerance its per-token scores match a
     256-step single rule (not just their sum)."""
-    tight = bv.attribute(tiny, SENTENCE, tolerance=1e-4)
-    ref = bv.attribute(tiny, SENTENCE, n_steps=256)
+    tight = bv.attribute(signal, SENTENCE, tolerance=1e-4)
+    ref = bv.attribute(signal, SENTENCE, n_steps=256)
+    assert np.abs(ref.scores).max() > 0.05
     np.testing.assert_allclose(tight.scores, ref.scores, atol=2e-3 * np.abs(ref.scores).max())
 
 
@@ -247,15 +258,18 @@ def test_forward_wrapper_gives_the_models_logits(tiny, pair):
         classifier_logits(model, **enc, attention="flash")
 
 
-def test_cls_only_last_layer_keeps_the_attributions(tiny):
-    """The [CLS]-only last layer and the IG kernel change the attributions by float rounding at most."""
-    ref = bv.attribute(tiny, SENTENCE, n_steps=10, attention="eager", cls_only_last_layer=False)
+def test_cls_only_last_layer_keeps_the_attributions(signal):
+    """The [CLS]-only last layer and the IG kernel change the attributions by float rounding at most
+    (on the trained fixture: scores of order 0.1, compared to 1e-5 of f(x) - f(baseline))."""
+    ref = bv.attribute(signal, SENTENCE, n_steps=10, attention="eager", cls_only_last_layer=False)
+    gap = abs(ref.f_x - ref.f_baseline)
+    assert gap > 0.1
     for attention in ("eager", "sdpa"):
-        got = bv.attribute(tiny, SENTENCE, n_steps=10, attention=attention, cls_only_last_layer=True)
-        np.testing.assert_allclose(got.scores, ref.scores, atol=1e-6)
-    full = bv.cls_path(tiny, SENTENCE, n_steps=6, cls_only_last_layer=False)
-    fast = bv.cls_path(tiny, SENTENCE, n_steps=6, cls_only_last_layer=True)
-    np.testing.assert_allclose(fast.scores, full.scores, atol=1e-6)
+        got = bv.attribute(signal, SENTENCE, n_steps=10, attention=attention, cls_only_last_layer=True)
+        np.testing.assert_allclose(got.scores, ref.scores, rtol=0, atol=1e-5 * gap)
+    full = bv.cls_path(signal, SENTENCE, n_steps=6, cls_only_last_layer=False)
+    fast = bv.cls_path(signal, SENTENCE, n_steps=6, cls_only_last_layer=True)
+    np.testing.assert_allclose(fast.scores, full.scores, rtol=0, atol=1e-5 * gap)
 
 
 def test_cpu_int8_predictions_are_opt_in_and_close(tiny, monkeypatch):

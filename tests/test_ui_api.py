@@ -1,5 +1,6 @@
 """The HTTP API of the web app, called the way a user would: launch the app in-process on a
-free port (tiny model, empty registry) and call every endpoint with gradio_client."""
+free port (the trained tiny BERT of conftest.make_signal_model, whose answers span 0.02-0.99, and an
+empty registry) and call every endpoint with gradio_client."""
 
 from __future__ import annotations
 
@@ -13,14 +14,14 @@ from bertviz_app.config import Settings
 pytest.importorskip("gradio")
 from gradio_client import Client  # noqa: E402
 
-from conftest import served_app  # noqa: E402
+from conftest import check_json_against_reference, served_app  # noqa: E402
 
 XSS = "<img src=x onerror=alert(1)>"
 
 
 @pytest.fixture(scope="module")
-def app_url(tiny_model_dir, tmp_path_factory):
-    with served_app(str(tiny_model_dir), BERTVIZ_MODELS_DIR=tmp_path_factory.mktemp("registry")) as url:
+def app_url(signal_model_dir, tmp_path_factory):
+    with served_app(str(signal_model_dir("bert")), BERTVIZ_MODELS_DIR=tmp_path_factory.mktemp("registry")) as url:
         yield url
 
 
@@ -77,7 +78,7 @@ def test_concurrent_mixed_good_and_bad_predicts_each_get_their_own_answer(app_ur
     fails only its own request with its own message."""
 
     good = ["the film was good", "a tedious slog !", "it is not fun", "the movie is great , moving ."]
-    bad = ["   ", "a " * 15_000]
+    bad = ["   ", "a " * 15_000]  # the good texts get both labels (checked below), so a mix-up shows
     jobs = good * 3 + bad * 2
     np.random.default_rng(1).shuffle(jobs)
     reference = {t: Client(app_url, verbose=False).predict(t, api_name="/predict") for t in good}
@@ -96,7 +97,7 @@ def test_concurrent_mixed_good_and_bad_predicts_each_get_their_own_answer(app_ur
             assert isinstance(got, dict), (text, got)
             assert got["text"] == text and got["label"] == reference[text]["label"]
             for label, p in reference[text]["scores"].items():
-                assert got["scores"][label] == pytest.approx(p, abs=1e-5)
+                assert got["scores"][label] == pytest.approx(p, rel=1e-4)
         elif text.strip():
             assert "the limit is 20,000" in str(got), got
         else:
@@ -148,15 +149,15 @@ def test_attention_sizes_match_tokens(client):
     np.testing.assert_allclose(one[0], w[1], atol=1e-6)
 
 
-def test_explain_returns_delta_and_completes(client):
+def test_explain_returns_delta_and_completes(client, signal):
     out = client.predict("the film was not good", "positive", "pad", 40, api_name="/explain")
     assert out["target"] == "positive"
     assert len(out["tokens"]) == len(out["attributions"])
     for key in ("delta", "relative_delta", "n_steps", "baseline"):
         assert key in out
     assert out["n_steps"] == 40 and out["baseline"] == "pad"
-    # Integrated Gradients completeness: sum + delta == f(x) - f(baseline)
-    assert sum(out["attributions"]) + out["delta"] == pytest.approx(out["f_x"] - out["f_baseline"], abs=1e-5)
+    # Integrated Gradients against the independent reference: delta = sum - (f(x) - f(baseline))
+    check_json_against_reference(out, signal, "the film was not good", n_steps=40)
 
 
 def test_summary(client):
@@ -204,9 +205,10 @@ def _plot(value) -> dict:
     return json.loads(plot) if isinstance(plot, str) else plot
 
 
-def test_explain_with_a_tolerance_meets_it(client):
+def test_explain_with_a_tolerance_meets_it(client, signal):
     out = client.predict("the film was not good", "", "pad", 50, "", tolerance=0.01, api_name="/explain")
-    assert out["relative_delta"] <= 0.01 or abs(out["delta"]) <= 1e-6
+    assert out["relative_delta"] <= 0.01
+    check_json_against_reference(out, signal, "the film was not good", tolerance=0.01)
     with pytest.raises(Exception) as excinfo:
         client.predict("the film", tolerance=3, api_name="/explain")
     assert "tolerance must be a relative delta" in error_message(excinfo)
@@ -252,11 +254,12 @@ def test_analyze_can_skip_integrated_gradients(client, tiny_model_dir):
     assert not any(isinstance(o, str) and "bv-tokens" in o for o in last)  # the IG step did nothing
 
 
-def test_analyze_classifies_a_long_text_whole_when_asked(client, tiny_model_dir):
+def test_analyze_classifies_a_long_text_whole_when_asked(client, signal_model_dir):
     long = "the film was good . " * 40  # > 64 tokens of the tiny model
-    cut, _ = _analyze(client, str(tiny_model_dir), long, skip_ig=True)
+    model = str(signal_model_dir("bert"))  # the served model, which the /predict reference below reads
+    cut, _ = _analyze(client, model, long, skip_ig=True)
     assert any(isinstance(o, str) and "the text was truncated" in o and "Classify a long text whole" in o for o in cut)
-    whole, _ = _analyze(client, str(tiny_model_dir), long, skip_ig=True, window=True)
+    whole, _ = _analyze(client, model, long, skip_ig=True, window=True)
     notice = [o for o in whole if isinstance(o, str) and "classified whole" in o]
     assert notice and "overlapping windows of 64 tokens" in notice[0] and "first 64 tokens" in notice[0], whole
     ref = client.predict(long, window=True, stride=16, api_name="/predict")  # a quarter of 64, as the page uses
@@ -302,15 +305,15 @@ def post(app_url: str, endpoint: str, body=None, raw: bytes | None = None) -> tu
         return err.code, json.loads(err.read())
 
 
-def test_json_routes_answer_like_the_gradio_endpoints(app_url, client):
+def test_json_routes_answer_like_the_gradio_endpoints(app_url, client, signal):
     status, out = post(app_url, "predict", {"text": "the film was good", "pair": "it is fun"})
     ref = client.predict("the film was good", "it is fun", api_name="/predict")
     assert status == 200 and out["label"] == ref["label"] and out["pair"] == "it is fun"
     for label, p in ref["scores"].items():
-        assert out["scores"][label] == pytest.approx(p, abs=1e-6)
+        assert out["scores"][label] == pytest.approx(p, rel=1e-5)
     status, exp = post(app_url, "explain", {"text": "the film was not good", "target": "positive", "n_steps": 40})
     assert status == 200 and exp["target"] == "positive" and exp["n_steps"] == 40
-    assert sum(exp["attributions"]) + exp["delta"] == pytest.approx(exp["f_x"] - exp["f_baseline"], abs=1e-5)
+    check_json_against_reference(exp, signal, "the film was not good", n_steps=40)
     status, att = post(app_url, "attention", {"text": "the movie is great !", "layer": 2})
     w = np.asarray(att["weights"])
     assert status == 200 and w.shape == (1, 2, len(att["tokens"]), len(att["tokens"]))
@@ -391,13 +394,14 @@ def test_json_routes_batch_concurrent_mixed_good_and_bad_texts(app_url):
     jobs = good * 7 + ["   ", "a " * 15_000] * 2
     np.random.default_rng(2).shuffle(jobs)
     reference = {t: post(app_url, "predict", {"text": t})[1] for t in good}
+    assert {r["label"] for r in reference.values()} == {"negative", "positive"}
     results = all_at_once(lambda i: post(app_url, "predict", {"text": jobs[i]}), len(jobs))
     for i, text in enumerate(jobs):
         status, got = results[i]
         if text in good:
             assert status == 200 and got["text"] == text, got
             for label, p in reference[text]["scores"].items():
-                assert got["scores"][label] == pytest.approx(p, abs=1e-5)
+                assert got["scores"][label] == pytest.approx(p, rel=1e-4)
         else:
             assert status == 400 and ("empty" in got["error"] or "20,000" in got["error"]), got
 
@@ -420,19 +424,23 @@ def _explains_like(got: dict, page) -> None:
 
     assert got["tolerance"] == page.tolerance == core.DEFAULT_TOLERANCE  # says it chose its steps, and for what
     assert got["n_steps"] == page.n_steps and got["target"] == page.target and got["tokens"] == list(page.tokens)
-    np.testing.assert_allclose(got["attributions"], page.scores, atol=1e-5)
-    assert got["delta"] == pytest.approx(page.delta, abs=1e-6)
-    assert got["relative_delta"] <= core.DEFAULT_TOLERANCE or abs(got["delta"]) <= 1e-6
+    gap = abs(page.f_x - page.f_baseline)
+    assert gap > 0.05  # the trained fixture: attributions of order 0.1, so the comparisons below can fail
+    np.testing.assert_allclose(got["attributions"], page.scores, rtol=0, atol=1e-5 * gap)
+    assert got["delta"] == pytest.approx(page.delta, abs=1e-5 * gap)
+    assert got["relative_delta"] <= core.DEFAULT_TOLERANCE
 
 
-def test_library_cli_and_api_explain_with_the_pages_default_steps(app_url, client, tiny_model_dir, capsys):
+def test_library_cli_and_api_explain_with_the_pages_default_steps(app_url, client, signal_model_dir, signal,
+                                                                  capsys):
     """One default everywhere: attribute(), `explain`, /v1/explain and the gradio /explain, given only
     the text, compute what the page computes (adaptive steps for a relative delta <= 0.05)."""
     import bertviz_app as core
     from bertviz_app.cli import main
 
-    model = str(tiny_model_dir)
+    model = str(signal_model_dir("bert"))
     page = _page_attribution(model)
+    check_json_against_reference(page.to_dict(), signal, STEPS_TEXT, tolerance=core.DEFAULT_TOLERANCE)
     _explains_like(core.attribute(core.load_model(model, device="cpu"), STEPS_TEXT).to_dict(), page)
     capsys.readouterr()
     assert main(["explain", STEPS_TEXT, "--model", model, "--json"]) == 0
@@ -446,13 +454,14 @@ def test_library_cli_and_api_explain_with_the_pages_default_steps(app_url, clien
     _explains_like(cmp["methods"]["integrated_gradients"], page)
 
 
-def test_fifty_fixed_steps_stay_an_option_everywhere(app_url, client, tiny_model_dir, capsys):
+def test_fifty_fixed_steps_stay_an_option_everywhere(app_url, client, signal_model_dir, signal, capsys):
     import bertviz_app as core
     from bertviz_app.cli import main
 
-    model = str(tiny_model_dir)
+    model = str(signal_model_dir("bert"))
     ref = core.attribute(core.load_model(model, device="cpu"), STEPS_TEXT, n_steps=50)
     assert ref.n_steps == 50 and ref.tolerance is None
+    check_json_against_reference(ref.to_dict(), signal, STEPS_TEXT, n_steps=50)
     answers = {}
     for argv in (["--steps", "50"], ["--n-steps", "50"], ["--tolerance", "0"]):  # 0: fixed, 50 unless --n-steps
         capsys.readouterr()
@@ -464,7 +473,8 @@ def test_fifty_fixed_steps_stay_an_option_everywhere(app_url, client, tiny_model
     answers["gradio"] = client.predict(STEPS_TEXT, "", "pad", 50, api_name="/explain")
     for name, got in answers.items():
         assert got["n_steps"] == 50 and got["tolerance"] is None, name
-        np.testing.assert_allclose(got["attributions"], ref.scores, atol=1e-5, err_msg=name)
+        np.testing.assert_allclose(got["attributions"], ref.scores, rtol=0, atol=1e-5 * abs(ref.f_x - ref.f_baseline),
+                                   err_msg=name)
 
 
 # --------------------------------------------------------------------------- the typed routes: schema and bad input
