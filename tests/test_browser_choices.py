@@ -227,3 +227,37 @@ def test_start_training_is_greyed_while_this_pages_fine_tune_runs(page, app_url,
     expect(status).to_contain_text("Cancelled")
     expect(start).to_be_enabled()  # the run ended: Start is offered again
     assert "already have a fine-tune" not in status.inner_text()
+
+
+@pytest.fixture(scope="module")
+def public_url(tiny_model_dir, tmp_path_factory):
+    """A public app whose model is a shared one (not a visitor's run): the tiny model made over-confident, so a
+    temperature helps it."""
+    from conftest import make_overconfident_copy
+
+    root = tmp_path_factory.mktemp("choices-public")
+    shared = make_overconfident_copy(tiny_model_dir, root / "shared")
+    (root / "models").mkdir()
+    with served_app(str(shared), BERTVIZ_MODELS_DIR=root / "models", BERTVIZ_PUBLIC=1) as url:
+        yield url
+
+
+def test_save_temperature_is_not_offered_for_a_shared_model(page, public_url, tmp_path):
+    """On a shared app a temperature is saved only into the visitor's own runs: for the shared model Save was
+    offered (the temperature helped) and then refused; now it is hidden and the line under it says why."""
+    from test_evaluate_tab import labelled_csv
+
+    data = tmp_path / "reviews.csv"
+    data.write_bytes(labelled_csv(40))
+    page.goto(public_url)
+    page.get_by_role("tab", name="Evaluate").click()
+    page.locator("#bv-ev-upload input[type=file]").set_input_files(str(data))
+    expect(page.locator("#bv-ev-label-col input")).to_have_value("label")
+    page.locator("#bv-ev-start").click()
+    expect(page.locator("#bv-ev-status")).to_contain_text("Done", timeout=TIMEOUT_MS)
+    # the temperature helps (what offered the button before), yet the button is not there, and the line says why
+    expect(page.locator("#bv-ev-calibration")).to_contain_text("Worth keeping:")
+    expect(page.locator("#bv-ev-save-t")).to_be_hidden()
+    expect(page.locator("#bv-ev-save-t-md")).to_contain_text("Not offered for saving")
+    expect(page.locator("#bv-ev-save-t-md")).to_contain_text("only into your own fine-tuned runs")
+    no_refusal(page)

@@ -437,8 +437,8 @@ class Page:
         # the Attributions tab's choices follow the model they act on: after each analysis and each model shown
         gr.on([self.state.change, m.loaded.change], common.guard(self.follow_choices),
               inputs=[self.state, m.loaded, t.target, t.baseline, t.cmp.methods],
-              outputs=[t.target, t.baseline, t.cmp.methods], trigger_mode="always_last", concurrency_limit=2,
-              concurrency_id="choices", api_visibility="private", show_progress="hidden")
+              outputs=[t.target, t.baseline, t.cmp.methods], trigger_mode="always_last", queue=False,
+              api_visibility="private", show_progress="hidden")  # the model is open already: no queue
 
         # model chooser, first page load, the default model's build
         load_model = common.guard(self.load_model)
