@@ -14,7 +14,7 @@ import torch
 import bertviz_app as bv
 from bertviz_app import ModelLoadError
 
-from conftest import FAMILIES, LABELS, build_family_model  # noqa: F401 (others import it from here)
+from conftest import FAMILIES, LABELS, build_family_model, check_against_reference, reference_ends  # noqa: F401 (others import it from here)
 
 SENTENCE = "a gorgeous, moving film!"
 TEXTS = ["the film was awful", SENTENCE, "it is not good, it is bad, it is awful, awful, awful", "fun"]
@@ -26,9 +26,13 @@ def attention_maps_work(model) -> bool:
 
 
 @pytest.fixture(scope="module", params=FAMILIES)
-def fam_lm(request, tmp_path_factory):
-    path = build_family_model(request.param, tmp_path_factory.mktemp("families") / request.param)
-    return bv.load_model(str(path), device="cpu")
+def fam_lm(request, signal_model_dir):
+    """The family's tiny classifier trained on the toy sentiment task (conftest.make_signal_model):
+    answers from 0.01 to 0.99 and attributions of order 0.1, so the numeric checks below can fail."""
+    return bv.load_model(str(signal_model_dir(request.param)), device="cpu")
+
+
+IG_TEXT = "the film was awful"  # f(x) - f(baseline) is 0.2-0.6 on every family from every baseline
 
 
 def test_every_family_is_supported():
@@ -110,19 +114,20 @@ def test_attention_and_rollout_rows_sum_to_one(fam_lm, pair):
 @pytest.mark.parametrize("output", ["prob", "logit"])
 def test_integrated_gradients_completeness_on_the_engine(fam_lm, output):
     """The engine's Integrated Gradients (fixed and adaptive steps, both outputs, with a second
-    text): sum(attributions) - delta = f(x) - f(baseline) (Captum's delta), and f(x) is what the
-    model outputs for the text."""
+    text) against the independent reference (``conftest.check_against_reference``), and f(x) is what predict
+    reports for the text."""
     from bertviz_app.attribution import AttributionEngine
 
+    baseline = bv.recommended_baseline(fam_lm)  # DeBERTa-v2's [PAD] path jumps: test_a_baseline_whose_path...
     for pair in (None, "it was fun"):
-        engine = AttributionEngine.for_text(fam_lm, SENTENCE, pair, output=output)
-        p = bv.predict(fam_lm, SENTENCE, pairs=None if pair is None else pair)[0]
+        engine = AttributionEngine.for_text(fam_lm, IG_TEXT, pair, baseline=baseline, output=output)
+        p = bv.predict(fam_lm, IG_TEXT, pairs=None if pair is None else pair)[0]
         for n_steps, tolerance in ((32, None), (None, 0.05)):
             (a,) = engine.integrated_gradients(n_steps, tolerance)
-            assert float(a.scores.sum()) - a.delta == pytest.approx(a.f_x - a.f_baseline, abs=1e-5)
+            check_against_reference(fam_lm, a, IG_TEXT, pair, n_steps, tolerance)
             assert a.target == p.label
             if output == "prob":
-                assert a.f_x == pytest.approx(max(p.probs), abs=1e-5)
+                assert a.f_x == pytest.approx(max(p.probs), rel=1e-5)
 
 
 def test_every_registered_method_explains_every_family(fam_lm):
@@ -132,11 +137,18 @@ def test_every_registered_method_explains_every_family(fam_lm):
     from bertviz_app.methods import METHOD_CLASSES
 
     ref = bv.predict(fam_lm, SENTENCE)[0]
+    f_x, f_b = reference_ends(fam_lm, SENTENCE)
+    t = int(np.argmax(f_x))
     for name, cls in METHOD_CLASSES.items():
         a = bv.explain(fam_lm, SENTENCE, name, n_steps=16, n_samples=32)
         assert a.method == name and a.scores.shape == (len(a.tokens),) and np.isfinite(a.scores).all()
-        assert a.delta == pytest.approx(a.f_x - a.f_baseline - float(a.scores.sum()), abs=1e-5)
-        assert a.target == ref.label and a.f_x == pytest.approx(max(ref.probs), abs=1e-5)
+        assert a.f_x == pytest.approx(f_x[t], rel=1e-5) and a.f_baseline == pytest.approx(f_b[t], rel=1e-5, abs=1e-7)
+        gap = f_x[t] - f_b[t]
+        if name == "integrated_gradients":  # Captum's convergence delta
+            assert a.delta == pytest.approx(float(a.scores.sum()) - gap, abs=1e-5 * abs(gap))
+        else:  # the record's identity (methods.Method.record): the opposite sign
+            assert a.delta == pytest.approx(gap - float(a.scores.sum()), abs=1e-5 * max(abs(gap), 1e-3))
+        assert a.target == ref.label == fam_lm.labels[t] and a.f_x == pytest.approx(max(ref.probs), rel=1e-5)
         if cls.per_word:
             special = np.array([s is None for s in a.info.sequence_ids])
             assert np.all(a.scores[special] == 0)
@@ -144,35 +156,60 @@ def test_every_registered_method_explains_every_family(fam_lm):
 
 @pytest.mark.parametrize("baseline", ["pad", "mask", "unk", "zero"])
 def test_integrated_gradients_completeness(fam_lm, baseline):
-    a = bv.attribute(fam_lm, SENTENCE, baseline=baseline, n_steps=50)
+    """Fixed 50 steps from each baseline against the independent reference; where the path jumps
+    (DeBERTa-v2 from [PAD] or zero vectors) only f(x), f(baseline) and the delta are compared: no
+    50-point rule, the engine's or the reference's, reaches that integral."""
+    a = bv.attribute(fam_lm, IG_TEXT, baseline=baseline, n_steps=50)
     assert a.scores.shape == (len(a.tokens),)
-    # Captum: delta = sum(attributions) - (f(x) - f(baseline)), and the tool reports that delta
-    assert float(a.scores.sum()) - a.delta == pytest.approx(a.f_x - a.f_baseline, abs=1e-5)
-    assert a.target == bv.predict(fam_lm, SENTENCE)[0].label
-    assert a.f_x == pytest.approx(max(bv.predict(fam_lm, SENTENCE)[0].probs), abs=1e-5)
+    jumps = bv.baseline_jumps(fam_lm, baseline)
+    check_against_reference(fam_lm, a, IG_TEXT, n_steps=None if jumps else 50)
+    assert a.target == bv.predict(fam_lm, IG_TEXT)[0].label
+    assert a.f_x == pytest.approx(max(bv.predict(fam_lm, IG_TEXT)[0].probs), rel=1e-5)
     if baseline == "pad":  # the first/last special tokens are the same in input and baseline: no attribution
         assert a.scores[0] == pytest.approx(0.0, abs=1e-7) and a.scores[-1] == pytest.approx(0.0, abs=1e-7)
 
 
+def test_pad_and_zero_baselines_differ(fam_lm):
+    """The fixture's [PAD] word vector is not zero (as in a real checkpoint), so "pad" and "zero" are two
+    questions; on DeBERTa-v2 the [PAD] row is zero and the two are the same (baseline_jumps)."""
+    pad = bv.attribute(fam_lm, IG_TEXT, baseline="pad", n_steps=20)
+    zero = bv.attribute(fam_lm, IG_TEXT, baseline="zero", n_steps=20)
+    if fam_lm.model.config.model_type == "deberta-v2":
+        np.testing.assert_allclose(pad.scores, zero.scores, rtol=1e-5, atol=1e-7)
+    else:
+        assert abs(pad.f_baseline - zero.f_baseline) > 1e-3 and np.abs(pad.scores - zero.scores).max() > 1e-3
+
+
 def test_speed_options_keep_the_attributions(fam_lm):
     """The IG kernel and the [CLS]-only last layer change attributions by float rounding at most."""
-    ref = bv.attribute(fam_lm, SENTENCE, n_steps=10, attention="eager", cls_only_last_layer=False)
-    got = bv.attribute(fam_lm, SENTENCE, n_steps=10, attention="sdpa", cls_only_last_layer=True)
-    np.testing.assert_allclose(got.scores, ref.scores, atol=1e-6)
+    baseline = bv.recommended_baseline(fam_lm)
+    ref = bv.attribute(fam_lm, IG_TEXT, baseline=baseline, n_steps=10, attention="eager", cls_only_last_layer=False)
+    got = bv.attribute(fam_lm, IG_TEXT, baseline=baseline, n_steps=10, attention="sdpa", cls_only_last_layer=True)
+    gap = abs(ref.f_x - ref.f_baseline)
+    assert gap > 0.1 and np.abs(ref.scores).max() > 0.02  # scores that a broken path would visibly change
+    np.testing.assert_allclose(got.scores, ref.scores, rtol=0, atol=1e-5 * gap)
 
 
 def test_batched_attributions_are_complete_and_match_single_ones(fam_lm):
-    texts = [SENTENCE, "it is not good, it is bad"]  # different lengths: the batch is padded
-    many = bv.attribute_many(fam_lm, texts, n_steps=20)
+    """A padded batch of texts (different lengths and labels) gives each text its own attributions:
+    against the independent reference, and equal to one call per text to 1e-4 of f(x) - f(baseline)."""
+    texts = [IG_TEXT, "it is good, it is great", "the movie was tedious"]  # different lengths: padded
+    baseline = bv.recommended_baseline(fam_lm)
+    many = bv.attribute_many(fam_lm, texts, baseline=baseline, n_steps=20)
+    assert len({a.target for a in many}) == 2
     for text, a in zip(texts, many):
-        assert float(a.scores.sum()) - a.delta == pytest.approx(a.f_x - a.f_baseline, abs=1e-5)
-        np.testing.assert_allclose(a.scores, bv.attribute(fam_lm, text, n_steps=20).scores, atol=1e-5)
+        check_against_reference(fam_lm, a, text, n_steps=20)
+        one = bv.attribute(fam_lm, text, baseline=baseline, n_steps=20)
+        np.testing.assert_allclose(a.scores, one.scores, rtol=0, atol=1e-4 * abs(one.f_x - one.f_baseline))
 
 
-def test_adaptive_steps_reach_the_tolerance(fam_lm):
-    a = bv.attribute(fam_lm, SENTENCE, tolerance=0.05)
-    assert float(a.scores.sum()) - a.delta == pytest.approx(a.f_x - a.f_baseline, abs=1e-5)
-    assert a.relative_delta <= 0.05 or abs(a.f_x - a.f_baseline) < 1e-4
+@pytest.mark.parametrize("tolerance", [0.05, 0.01])
+def test_adaptive_steps_reach_the_tolerance(fam_lm, tolerance):
+    """No escape: f(x) - f(baseline) is 0.2-0.6 here, and the scores add up to it within the tolerance
+    (measured with separate forward passes) and equal the integral (``conftest.check_against_reference``)."""
+    a = bv.attribute(fam_lm, IG_TEXT, baseline=bv.recommended_baseline(fam_lm), tolerance=tolerance)
+    assert a.tolerance == tolerance and a.relative_delta <= tolerance
+    check_against_reference(fam_lm, a, IG_TEXT, tolerance=tolerance)
 
 
 def test_cls_path_rows_are_complete_and_end_in_cls(fam_lm):
