@@ -94,7 +94,7 @@ def finetune_image(browser, url: str, out: Path, base: str, table: Path, epochs:
     return out
 
 
-def make_images(model: str, out_dir: Path, models_dir: Path | None = None, browser=None) -> list[Path]:
+def make_images(model: str, out_dir: Path, models_dir: Path | None = None, browser=None, epochs: int = 3) -> list[Path]:
     """Both pictures of the app serving ``model`` (a registry name in ``models_dir``, or a model folder), written
     to ``out_dir``. The app's registry is a temporary folder (``models_dir``'s models linked into it), so the
     fine-tune's run is never saved into the real one."""
@@ -113,14 +113,14 @@ def make_images(model: str, out_dir: Path, models_dir: Path | None = None, brows
         with server.start(settings, model) as running:
             if browser is not None:
                 return [explorer_image(browser, running.url, out_dir / "screenshot.png"),
-                        finetune_image(browser, running.url, out_dir / "finetune.png", model, table)]
+                        finetune_image(browser, running.url, out_dir / "finetune.png", model, table, epochs)]
             from playwright.sync_api import sync_playwright
 
             with sync_playwright() as p:
                 b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
                 try:
                     return [explorer_image(b, running.url, out_dir / "screenshot.png"),
-                            finetune_image(b, running.url, out_dir / "finetune.png", model, table)]
+                            finetune_image(b, running.url, out_dir / "finetune.png", model, table, epochs)]
                 finally:
                     b.close()
 

@@ -287,7 +287,7 @@ def test_the_readme_images_script_draws_both_pictures(browser, tiny_model_dir, t
     spec = importlib.util.spec_from_file_location("readme_images", ROOT / "scripts" / "readme_images.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
-    made = script.make_images(str(tiny_model_dir), tmp_path, browser=browser)
+    made = script.make_images(str(tiny_model_dir), tmp_path, browser=browser, epochs=1)
     assert made == [tmp_path / "screenshot.png", tmp_path / "finetune.png"]
     for path in made:
         width, height = png_size(path)
