@@ -139,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models-dir", type=Path, default=ROOT / "models", help="the registry (default: models/)")
     ap.add_argument("--out", type=Path, default=ROOT / "docs", help="where the two PNGs go (default: docs/)")
     args = ap.parse_args(argv)
+    if str(ROOT) not in sys.path:  # run as a file from a checkout where the package is not installed
+        sys.path.insert(0, str(ROOT))
     if args.model == "default" and not (args.models_dir / "default" / "config.json").is_file():
         print("models/default is not built: run `python -m bertviz_app build-default` first, or pass --model PATH",
               file=sys.stderr)
