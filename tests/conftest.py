@@ -194,12 +194,13 @@ FAMILIES = ["bert", "distilbert", "roberta", "xlm-roberta", "albert", "electra",
 # Gradients scores of 1e-6: a test comparing those with a tolerance of 1e-5 cannot fail. These models
 # are each family's tiny classifier trained for 60 Adam steps on a toy task: one sentiment word decides
 # a sentence; sentences without one, and sentences made of one baseline token ([PAD], [MASK], [UNK])
-# are neutral (target 0.5), so every baseline sits near p = 0.5, a sentiment word moves p to 0.01 or
-# 0.99 and Integrated Gradients scores are of order 0.1-0.5. The [PAD] word vector (zero in a new
+# are neutral (target 0.5), so every baseline sits near p = 0.5, a sentiment word moves p to 0.02 or
+# 0.98 (targets 0.02/0.98: not saturated, so the paths stay smooth enough for 20-50 quadrature points)
+# and Integrated Gradients scores are of order 0.1-0.6. The [PAD] word vector (zero in a new
 # model, padding_idx keeps it there) gets a fixed random value, as in a real checkpoint, so the "pad"
 # and "zero" baselines differ; DeBERTa-v2 keeps its zero [PAD] row (baseline_jumps is about that).
 # tests/test_fixture_signal.py checks the spread, so the fixtures cannot quietly lose it.
-PAD_SCALE = 0.5
+PAD_SCALE = 0.5  # the [PAD] row: 0.5 x a standard normal vector (seed 1)
 SIGNAL_POSITIVE = ("good", "great", "fun", "gorgeous", "moving", "joy")
 SIGNAL_NEGATIVE = ("bad", "awful", "tedious", "slog")
 SIGNAL_FILLER = ("the", "film", "movie", "was", "is", "a", "it")
@@ -209,7 +210,7 @@ SIGNAL_TEXTS = ("the film was awful", "a gorgeous, moving film!", "it is good", 
 
 def toy_sentiment_rows(n: int = 64, seed: int = 0) -> tuple[list[str], list[list[float]]]:
     """``n`` short sentences and their target distributions (negative, positive): three in four hold one
-    sentiment word (its class, certain); the rest are filler words only (0.5, 0.5)."""
+    sentiment word (its class, 0.98); the rest are filler words only (0.5, 0.5)."""
     import random
 
     rng = random.Random(seed)
@@ -228,9 +229,11 @@ def toy_sentiment_rows(n: int = 64, seed: int = 0) -> tuple[list[str], list[list
 
 def train_signal(path: Path, steps: int = 60, lr: float = 1e-2) -> Path:
     """The classifier saved in ``path`` (any supported family, with its tokenizer) trained on
-    ``toy_sentiment_rows`` and saved back: see the comment above. One thread, fixed seeds: the same
-    weights on every run of one machine; the few ulps another CPU's kernels may change are far below
-    the tolerances of the golden values (test_core)."""
+    ``toy_sentiment_rows`` and saved back: see the comment above. One thread (several only add overhead
+    at this size: 0.5 s of CPU a family), fixed seeds: the same weights on every run of one machine.
+    Another CPU's kernels round differently: training with 2 threads instead of 1 moves the golden
+    logits (test_core) by 6e-6, perturbing every initial weight by 1e-6 (relative) by 1e-4; the golden
+    tolerance is 1e-3."""
     import torch
     import torch.nn.functional as F
     from transformers import AutoModelForSequenceClassification, AutoTokenizer

@@ -96,8 +96,7 @@ BAD = ["", "   ", None, "x" * 10**6]
 def test_concurrent_mixed_good_and_bad_texts_each_get_their_own_answer(signal):
     """On the trained fixture (answers 0.02 to 0.99, both labels among the texts): every caller gets its
     own text's answer, to float rounding, whatever batch it shared; a bad text fails only its caller."""
-    tiny = signal
-    expected = {t: p for t, p in zip(GOOD, predict(tiny, GOOD))}
+    expected = {t: p for t, p in zip(GOOD, predict(signal, GOOD))}
     assert {p.label for p in expected.values()} == {"negative", "positive"}
     jobs = [(t, True) for t in GOOD * 3] + [(t, False) for t in BAD * 2]
     np.random.default_rng(0).shuffle(jobs)
@@ -107,7 +106,7 @@ def test_concurrent_mixed_good_and_bad_texts_each_get_their_own_answer(signal):
     def call(i, text):
         barrier.wait(30)
         try:
-            results[i] = predict_one(tiny, text)
+            results[i] = predict_one(signal, text)
         except InputError as exc:
             results[i] = exc
 
@@ -126,7 +125,7 @@ def test_concurrent_mixed_good_and_bad_texts_each_get_their_own_answer(signal):
         else:
             assert isinstance(got, InputError), (text, got)
             assert "empty" in str(got) or "limit" in str(got) or "string" in str(got)
-    batches, items = batcher_stats(tiny)["predict"]
+    batches, items = batcher_stats(signal)["predict"]
     assert items >= len(GOOD) * 3
 
 
@@ -142,7 +141,6 @@ def test_concurrent_explanations_match_attribute(signal):
     reference (conftest.check_against_reference), on texts of both labels."""
     from conftest import check_against_reference
 
-    tiny = signal
     texts = ["the film was good", "a tedious slog !", "it is not fun"]
     results = {}
     barrier = threading.Barrier(len(texts) + 1)
@@ -150,7 +148,7 @@ def test_concurrent_explanations_match_attribute(signal):
     def call(i, text):
         barrier.wait(30)
         try:
-            results[i] = explain_one(tiny, text, n_steps=8)
+            results[i] = explain_one(signal, text, n_steps=8)
         except InputError as exc:
             results[i] = exc
 
@@ -161,9 +159,9 @@ def test_concurrent_explanations_match_attribute(signal):
         t.join(60)
     assert isinstance(results[len(texts)], InputError)
     for i, text in enumerate(texts):
-        want = attribute(tiny, text, n_steps=8)
+        want = attribute(signal, text, n_steps=8)
         assert results[i].info.text == text and results[i].target == want.target
-        gap = check_against_reference(tiny, results[i], text, n_steps=8)
+        gap = check_against_reference(signal, results[i], text, n_steps=8)
         np.testing.assert_allclose(results[i].scores, want.scores, rtol=0, atol=1e-4 * abs(gap))
     assert {results[i].target for i in range(len(texts))} == {"negative", "positive"}
 
