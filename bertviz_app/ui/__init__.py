@@ -480,5 +480,7 @@ def mount(app, demo: gr.Blocks, settings: Settings):
                                   allowed_paths=[], blocked_paths=uploads.blocked_paths(settings),
                                   theme=gr.themes.Soft(), css=CSS, head=figures.HEAD + links.HEAD)
     uploads.enforce_gradio_checks(demo)
+    gradio_app = next(r.app for r in mounted.routes if hasattr(getattr(r, "app", None), "get_blocks"))
+    api.refuse_malformed_calls(demo, gradio_app)  # one clear answer for a call whose inputs do not fit
     gradio_sessions.install()  # a queued API call no longer builds every component's config
     return mounted

@@ -9,6 +9,8 @@ length-sorted batch.
 
 from __future__ import annotations
 
+import logging
+import re
 from collections.abc import Callable
 
 import gradio as gr
@@ -22,7 +24,9 @@ from . import common, uploads, visitor
 from .evaluate_events import parse_words
 from .finetune_view import load_base
 
-__all__ = ["functions", "register", "PREDICT_CONCURRENCY", "EXPLAIN_CONCURRENCY"]
+__all__ = ["functions", "register", "refuse_malformed_calls", "PREDICT_CONCURRENCY", "EXPLAIN_CONCURRENCY"]
+
+log = logging.getLogger(__name__)
 
 # /predict calls let in at once: they wait in the core's micro-batcher, which runs them as one batch
 PREDICT_CONCURRENCY = 32
@@ -127,3 +131,56 @@ def register(default: str, settings: Settings, heavy: dict) -> None:
     gr.api(common.guard(fns["summary"]), api_name="summary", concurrency_limit=2)
     gr.api(common.guard(fns["evaluate"]), api_name="evaluate", concurrency_limit=1, concurrency_id="evaluate")
 
+
+
+MALFORMED = ("GET /gradio_api/info lists each endpoint's inputs in order, with their types and defaults "
+             "(gradio_client fills the defaults in).")
+
+
+def malformed_call(block_fn, inputs: list, exc: Exception) -> gr.Error:
+    """The message for a call to gradio's API whose inputs do not fit the event (too few, or one gradio
+    cannot read as its component's type): what to send instead, without echoing the values sent."""
+    name = block_fn.api_name or block_fn.name or "this endpoint"
+    wanted = len(block_fn.inputs)
+    if len(inputs) < wanted:
+        text = (f"{name} takes {wanted} input{'s' * (wanted != 1)}; the request sent {len(inputs)}. "
+                f"Send them all, in order: {MALFORMED}")
+    else:
+        at = re.search(r"at index (\d+)", str(exc))  # gradio's ComponentProcessingError names the index
+        which = f"Input {int(at[1]) + 1}" if at else "An input"
+        text = f"{which} of {name} is not of the type it takes. {MALFORMED}"
+    log.info("Refused a request: malformed call to %s", name)
+    return gr.Error(text, print_exception=False)
+
+
+def refuse_malformed_calls(demo: gr.Blocks, gradio_app) -> None:
+    """One answer for calls to gradio's API that do not fit an event, whichever door they came through
+    (``/gradio_api/call/<name>``, ``/call/v2/<name>``, ``/run/<name>``, ``/queue/join``): gradio answers too few
+    inputs with ``{"error": null}`` and a wrongly typed one with a generic error, logging a traceback for
+    each, and a named call with a missing or unknown argument (``/call/v2``) with a bare 500. Here each is
+    a clear message that says what to send, logged as one line. ``gradio_app``: the mounted gradio App."""
+    from fastapi.responses import JSONResponse
+    from gradio.exceptions import ComponentProcessingError
+
+    preprocess = demo.preprocess_data
+
+    async def checked(block_fn, inputs, state, explicit_call=False):
+        if inputs is not None and len(inputs) < len(block_fn.inputs):
+            raise malformed_call(block_fn, inputs, ValueError("too few inputs"))
+        try:
+            return await preprocess(block_fn, inputs, state, explicit_call)
+        except ComponentProcessingError as exc:
+            raise malformed_call(block_fn, inputs, exc) from None
+
+    demo.preprocess_data = checked
+
+    async def named_arguments(request, exc: TypeError):
+        # gradio_client's construct_args: "No value provided for required argument: text", "Parameter `x`
+        # is not a valid key-word argument ..."; any other TypeError in a gradio route is a fault, not ours
+        # to answer: re-raised, it reaches the server's own handler and log
+        if "/call/v2/" not in request.url.path:
+            raise exc
+        log.info("Refused a request: malformed call to %s", request.url.path.rsplit("/", 1)[-1])
+        return JSONResponse({"error": f"{str(exc).split('. Please', 1)[0]}. {MALFORMED}"}, status_code=400)
+
+    gradio_app.add_exception_handler(TypeError, named_arguments)
