@@ -1,0 +1,53 @@
+"""The suite catches deliberate breaks (issue 37): each mutant of tests/mutants.py (IG scores halved or zeroed,
+the delta's sign flipped, rows of a batch swapped, the ownership check skipped, ...) makes at least one of
+its catchers fail, in a fresh process with only that patch applied; the same catchers pass unpatched
+(the positive control, so a failure is the mutant's and not the setup's)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mutants import MUTANTS, mutated_source
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(catchers, report: Path, mutant: str | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
+    """The catchers' pytest in a fresh process, with ``mutant`` applied."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    args = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "mutants", "-p", "no:cacheprovider",
+            "-o", "addopts=", "--mutant-report", str(report), *(["--mutant", mutant] if mutant else []), *catchers]
+    return subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_every_mutant_still_applies_to_the_code():
+    """Each snippet occurs exactly once in its module and the patched source compiles."""
+    import importlib.util
+
+    for name, m in MUTANTS.items():
+        source = Path(importlib.util.find_spec(m.module).origin).read_text(encoding="utf-8")
+        compile(mutated_source(m, source), m.module, "exec")
+        assert m.catchers, name
+
+
+@pytest.mark.parametrize("name", sorted(MUTANTS))
+def test_the_mutant_is_caught(name, tmp_path):
+    report = tmp_path / "applied.txt"
+    r = run(MUTANTS[name].catchers, report, name)
+    out = r.stdout + r.stderr
+    # the patched module was the one imported
+    assert report.is_file() and report.read_text().split() == [name], out[-3000:]
+    assert r.returncode == 1 and " failed" in out, (  # a test failed (not an error of the setup)
+        f"{name} ({MUTANTS[name].why}) was not caught by {MUTANTS[name].catchers}:\n{out[-3000:]}")
+
+
+def test_the_catchers_pass_without_a_mutant(tmp_path):
+    catchers = sorted({c for m in MUTANTS.values() for c in m.catchers})
+    r = run(catchers, tmp_path / "applied.txt")
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    assert not (tmp_path / "applied.txt").exists()
