@@ -64,7 +64,7 @@ def build() -> SimpleNamespace:
         cls_rows = figures.plot(label="[CLS] row across layers", elem_id="bv-cls-rows")
         rollout = figures.plot(label="Attention rollout", elem_id="bv-rollout")
     overview_notice = gr.Markdown()
-    overview = figures.plot(label="Overview: every layer × head", elem_id="bv-overview")
+    overview = figures.plot(label="Overview: every layer (× head, for a measure with heads)", elem_id="bv-overview")
     doc = build_document()
     return SimpleNamespace(layer=layer, head=head, hide=hide, merge=merge, heatmap=heatmap, cls_rows=cls_rows,
                            rollout=rollout, overview=overview, overview_notice=overview_notice, measure=measure,
