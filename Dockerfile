@@ -19,8 +19,10 @@ WORKDIR /home/user/app
 #              "+cpu" exists only on torch's own index, so the wheel comes from there; its dependencies
 #              come from PyPI. PyPI's torch==2.13.0 for Linux x86_64 is the CUDA build, which adds GBs of
 #              nvidia-* libraries that a CPU machine never uses.
-#   TORCH=cuda (a GPU Space) PyPI's torch==2.13.0 with its CUDA libraries; "===" matches the version
-#              exactly, so a local CPU wheel (2.13.0+cpu) cannot stand in for it.
+#   TORCH=cuda (a GPU Space) PyPI's torch==2.13.0 with its CUDA libraries (torch.__version__ says
+#              2.13.0+cu130); "===" matches the version exactly, so a local CPU wheel (2.13.0+cpu)
+#              cannot stand in for it. On a Space: a variable TORCH=cuda (variables are passed as build
+#              args); elsewhere: docker build --build-arg TORCH=cuda . (sizes in docs/deploy.md).
 # TORCH_CPU_INDEX: where the CPU-only wheel is published; empty = pip's own sources only (a mirror or
 # a local folder of wheels that holds 2.13.0+cpu; scripts/container_check.sh passes it empty).
 # requirements.txt then finds torch==2.13.0 satisfied and installs nothing more for it.

@@ -178,6 +178,12 @@ def test_an_unknown_torch_value_stops_the_build_with_a_clear_message():
         assert "TORCH must be cpu" in err and "cuda" in err and f"not '{value}'" in err, err
 
 
+def test_the_deploy_page_says_how_to_pick_each_torch():
+    page = (ROOT / "docs" / "deploy.md").read_text()
+    assert "docker build --build-arg TORCH=cuda ." in page and "`TORCH_CPU_INDEX`" in page
+    assert "scripts/container_check.sh --torch cuda" in (ROOT / "scripts" / "container_check.sh").read_text()
+
+
 def test_torch_is_installed_before_the_requirements_which_keep_the_same_pin():
     assert index_of(r'case "\$TORCH"') < index_of(r"RUN pip install .*-r requirements\.txt")
     assert requirements_torch_pin() == "2.13.0"
