@@ -539,6 +539,28 @@ def served_app(model: str, port: int | None = None, settings=None, **env):
         mp.undo()
 
 
+def queue_event(url: str, fn_index: int, data: list, session: str | None = None) -> dict:
+    """An event of the page joined to gradio's queue over raw HTTP (``/gradio_api/queue/join``, as the page
+    does) in ``session`` (default: a new one) and followed to its end: its process_completed message
+    (``success``, ``output``)."""
+    import json
+    import uuid
+
+    import httpx
+
+    session = session or uuid.uuid4().hex[:10]
+    body = {"data": data, "fn_index": fn_index, "session_hash": session, "event_data": None, "trigger_id": None}
+    r = httpx.post(f"{url}gradio_api/queue/join", json=body, timeout=30)
+    assert r.status_code == 200, r.text
+    with httpx.stream("GET", f"{url}gradio_api/queue/data", params={"session_hash": session}, timeout=120) as s:
+        for line in s.iter_lines():
+            if line.startswith("data:"):
+                msg = json.loads(line[5:])
+                if msg.get("msg") == "process_completed":
+                    return msg
+    raise AssertionError(f"event {fn_index} never completed")
+
+
 FINETUNE_FIELDS = {"epochs": "bv-ft-epochs", "batch": "bv-ft-batch", "lr": "bv-ft-lr", "patience": "bv-ft-patience"}
 
 

@@ -31,7 +31,7 @@ import bertviz_app as bv  # noqa: E402
 from bertviz_app import visitors  # noqa: E402
 from bertviz_app.ui import uploads  # noqa: E402
 
-from conftest import served_app  # noqa: E402
+from conftest import queue_event, served_app  # noqa: E402
 
 MARK = f"secret-row-{uuid.uuid4().hex[:12]}"  # in every file an attacker asks for; never in an answer or the log
 TABLE = f"text,label\n{MARK} one,negative\n{MARK} two,positive\nthe film was good,positive\nawful,negative\n"
@@ -157,18 +157,8 @@ def test_the_evaluate_api_reads_an_uploaded_file(app):
 
 
 def run_event(url: str, fn_index: int, data: list) -> dict:
-    """An event joined to gradio's queue and followed to its end: its process_completed message."""
-    session = uuid.uuid4().hex[:10]
-    body = {"data": data, "fn_index": fn_index, "session_hash": session, "event_data": None, "trigger_id": None}
-    r = httpx.post(f"{url}gradio_api/queue/join", json=body, timeout=30)
-    assert r.status_code == 200, r.text
-    with httpx.stream("GET", f"{url}gradio_api/queue/data", params={"session_hash": session}, timeout=120) as s:
-        for line in s.iter_lines():
-            if line.startswith("data:"):
-                msg = json.loads(line[5:])
-                if msg.get("msg") == "process_completed":
-                    return msg
-    raise AssertionError("the event never completed")
+    """An event joined to gradio's queue in a new session and followed to its end."""
+    return queue_event(url, fn_index, data)
 
 
 @pytest.mark.parametrize("guards_off", [["PathGuard"], ["PathGuard", "gradio"]],

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -35,10 +36,29 @@ def test_every_mutant_still_applies_to_the_code():
         assert m.catchers, name
 
 
+CONTROL = "(none)"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Every mutant's subprocess, and the unpatched control, started at once on the machine's cores (each
+    is mostly one interpreter importing torch and building the fixture): {name: (completed process,
+    report file)}, each awaited by the test that reads it."""
+    folder = tmp_path_factory.mktemp("mutants")
+    catchers = sorted({c for m in MUTANTS.values() for c in m.catchers})
+    jobs = {name: (m.catchers, name) for name, m in MUTANTS.items()}
+    jobs[CONTROL] = (catchers, None)
+    pool = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2))
+    futures = {name: (pool.submit(run, c, folder / f"{i}.txt", mutant), folder / f"{i}.txt")
+               for i, (name, (c, mutant)) in enumerate(jobs.items())}
+    yield futures
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
 @pytest.mark.parametrize("name", sorted(MUTANTS))
-def test_the_mutant_is_caught(name, tmp_path):
-    report = tmp_path / "applied.txt"
-    r = run(MUTANTS[name].catchers, report, name)
+def test_the_mutant_is_caught(name, runs):
+    future, report = runs[name]
+    r = future.result()
     out = r.stdout + r.stderr
     # the patched module was the one imported
     assert report.is_file() and report.read_text().split() == [name], out[-3000:]
@@ -46,8 +66,8 @@ def test_the_mutant_is_caught(name, tmp_path):
         f"{name} ({MUTANTS[name].why}) was not caught by {MUTANTS[name].catchers}:\n{out[-3000:]}")
 
 
-def test_the_catchers_pass_without_a_mutant(tmp_path):
-    catchers = sorted({c for m in MUTANTS.values() for c in m.catchers})
-    r = run(catchers, tmp_path / "applied.txt")
+def test_the_catchers_pass_without_a_mutant(runs):
+    future, report = runs[CONTROL]
+    r = future.result()
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
-    assert not (tmp_path / "applied.txt").exists()
+    assert not report.exists()

@@ -18,7 +18,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bertviz_app import visitors  # noqa: E402
 
-from conftest import served_app  # noqa: E402
+from conftest import queue_event, served_app  # noqa: E402
 
 gradio_client = pytest.importorskip("gradio_client")
 httpx = pytest.importorskip("httpx")
@@ -207,16 +207,7 @@ def page_event(url: str, api_name: str, data: list, session: str) -> dict:
     process_completed message (``success``, ``output``)."""
     cfg = httpx.get(f"{url}config", timeout=30).json()
     fn = next(i for i, d in enumerate(cfg["dependencies"]) if d.get("api_name") == api_name)
-    body = {"data": data, "fn_index": fn, "session_hash": session, "event_data": None, "trigger_id": None}
-    r = httpx.post(f"{url}gradio_api/queue/join", json=body, timeout=30)
-    assert r.status_code == 200, r.text
-    with httpx.stream("GET", f"{url}gradio_api/queue/data", params={"session_hash": session}, timeout=120) as s:
-        for line in s.iter_lines():
-            if line.startswith("data:"):
-                msg = json.loads(line[5:])
-                if msg.get("msg") == "process_completed":
-                    return msg
-    raise AssertionError(f"{api_name} never completed")
+    return queue_event(url, fn, data, session)
 
 
 def test_a_stale_run_list_is_no_key_to_a_run_that_is_no_longer_yours(public_app, tiny_model_dir):
