@@ -56,12 +56,13 @@ BUCKETS = [
 OTHER = "other (threads, logging, GC, ...)"
 
 
-def bucket(frames: list[str]) -> str:
+def bucket(frames: list[str]) -> tuple[str, str]:
+    """(bucket, the frame that put the sample there)."""
     for frame in reversed(frames):  # innermost last in py-spy's raw format
         for name, keys in BUCKETS:
             if any(k in frame for k in keys):
-                return name
-    return OTHER
+                return name, frame
+    return OTHER, frames[-1] if frames else ""
 
 
 def drive(url: str, client_class, clients: int, requests: int) -> tuple[int, float]:
@@ -95,15 +96,18 @@ def profile(pid: int, url: str, client_class, clients: int, requests: int, rate:
     spy.send_signal(2)  # SIGINT: py-spy writes its file and exits
     spy.wait(timeout=60)
     counts: collections.Counter = collections.Counter()
+    frames: collections.Counter = collections.Counter()
     total = 0
     for line in out.read_text().splitlines():
         stack, _, n = line.rpartition(" ")
         if not n.isdigit():
             continue
-        counts[bucket(stack.split(";"))] += int(n)
+        name, frame = bucket(stack.split(";"))
+        counts[name] += int(n)
+        frames[name, frame] += int(n)
         total += int(n)
     shutil.rmtree(out.parent, ignore_errors=True)
-    return {"calls": calls, "wall": wall, "samples": total, "counts": counts}
+    return {"calls": calls, "wall": wall, "samples": total, "counts": counts, "frames": frames}
 
 
 def main(argv=None) -> int:
@@ -112,6 +116,7 @@ def main(argv=None) -> int:
     ap.add_argument("--clients", type=int, default=32)
     ap.add_argument("--requests", type=int, default=10)
     ap.add_argument("--rate", type=int, default=250)
+    ap.add_argument("--top", type=int, default=3, help="frames listed per bucket for the queue path")
     ap.add_argument("--out", default=str(ROOT / "bench" / "queue_profile_results.md"))
     args = ap.parse_args(argv)
     if shutil.which("py-spy") is None:
@@ -144,6 +149,14 @@ def main(argv=None) -> int:
     lines.append(f"| **all server CPU** | **{tq:.2f}** | **{tr:.2f}** | **{tq - tr:+.2f}** |")
     lines += ["", *(f"- {p}: {r['calls']} calls in {r['wall']:.1f} s ({r['calls'] / r['wall']:.1f} calls/s), "
                     f"{r['samples']} samples" for p, r in runs.items())]
+    q = runs["queue"]
+    lines += ["", f"Where each bucket's samples were taken on the queue path (top {args.top} frames, "
+              "CPU ms per call):", ""]
+    for b in names:
+        top = [(f, n) for (name, f), n in q["frames"].most_common() if name == b][: args.top]
+        if top and ms["queue"][b] >= 0.1:
+            lines.append(f"- {b}: " + "; ".join(f"`{f}` {1000 * n / args.rate / max(q['calls'], 1):.2f}"
+                                                 for f, n in top))
     text = "\n".join(lines) + "\n"
     print(text)
     Path(args.out).write_text(text, encoding="utf-8")
