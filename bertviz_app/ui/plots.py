@@ -177,18 +177,26 @@ def pool_matrix(matrix: np.ndarray, tokens: Sequence[str], max_tokens: int) -> t
     return pooled, labels
 
 
+def _tiles(weights, tokens: Sequence[str], max_tokens: int, pick: str):
+    """An overview's tiles: ``weights`` (..., T, T) pooled to at most ``max_tokens`` blocks per side, each
+    tile also divided by its own maximum (its own colour scale). Returns (pooled, normalised, block
+    labels, notice or None: what the pooling did, and that picking ``pick`` above shows every token)."""
+    pooled, labels = pool_matrix(np.asarray(weights, dtype=np.float32), list(tokens), max_tokens)
+    notice = None
+    if len(labels) < len(tokens):
+        notice = (f"The overview pools {len(tokens)} tokens into {len(labels)} blocks per side so it stays "
+                  f"readable; pick {pick} above to see every token.")
+    tile_max = pooled.max(axis=(-2, -1), keepdims=True)
+    return pooled, pooled / np.where(tile_max > 0, tile_max, 1.0), labels, notice
+
+
 def attention_overview(
     weights: np.ndarray, tokens: Sequence[str], max_tokens: int = OVERVIEW_MAX_TOKENS
 ) -> tuple[go.Figure, str | None]:
     """Small multiples of every layer x head, (L, H, T, T). Returns (figure, notice or None);
     inputs longer than ``max_tokens`` are pooled into blocks and the notice says so."""
-    w = np.asarray(weights, dtype=np.float32)  # (L, H, T, T)
-    n_layers, n_heads = w.shape[:2]
-    pooled, labels = pool_matrix(w, list(tokens), max_tokens)  # (L, H, B, B)
-    notice = None
-    if len(labels) < len(tokens):
-        notice = (f"The overview pools {len(tokens)} tokens into {len(labels)} blocks per side so it stays "
-                  "readable; pick a layer and head above to see every token.")
+    n_layers, n_heads = np.shape(weights)[:2]  # (L, H, T, T)
+    pooled, norm, labels, notice = _tiles(weights, tokens, max_tokens, "a layer and head")  # (L, H, B, B)
     # One heatmap trace tiled with one-cell gaps, not L x H subplots: plotly builds 144 axes and 72
     # traces in ~0.9 s (most of what Analyze spent beyond the model), one trace in ~20 ms.
     # Each tile keeps its own colour scale (z = weight / tile maximum, as each subplot had its own
@@ -196,8 +204,6 @@ def attention_overview(
     # unique categories ("L3 · film · 2"), so no per-cell text is sent.
     b = len(labels)
     step = b + 1  # a tile and its gap
-    tile_max = pooled.max(axis=(-2, -1), keepdims=True)  # (L, H, 1, 1)
-    norm = pooled / np.where(tile_max > 0, tile_max, 1.0)
     z = np.full((n_layers * step - 1, n_heads * step - 1), np.nan, dtype=np.float32)
     raw = np.full_like(z, np.nan)
     for layer in range(n_layers):
@@ -232,17 +238,10 @@ def layer_overview(weights: np.ndarray, tokens: Sequence[str], title: str = "All
     """Small multiples of a measure without heads, (L, T, T): one square tile per layer, side by side and
     labelled by layer, each on its own colour scale (as ``attention_overview``'s). Returns (figure, notice
     or None); inputs longer than ``max_tokens`` are pooled into blocks and the notice says so."""
-    w = np.asarray(weights, dtype=np.float32)  # (L, T, T)
-    n_layers = w.shape[0]
-    pooled, labels = pool_matrix(w, list(tokens), max_tokens)  # (L, B, B)
-    notice = None
-    if len(labels) < len(tokens):
-        notice = (f"The overview pools {len(tokens)} tokens into {len(labels)} blocks per side so it stays "
-                  "readable; pick a layer above to see every token.")
+    n_layers = np.shape(weights)[0]  # (L, T, T)
+    pooled, norm, labels, notice = _tiles(weights, tokens, max_tokens, "a layer")  # (L, B, B)
     b = len(labels)
     step = b + 1  # a tile and its gap
-    tile_max = pooled.max(axis=(-2, -1), keepdims=True)  # (L, 1, 1)
-    norm = pooled / np.where(tile_max > 0, tile_max, 1.0)  # (L, B, B)
     z = np.full((b, n_layers * step - 1), np.nan, dtype=np.float32)
     raw = np.full_like(z, np.nan)
     for layer in range(n_layers):
