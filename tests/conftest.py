@@ -583,6 +583,19 @@ def start_finetune(page, base, name: str | None = None, mode: str | None = None,
     page.locator("#bv-ft-start").click()
 
 
+def evaluate_file(page, url: str, path, timeout_ms: int) -> None:
+    """The Evaluate tab run on the labelled file ``path`` (its label column found as "label") until the status
+    says Done."""
+    from playwright.sync_api import expect
+
+    page.goto(url)
+    page.get_by_role("tab", name="Evaluate").click()
+    page.locator("#bv-ev-upload input[type=file]").set_input_files(str(path))
+    expect(page.locator("#bv-ev-label-col input")).to_have_value("label")
+    page.locator("#bv-ev-start").click()
+    expect(page.locator("#bv-ev-status")).to_contain_text("Done", timeout=timeout_ms)
+
+
 def open_page(browser, timeout_ms: int):
     """A page in a fresh browser context (1280 x 900, its own storage) with ``timeout_ms`` as the default
     timeout; close it with ``page.context.close()``."""

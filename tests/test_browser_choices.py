@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import CHROMIUM, served_app  # noqa: E402
+from conftest import CHROMIUM, evaluate_file, served_app  # noqa: E402
 
 if not os.path.exists(CHROMIUM):
     pytest.skip(f"browser tests need Chromium at {CHROMIUM} (not installed here)", allow_module_level=True)
@@ -249,12 +249,7 @@ def test_save_temperature_is_not_offered_for_a_shared_model(page, public_url, tm
 
     data = tmp_path / "reviews.csv"
     data.write_bytes(labelled_csv(40))
-    page.goto(public_url)
-    page.get_by_role("tab", name="Evaluate").click()
-    page.locator("#bv-ev-upload input[type=file]").set_input_files(str(data))
-    expect(page.locator("#bv-ev-label-col input")).to_have_value("label")
-    page.locator("#bv-ev-start").click()
-    expect(page.locator("#bv-ev-status")).to_contain_text("Done", timeout=TIMEOUT_MS)
+    evaluate_file(page, public_url, data, TIMEOUT_MS)
     # the temperature helps (what offered the button before), yet the button is not there, and the line says why
     expect(page.locator("#bv-ev-calibration")).to_contain_text("Worth keeping:")
     expect(page.locator("#bv-ev-save-t")).to_be_hidden()

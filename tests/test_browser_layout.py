@@ -16,7 +16,7 @@ import pytest
 
 from bertviz_app import evaluation_runs as er
 
-from conftest import CHROMIUM, served_app  # noqa: E402
+from conftest import CHROMIUM, evaluate_file, served_app  # noqa: E402
 
 if not os.path.exists(CHROMIUM):
     pytest.skip(f"browser tests need Chromium at {CHROMIUM} (not installed here)", allow_module_level=True)
@@ -85,12 +85,7 @@ def test_misclassified_rows_show_label_prediction_and_confidence_inside_the_tabl
         w.writerow(["review", "label"])
         for i in range(40):  # texts of 30-60 words: each far wider than the table when unwrapped
             w.writerow([" ".join(rng.choices(WORDS, k=rng.randint(30, 60))), ["negative", "positive"][i % 2]])
-    page.goto(app_url)
-    page.get_by_role("tab", name="Evaluate").click()
-    page.locator("#bv-ev-upload input[type=file]").set_input_files(str(data))
-    expect(page.locator("#bv-ev-label-col input")).to_have_value("label")
-    page.locator("#bv-ev-start").click()
-    expect(page.locator("#bv-ev-status")).to_contain_text("Done", timeout=TIMEOUT_MS)
+    evaluate_file(page, app_url, data, TIMEOUT_MS)
     view = evaluate_view.load_run(registry / "evaluations" / er.list_evaluations(registry)[0]["name"])
     wrong = evaluate_view.wrong_rows(view)
     assert wrong, "the tiny model gets some of these rows wrong"
