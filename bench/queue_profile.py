@@ -22,7 +22,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -32,7 +31,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.load import QueueClient, RestClient  # noqa: E402
-from bench.queue_sessions import serve  # noqa: E402
+from bench.queue_sessions import send, serve  # noqa: E402
 
 # (bucket, substrings of a frame's "function (file:line)"): the first bucket any frame of a stack
 # matches, frames read from the innermost outwards, takes the sample.
@@ -69,21 +68,8 @@ def drive(url: str, client_class, clients: int, requests: int) -> tuple[int, flo
     warm = client_class(url)
     for i in range(5):
         warm.predict(f"warm up {i}", "/predict")
-    done = []
-
-    def worker(k: int) -> None:
-        c = client_class(url)
-        for j in range(requests):
-            c.predict(f"the film was good, said viewer {k} in review {j}", "/predict")
-            done.append(1)
-
-    threads = [threading.Thread(target=worker, args=(k,)) for k in range(clients)]
-    t0 = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=600)
-    return len(done), time.perf_counter() - t0
+    lat, wall = send(url, client_class, clients, requests)
+    return len(lat), wall
 
 
 def profile(pid: int, url: str, client_class, clients: int, requests: int, rate: int) -> dict:

@@ -53,15 +53,9 @@ def serve(mode: str, model: str) -> tuple[subprocess.Popen, str]:
     raise RuntimeError("the server did not answer within 300 s")
 
 
-def load(url: str, client_class, clients: int, requests: int) -> tuple[float, float, float]:
-    """(one call's median s over 10, calls/s under the load, p50 s under the load)."""
-    one = client_class(url)
-    one.predict("warm up", "/predict")
-    singles = []
-    for i in range(10):
-        t = time.perf_counter()
-        one.predict(f"a single call number {i}", "/predict")
-        singles.append(time.perf_counter() - t)
+def send(url: str, client_class, clients: int, requests: int) -> tuple[list[float], float]:
+    """``clients`` threads, each with its own client, sending ``requests`` short texts one after the other:
+    (the answered calls' latencies in s, the wall time of the whole load)."""
     lat: list[float] = []
 
     def worker(k: int) -> None:
@@ -77,7 +71,19 @@ def load(url: str, client_class, clients: int, requests: int) -> tuple[float, fl
         t.start()
     for t in threads:
         t.join(timeout=600)
-    wall = time.perf_counter() - t0
+    return lat, time.perf_counter() - t0
+
+
+def load(url: str, client_class, clients: int, requests: int) -> tuple[float, float, float]:
+    """(one call's median s over 10, calls/s under the load, p50 s under the load)."""
+    one = client_class(url)
+    one.predict("warm up", "/predict")
+    singles = []
+    for i in range(10):
+        t = time.perf_counter()
+        one.predict(f"a single call number {i}", "/predict")
+        singles.append(time.perf_counter() - t)
+    lat, wall = send(url, client_class, clients, requests)
     return statistics.median(singles), clients * requests / wall, statistics.median(lat)
 
 
