@@ -2,7 +2,7 @@
 (127.0.0.1:7860 unless BERTVIZ_HOST/BERTVIZ_PORT say otherwise).
 
 Thin on purpose: the settings are read from the environment once, here, and handed to
-``bertviz_app.server.serve`` (the same entry point as ``bertviz-app serve``), which answers with a
+``bertviz_app.serve.server.serve`` (the same entry point as ``bertviz-app serve``), which answers with a
 start-up page at once, starts the default model's background build if it is missing and serves the
 app. Importing this module starts nothing.
 """
@@ -21,7 +21,7 @@ def main() -> None:
         settings = Settings.from_env()
     except ValueError as exc:  # a bad BERTVIZ_* value: one clear line
         raise SystemExit(str(exc)) from None
-    from bertviz_app.server import serve
+    from bertviz_app.serve.server import serve
 
     serve(settings)
 

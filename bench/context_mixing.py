@@ -76,7 +76,7 @@ def say(msg: str) -> None:
 def score_texts(lm, texts: list[str], label: str) -> list[dict]:
     """One record per text: per method its comprehensiveness, sufficiency, seconds and Spearman
     against IG and occlusion."""
-    from bertviz_app.methods import compare_methods
+    from bertviz_app.explain.methods import compare_methods
 
     rows = []
     t0 = time.time()
@@ -139,7 +139,7 @@ def train_family(path: Path, train, test, epochs: float, seed: int = 0) -> dict:
 
 def long_costs(lm, texts: list[str], label: str) -> list[dict]:
     """Seconds of IG, value zeroing and ALTI on each (128-token) text, the order rotated."""
-    from bertviz_app.methods import explain
+    from bertviz_app.explain.methods import explain
 
     rows = []
     for i, text in enumerate(texts):
@@ -291,7 +291,7 @@ def main(argv=None) -> int:
     import bertviz_app as bv
     from bench.explain_families import SIZE_TEXT, build
     from bench.run import long_text
-    from bertviz_app.default_model import rotten_tomatoes_split
+    from bertviz_app.train.default_model import rotten_tomatoes_split
 
     started, t_start = dt.datetime.now(dt.timezone.utc), time.time()
     loads = [os.getloadavg()[0]]

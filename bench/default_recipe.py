@@ -89,8 +89,8 @@ VARIANTS = {
 def run(name: str, train, test, progress_every: int = 50) -> dict:
     import torch
 
-    from bertviz_app.default_model import LABELS, encoder_path, predict_labels
-    from bertviz_app.training import TrainConfig, train_classifier
+    from bertviz_app.train.default_model import LABELS, encoder_path, predict_labels
+    from bertviz_app.train.training import TrainConfig, train_classifier
 
     kwargs = {**BASE, **VARIANTS[name]}
     config = TrainConfig(**{"seed": 42, **kwargs}, logging_steps=progress_every)
@@ -126,7 +126,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from bertviz_app.default_model import rotten_tomatoes_split
+    from bertviz_app.train.default_model import rotten_tomatoes_split
 
     train, test = rotten_tomatoes_split()
     if args.max_train_rows:

@@ -44,7 +44,7 @@ SETTINGS = replace(Settings.from_env(), memo_size=0)
 
 def reviews_csv(n: int, labels: list[str]) -> tuple[bytes, list[str]]:
     """The first ``n`` held-out reviews as a CSV (text, label by the model's class name) and their texts."""
-    from bertviz_app.default_model import rotten_tomatoes_split
+    from bertviz_app.train.default_model import rotten_tomatoes_split
 
     test = rotten_tomatoes_split()[1].iloc[:n]
     buf = io.StringIO()
@@ -78,7 +78,7 @@ def main(argv=None) -> int:
     import torch
 
     import bertviz_app as bv
-    from bertviz_app.evaluation import evaluate_file
+    from bertviz_app.evaluate.evaluation import evaluate_file
 
     lm = bv.load_model(args.model, device="cpu", settings=SETTINGS)
     body, texts = reviews_csv(args.n, list(lm.labels))

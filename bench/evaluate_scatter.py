@@ -44,8 +44,8 @@ def store_evaluation(n: int, model: str) -> tuple[str, Path, int]:
     """Evaluate ``model`` on the first ``n`` held-out reviews with the geometry and store it as the tab does."""
     import bertviz_app as bv
     from bench.evaluate import reviews_csv
-    from bertviz_app.evaluation import evaluate_file
-    from bertviz_app.evaluation_runs import save
+    from bertviz_app.evaluate.evaluation import evaluate_file
+    from bertviz_app.evaluate.evaluation_runs import save
 
     lm = bv.load_model(model, device="cpu", settings=SETTINGS)
     body, _ = reviews_csv(n, list(lm.labels))
@@ -116,7 +116,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(ROOT / "bench" / "evaluate_scatter_results.md"))
     args = ap.parse_args(argv)
     from bench.load import free_port, start_server
-    from bertviz_app.evaluation_runs import delete_evaluation
+    from bertviz_app.evaluate.evaluation_runs import delete_evaluation
 
     name, folder, layers = store_evaluation(args.n, args.model)
     load = [os.getloadavg()[0]]

@@ -58,8 +58,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(ROOT / "bench" / "explain_csv_results.md"))
     args = ap.parse_args(argv)
     import bertviz_app as bv
-    from bertviz_app.batch_explain import method_keys
-    from bertviz_app.default_model import rotten_tomatoes_split
+    from bertviz_app.explain.batch_explain import method_keys
+    from bertviz_app.train.default_model import rotten_tomatoes_split
 
     keys = method_keys(args.methods)
     n_max = max(args.n if "ig" in keys else 0, args.n_other if set(keys) - {"ig"} else 0)

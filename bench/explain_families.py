@@ -371,7 +371,7 @@ def main(argv=None) -> int:
 
     hf_logging.set_verbosity_error()
     import bertviz_app as bv
-    from bertviz_app.default_model import rotten_tomatoes_split
+    from bertviz_app.train.default_model import rotten_tomatoes_split
 
     started, t_start = dt.datetime.now(dt.timezone.utc), time.time()
     loads = [os.getloadavg()[0]]

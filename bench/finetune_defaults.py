@@ -46,8 +46,8 @@ def old_auto_config(n_train: int, hidden_size: int, seed: int = 42):
     """``finetune.auto_config`` as it was before issue 22 (commit 82c7726), every setting blank: the peer."""
     import math
 
-    from bertviz_app.finetune import AUTO_LR
-    from bertviz_app.training import TrainConfig
+    from bertviz_app.train.finetune import AUTO_LR
+    from bertviz_app.train.training import TrainConfig
 
     n = max(1, int(n_train))
     batch_size = 16 if n < 2000 else 32
@@ -62,7 +62,7 @@ def old_auto_config(n_train: int, hidden_size: int, seed: int = 42):
 def write_data(path: Path, per_class: int = PER_CLASS) -> Path:
     import pandas as pd
 
-    from bertviz_app.default_model import corpus_path
+    from bertviz_app.train.default_model import corpus_path
 
     df = pd.read_csv(corpus_path(), usecols=["category", "text"]).dropna(subset=["text"])
     df["text"] = df["text"].astype(str).str.strip()
@@ -158,8 +158,8 @@ def main() -> int:
                 )
 
     from bertviz_app.config import Settings
-    from bertviz_app.finetune import base_model_path, run_finetune
-    from bertviz_app.finetune.auto import base_hidden_size
+    from bertviz_app.train.finetune import base_model_path, run_finetune
+    from bertviz_app.train.finetune.auto import base_hidden_size
 
     settings = Settings.from_env()  # this script is an entry point: BERTVIZ_MODELS_DIR (a fresh folder, above)
 
@@ -312,7 +312,7 @@ def _peer_job(data: str, base, config, name: str):
     """The peer in its own process: the same data, split (the config's seed) and base as the main run."""
     import bertviz_app as bv
     from bertviz_app.config import Settings
-    from bertviz_app.finetune import run_finetune
+    from bertviz_app.train.finetune import run_finetune
 
     plan = bv.plan_finetune(data, mode="full", base=base, allow_paths=True, settings=Settings.from_env())
 
@@ -334,7 +334,7 @@ def _peer_job(data: str, base, config, name: str):
 
 
 def _run_info(result) -> dict:
-    from bertviz_app.finetune import load_run_info
+    from bertviz_app.train.finetune import load_run_info
 
     return load_run_info(result.path) or {}
 

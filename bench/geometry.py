@@ -49,8 +49,8 @@ def main(argv=None) -> int:
     import torch
 
     import bertviz_app as bv
-    from bertviz_app.default_model import rotten_tomatoes_split
-    from bertviz_app.geometry import layer_vectors, probe_layers, save_projections
+    from bertviz_app.evaluate.geometry import layer_vectors, probe_layers, save_projections
+    from bertviz_app.train.default_model import rotten_tomatoes_split
 
     test = rotten_tomatoes_split()[1].iloc[: args.n]
     texts, labels = test["text"].tolist(), test["label"].to_numpy()

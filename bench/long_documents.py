@@ -41,7 +41,7 @@ WARM_UP = "A gorgeous, moving film."
 def document(lm, n_tokens: int) -> str:
     """Held-out reviews joined and cut to exactly ``n_tokens`` tokens (specials included)."""
     from bench.run import long_text
-    from bertviz_app.default_model import rotten_tomatoes_split
+    from bertviz_app.train.default_model import rotten_tomatoes_split
 
     texts = rotten_tomatoes_split()[1].text.tolist()
     return long_text(texts, lm.tokenizer, n_tokens)

@@ -87,7 +87,7 @@ def fmt_ms(s: float) -> str:
 
 # ---------------------------------------------------------------- data and models
 def reviews():
-    from bertviz_app.default_model import rotten_tomatoes_split
+    from bertviz_app.train.default_model import rotten_tomatoes_split
 
     train, test = rotten_tomatoes_split()
     return train, test
@@ -109,7 +109,7 @@ def bert_base_folder(tmp: Path) -> Path:
     """bert-base shape (BertConfig() defaults), random weights, the default model's tokenizer."""
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
-    from bertviz_app.default_model import LABELS
+    from bertviz_app.train.default_model import LABELS
 
     path = tmp / "bert-base-random"
     if (path / "config.json").is_file():
@@ -131,7 +131,7 @@ def make_pipeline(lm):
 def bench_single(lm, name, texts, rounds):
     """Row 1: one sentence per call."""
     import bertviz_app as bv
-    import bertviz_app.inference as inf
+    import bertviz_app.models.inference as inf
 
     pipe = make_pipeline(lm)
     ours = lambda: [bv.predict(lm, t) for t in texts]  # noqa: E731
@@ -162,7 +162,7 @@ def bench_single(lm, name, texts, rounds):
 def bench_batch(lm, name, texts, rounds, default_pipeline=True):
     """Row 2: many reviews in one call."""
     import bertviz_app as bv
-    import bertviz_app.inference as inf
+    import bertviz_app.models.inference as inf
 
     pipe = make_pipeline(lm)
     cands = {
@@ -282,7 +282,7 @@ def bench_threads(lm, texts, rounds):
 def bench_explain(lm, texts, rounds, tolerance):
     """Row 3: Integrated Gradients per text, ours vs transformers-interpret."""
     import bertviz_app as bv
-    import bertviz_app.attribution as attr
+    import bertviz_app.explain.attribution as attr
 
     GROUP = attr.GROUP_TEXTS
     LOOSE = 0.25  # every text within half the peer's mean relative delta (0.51 measured)
@@ -480,7 +480,7 @@ def captum_lig(lm, text):
     50 steps, internal_batch_size None, probability of the predicted class, [PAD] baseline."""
     from captum.attr import LayerIntegratedGradients
 
-    from bertviz_app.encoding import encode
+    from bertviz_app.models.encoding import encode
 
     inputs, _ = encode(lm, text)
     ids = inputs["input_ids"]
@@ -619,7 +619,7 @@ def child_rss(code: str) -> float:
 def bench_memory(quick):
     n_train = 128 if quick else 512
     serve = child_rss(
-        "import bertviz_app as bv\nfrom bertviz_app.default_model import rotten_tomatoes_split\n"
+        "import bertviz_app as bv\nfrom bertviz_app.train.default_model import rotten_tomatoes_split\n"
         "texts = rotten_tomatoes_split()[1].text.tolist()[:500]\nlm = bv.load_model('default', device='cpu')\n"
         "bv.predict(lm, texts)\n[bv.predict(lm, t) for t in texts[:50]]\nbv.attention(lm, texts[0]); bv.attribute(lm, "
         "texts[0])"
@@ -634,8 +634,8 @@ def bench_memory(quick):
         note="fresh process: load, predict 500 + 50 single, one attention, one attribution; ratio = RSS/1200 MB",
     )
     train = child_rss(
-        "from bertviz_app.default_model import rotten_tomatoes_split, encoder_path, LABELS\n"
-        "from bertviz_app.training import train_classifier, TrainConfig\n"
+        "from bertviz_app.train.default_model import rotten_tomatoes_split, encoder_path, LABELS\n"
+        "from bertviz_app.train.training import train_classifier, TrainConfig\n"
         f"tr = rotten_tomatoes_split()[0].head({n_train})\n"
         "train_classifier(encoder_path(), LABELS, tr.text.tolist(), tr.label.tolist(), config=TrainConfig(epochs=1))"
     )
@@ -662,8 +662,8 @@ def bench_finetune(train, test, n_train, n_test):
         default_data_collator,
     )
 
-    from bertviz_app.default_model import LABELS, encoder_path, predict_labels
-    from bertviz_app.training import TrainConfig, train_classifier
+    from bertviz_app.train.default_model import LABELS, encoder_path, predict_labels
+    from bertviz_app.train.training import TrainConfig, train_classifier
 
     tr = train.sample(n=min(n_train, len(train)), random_state=0).reset_index(drop=True)
     te = test.head(n_test)

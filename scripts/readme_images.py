@@ -98,8 +98,8 @@ def make_images(model: str, out_dir: Path, models_dir: Path | None = None, brows
     """Both pictures of the app serving ``model`` (a registry name in ``models_dir``, or a model folder), written
     to ``out_dir``. The app's registry is a temporary folder (``models_dir``'s models linked into it), so the
     fine-tune's run is never saved into the real one."""
-    from bertviz_app import server
     from bertviz_app.config import Settings
+    from bertviz_app.serve import server
 
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="bertviz-readme-") as tmp:

@@ -45,7 +45,7 @@ Notes beyond the table:
   default, adaptive steps) may spend.
 - `BERTVIZ_MMAP_THRESHOLD_KB`: the served app also caps malloc arenas at 2; `MALLOC_MMAP_THRESHOLD_` /
   `MALLOC_ARENA_MAX` win when set. 1024 KiB costs no measurable speed (128 KiB cost Analyze 14%;
-  `bertviz_app/allocator.py`).
+  `bertviz_app/serve/allocator.py`).
 - Public mode (`BERTVIZ_PUBLIC=1`, set by the Docker image) and its limits: [deploy.md](deploy.md).
 """
 

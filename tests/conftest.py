@@ -444,7 +444,7 @@ def _no_result_cache(monkeypatch):
     """Analyses compute afresh in every test (the result cache has its own tests, which turn it on):
     models loaded before the test (the session's ``tiny``, the registry's cache) have their cache
     turned off for the test, undone after it. Models a test loads itself get its ``settings``."""
-    import bertviz_app.registry as reg
+    import bertviz_app.models.registry as reg
 
     # the registry's cache, and the session's own models (a test that clears the registry's cache
     # would otherwise leave `tiny`, loaded before this switch, caching for every later test)
@@ -514,14 +514,14 @@ def free_port() -> int:
 
 @contextmanager
 def served_app(model: str, port: int | None = None, settings=None, **env):
-    """The app (page and JSON API, ``bertviz_app.server``) served in-process on loopback (``port``,
+    """The app (page and JSON API, ``bertviz_app.serve.server``) served in-process on loopback (``port``,
     default a free one) with ``settings`` (default: ``Settings()``), changed by ``BERTVIZ_*`` keywords
     read as the environment would be: ``with served_app(model, BERTVIZ_MODELS_DIR=d) as url: ...``.
     Other keywords are set in the environment for the app's lifetime. Closed on exit."""
     import dataclasses
 
-    from bertviz_app import server
     from bertviz_app.config import Settings, env_name
+    from bertviz_app.serve import server
 
     given = {k: str(v) for k, v in env.items() if k.startswith("BERTVIZ_")}
     parsed = Settings.from_env(given)

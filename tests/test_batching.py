@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from bertviz_app import InputError, attribute, explain_one, predict, predict_one
-from bertviz_app.batching import MicroBatcher, batcher_stats
+from bertviz_app.service.batching import MicroBatcher, batcher_stats
 
 
 def test_waiting_callers_share_one_batch_and_get_their_own_results():
@@ -202,7 +202,7 @@ def test_window_reads_all_of_a_long_text(tiny, pool):
 def test_an_idle_worker_ends_and_a_new_one_starts_on_demand(monkeypatch):
     """No thread is left behind by an unloaded model: the worker ends after IDLE_EXIT_S without
     work, and the next caller starts a new one and still gets its answer."""
-    import bertviz_app.batching as batching
+    import bertviz_app.service.batching as batching
 
     monkeypatch.setattr(batching, "IDLE_EXIT_S", 0.05)
     b = MicroBatcher(lambda key, payloads: [p + 1 for p in payloads], max_wait_s=0.001)

@@ -22,7 +22,7 @@ OPEN_S = 6  # build steps the page sees while the build "runs", each refreshed b
 
 def test_a_page_open_during_a_build_logs_no_errors_then_switches_and_names_the_selected_model(
         browser, tmp_path, capfd, caplog):
-    from bertviz_app.build_job import EventLog, build_lock
+    from bertviz_app.models.build_job import EventLog, build_lock
 
     models = tmp_path / "models"
     caplog.set_level(logging.INFO)

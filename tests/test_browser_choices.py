@@ -208,7 +208,7 @@ def test_start_training_is_greyed_while_this_pages_fine_tune_runs(page, app_url,
     stand-in that waits for Cancel (test_finetune_ui.StandInRun)."""
     from test_finetune_ui import StandInRun, write_csv
 
-    from bertviz_app.finetune import job
+    from bertviz_app.train.finetune import job
 
     monkeypatch.setattr(job, "run_plan", StandInRun(quiet_ticks=0))
     page.goto(app_url)

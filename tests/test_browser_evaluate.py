@@ -15,7 +15,7 @@ import zipfile
 
 import pytest
 
-from bertviz_app import evaluation_runs as er
+from bertviz_app.evaluate import evaluation_runs as er
 
 from conftest import CHROMIUM, open_page, served_app  # noqa: E402
 

@@ -114,7 +114,7 @@ def test_cancel_leaves_the_page_saying_cancelled(browser, app_url, tiny_model_di
     winding down, for the test to have seen "Cancelling…"), so the test does not race a real run."""
     import threading
 
-    from bertviz_app.finetune import job
+    from bertviz_app.train.finetune import job
 
     release = threading.Event()
     monkeypatch.setattr(job, "run_plan", StandInRun(quiet_ticks=0, release=None if at_once else release))

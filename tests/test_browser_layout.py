@@ -14,7 +14,7 @@ import shutil
 
 import pytest
 
-from bertviz_app import evaluation_runs as er
+from bertviz_app.evaluate import evaluation_runs as er
 
 from conftest import CHROMIUM, evaluate_file, served_app  # noqa: E402
 

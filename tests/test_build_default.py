@@ -47,7 +47,7 @@ def test_reduced_build_default_trains_saves_and_predicts(tmp_path):
 
 
 def _events(path: Path, *events: dict) -> None:
-    from bertviz_app.build_job import EventLog
+    from bertviz_app.models.build_job import EventLog
 
     log = EventLog(path)
     for e in events:
@@ -55,7 +55,7 @@ def _events(path: Path, *events: dict) -> None:
 
 
 def test_status_missing_then_building_then_failed_when_the_builder_died(tmp_path):
-    from bertviz_app.build_job import build_lock, read_status
+    from bertviz_app.models.build_job import build_lock, read_status
 
     models = tmp_path / "models"
     assert read_status(models).state == "missing"
@@ -73,7 +73,7 @@ def test_status_missing_then_building_then_failed_when_the_builder_died(tmp_path
 
 
 def test_status_failed_with_the_builders_reason_and_built_once_saved(tmp_path):
-    from bertviz_app.build_job import read_status
+    from bertviz_app.models.build_job import read_status
 
     models = tmp_path / "models"
     _events(models / ".build" / "default.jsonl",
@@ -86,7 +86,7 @@ def test_status_failed_with_the_builders_reason_and_built_once_saved(tmp_path):
 
 
 def test_a_second_build_is_refused_while_one_runs(tmp_path):
-    from bertviz_app.build_job import build_lock
+    from bertviz_app.models.build_job import build_lock
 
     models = tmp_path / "models"
     env = {**os.environ, "BERTVIZ_MODELS_DIR": str(models), "HF_HUB_OFFLINE": "1"}
@@ -100,7 +100,7 @@ def test_a_second_build_is_refused_while_one_runs(tmp_path):
 
 def test_not_built_message_names_the_encoder_and_the_running_build(tmp_path):
     from bertviz_app import ModelNotFoundError, Settings, load_model
-    from bertviz_app.build_job import EXPECTED_BUILD_TEXT, build_lock
+    from bertviz_app.models.build_job import EXPECTED_BUILD_TEXT, build_lock
 
     models = tmp_path / "models"
     with build_lock(models):
@@ -115,7 +115,7 @@ def test_not_built_message_names_the_encoder_and_the_running_build(tmp_path):
 
 def test_encoder_opens_by_name_with_the_fresh_head_warning(settings):
     from bertviz_app import load_model
-    from bertviz_app.default_model import encoder_path
+    from bertviz_app.train.default_model import encoder_path
 
     lm = load_model("encoder", device="cpu", settings=settings)
     assert lm.path == encoder_path() and lm.num_layers == 6
@@ -125,7 +125,7 @@ def test_encoder_opens_by_name_with_the_fresh_head_warning(settings):
 def test_eta_says_measuring_until_training_has_timed_this_machine():
     """No typical-build guess as an ETA (it said 7 min 42 s at 19 s of a build that took 9 min 52 s):
     "measuring..." until the training's rate is measured, then the measured ETA."""
-    from bertviz_app.build_job import BuildStatus
+    from bertviz_app.models.build_job import BuildStatus
     from bertviz_app.ui.build_panel import panel_md
 
     early = BuildStatus("building", 0.02, 19.0, None, "reading the reviews", ("reading the reviews",), stage="data")
@@ -143,7 +143,7 @@ def test_a_background_build_starts_without_an_eta(tmp_path, monkeypatch):
     the models folder and the reduced-build knobs as options and this process's environment unchanged."""
     import subprocess as sp
 
-    from bertviz_app import build_job
+    from bertviz_app.models import build_job
 
     started = []
 

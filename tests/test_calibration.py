@@ -14,7 +14,7 @@ import pytest
 
 import bertviz_app as bv
 from bertviz_app import InputError
-from bertviz_app.calibration import CALIBRATION_FILE, MIN_SPLIT_ROWS, T_MAX, T_MIN, split_rows
+from bertviz_app.models.calibration import CALIBRATION_FILE, MIN_SPLIT_ROWS, T_MAX, T_MIN, split_rows
 
 # ----------------------------------------------------------------------------- metrics
 
@@ -43,7 +43,7 @@ def test_ece_pools_rows_sharing_a_bin_and_nll_is_clipped():
 
 
 def test_the_ece_agrees_with_the_fine_tunes_own():
-    from bertviz_app.training import calibration_metrics as training_metrics
+    from bertviz_app.train.training import calibration_metrics as training_metrics
 
     rng = np.random.default_rng(3)
     z = rng.normal(size=(300, 4)) * 2
@@ -239,7 +239,7 @@ def test_save_and_load_round_trip_atomically(tmp_path):
 def test_a_broken_calibration_file_is_ignored_with_a_warning(tmp_path, caplog, content):
     p = tmp_path / CALIBRATION_FILE
     p.write_bytes(content if isinstance(content, bytes) else content.encode())
-    with caplog.at_level(logging.WARNING, logger="bertviz_app.calibration"):
+    with caplog.at_level(logging.WARNING, logger="bertviz_app.models.calibration"):
         assert bv.load_temperature(tmp_path) is None
     assert CALIBRATION_FILE in caplog.text
     assert bv.load_temperature(tmp_path / "nowhere") is None and bv.load_temperature(None) is None
@@ -330,7 +330,7 @@ def test_route_predict_calibrated_switch(tiny_model_dir, tmp_path):
     from fastapi.testclient import TestClient
 
     from bertviz_app.config import Settings
-    from bertviz_app.server import create_app
+    from bertviz_app.serve.server import create_app
 
     folder = _calibrated_copy(tiny_model_dir, tmp_path, 0.25)
     with TestClient(create_app(Settings(), str(folder), page=False)) as client:
@@ -349,8 +349,8 @@ def test_route_predict_calibrated_switch(tiny_model_dir, tmp_path):
 def _finetune(models_dir, tiny_model_dir, tmp_path, name):
     from test_finetune import FAST, write_csv
 
-    from bertviz_app.data import build_dataset, read_table
-    from bertviz_app.finetune import run_finetune
+    from bertviz_app.train.data import build_dataset, read_table
+    from bertviz_app.train.finetune import run_finetune
 
     dataset = build_dataset(read_table(write_csv(tmp_path / "reviews.csv")), "review", "sentiment")
     return run_finetune(dataset, models_dir=models_dir, base=str(tiny_model_dir), mode="full", name=name,
@@ -377,7 +377,7 @@ def test_finetune_saves_the_temperature_only_when_it_helps_where_it_is_judged(mo
                                                                               settings, monkeypatch, case):
     """The run's validation logits replaced by ones of known effect (the tiny run has too few rows to
     judge a temperature on): the runner keeps calibration.json, and says so, by the report's judgement."""
-    import bertviz_app.finetune.runner as runner
+    import bertviz_app.train.finetune.runner as runner
 
     z, y = _hurting_sample() if case == "hurts" else (lambda s: (3.0 * s[0], s[1]))(_calibrated_sample(400, 2, 5))
     real = runner.evaluate

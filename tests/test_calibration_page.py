@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import bertviz_app as bv
-from bertviz_app.calibration import CALIBRATION_FILE
+from bertviz_app.models.calibration import CALIBRATION_FILE
 
 T = 0.25  # sharpens the tiny model's near-even scores: raw and scaled differ visibly
 TEXT = "the film was good"
@@ -78,7 +78,7 @@ def test_calibration_info_says_t_and_what_it_was_fitted_on(calibrated, tmp_path,
     odd = calibrated_copy(calibrated, tmp_path / "odd", 2.0, fitted_on={"rows": "many", "source": ["x"]})
     assert bv.calibration_info(odd) == {"temperature": 2.0, "rows": None, "source": None}
     (bare / CALIBRATION_FILE).write_text("{not json")
-    with caplog.at_level(logging.WARNING, logger="bertviz_app.calibration"):
+    with caplog.at_level(logging.WARNING, logger="bertviz_app.models.calibration"):
         assert bv.calibration_info(bare) is None and bv.calibration_info(tmp_path / "nowhere") is None
     assert CALIBRATION_FILE in caplog.text
 
@@ -236,7 +236,7 @@ def test_the_finished_runs_report_says_whether_the_judged_temperature_was_kept(t
     z = rng.normal(size=(400, 2)) * 3
     y = (rng.random(400) < bv.softmax_t(z / 3, 1.0)[:, 1]).astype(int)  # z is 3x over-confident
     if hurts:  # the fitting half all right (T falls: surer), the judging half mostly wrong
-        from bertviz_app.calibration import split_rows
+        from bertviz_app.models.calibration import split_rows
 
         fit, judge = split_rows(400)
         y[fit] = z[fit].argmax(1)

@@ -156,7 +156,7 @@ def test_evaluate_greys_its_button_for_a_multi_label_model_and_lists_none_to_com
 # --------------------------------------------------------------------------- a link's ticks
 def test_a_link_ticks_no_measure_the_models_family_cannot_decompose():
     from bertviz_app.config import Settings
-    from bertviz_app.view_links import ModelShape, read_link
+    from bertviz_app.service.links import ModelShape, read_link
 
     raw_only = ModelShape(num_layers=2, num_heads=2, labels=("negative", "positive"), measures=("raw",))
     link = read_link("text=good&method=ig,alti,raw", Settings(), "default", lambda name: raw_only)

@@ -226,8 +226,8 @@ def test_predict_json_of_many_texts_into_head_1(tiny_model_dir, tmp_path):
 def test_models_lists_every_name_the_registry_opens_by_name(capsys, models_dir, cli_models, tiny_model_dir):
     """`models` lists the bare encoder the page and --model accept; each listed model opens by its
     listed name, at its listed path (one table behind both, so they cannot drift apart)."""
-    from bertviz_app.default_model import encoder_path
-    from bertviz_app.registry import model_folder
+    from bertviz_app.models.registry import model_folder
+    from bertviz_app.train.default_model import encoder_path
 
     shutil.copytree(tiny_model_dir, models_dir / "runs" / "r1")
     code, out, _ = run(capsys, "models", "--json")
@@ -245,7 +245,7 @@ def test_a_models_folder_named_encoder_is_listed_once_and_opened(capsys, models_
     """models/encoder, where someone saved their own model, takes the name from the shipped encoder in
     the listing exactly as it does in resolution."""
     from bertviz_app import base_model_path
-    from bertviz_app.registry import model_folder
+    from bertviz_app.models.registry import model_folder
 
     shutil.copytree(tiny_model_dir, models_dir / "encoder")
     code, out, _ = run(capsys, "models", "--json")

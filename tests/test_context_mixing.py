@@ -15,9 +15,9 @@ from test_families import FAMILIES, build_family_model
 
 import bertviz_app as bv
 from bertviz_app import InputError
-from bertviz_app import mixing_measures as cm
-from bertviz_app.encoding import encode
-from bertviz_app.families import family_of
+from bertviz_app.explain import mixing_measures as cm
+from bertviz_app.models.encoding import encode
+from bertviz_app.models.families import family_of
 
 TEXT = "the film was not good, it was awful"
 TOL = 1e-5

@@ -14,9 +14,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import bertviz_app.data.validation as data_validation
+import bertviz_app.train.data.validation as data_validation
 from bertviz_app.config import Settings
-from bertviz_app.data import (
+from bertviz_app.errors import DataError
+from bertviz_app.train.data import (
     ROW_NOTE,
     build_dataset,
     describe_columns,
@@ -30,7 +31,6 @@ from bertviz_app.data import (
     validate,
     validation_dataset,
 )
-from bertviz_app.errors import DataError
 
 POS = ["a great film", "a gorgeous moving film", "it was fun", "a joy", "good movie", "great fun", "moving and good"]
 NEG = ["an awful slog", "a tedious film", "joyless", "bad movie", "it was not good", "awful film", "a slog"]
@@ -696,7 +696,7 @@ def test_safe_csv_cell():
 def test_data_module_does_not_import_ui_libraries():
     import ast
 
-    import bertviz_app.data as mod
+    import bertviz_app.train.data as mod
 
     for path in Path(mod.__file__).parent.glob("*.py"):  # every module of the package
         tree = ast.parse(path.read_text(encoding="utf-8"))

@@ -1,11 +1,11 @@
-"""The ETA rule (bertviz_app/eta.py) on a fake clock: "measuring..." until the rate is measured,
+"""The ETA rule (bertviz_app/models/eta.py) on a fake clock: "measuring..." until the rate is measured,
 then the time left at the recent rate, following a change of speed."""
 
 from __future__ import annotations
 
 import pytest
 
-from bertviz_app.eta import RateEta
+from bertviz_app.models.eta import RateEta
 
 
 class FakeClock:
@@ -74,7 +74,7 @@ def test_training_progress_events_carry_the_measured_eta(monkeypatch):
     """The training callback (the fine-tune's and the default build's progress) uses the rule."""
     from types import SimpleNamespace
 
-    from bertviz_app.training import ProgressReporter
+    from bertviz_app.train.training import ProgressReporter
 
     clock, events = FakeClock(), []
     reporter = ProgressReporter(events.append, None, 0.0)
@@ -161,9 +161,9 @@ def test_the_eta_is_within_a_quarter_of_the_truth_from_20_percent_on(case):
     when 73 s remained. On a step pattern like theirs (a slow first step, faster steps, evaluations
     that are not steps, then the final evaluation and the save) every ETA from 20% of the steps on is
     within 25% of the time really left, with the allowances the fine-tune and the build give."""
-    from bertviz_app.default_model import after_training_steps
-    from bertviz_app.finetune.runner import after_training_evals
-    from bertviz_app.training import ProgressReporter
+    from bertviz_app.train.default_model import after_training_steps
+    from bertviz_app.train.finetune.runner import after_training_evals
+    from bertviz_app.train.training import ProgressReporter
 
     clock = FakeClock()
     if case == "finetune":

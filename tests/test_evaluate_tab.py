@@ -13,7 +13,7 @@ import pytest
 from test_evaluation_runs import labelled_csv
 
 import bertviz_app as bv
-from bertviz_app import evaluation_runs as er
+from bertviz_app.evaluate import evaluation_runs as er
 
 from conftest import as_uploaded
 
@@ -328,7 +328,7 @@ def test_the_evaluate_handler_stores_and_draws_or_says_why_not(tiny_model_dir, m
 
 def test_the_fitted_temperature_is_saved_into_the_models_folder_and_predict_applies_it(tiny_model_dir, models_dir,
                                                                                        tmp_path, monkeypatch):
-    from bertviz_app.calibration import load_temperature
+    from bertviz_app.models.calibration import load_temperature
     from bertviz_app.ui import common, visitor
     from bertviz_app.ui.common import CancelFlag
 

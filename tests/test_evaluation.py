@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 import bertviz_app as bv
-from bertviz_app.calibration import calibration_metrics, softmax_t
 from bertviz_app.cli import main
+from bertviz_app.models.calibration import calibration_metrics, softmax_t
 
 WORDS = ["good", "bad", "great", "awful", "fun", "tedious", "gorgeous", "moving", "slog"]
 FILLER = ["the", "film", "movie", "was", "is", "a", "it", "not"]
@@ -52,7 +52,7 @@ def hurting_csv(lm, n: int = 60, hold_out: float = 0.5, seed: int = 0) -> str:
     """A labelled file on which temperature scaling, fitted on evaluate's fitting part, makes the measured
     part worse: the fitting rows are labelled as ``lm`` predicts them (all right: T falls, the model is made
     surer), three in five measured rows the other way (mostly wrong: surer is worse there)."""
-    from bertviz_app.calibration import split_rows
+    from bertviz_app.models.calibration import split_rows
 
     rows = _rows(n)
     predicted = [p.label for p in bv.predict(lm, [r[0] for r in rows], calibrated=False)]
@@ -371,7 +371,7 @@ def client(tiny_model_dir, settings):
 
     from fastapi.testclient import TestClient
 
-    from bertviz_app.server import create_app
+    from bertviz_app.serve.server import create_app
 
     app = create_app(dataclasses.replace(settings, max_evaluate_mb=0.05), str(tiny_model_dir), page=False)
     with TestClient(app) as c:
@@ -430,7 +430,7 @@ def test_layers_evaluate_the_same_forwards_logits_and_probe_every_depth(tiny, da
     out = ev.to_dict()
     assert out["layers"] == ev.probes and "layers" not in plain.to_dict() and "comparison" not in out
     # the probes are geometry's, on the evaluated rows' true classes
-    from bertviz_app.geometry import probe_layers
+    from bertviz_app.evaluate.geometry import probe_layers
 
     assert probe_layers(ev.geometry, ev.true) == ev.probes
     assert not any("stratified random sample" in n for n in ev.notices)
@@ -439,7 +439,7 @@ def test_layers_evaluate_the_same_forwards_logits_and_probe_every_depth(tiny, da
 def test_probes_past_the_cap_are_fitted_on_a_sample_and_the_notices_say_so(tiny, data, monkeypatch):
     import functools
 
-    from bertviz_app import evaluation, geometry
+    from bertviz_app.evaluate import evaluation, geometry
 
     monkeypatch.setattr(evaluation, "probe_layers", functools.partial(geometry.probe_layers, max_rows=40))
     ev = bv.evaluate_file(tiny, data, layers=True)
@@ -475,7 +475,7 @@ def test_a_probe_that_cannot_be_fitted_is_a_notice_not_an_error(tiny, tmp_path):
 
 
 def test_mcnemar_matches_the_exact_binomial_test():
-    from bertviz_app.model_comparison import mcnemar_p, mcnemar_reading
+    from bertviz_app.evaluate.model_comparison import mcnemar_p, mcnemar_reading
 
     assert mcnemar_p(10, 2) == pytest.approx(0.03857, abs=1e-4)
     assert mcnemar_p(2, 10) == pytest.approx(2 * 79 / 4096, abs=1e-12)  # P(X <= 2), X ~ Bin(12, 1/2), twice
@@ -512,7 +512,7 @@ def test_two_models_are_compared_on_the_same_rows(tiny, other, data):
     assert conf == sorted(conf, reverse=True)
     for r in c.disagreeing_rows:
         assert r["predicted_a"] != r["predicted_b"] and r["text"] == ev.texts[ev.source_rows.index(r["row"])]
-    from bertviz_app.model_comparison import mcnemar_p
+    from bertviz_app.evaluate.model_comparison import mcnemar_p
 
     assert c.mcnemar_p == pytest.approx(mcnemar_p(c.only_a_correct, c.only_b_correct))
     # B's accuracy on each of A's slices: the same rows, A's length buckets
@@ -547,7 +547,7 @@ def test_classes_are_matched_by_name_and_other_classes_are_refused(tiny, data, t
 
 
 def test_two_classes_of_one_name_cannot_be_matched_by_name():
-    from bertviz_app.model_comparison import check_same_classes
+    from bertviz_app.evaluate.model_comparison import check_same_classes
 
     check_same_classes("A", ["x", "y"], "B", ["y", "x"])  # the same names in another order
     with pytest.raises(bv.DataError, match="B has more than one class named x"):
@@ -607,7 +607,7 @@ def test_a_folder_that_is_not_an_evaluation_is_refused(tmp_path):
 def test_base_of_reads_a_runs_record(tiny, tmp_path):
     import dataclasses
 
-    from bertviz_app.model_comparison import base_of
+    from bertviz_app.evaluate.model_comparison import base_of
 
     assert base_of(tiny) is None  # not a run
     run = tmp_path / "runs" / "r1"
@@ -653,8 +653,8 @@ def test_route_compare_with_follows_public_mode(tiny_model_dir, settings, tmp_pa
 
     from fastapi.testclient import TestClient
 
-    from bertviz_app import visitors
-    from bertviz_app.server import create_app
+    from bertviz_app.models import visitors
+    from bertviz_app.serve.server import create_app
 
     secret = settings.models_dir / "runs" / "secret"
     shutil.copytree(tiny_model_dir, secret)

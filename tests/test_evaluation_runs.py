@@ -15,7 +15,7 @@ from datetime import datetime
 import pytest
 
 import bertviz_app as bv
-from bertviz_app import evaluation_runs as er
+from bertviz_app.evaluate import evaluation_runs as er
 
 FILLER = ["the", "film", "movie", "was", "is", "a", "it", "not"]
 WORDS = ["good", "bad", "great", "awful", "fun", "tedious"]

@@ -36,13 +36,13 @@ IG_TEXT = "the film was awful"  # f(x) - f(baseline) is 0.2-0.6 on every family 
 
 
 def test_every_family_is_supported():
-    from bertviz_app.registry import SUPPORTED_MODEL_TYPES
+    from bertviz_app.models.registry import SUPPORTED_MODEL_TYPES
 
     assert set(FAMILIES) <= set(SUPPORTED_MODEL_TYPES)
 
 
 def test_loads_as_its_own_classifier(fam_lm):
-    from bertviz_app.families import family_of
+    from bertviz_app.models.families import family_of
 
     fam = family_of(fam_lm.model)
     assert type(fam_lm.model).__name__ == fam.task_class
@@ -71,8 +71,8 @@ def test_long_text_is_truncated_to_what_the_positions_allow(fam_lm, monkeypatch)
 def test_composed_forward_equals_the_models_logits(fam_lm, pair):
     """classifier_logits (both kernels, [CLS]-only last layer or not; from ids and from word vectors)
     equals the model's own forward on a padded batch, and leaves the shared config as it was."""
-    from bertviz_app.families import family_of
-    from bertviz_app.forward import classifier_logits
+    from bertviz_app.models.families import family_of
+    from bertviz_app.models.forward import classifier_logits
 
     model, fam = fam_lm.model, family_of(fam_lm.model)
     before = model.config.to_dict()
@@ -116,7 +116,7 @@ def test_integrated_gradients_completeness_on_the_engine(fam_lm, output):
     """The engine's Integrated Gradients (fixed and adaptive steps, both outputs, with a second
     text) against the independent reference (``conftest.check_against_reference``), and f(x) is what predict
     reports for the text."""
-    from bertviz_app.attribution import AttributionEngine
+    from bertviz_app.explain.attribution import AttributionEngine
 
     baseline = bv.recommended_baseline(fam_lm)  # DeBERTa-v2's [PAD] path jumps: test_a_baseline_whose_path...
     for pair in (None, "it was fun"):
@@ -134,7 +134,7 @@ def test_every_registered_method_explains_every_family(fam_lm):
     """Each method of the registry, looked up by name: one score per token, the record's identity
     delta = f(x) - f(baseline) - sum(scores), the same class explained, and the per-word methods
     scoring the special tokens 0."""
-    from bertviz_app.methods import METHOD_CLASSES
+    from bertviz_app.explain.methods import METHOD_CLASSES
 
     ref = bv.predict(fam_lm, SENTENCE)[0]
     f_x, f_b = reference_ends(fam_lm, SENTENCE)
@@ -230,7 +230,7 @@ def test_cls_path_fast_last_layer_changes_nothing(fam_lm):
 
 
 def test_cls_lens_last_layer_is_the_models_output(fam_lm):
-    from bertviz_app.families import family_of
+    from bertviz_app.models.families import family_of
 
     lens = bv.cls_lens(fam_lm, SENTENCE)
     assert lens.probs.shape == (3, 2) and lens.layer_names[0] == "embeddings"
@@ -242,8 +242,8 @@ def test_cls_lens_last_layer_is_the_models_output(fam_lm):
 
 
 def test_word_merge_maps_every_tokenizers_pieces_back_to_words(fam_lm):
-    from bertviz_app.encoding import encode
-    from bertviz_app.words import word_groups
+    from bertviz_app.explain.words import word_groups
+    from bertviz_app.models.encoding import encode
 
     _, info = encode(fam_lm, SENTENCE, "it was fun")
     groups = word_groups(info)
@@ -305,8 +305,8 @@ def test_fine_tuning_starts_from_every_family(fam_lm, mode, settings, tmp_path):
 
     from test_finetune import FAST, write_csv
 
-    from bertviz_app.data import build_dataset, read_table
-    from bertviz_app.finetune import run_finetune
+    from bertviz_app.train.data import build_dataset, read_table
+    from bertviz_app.train.finetune import run_finetune
 
     dataset = build_dataset(read_table(write_csv(tmp_path / "reviews.csv", n=24)), "review", "sentiment")
     config = replace(FAST, epochs=1, batch_size=16, eval_every=100) if mode == "full" else None  # 2 steps

@@ -11,6 +11,7 @@ import pytest
 
 import bertviz_app as core
 from bertviz_app.errors import InputError
+from bertviz_app.explain.export import MAX_ALPHA
 from bertviz_app.results import Attribution, TokenInfo
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -84,7 +85,7 @@ def test_svg_colours_are_the_html_views_colours():
                     key=lambda g: float(g.find(f"{SVG}rect").get("fill-opacity", "0")))
     assert strongest.find(f"{SVG}text").text == "bad"
     assert float(strongest.find(f"{SVG}rect").get("fill-opacity")) == pytest.approx(
-        scale.alpha(0.42) * core.export.MAX_ALPHA, abs=0.006)
+        scale.alpha(0.42) * MAX_ALPHA, abs=0.006)
 
 
 def test_unsigned_methods_are_blue_and_tokens_wrap_into_lines():

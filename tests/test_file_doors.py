@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gradio.utils import get_upload_folder  # noqa: E402
 
 import bertviz_app as bv  # noqa: E402
-from bertviz_app import visitors  # noqa: E402
+from bertviz_app.models import visitors  # noqa: E402
 from bertviz_app.ui import uploads  # noqa: E402
 
 from conftest import queue_event, served_app  # noqa: E402

@@ -19,9 +19,9 @@ import pytest
 
 import bertviz_app as bv
 from bertviz_app import InputError
-from bertviz_app.data import build_dataset, read_table
-from bertviz_app.finetune import list_runs, run_finetune
-from bertviz_app.training import BestKeeper, TrainConfig
+from bertviz_app.train.data import build_dataset, read_table
+from bertviz_app.train.finetune import list_runs, run_finetune
+from bertviz_app.train.training import BestKeeper, TrainConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 POS = ["good", "great", "fun", "gorgeous", "moving"]
@@ -202,9 +202,9 @@ def test_kept_checkpoint_is_the_best_macro_f1_with_ties_going_to_the_lower_valid
     assert (keeper.best, keeper.best_loss, keeper.best_step) == (0.80, 0.55, 3)
     assert float(keeper.best_state["bias"][0]) == 3
     # through the trainer: the returned weights are the kept evaluation's (its macro-F1 and validation loss)
-    from bertviz_app.data import split_dataset
-    from bertviz_app.finetune.evaluation import evaluate
-    from bertviz_app.training import train_classifier
+    from bertviz_app.train.data import split_dataset
+    from bertviz_app.train.finetune.evaluation import evaluate
+    from bertviz_app.train.training import train_classifier
 
     train, val, _ = split_dataset(dataset, val_fraction=0.3, seed=0)
     config = TrainConfig(epochs=6, batch_size=8, learning_rate=5e-4, eval_every=2, early_stopping_patience=0, seed=1)
@@ -221,7 +221,7 @@ def test_kept_checkpoint_is_the_best_macro_f1_with_ties_going_to_the_lower_valid
 
 
 def test_ece_and_nll_on_a_hand_made_example():
-    from bertviz_app.training import calibration_metrics, expected_calibration_error
+    from bertviz_app.train.training import calibration_metrics, expected_calibration_error
 
     probs = np.array([[0.95, 0.05], [0.97, 0.03], [0.30, 0.70], [0.55, 0.45]])
     labels = [0, 1, 1, 1]
@@ -245,7 +245,7 @@ def test_ece_and_nll_on_a_hand_made_example():
 def test_epoch_cap_scales_with_data_size():
     import math
 
-    from bertviz_app.finetune import AUTO_EXAMPLES, auto_config
+    from bertviz_app.train.finetune import AUTO_EXAMPLES, auto_config
 
     sizes = [60, 200, 480, 1000, 2000, 5000, 20000]
     configs = {n: auto_config(n, hidden_size=384) for n in sizes}
@@ -266,7 +266,7 @@ def test_epoch_cap_scales_with_data_size():
 def test_learning_rate_groups_follow_head_scale_and_layer_decay(tiny_model_dir, tmp_path):
     from transformers import AutoModelForSequenceClassification, TrainingArguments
 
-    from bertviz_app.training import ScaledLrTrainer
+    from bertviz_app.train.training import ScaledLrTrainer
 
     model = AutoModelForSequenceClassification.from_pretrained(tiny_model_dir)
     args = TrainingArguments(output_dir=str(tmp_path), learning_rate=1e-3, use_cpu=True, report_to="none")
@@ -286,7 +286,7 @@ def test_learning_rate_groups_follow_head_scale_and_layer_decay(tiny_model_dir, 
 def test_dropout_setting_reaches_every_dropout_layer(tiny_model_dir, dataset):
     import torch
 
-    from bertviz_app.training import train_classifier
+    from bertviz_app.train.training import train_classifier
 
     texts, labels = list(dataset.texts[:16]), list(dataset.labels[:16])
     model, _, info = train_classifier(tiny_model_dir, dataset.label_names, texts, labels,
@@ -302,7 +302,7 @@ def test_dropout_setting_reaches_every_dropout_layer(tiny_model_dir, dataset):
 def test_freeze_layers_keeps_the_embeddings_and_bottom_layers_fixed(tiny_model_dir, dataset):
     from safetensors.torch import load_file
 
-    from bertviz_app.training import train_classifier
+    from bertviz_app.train.training import train_classifier
 
     before = load_file(str(tiny_model_dir / "model.safetensors"))
     texts, labels = list(dataset.texts[:16]), list(dataset.labels[:16])
@@ -334,7 +334,7 @@ KILL_DURING_SAVE = r"""
 import sys, time
 from pathlib import Path
 from transformers import AutoTokenizer, BertForSequenceClassification
-from bertviz_app.training import atomic_save
+from bertviz_app.train.training import atomic_save
 src, dest = Path(sys.argv[1]), Path(sys.argv[2])
 model = BertForSequenceClassification.from_pretrained(src)
 tok = AutoTokenizer.from_pretrained(src)
@@ -434,7 +434,7 @@ def test_two_process_gloo_training_produces_the_same_kind_of_folder(tiny_model_d
 
 
 def test_restart_cleans_up_old_half_written_folders_but_not_a_save_in_progress(models_dir):
-    from bertviz_app.registry import clean_stale_folders
+    from bertviz_app.models.registry import clean_stale_folders
 
     runs = models_dir / "runs"
     old_tmp, new_tmp, old_swap = runs / ".tmp-a-1", runs / ".tmp-b-2", models_dir / ".old-default-3"
@@ -481,7 +481,7 @@ def test_kill_during_training_loses_nothing_saved(models_dir, tiny_model_dir, da
 
 # --------------------------------------------------------------------------- the service: plan -> run, verdict
 def test_auto_config_gives_small_data_more_epochs_and_keeps_given_values():
-    from bertviz_app.finetune import AUTO_MAX_EPOCHS, auto_config
+    from bertviz_app.train.finetune import AUTO_MAX_EPOCHS, auto_config
 
     small, why = auto_config(480, hidden_size=384)
     large, _ = auto_config(20000, hidden_size=768)
@@ -502,7 +502,7 @@ def _metrics(acc, f1, n=100, conf=0.9, classes=("a", "b", "c")):
 
 
 def test_judge_separates_learned_weak_and_not_learned():
-    from bertviz_app.finetune import judge
+    from bertviz_app.train.finetune import judge
 
     majority = {"class": "a", "accuracy": 1 / 3, "macro_f1": 0.17}
     falling = [{"loss": 1.1}, {"loss": 0.9}, {"loss": 0.5}, {"loss": 0.4}, {"loss": 0.35}, {"loss": 0.3}]
@@ -657,7 +657,7 @@ def test_job_cancelled_before_start_saves_nothing(models_dir, tiny_model_dir, tm
 
 def test_cli_default_base_is_the_service_default_and_cli_has_every_mode():
     from bertviz_app.cli import build_parser
-    from bertviz_app.finetune import DEFAULT_BASE, MODES
+    from bertviz_app.train.finetune import DEFAULT_BASE, MODES
 
     args = build_parser().parse_args(["finetune", "x.csv"])
     assert args.base == DEFAULT_BASE and args.epochs is None and args.lr is None and args.patience is None

@@ -13,9 +13,9 @@ import pytest
 from test_finetune import write_csv
 
 import bertviz_app as bv
-from bertviz_app import visitors
 from bertviz_app.errors import CancelledError, LimitError
-from bertviz_app.finetune import FinetuneJobs, job
+from bertviz_app.models import visitors
+from bertviz_app.train.finetune import FinetuneJobs, job
 
 A = visitors.owner_hash(visitors.new_token())
 B = visitors.owner_hash(visitors.new_token())
@@ -203,7 +203,7 @@ def test_cancel_stops_the_visitors_job_and_no_one_elses(stand_in):
 
 
 def test_a_cancelled_verdict_is_never_learned():
-    from bertviz_app.finetune.runner import cancelled_verdict
+    from bertviz_app.train.finetune.runner import cancelled_verdict
 
     learned = bv.Verdict(status="learned", message="The model learned.", suggestions=(), majority={})
     assert learned.learned  # positive control

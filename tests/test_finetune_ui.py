@@ -234,7 +234,7 @@ class StandInRun:
     """``run_plan`` for the Fine-tune tab's job that trains nothing: one progress event, then it waits for
     Cancel and stops a step later (``quiet_ticks`` quiet ticks, as a run saving its best weights does)
     with CancelledError. No other event comes after the Cancel, so only the run's own "Cancelling…" can
-    say it was heard. Put in place with ``monkeypatch.setattr(bertviz_app.finetune.job, "run_plan", ...)``."""
+    say it was heard. Put in place with ``monkeypatch.setattr(bertviz_app.train.finetune.job, "run_plan", ...)``."""
 
     def __init__(self, quiet_ticks: int = 3, release: threading.Event | None = None, tick: float = 0.2):
         # quiet_ticks 0: stops at once (the run whose "Cancelled" raced the Cancel button's write); release:
@@ -261,7 +261,7 @@ def test_cancel_only_asks_and_the_run_says_cancelling_then_cancelled(app_url, da
     """The Cancel button writes nothing to the page: its "Cancelling…" could arrive after a run that
     stopped at once had said "Cancelled", leaving "Cancelling…" for good (as on the Explain-a-file tab,
     20f4e0c). The run says "Cancelling…" within a tick of the Cancel, then "Cancelled"."""
-    from bertviz_app.finetune import job
+    from bertviz_app.train.finetune import job
 
     monkeypatch.setattr(job, "run_plan", StandInRun())
     client = Client(app_url, verbose=False)
@@ -349,7 +349,7 @@ def test_misclassified_csv_is_safe_for_spreadsheets():
 
 
 def test_report_escapes_user_text():
-    from bertviz_app.data import read_table
+    from bertviz_app.train.data import read_table
     from bertviz_app.ui import finetune_tab
 
     table = read_table(b"text,label\n<b>x</b>,<img src=x>\nfine,ok\n", name="x.csv")
@@ -394,7 +394,7 @@ def test_push_to_hub_uses_the_token_once_and_never_shows_it(monkeypatch, tmp_pat
 
 
 def test_report_warns_about_texts_the_model_will_cut():
-    from bertviz_app.data import read_table
+    from bertviz_app.train.data import read_table
     from bertviz_app.ui.finetune_tab import report_md
 
     rows = "".join(f"{'word ' * (600 if i == 3 else 5)}{i},{'pos' if i % 2 else 'neg'}\n" for i in range(30))

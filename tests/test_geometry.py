@@ -15,7 +15,7 @@ import torch
 
 import bertviz_app as bv
 from bertviz_app import CancelledError, DataError, InputError
-from bertviz_app.families import family_of
+from bertviz_app.models.families import family_of
 
 SHORT, LONG = "good", "the film was not good , it was a tedious , joyless slog and the movie was awful !"
 FILLER = ["the", "film", "movie", "was", "is", "a", "it", "not", "fun", "bad", "great"]
@@ -180,7 +180,7 @@ def test_probes_find_the_planted_word_and_are_deterministic(tiny):
 
 
 def test_probe_rows_past_the_cap_are_a_stratified_seeded_sample():
-    from bertviz_app.geometry import probe_rows
+    from bertviz_app.evaluate.geometry import probe_rows
 
     y = np.r_[np.zeros(900, dtype=int), np.ones(97, dtype=int), np.full(3, 2)]  # 1,000 rows, a rare class of 3
     assert np.array_equal(probe_rows(y, None, 5), np.arange(1000)) and len(probe_rows(y, 1000, 5)) == 1000

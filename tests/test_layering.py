@@ -18,7 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "bertviz_app"
 # The edge: what may read the environment (a name ending in "/": every module of that package).
-EDGE = {"config.py", "cli/", "server.py", "__main__.py"}
+EDGE = {"config.py", "cli/", "serve/server.py", "__main__.py"}
 
 
 def _at_the_edge(rel: str) -> bool:
@@ -130,7 +130,7 @@ def test_the_checks_see_what_they_look_for():
                                          "y = get_settings().max_chars\nz = os.getenv('B')\n"))
     assert sorted(what for _, what in reads) == sorted(["os.environ", "from config import ...", "get_settings",
                                                         "os.getenv"])
-    probe = ("from .. import registry\nfrom ..attribution import _secret\nx = registry._CACHE\n"
+    probe = ("from ..models import registry\nfrom ..explain.attribution import _secret\nx = registry._CACHE\n"
              "from . import common\ny = common._private_helper\nz = registry.__name__\n")
     assert sorted(what for _, what in _private_uses(PACKAGE / "ui" / "probe.py", probe)) == sorted(
-        ["from bertviz_app.attribution import _secret", "registry._CACHE", "common._private_helper"])
+        ["from bertviz_app.explain.attribution import _secret", "registry._CACHE", "common._private_helper"])

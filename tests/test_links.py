@@ -1,5 +1,5 @@
 """Shareable links (issue 21) without a browser: the view written as a query and read back
-(``bertviz_app.view_links``), every crafted value left out with its one-line reason, public mode's
+(``bertviz_app.service.links``), every crafted value left out with its one-line reason, public mode's
 runs, and the page's restore handler (``ui.links.restore_view``) on the tiny model."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from urllib.parse import parse_qs
 
 import pytest
 
-from bertviz_app import visitors
 from bertviz_app.config import Settings
 from bertviz_app.errors import ModelNotFoundError
-from bertviz_app.view_links import (
+from bertviz_app.models import visitors
+from bertviz_app.service.links import (
     MAX_QUERY_CHARS,
     Link,
     ModelShape,
@@ -208,7 +208,7 @@ def test_a_long_text_is_left_out_of_the_shared_link():
 
 
 def test_the_link_module_imports_no_gradio():
-    code = "import sys, bertviz_app.view_links; print('gradio' in sys.modules)"
+    code = "import sys, bertviz_app.service.links; print('gradio' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

@@ -36,8 +36,9 @@ def test_full_queue_refuses_at_once_with_a_clear_message(tiny_model_dir, tmp_pat
     every call let in is answered (200 / complete)."""
     import httpx
 
-    from bertviz_app import server, service
-    from bertviz_app.server import EXPLAIN_CONCURRENCY
+    from bertviz_app import service
+    from bertviz_app.serve import server
+    from bertviz_app.serve.server import EXPLAIN_CONCURRENCY
     from bertviz_app.ui.api import EXPLAIN_CONCURRENCY as GRADIO_EXPLAIN_CONCURRENCY
 
     real = service.explain

@@ -62,8 +62,9 @@ def test_functions_stay_functions_after_their_module_is_imported():
     modules = {p.stem for p in (ROOT / "bertviz_app").glob("*.py")} | {
         p.parent.name for p in (ROOT / "bertviz_app").glob("*/__init__.py")}
     assert not set(_stub()) & modules, set(_stub()) & modules
-    code = ("import inspect, bertviz_app as bv; bv.rollout; bv.cls_rows; import bertviz_app.methods; "
-            "import bertviz_app.attention_maps, bertviz_app.faithfulness_eval, bertviz_app.model_summary; "
+    code = ("import inspect, bertviz_app as bv; bv.rollout; bv.cls_rows; import bertviz_app.explain.methods; "
+            "import bertviz_app.explain.attention_maps, bertviz_app.explain.faithfulness_eval; "
+            "import bertviz_app.models.model_summary; "
             "from bertviz_app import attention; "
             "assert all(inspect.isfunction(f) for f in (bv.attention, bv.faithfulness, bv.summary, attention)); "
             "print('ok')")

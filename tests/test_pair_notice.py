@@ -17,8 +17,8 @@ import pytest
 import bertviz_app as bv
 from bertviz_app import service
 from bertviz_app.config import Settings
-from bertviz_app.data import build_dataset, read_table
-from bertviz_app.finetune import run_finetune
+from bertviz_app.train.data import build_dataset, read_table
+from bertviz_app.train.finetune import run_finetune
 
 NOTE = "was trained on single texts, not sentence pairs"
 TEXT, PAIR = "the film was good", "it is fun"
@@ -114,7 +114,7 @@ def test_a_model_of_unknown_training_gets_no_note(tiny, open_model):
 def test_the_json_route_carries_the_note(registry):
     from fastapi.testclient import TestClient
 
-    from bertviz_app.server import create_app
+    from bertviz_app.serve.server import create_app
 
     with TestClient(create_app(Settings(models_dir=registry), "default", page=False)) as client:
         def ask(**body):

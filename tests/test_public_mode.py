@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bertviz_app import visitors  # noqa: E402
+from bertviz_app.models import visitors  # noqa: E402
 
 from conftest import queue_event, served_app  # noqa: E402
 

@@ -9,7 +9,7 @@ import torch
 
 import bertviz_app as bv
 from bertviz_app import ModelLoadError, ModelNotFoundError
-from bertviz_app.registry import FRESH_HEAD_WARNING
+from bertviz_app.models.registry import FRESH_HEAD_WARNING
 
 from conftest import make_tiny_model
 
@@ -104,7 +104,7 @@ def test_cpu_model_is_fp32_and_attributions_use_it(tiny):
 
 def test_bf16_inference_keeps_fp32_attributions(tmp_path):
     """The GPU path (bf16 inference, fp32 attributions), exercised on the CPU by forcing the dtype."""
-    from bertviz_app.registry import load_from_folder
+    from bertviz_app.models.registry import load_from_folder
 
     from conftest import check_against_reference, make_signal_model
 
@@ -126,7 +126,7 @@ def test_bf16_inference_keeps_fp32_attributions(tmp_path):
 def test_atomic_save_never_leaves_a_half_written_model(tmp_path, monkeypatch):
     from transformers import AutoTokenizer, BertForSequenceClassification
 
-    from bertviz_app.training import atomic_save
+    from bertviz_app.train.training import atomic_save
 
     src = make_tiny_model(tmp_path / "src")
     model = BertForSequenceClassification.from_pretrained(src)
@@ -183,7 +183,7 @@ def test_allocator_tuning_follows_its_setting(monkeypatch):
     malloc alone, a negative value is refused with the variable's name."""
     import sys
 
-    from bertviz_app.allocator import tune_allocator
+    from bertviz_app.serve.allocator import tune_allocator
 
     assert bv.Settings().mmap_threshold_kb == 2048
     assert tune_allocator(0) is False

@@ -138,8 +138,8 @@ def test_startup_page_answers_not_ready_with_the_build_progress_then_frees_the_p
     import urllib.error
     import urllib.request
 
-    from bertviz_app.build_job import EventLog, build_lock
-    from bertviz_app.startup_page import MARKER, StartupPage
+    from bertviz_app.models.build_job import EventLog, build_lock
+    from bertviz_app.serve.startup_page import MARKER, StartupPage
 
     models = tmp_path / "models"
     port = free_port()
@@ -166,7 +166,7 @@ def test_startup_page_is_quiet_when_a_browser_hangs_up_mid_response(tmp_path, ca
     import urllib.error
     import urllib.request
 
-    from bertviz_app.startup_page import StartupPage
+    from bertviz_app.serve.startup_page import StartupPage
 
     port = free_port()
     with StartupPage("127.0.0.1", port, tmp_path / "models"):
@@ -190,7 +190,7 @@ def test_startup_page_is_quiet_when_a_browser_hangs_up_mid_response(tmp_path, ca
 def test_a_stop_signal_whose_interrupt_is_lost_still_ends_the_process(monkeypatch):
     """SIGTERM during start-up raises KeyboardInterrupt; if the interpreter loses it (a signal landing in a
     finaliser), the timer the signal armed ends the process after the grace period anyway."""
-    from bertviz_app import server
+    from bertviz_app.serve import server
 
     exits = []
     monkeypatch.setattr(server, "STOP_GRACE_S", 0.05)

@@ -489,7 +489,7 @@ TYPED = {"predict": ("window", [1]), "attention": ("layer", "two"), "explain": (
 def test_openapi_lists_every_v1_route_and_docs_answer(app_url):
     import urllib.request
 
-    from bertviz_app.server import SPECS
+    from bertviz_app.serve.server import SPECS
 
     with urllib.request.urlopen(f"{app_url}openapi.json", timeout=30) as r:
         schema = json.loads(r.read())
@@ -536,7 +536,7 @@ def test_the_answer_to_an_unexpected_error_is_generic(app_url, monkeypatch):
 def test_a_full_route_answers_busy_with_503():
     import anyio
 
-    from bertviz_app.server import Gate, ServerBusy
+    from bertviz_app.serve.server import Gate, ServerBusy
 
     gate = Gate("predict", limit=1, queue_size=1)
     gate.in_flight = 2
@@ -552,7 +552,7 @@ def test_the_json_routes_import_neither_gradio_nor_plotly():
     import subprocess
     import sys
 
-    code = ("import sys\nfrom bertviz_app.config import Settings\nfrom bertviz_app.server import create_app\n"
+    code = ("import sys\nfrom bertviz_app.config import Settings\nfrom bertviz_app.serve.server import create_app\n"
             "app = create_app(Settings(), 'encoder', page=False)\n"
             "assert {r.path for r in app.routes} >= {'/v1/predict', '/docs', '/openapi.json'}\n"
             "print(sorted(m for m in ('gradio', 'plotly') if m in sys.modules))")

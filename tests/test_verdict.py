@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from bertviz_app.finetune import judge
+from bertviz_app.train.finetune import judge
 
 FAST = [0.45, 0.42, 0.40, 0.38, 0.40, 0.39]  # learned within the first logging interval (ln 2 = 0.693 at the start)
 FALLING = [0.69, 0.60, 0.50, 0.40, 0.33, 0.30]
@@ -58,7 +58,7 @@ def test_verdict_follows_the_numbers(acc, maj, probe, losses, conf, stopped, hp,
 
 
 def test_the_page_shows_the_verdicts_heading():
-    from bertviz_app.finetune import RunResult
+    from bertviz_app.train.finetune import RunResult
     from bertviz_app.ui.finetune_view import verdict_md
 
     def shown(acc, probe):

@@ -1,4 +1,4 @@
-"""Public mode's core (bertviz_app/visitors.py): owners, access, quotas, deletion, the sweeper, the
+"""Public mode's core (bertviz_app/models/visitors.py): owners, access, quotas, deletion, the sweeper, the
 fine-tune queue and upload counts, on run folders written here (no training except one probe run)
 and small limits. Plus: a Hub token typed for a push is found nowhere afterwards."""
 
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from bertviz_app import visitors as v
 from bertviz_app.errors import InputError, LimitError, ModelNotFoundError
+from bertviz_app.models import visitors as v
 
 A_TOKEN, B_TOKEN = v.new_token(), v.new_token()
 A, B = v.owner_hash(A_TOKEN), v.owner_hash(B_TOKEN)
@@ -44,7 +44,7 @@ def test_tokens_are_random_and_only_their_hash_names_an_owner():
 
 
 def test_the_core_module_imports_neither_gradio_nor_torch():
-    code = "import sys, bertviz_app.visitors; print('gradio' in sys.modules, 'torch' in sys.modules)"
+    code = "import sys, bertviz_app.models.visitors; print('gradio' in sys.modules, 'torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
 
@@ -199,8 +199,8 @@ def test_limits_come_from_the_settings():
 def test_a_probe_run_stores_its_owner_hashed_and_local_runs_none(models_dir, tiny_model_dir, tmp_path):
     from test_finetune import write_csv
 
-    from bertviz_app.data import build_dataset, read_table
-    from bertviz_app.finetune import load_run_info, run_finetune
+    from bertviz_app.train.data import build_dataset, read_table
+    from bertviz_app.train.finetune import load_run_info, run_finetune
 
     ds = build_dataset(read_table(write_csv(tmp_path / "r.csv", n=24)), "review", "sentiment")
     mine = run_finetune(ds, base=str(tiny_model_dir), mode="probe", name="mine", owner=A, models_dir=models_dir)
@@ -216,8 +216,8 @@ def test_a_hub_token_is_found_nowhere_after_a_failed_push(models_dir, tiny_model
     its model card, or any file the app wrote."""
     from test_finetune import write_csv
 
-    from bertviz_app.data import build_dataset, read_table
-    from bertviz_app.finetune import push_run, run_finetune
+    from bertviz_app.train.data import build_dataset, read_table
+    from bertviz_app.train.finetune import push_run, run_finetune
     from bertviz_app.ui import finetune_tab
 
     token = "hf_" + "Secret" * 6

@@ -77,7 +77,7 @@ def cmd_explain(args) -> int:
     for path in (args.html, args.out, args.svg, args.png):  # a bad path fails now, not after the attribution
         if path:
             check_output_path(path)
-    from ..methods import canonical_method
+    from ..explain.methods import canonical_method
     from ..results import NO_COMPLETENESS
 
     # "ig", "value-zeroing"...: the registered names; an unknown one fails now, listing the valid ones
@@ -190,7 +190,7 @@ def _explain_windows(args, lm, text) -> int:
 
 def cmd_explain_csv(args) -> int:
     from .. import explain_csv, load_model
-    from ..batch_explain import process_device
+    from ..explain.batch_explain import process_device
 
     # under accelerate launch/torchrun each process takes its own GPU (or the CPU) and its share of rows
     world_size, local_rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("LOCAL_RANK", "0"))

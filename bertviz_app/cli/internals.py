@@ -30,7 +30,7 @@ def _attention_windows(args, lm, text) -> int:
 
 
 def cmd_attention(args) -> int:
-    from ..mixing_measures import MEASURE_NOTES, context_mixing
+    from ..explain.mixing_measures import MEASURE_NOTES, context_mixing
 
     lm = model_from_args(args)
     if args.window is not None:

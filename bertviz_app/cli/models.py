@@ -11,7 +11,7 @@ from .common import print_json
 
 def cmd_models(args) -> int:
     from .. import list_models
-    from ..catalog import shipped_model
+    from ..models.catalog import shipped_model
 
     models = list_models(args.settings.models_dir)
     if args.json:
@@ -34,8 +34,8 @@ def cmd_build_default(args) -> int:
     from pathlib import Path
 
     from .. import build_default
-    from ..build_job import EventLog, build_lock
     from ..errors import BertvizError
+    from ..models.build_job import EventLog, build_lock
 
     models_dir = Path(args.models_dir) if args.models_dir else args.settings.models_dir
     dest = models_dir / "default"
@@ -148,7 +148,7 @@ def cmd_finetune(args) -> int:
 
 def register(add: Callable) -> None:
     """The arguments of models, build-default and finetune (``add`` gives each the common ones)."""
-    from ..catalog import ENCODER as FT_DEFAULT_BASE  # = finetune.DEFAULT_BASE, without importing torch
+    from ..models.catalog import ENCODER as FT_DEFAULT_BASE  # = finetune.DEFAULT_BASE, without importing torch
 
     add("models", cmd_models, "registered models")
     p = add("build-default", cmd_build_default, "fine-tune the offline default model into models/default")

@@ -2,14 +2,14 @@
 
 ``build_app(settings, model)`` assembles the Blocks app from one module per tab and ``Page``'s
 small named handlers; ``mount(app, demo, settings)`` queues it and mounts it on the FastAPI app of
-``bertviz_app.server`` (which serves it). One Analyze click computes every analysis once and keeps
+``bertviz_app.serve.server`` (which serves it). One Analyze click computes every analysis once and keeps
 the records in ``gr.State``;
 layer/head/toggle changes re-render from that state without touching the model. The Fine-tune
 tab streams a training run (its own concurrency id, so analyses are not blocked behind it) and
 selects the new model in the Model tab when it is saved.
 
 HTTP API (stable names, see docs/api.md): ``/predict``, ``/attention``, ``/explain``, ``/summary``,
-as gradio endpoints (``api.py``) and as typed JSON routes (``POST /v1/predict`` ..., ``bertviz_app.server``).
+as gradio endpoints (``api.py``) and as typed JSON routes (``POST /v1/predict`` ..., ``bertviz_app.serve.server``).
 The UI's own events are hidden from the API docs (``/analyze`` stays callable, undocumented).
 """
 
@@ -22,7 +22,7 @@ import gradio as gr
 
 import bertviz_app as core
 from bertviz_app.config import Settings
-from bertviz_app.mixing_measures import check_measure
+from bertviz_app.explain.mixing_measures import check_measure
 
 from . import (
     api,

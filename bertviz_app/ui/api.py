@@ -1,9 +1,9 @@
 """The public API as gradio endpoints (``/predict``, ``/attention``, ``/explain``, ``/compare``,
 ``/summary``, ``/evaluate``) for ``gradio_client`` / ``@gradio/client``: queued, with server-sent events.
 
-The work is ``bertviz_app.service``'s, the same as the typed JSON routes of ``bertviz_app.server``
+The work is ``bertviz_app.service``'s, the same as the typed JSON routes of ``bertviz_app.serve.server``
 (``POST /v1/predict`` ...), which skip gradio's queue and event stream. Concurrent /predict calls
-wait together in the core's micro-batcher (``bertviz_app.batching``), which runs them as one
+wait together in the core's micro-batcher (``bertviz_app.service.batching``), which runs them as one
 length-sorted batch.
 """
 

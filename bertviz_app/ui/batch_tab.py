@@ -124,7 +124,7 @@ def summary_md(res: core.BatchExplanation) -> str:
 
 def _run_folder() -> Path:
     """A fresh folder under the export folder gradio serves from; run folders older than an hour go."""
-    from bertviz_app.export import prune
+    from bertviz_app.explain.export import prune
 
     root = attribution_tab.export_folder()
     root.mkdir(parents=True, exist_ok=True)

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import gradio as gr
 
 import bertviz_app as core
-from bertviz_app.build_job import read_status
 from bertviz_app.config import Settings
+from bertviz_app.models.build_job import read_status
 
 from . import common
 

@@ -23,9 +23,9 @@ import numpy as np
 import bertviz_app as core
 from bertviz_app import service
 from bertviz_app.config import Settings
-from bertviz_app.encoding import check_has_words
-from bertviz_app.inference import applied_temperature
-from bertviz_app.mixing_measures import MixingMaps, check_measure, context_mixing, supported_measures
+from bertviz_app.explain.mixing_measures import MixingMaps, check_measure, context_mixing, supported_measures
+from bertviz_app.models.encoding import check_has_words
+from bertviz_app.models.inference import applied_temperature
 
 from . import visitor
 

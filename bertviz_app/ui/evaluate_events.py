@@ -3,7 +3,7 @@ and the wiring are in ``evaluate_tab``.
 
 The evaluation (``core.evaluate_file``) runs in a worker thread while the status line says how many
 rows are done and about how long is left (``core.RateEta``); Cancel stops it between batches. The
-result is stored as a run folder (``bertviz_app.evaluation_runs``: the visitor's own in public mode)
+result is stored as a run folder (``bertviz_app.evaluate.evaluation_runs``: the visitor's own in public mode)
 and the page is drawn FROM that folder (``evaluate_view.load_run``), so reopening a stored
 evaluation draws the same page. The geometry's layer, dimensions and colouring redraw from the
 loaded folder (``gr.State``), never from the model. A row chosen in a table, or a point clicked in
@@ -20,7 +20,8 @@ from types import SimpleNamespace
 import gradio as gr
 
 import bertviz_app as core
-from bertviz_app import evaluation_runs, visitors
+from bertviz_app.evaluate import evaluation_runs
+from bertviz_app.models import visitors
 
 from . import common, evaluate_view, figures, plots, visitor
 from .common import CancelFlag, esc

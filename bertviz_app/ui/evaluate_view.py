@@ -21,7 +21,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 import bertviz_app as core
-from bertviz_app.catalog import RUN_INFO
+from bertviz_app.models.catalog import RUN_INFO
 
 from . import plots
 from .common import esc

@@ -1,7 +1,7 @@
 """Shareable links (issue 21): the page's view in its URL, a "Copy link" button, and a link opened.
 
 The view (model, text and pair, open tab, target class, compared methods, the Attention tab's
-measure, layer and head) is written by ``bertviz_app.view_links.build_query`` from the components'
+measure, layer and head) is written by ``bertviz_app.service.links.build_query`` from the components'
 values on the Python side, after every change that moves it (``wire``); a small script then shows
 it as a full link in the read-only box ``#bv-link`` and puts it in the address bar
 (``history.replaceState``). **Copy link** does the same and copies it; a browser that refuses the
@@ -27,8 +27,8 @@ from types import SimpleNamespace
 import gradio as gr
 
 from bertviz_app.errors import BertvizError
-from bertviz_app.mixing_measures import supported_measures
-from bertviz_app.view_links import PER_LAYER_MEASURES, ModelShape, View, read_link, share_query
+from bertviz_app.explain.mixing_measures import supported_measures
+from bertviz_app.service.links import PER_LAYER_MEASURES, ModelShape, View, read_link, share_query
 
 from . import attention_tab, common, visitor
 

@@ -8,7 +8,7 @@ later event of that page finds its owner through the request gradio sets for the
 (``gradio.context.LocalContext.request``), so the tabs' handlers keep their signatures. API
 clients send the token in the ``X-Bertviz-Owner`` header (or the ``bertviz_owner`` cookie);
 without one they own nothing and see only the shared models. (The JSON routes of
-``bertviz_app.server`` read it themselves.)
+``bertviz_app.serve.server`` read it themselves.)
 
 The settings are the app's own: ``build_app(settings)`` keeps them on the Blocks, and an event's
 handlers find them there (``app_settings``), as they find this app's ``Visitors``.
@@ -30,9 +30,11 @@ from pathlib import Path
 import gradio as gr
 
 import bertviz_app as core
-from bertviz_app import evaluation_runs, service, visitors
+from bertviz_app import service
 from bertviz_app.config import Settings
-from bertviz_app.finetune import run_stem
+from bertviz_app.evaluate import evaluation_runs
+from bertviz_app.models import visitors
+from bertviz_app.train.finetune import run_stem
 
 from . import uploads
 

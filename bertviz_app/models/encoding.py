@@ -1,0 +1,130 @@
+"""Validating and tokenizing untrusted text (one place for the rules every analysis shares)."""
+
+from __future__ import annotations
+
+import torch
+from transformers import BatchEncoding
+
+from ..config import Settings
+from ..errors import InputError
+from .families import family_of
+from .registry import LoadedModel
+from ..results import TokenInfo
+
+__all__ = ["check_text", "check_texts", "check_has_words", "encode", "encode_batch", "token_info"]
+
+
+def check_text(text: object, what: str = "Text", max_chars: int = Settings.max_chars) -> str:
+    """Return ``text`` if it can be analysed (at most ``max_chars`` characters); otherwise raise
+    InputError saying what to fix."""
+    if text is None:
+        raise InputError(f"{what} is empty: enter a sentence to analyse.")
+    if not isinstance(text, str):
+        raise InputError(f"{what} must be a string, got {type(text).__name__}.")
+    if "\x00" in text:
+        text = text.replace("\x00", "")
+    if not text.strip():
+        raise InputError(f"{what} is empty or whitespace only: enter a sentence to analyse.")
+    limit = max_chars
+    if len(text) > limit:
+        raise InputError(
+            f"{what} is {len(text):,} characters; the limit is {limit:,}. Shorten it (the model reads "
+            "at most 512 tokens, about 2,000 characters of English, anyway)."
+        )
+    return text
+
+
+def check_texts(texts, pairs=None, optional_pairs: bool = False, *, max_chars: int = Settings.max_chars,
+                max_batch_texts: int = Settings.max_batch_texts) -> tuple[list[str], list[str | None] | None]:
+    """Validate a batch: ``texts`` (a string or a list, at most ``max_batch_texts``) and, for
+    sentence-pair models, one second text per text. With ``optional_pairs`` a None or blank second
+    text means "no pair" for that text; otherwise every second text must be usable. Raises
+    InputError saying what to fix."""
+    if isinstance(texts, str):
+        texts = [texts]
+    if isinstance(pairs, str):
+        pairs = [pairs]
+    texts = list(texts)
+    if not texts:
+        raise InputError("No text given: enter at least one sentence.")
+    limit = max_batch_texts
+    if len(texts) > limit:
+        raise InputError(f"{len(texts):,} texts in one call; the limit is {limit:,}. Split the input.")
+    many = len(texts) > 1
+    texts = [check_text(t, f"Text {i + 1}" if many else "Text", max_chars) for i, t in enumerate(texts)]
+    if pairs is None:
+        return texts, None
+    pairs = list(pairs)
+    if len(pairs) != len(texts):
+        raise InputError(f"{len(texts)} texts but {len(pairs)} second texts: give one pair per text.")
+    out: list[str | None] = []
+    for i, p in enumerate(pairs):
+        if optional_pairs and (p is None or (isinstance(p, str) and not p.strip())):
+            out.append(None)
+        else:
+            out.append(check_text(p, f"Second text {i + 1}" if many else "Second text", max_chars))
+    return texts, out
+
+
+def encode_batch(lm: LoadedModel, texts: list[str], pairs: list[str] | None = None) -> BatchEncoding:
+    """Tokenize with truncation at the model's max length and per-batch padding (CPU tensors)."""
+    return lm.tokenizer(
+        texts,
+        pairs,
+        truncation=True,
+        max_length=lm.max_length,
+        padding=True,
+        return_tensors="pt",
+        return_offsets_mapping=True,
+    )
+
+
+def token_info(enc: BatchEncoding, row: int, text: str, pair: str | None) -> TokenInfo:
+    mask = enc["attention_mask"][row].bool()
+    n = int(mask.sum())
+    tokens = enc.tokens(row)[:n]
+    offsets = tuple((int(a), int(b)) for a, b in enc["offset_mapping"][row][:n].tolist())
+    seq_ids = tuple(enc.sequence_ids(row)[:n])
+    return TokenInfo(
+        tokens=tuple(tokens),
+        offsets=offsets,
+        sequence_ids=seq_ids,
+        text=text,
+        pair=pair,
+        truncated=bool(enc.encodings[row].overflowing),
+    )
+
+
+def encode(lm: LoadedModel, text: str, pair: str | None = None, device: torch.device | None = None):
+    """One text (and optional pair) -> (model inputs on ``device``, TokenInfo)."""
+    text = check_text(text, max_chars=lm.settings.max_chars)
+    if pair is not None and pair.strip() == "":
+        pair = None
+    if pair is not None:
+        pair = check_text(pair, "Second text", lm.settings.max_chars)
+    enc = encode_batch(lm, [text], [pair] if pair is not None else None)
+    info = token_info(enc, 0, text, pair)
+    fam = family_of(lm.model)
+    # DistilBERT takes none (no token_type_ids)
+    drop = {"offset_mapping"} | (set() if fam is None or fam.token_types else {"token_type_ids"})
+    inputs = {k: v.to(device or lm.device) for k, v in enc.items() if k not in drop}
+    return inputs, info
+
+
+def check_has_words(lm: LoadedModel, text: object, pair: object = None) -> None:
+    """InputError unless ``text`` (and a non-blank ``pair``) can be analysed (``check_text``) and hold
+    at least one token that is not a special one: "[CLS] [SEP]" or "<s></s>" typed as the text leave
+    nothing to attend to or from but the model's own markers. [UNK] counts as a word (an unknown
+    character is still the reader's text)."""
+    text = check_text(text, max_chars=lm.settings.max_chars)
+    texts = [("Text", text)]
+    if isinstance(pair, str) and pair.strip():
+        texts.append(("Second text", check_text(pair, "Second text", lm.settings.max_chars)))
+    tok = lm.tokenizer
+    special = set(tok.all_special_ids) - {tok.unk_token_id}
+    for what, t in texts:
+        ids = tok(t, add_special_tokens=False)["input_ids"]
+        if all(i in special for i in ids):
+            shown = " ".join(dict.fromkeys(tok.convert_ids_to_tokens(ids))) or "none"
+            raise InputError(f"{what} holds only the model's special tokens ({shown}): there is no word to "
+                             "analyse. Enter a sentence.")
