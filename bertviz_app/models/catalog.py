@@ -13,7 +13,7 @@ from pathlib import Path
 from ..config import PROJECT_ROOT
 from ..errors import ModelLoadError
 
-__all__ = ["DEFAULT_MODELS_DIR", "ENCODER", "RUN_INFO", "SHIPPED_MODELS", "ShippedModel", "folder_labels",
+__all__ = ["BUILD_INFO", "DEFAULT_MODELS_DIR", "ENCODER", "RUN_INFO", "SHIPPED_MODELS", "ShippedModel", "folder_labels",
            "folder_multi_label", "is_model_folder", "list_models", "load_run_info", "package_dir", "shipped_model"]
 
 # Where registered models live unless the caller names another folder (Settings.models_dir).
@@ -26,6 +26,10 @@ ENCODER = "encoder"
 
 
 RUN_INFO = "run.json"  # a fine-tuned run's record (metrics, settings, owner), beside its weights
+# The default model's build record beside its weights (train/default_model.py writes it): its numbers, data
+# hashes, recipe and "pairs": false (single reviews; registry.trained_on_pairs reads it, and takes a record
+# without that key, from before it, as false too)
+BUILD_INFO = "build_info.json"
 
 
 def load_run_info(path: Path) -> dict | None:

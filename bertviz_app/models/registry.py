@@ -30,10 +30,11 @@ from transformers import (
 )
 from transformers import logging as hf_logging
 
+from .build_job import not_built_message
 from .calibration import load_temperature
-from .catalog import DEFAULT_MODELS_DIR, is_model_folder, list_models, load_run_info, shipped_model
+from .catalog import BUILD_INFO, DEFAULT_MODELS_DIR, is_model_folder, list_models, load_run_info, shipped_model
 from ..config import Settings
-from ..errors import ModelLoadError, ModelNotFoundError
+from ..errors import InputError, ModelLoadError, ModelNotFoundError
 from .families import SUPPORTED_MODEL_TYPES, family_for_type, family_of
 
 __all__ = ["LoadedModel", "load_model", "model_folder", "list_models", "resolve_device", "clear_cache",
@@ -199,8 +200,6 @@ class LoadedModel:
             lowered = [lab.lower() for lab in labels]
             if str(label).lower() in lowered:
                 return lowered.index(str(label).lower())
-        from ..errors import InputError
-
         raise InputError(f"Unknown class {label!r}: this model's classes are {', '.join(labels)}.")
 
 
@@ -290,8 +289,6 @@ def _resolve(name_or_path: str, allow_paths: bool, root: Path) -> tuple[str, Pat
             raise ModelNotFoundError(f"Model name {name!r} points outside the models folder.")
         if not is_model_folder(path):
             if name == "default":
-                from .build_job import not_built_message
-
                 raise ModelNotFoundError(not_built_message(root))
             raise ModelNotFoundError(f"No registered model {name!r}. Available: {_local_alternatives(root)}.")
         return "registered", path
@@ -492,8 +489,6 @@ def trained_on_pairs(path: str | Path) -> bool | None:
     a Hub model, the bare encoder, an operator's folder, a run recorded before "pairs" was. Unknown says
     nothing (``pair_notice``): a model we know nothing about may well read pairs, and a note on every pair it
     is given would be noise, or wrong."""
-    from ..train.default_model import BUILD_INFO  # lazily: its data helpers import pandas
-
     run = load_run_info(Path(path))
     if run is not None:
         return run["pairs"] if isinstance(run.get("pairs"), bool) else None

@@ -18,6 +18,7 @@ import numpy as np
 from ..config import Settings
 from ..errors import InputError, ModelNotFoundError
 from ..evaluate import evaluation_runs
+from ..evaluate.evaluation import evaluate_file
 from ..explain.long_documents import attention_windows, explain_windows
 from ..explain.methods import METHODS, compare_methods
 from ..explain.mixing_measures import check_measure, context_mixing
@@ -174,8 +175,6 @@ def evaluate(lm: LoadedModel, csv: str, text_column: str | None = None, label_co
     """A small labelled file sent as text, evaluated (``evaluation.evaluate_file``): its JSON, as the
     CLI's ``evaluate --json`` prints it. ``layers``: with a probe per layer ("layers");
     ``compare_with``: a second model (opened with ``open_model``) on the same rows ("comparison")."""
-    from ..evaluate.evaluation import evaluate_file
-
     if not isinstance(csv, str):
         raise InputError("csv must be the file's text (a header row, then one row per example).")
     words = [words] if isinstance(words, str) else list(words or ())

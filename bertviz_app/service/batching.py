@@ -24,7 +24,9 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
+from ..explain.attribution import attribute, attribute_many, check_args, steps_mode
 from ..models.encoding import check_text
+from ..models.inference import check_window, predict
 from ..models.registry import LoadedModel
 from ..results import Attribution, Prediction
 
@@ -187,8 +189,6 @@ def _make_predict(lm: LoadedModel) -> MicroBatcher:
     ref = weakref.ref(lm)  # the worker must not keep its model alive
 
     def run(key, payloads: list[tuple[str, str | None]]) -> list[Prediction]:
-        from ..models.inference import predict
-
         model = ref()
         if model is None:
             raise RuntimeError("the model was unloaded")
@@ -210,8 +210,6 @@ def predict_one(lm: LoadedModel, text: str, pair: str | None = None, window: boo
     text, pair = _checked(lm, text, pair)
     window = bool(window)
     if window:
-        from ..models.inference import check_window
-
         check_window(lm, stride, pool)
     key = (pair is not None, window, stride if window else None, pool if window else None, bool(calibrated))
     return _batcher(lm, "predict", _make_predict).submit(key, (text, pair))
@@ -221,8 +219,6 @@ def _make_explain(lm: LoadedModel) -> MicroBatcher:
     ref = weakref.ref(lm)
 
     def run(key, payloads: list[tuple[str, str | None]]) -> list[Attribution]:
-        from ..explain.attribution import attribute, attribute_many
-
         model = ref()
         if model is None:
             raise RuntimeError("the model was unloaded")
@@ -244,8 +240,6 @@ def explain_one(lm: LoadedModel, text: str, target: str | int | None = None, bas
     match (target, baseline, n_steps, output, tolerance): they share attribute_many's passes.
     Steps as for ``attribute`` (default: adaptive at ``DEFAULT_TOLERANCE``).
     Arguments are checked in the caller's thread first, so a bad one fails only its own call."""
-    from ..explain.attribution import check_args, steps_mode
-
     n_steps, tolerance = steps_mode(n_steps, tolerance)
     text, pair = _checked(lm, text, pair)
     check_args(baseline, n_steps, output, tolerance, max_n_steps=lm.settings.max_n_steps)

@@ -21,14 +21,11 @@ import pandas as pd
 
 from ..errors import ModelLoadError
 from ..models.build_job import EXPECTED_BUILD_TEXT, build_lock
-from ..models.catalog import DEFAULT_MODELS_DIR, ENCODER, SHIPPED_MODELS, package_dir
+from ..models.catalog import BUILD_INFO, DEFAULT_MODELS_DIR, ENCODER, SHIPPED_MODELS, package_dir
 
 __all__ = ["after_training_steps", "encoder_path", "encoder_tokenizer", "rotten_tomatoes", "rotten_tomatoes_split",
            "build_default", "ensure_default_model", "predict_labels", "BUILD_INFO", "LABELS"]
 
-# The build's record beside its weights: its numbers, data hashes, recipe and "pairs": false (single reviews;
-# registry.trained_on_pairs reads it, and takes a record without that key, from before it, as false too)
-BUILD_INFO = "build_info.json"
 
 LABELS = ("negative", "positive")  # rotten -> negative, fresh -> positive
 SEED = 42
