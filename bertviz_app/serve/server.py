@@ -280,7 +280,7 @@ class Api:
         self.settings, self.default, self.demo = settings, default, demo
         # the work (torch, transformers) is imported when the app is made, not with this module:
         # ``serve`` has its start-up page answering by then
-        self.service = importlib.import_module(".service", __package__)
+        self.service = importlib.import_module("..service", __package__)
         self.gates = {name: Gate(name, spec[2], settings.queue_size) for name, spec in SPECS.items()}
 
     def owner(self, request: Request) -> str | None:
