@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -33,13 +33,31 @@ from ..models.catalog import load_run_info
 
 if TYPE_CHECKING:
     from ..models.registry import LoadedModel
-    from .evaluation import Evaluation
 
 __all__ = ["Comparison", "compare_evaluations", "check_same_classes", "mcnemar_p", "mcnemar_reading", "base_of",
            "ROWS_SHOWN", "SIGNIFICANT"]
 
 ROWS_SHOWN = 100  # disagreeing rows in the JSON (comparison.json has every one); as MISCLASSIFIED_SHOWN
 SIGNIFICANT = 0.05  # a p below this reads "unlikely to be chance"
+
+
+class Evaluated(Protocol):
+    """What a comparison reads of an evaluation (``evaluation.Evaluation`` has it): the rows, their classes
+    and predictions, and the slices. Named here so this module needs nothing of the one that holds it."""
+
+    model: str
+    rows: int
+    labels: tuple[str, ...]
+    texts: tuple[str, ...]
+    pairs: tuple[str, ...] | None
+    source_rows: tuple[int, ...]
+    true: np.ndarray  # (N,) class index
+    predicted: np.ndarray  # (N,) class index
+    probs: np.ndarray  # (N, C)
+    accuracy: float
+    macro_f1: float | None  # None with one class
+    slices: tuple
+    slice_masks: tuple
 
 
 def mcnemar_p(b: int, c: int) -> float:
@@ -111,7 +129,7 @@ def check_same_classes(a_name: str, a_labels, b_name: str, b_labels) -> None:
                         f"{b_name}: {', '.join(b_labels)}); compare two models trained on the same classes.")
 
 
-def compare_evaluations(a: Evaluation, b: Evaluation) -> Comparison:
+def compare_evaluations(a: Evaluated, b: Evaluated) -> Comparison:
     """Compare two evaluations of the same rows (``source_rows`` equal) by models with the same class
     names: counts, McNemar's exact test, the disagreeing rows and B's accuracy on A's slices."""
     if a.source_rows != b.source_rows:
@@ -132,7 +150,7 @@ def compare_evaluations(a: Evaluation, b: Evaluation) -> Comparison:
         reading=mcnemar_reading(a.model, b.model, only_a, only_b, p), slices=tuple(_slice_differences(a, ok_b)))
 
 
-def _disagreeing(a: Evaluation, b: Evaluation, pred_a: np.ndarray, pred_b: np.ndarray) -> list[dict]:
+def _disagreeing(a: Evaluated, b: Evaluated, pred_a: np.ndarray, pred_b: np.ndarray) -> list[dict]:
     conf_a = a.probs[np.arange(a.rows), a.predicted]  # (N,)
     conf_b = b.probs[np.arange(b.rows), b.predicted]  # (N,)
     rows = np.where(pred_a != pred_b)[0]
@@ -142,7 +160,7 @@ def _disagreeing(a: Evaluation, b: Evaluation, pred_a: np.ndarray, pred_b: np.nd
              "confidence_a": float(conf_a[i]), "confidence_b": float(conf_b[i])} for i in rows]
 
 
-def _slice_differences(a: Evaluation, ok_b: np.ndarray) -> list[dict]:
+def _slice_differences(a: Evaluated, ok_b: np.ndarray) -> list[dict]:
     out = []
     for s, mask in zip(a.slices, a.slice_masks):
         if not s.size:
