@@ -1,5 +1,8 @@
 """One small adapter per encoder family: where its parts are, and how its [CLS] path runs.
 
+What a model answers is its head's (``heads.py``): a family names its parts, the sequence classifier's among
+them (``head``, ``features``, ``final_linear``, ``head_rows``, ``head_prefixes``), and the head adapter reads them.
+
 Every family supported here is an encoder whose classifier reads the first position ([CLS],
 or <s> for RoBERTa-style tokenizers) of the last layer:
 
@@ -82,7 +85,7 @@ class Family:
     model_types: tuple[str, ...] = ()
     name = ""  # what messages call it
     base_attr = ""  # the task model's attribute holding the encoder
-    task_class = ""  # the ForSequenceClassification class this family loads as
+    class_prefix = ""  # its transformers classes' prefix: + a head's suffix (``heads.py``) names the class it loads as
     token_types = True  # does the model's forward take token_type_ids
     kernels = True  # layers take a per-call attention kernel and a [CLS]-only last layer
     head_prefixes: tuple[str, ...] = ("classifier.",)  # parameter names of the task head (training's head lr)
@@ -228,7 +231,7 @@ class _BertLike(Family):
 
 class Bert(_BertLike):
     model_types = ("bert",)
-    name, base_attr, task_class = "BERT", "bert", "BertForSequenceClassification"
+    name, base_attr, class_prefix = "BERT", "bert", "Bert"
 
     def composable(self, model) -> bool:
         return super().composable(model) and getattr(model.bert, "pooler", None) is not None
@@ -251,7 +254,7 @@ class Roberta(_BertLike):
     """RoBERTa and XLM-RoBERTa: classifier.dense -> tanh -> classifier.out_proj on <s>."""
 
     model_types = ("roberta",)
-    name, base_attr, task_class = "RoBERTa", "roberta", "RobertaForSequenceClassification"
+    name, base_attr, class_prefix = "RoBERTa", "roberta", "Roberta"
 
     def max_tokens(self, config) -> int:
         # positions are numbered from pad_token_id + 1 (514 embeddings -> 512 tokens)
@@ -275,14 +278,14 @@ class Roberta(_BertLike):
 
 class XLMRoberta(Roberta):
     model_types = ("xlm-roberta",)
-    name, task_class = "XLM-RoBERTa", "XLMRobertaForSequenceClassification"
+    name, class_prefix = "XLM-RoBERTa", "XLMRoberta"
 
 
 class Electra(Roberta):
     """ELECTRA: embeddings (-> projection to hidden size) and a RoBERTa-style head with gelu."""
 
     model_types = ("electra",)
-    name, base_attr, task_class = "ELECTRA", "electra", "ElectraForSequenceClassification"
+    name, base_attr, class_prefix = "ELECTRA", "electra", "Electra"
     max_tokens = Family.max_tokens  # absolute positions from 0, as in BERT
 
     def embed(self, model, input_ids=None, token_type_ids=None, inputs_embeds=None, attention_mask=None):
@@ -298,7 +301,7 @@ class Electra(Roberta):
 
 class DistilBert(Family):
     model_types = ("distilbert",)
-    name, base_attr, task_class = "DistilBERT", "distilbert", "DistilBertForSequenceClassification"
+    name, base_attr, class_prefix = "DistilBERT", "distilbert", "DistilBert"
     token_types = False
 
     def layers(self, model):
@@ -353,7 +356,7 @@ class Albert(Family):
     counts each shared module once."""
 
     model_types = ("albert",)
-    name, base_attr, task_class = "ALBERT", "albert", "AlbertForSequenceClassification"
+    name, base_attr, class_prefix = "ALBERT", "albert", "Albert"
 
     def composable(self, model):
         return super().composable(model) and model.albert.pooler is not None
@@ -424,7 +427,7 @@ class DebertaV2(Family):
     """DeBERTa-v2/v3: disentangled (relative-position) attention, run through its own layers."""
 
     model_types = ("deberta-v2",)
-    name, base_attr, task_class = "DeBERTa-v2", "deberta", "DebertaV2ForSequenceClassification"
+    name, base_attr, class_prefix = "DeBERTa-v2", "deberta", "DebertaV2"
     kernels = False
 
     def composable(self, model):

@@ -26,6 +26,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.bert.modeling_bert import eager_attention_forward
 
 from .families import family_of
+from .heads import head_of
 
 __all__ = ["ATTENTIONS", "classifier_logits", "logits_from_depth"]
 
@@ -65,15 +66,18 @@ def _mask(model, hidden: torch.Tensor, attention_mask, attention: str):
 
 def logits_from_depth(model, hidden: torch.Tensor, depth: int, attention_mask=None, *, attention: str = "eager",
                       cls_only: bool = True) -> torch.Tensor:
-    """Logits (B, C) from the hidden states (B, T, D) after ``depth`` layers (0: the embeddings'
-    output, ``hidden_states[0]``): the encoder layers above ``depth`` and the family's head."""
+    """The head's logits (sequence classification: (B, C)) from the hidden states (B, T, D) after ``depth``
+    layers (0: the embeddings' output, ``hidden_states[0]``): the encoder layers above ``depth``, then the
+    model's head (``heads.py``) through the family's modules. ``cls_only`` runs the last layer for the first
+    position alone, where the head reads no other."""
     _check(attention)
-    fam = family_of(model)
+    fam, head = family_of(model), head_of(model)
+    cls_only = cls_only and head.reads == "first"
     layers = fam.layers(model)
     if depth >= len(layers):
-        return fam.head(model, hidden)
+        return head.logits(fam, model, hidden)
     if not fam.kernels:  # its own attention (DeBERTa): every layer in full, the loaded kernel
-        return fam.head(model, fam.run(model, hidden, depth, attention_mask))
+        return head.logits(fam, model, fam.run(model, hidden, depth, attention_mask))
     mask = _mask(model, hidden, attention_mask, attention)
     attend = ALL_ATTENTION_FUNCTIONS.get_interface(attention, eager_attention_forward)
     for layer in layers[depth:-1]:
@@ -81,7 +85,7 @@ def logits_from_depth(model, hidden: torch.Tensor, depth: int, attention_mask=No
     if cls_only and mask is not None and mask.dim() == 4 and mask.shape[2] > 1:
         mask = mask[:, :, :1]  # (B, 1, 1, T): the [CLS] query's row
     hidden = fam.layer(layers[-1], hidden, mask, attend, cls_only=cls_only)  # (B, 1 or T, D)
-    return fam.head(model, hidden)  # (B, C)
+    return head.logits(fam, model, hidden)  # (B, C)
 
 
 def classifier_logits(model, input_ids=None, attention_mask=None, token_type_ids=None, inputs_embeds=None, *,

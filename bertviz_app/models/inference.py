@@ -30,11 +30,7 @@ def probabilities(lm: LoadedModel, logits: torch.Tensor, calibrated: bool = Fals
     ``calibrated=True`` (what predict reports by default): a single-label model's logits are divided by
     its temperature (``lm.temperature``, from the folder's calibration.json; 1.0 when there is none)
     first. The default, False, is the model's own softmax, which the attributions explain."""
-    logits = logits.float()  # (B, C)
-    if lm.multi_label:
-        return torch.sigmoid(logits)
-    t = applied_temperature(lm, calibrated)
-    return torch.softmax(logits / t if t != 1.0 else logits, dim=-1)
+    return lm.head.decode(logits, multi_label=lm.multi_label, temperature=applied_temperature(lm, calibrated))
 
 
 def applied_temperature(lm: LoadedModel, calibrated: bool = True) -> float:

@@ -23,7 +23,6 @@ import numpy as np
 import torch
 from transformers import (
     AutoConfig,
-    AutoModelForSequenceClassification,
     AutoTokenizer,
     PreTrainedModel,
     PreTrainedTokenizerBase,
@@ -36,6 +35,7 @@ from .catalog import BUILD_INFO, DEFAULT_MODELS_DIR, is_model_folder, list_model
 from ..config import Settings
 from ..errors import InputError, ModelLoadError, ModelNotFoundError
 from .families import SUPPORTED_MODEL_TYPES, family_for_type, family_of
+from .heads import SEQUENCE_CLASSIFICATION, Head
 
 __all__ = ["LoadedModel", "load_model", "model_folder", "list_models", "resolve_device", "clear_cache",
            "clean_stale_folders", "cached_models", "load_from_folder", "trained_on_pairs", "pair_notice"]
@@ -62,6 +62,7 @@ class LoadedModel:
     device: torch.device
     dtype: torch.dtype
     warnings: tuple[str, ...] = ()
+    head: Head = SEQUENCE_CLASSIFICATION  # what it answers (``heads.py``): how its logits decode, what is explained
     # What the analyses of this model read: the input limits (max_chars, max_batch_texts, max_n_steps,
     # max_method_seconds, min_change), the speed options' defaults and cpu_int8. ``load_model`` sets
     # the settings it was given; a call's own keyword arguments override the speed options.
@@ -442,10 +443,9 @@ def load_from_folder(name: str, kind: str, path: Path, dev: torch.device, dtype:
             f"relatives: model_type one of {', '.join(SUPPORTED_MODEL_TYPES)} (e.g. bert-base-uncased, "
             f"distilbert-base-uncased, roberta-base or a ...ForSequenceClassification fine-tune of one)."
         )
-    archs = config.architectures or []
-    has_head = any(a.endswith("ForSequenceClassification") for a in archs)
+    head = SEQUENCE_CLASSIFICATION  # every checkpoint loads as a sequence classifier (``heads.py``)
     notes: list[str] = []
-    if not has_head:
+    if not head.trained(config.architectures):
         notes.append(FRESH_HEAD_WARNING)
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # the load report is replaced by our own one-line warning
@@ -453,7 +453,7 @@ def load_from_folder(name: str, kind: str, path: Path, dev: torch.device, dtype:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            model = AutoModelForSequenceClassification.from_pretrained(
+            model = head.auto_class.from_pretrained(
                 path,
                 config=config,
                 dtype=dtype,
@@ -472,7 +472,7 @@ def load_from_folder(name: str, kind: str, path: Path, dev: torch.device, dtype:
     for note in notes:
         log.warning("%s: %s", name, note)
     loaded = LoadedModel(name=name, source=kind, path=path, model=model, tokenizer=tokenizer, device=dev,
-                         dtype=dtype, warnings=tuple(notes))
+                         dtype=dtype, warnings=tuple(notes), head=head)
     temperature = load_temperature(path)  # None: no (usable) calibration.json
     if temperature is not None and loaded.multi_label:
         log.warning("%s: calibration.json ignored (temperature scaling applies to single-label models)", name)
