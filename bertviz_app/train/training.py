@@ -454,18 +454,57 @@ def train_classifier(
     config = config or TrainConfig()
     if len(train_texts) != len(train_labels):
         raise InputError("train_texts and train_labels differ in length.")
-    torch.manual_seed(config.seed)
     base_path = Path(base_path)
+    tokenizer, model, id2label = _load(base_path, labels, config, multi_label)
+    model_max = _model_max(tokenizer, model)
+    max_length = config.max_length or choose_max_length(tokenizer, train_texts, train_pairs, model_max)
+    train_ds = _encoded(tokenizer, train_texts, train_pairs, train_labels, max_length, multi_label)
+    eval_ds = None
+    if val_texts is not None and len(val_texts):
+        eval_ds = _encoded(tokenizer, val_texts, val_pairs, val_labels, max_length, multi_label)
+    bf16 = (config.bf16 if config.bf16 is not None
+            else bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported()))
+    tmp_out = Path(work_dir) if work_dir else Path(tempfile.gettempdir()) / f"bertviz-train-{uuid.uuid4().hex[:8]}"
+    eval_every = config.eval_every or _default_eval_every(len(train_ds), config, world_size)
+    args = _arguments(config, tmp_out, eval_ds is not None, eval_every, bf16, multi_label)
+    compute_metrics = _metrics_of(multi_label, [id2label[i] for i in range(len(labels))])
+    started = time.time()
+    reporter = ProgressReporter(progress, cancel, started, after_evals=after_evals, after_steps=after_steps)
+    keeper = BestKeeper(config.metric, config.early_stopping_patience, config.stop_on, config.min_delta)
+    trainer, out = _fit(model, tokenizer, args, config, train_ds, eval_ds,
+                        compute_metrics if eval_ds is not None else None, reporter, keeper, tmp_out)
+    seconds = time.time() - started
+    shutil.rmtree(tmp_out, ignore_errors=True)
+    if keeper.best_state is not None:
+        model.load_state_dict(keeper.best_state)
+    model.eval()
+    info = _info(trainer, out, args, reporter, keeper, config, n_train=len(train_ds), seconds=seconds,
+                 max_length=max_length, bf16=bf16, eval_every=eval_every)
+    _leave_process_group(args)
+    return model, tokenizer, info
+
+
+def _load(base_path: Path, labels: Sequence[str], config: TrainConfig, multi_label: bool):
+    """(tokenizer, model, id2label): the base's tokenizer and its classifier for ``labels``, seeded and set up
+    as ``config`` says."""
+    torch.manual_seed(config.seed)
     check_trainable(base_path)
     tokenizer = AutoTokenizer.from_pretrained(base_path, use_fast=True, trust_remote_code=False)
     id2label = {i: str(lab) for i, lab in enumerate(labels)}
+    model = _classifier(base_path, id2label, multi_label)
+    _set_up(model, config, base_path, id2label)
+    return tokenizer, model, id2label
+
+
+def _classifier(base_path: Path, id2label: dict[int, str], multi_label: bool):
+    """The base loaded as its family's ``*ForSequenceClassification`` for these classes, quietly."""
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
     try:
-        model = AutoModelForSequenceClassification.from_pretrained(
+        return AutoModelForSequenceClassification.from_pretrained(
             base_path,
-            num_labels=len(labels),
+            num_labels=len(id2label),
             id2label=id2label,
             label2id={v: k for k, v in id2label.items()},
             problem_type="multi_label_classification" if multi_label else "single_label_classification",
@@ -477,6 +516,11 @@ def train_classifier(
         )
     finally:
         hf_logging.set_verbosity(verbosity)
+
+
+def _set_up(model, config: TrainConfig, base_path: Path, id2label: dict[int, str]) -> None:
+    """Frozen parameters and dropout as ``config`` says, and a fresh head where the base's was trained for
+    other classes."""
     if config.freeze_word_embeddings:
         family_of(model).word_embeddings(model).weight.requires_grad_(False)  # (V, E) stays as pre-trained
     if config.freeze_layers:
@@ -495,23 +539,29 @@ def train_classifier(
     base_labels = _base_labels(base_path)
     if base_labels is not None and base_labels != tuple(id2label.values()):
         model._init_weights(family_of(model).final_linear(model))  # a head trained for other classes would mislead
-    model_max = int(min(tokenizer.model_max_length if tokenizer.model_max_length < 10**6 else 512,
-                        model.config.max_position_embeddings))
-    max_length = config.max_length or choose_max_length(tokenizer, train_texts, train_pairs, model_max)
 
-    def as_targets(rows):
-        return [list(map(float, r)) for r in rows] if multi_label else list(map(int, rows))
 
-    train_ds = _ListDataset(_tokenize(tokenizer, train_texts, train_pairs, max_length), as_targets(train_labels))
-    eval_ds = None
-    if val_texts is not None and len(val_texts):
-        eval_ds = _ListDataset(_tokenize(tokenizer, val_texts, val_pairs, max_length), as_targets(val_labels))
-    bf16 = (config.bf16 if config.bf16 is not None
-            else bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported()))
-    tmp_out = Path(work_dir) if work_dir else Path(tempfile.gettempdir()) / f"bertviz-train-{uuid.uuid4().hex[:8]}"
-    steps_total = max(1, math.ceil(len(train_ds) / (config.batch_size * max(1, int(world_size)))) * config.epochs)
-    eval_every = config.eval_every or max(5, int(steps_total // 5))
-    label_names = [id2label[i] for i in range(len(labels))]
+def _model_max(tokenizer, model) -> int:
+    """The most tokens the model reads: the tokenizer's limit (512 when it has none) within the positions."""
+    return int(min(tokenizer.model_max_length if tokenizer.model_max_length < 10**6 else 512,
+                   model.config.max_position_embeddings))
+
+
+def _encoded(tokenizer, texts: Sequence[str], pairs: Sequence[str] | None, rows: Sequence, max_length: int,
+             multi_label: bool) -> _ListDataset:
+    """Texts (and pairs) tokenized with their targets: class indices, or multi-hot rows of floats."""
+    targets = [list(map(float, r)) for r in rows] if multi_label else list(map(int, rows))
+    return _ListDataset(_tokenize(tokenizer, texts, pairs, max_length), targets)
+
+
+def _default_eval_every(n_train: int, config: TrainConfig, world_size: int) -> int:
+    """About five evaluations a run, at least five steps apart."""
+    steps_total = max(1, math.ceil(n_train / (config.batch_size * max(1, int(world_size)))) * config.epochs)
+    return max(5, int(steps_total // 5))
+
+
+def _metrics_of(multi_label: bool, label_names: list[str]) -> Callable:
+    """The Trainer's ``compute_metrics``: accuracy, macro-F1 and ECE of an evaluation's logits."""
 
     def compute_metrics(p):
         scores = np.asarray(p.predictions)  # (N, C) logits
@@ -520,7 +570,13 @@ def train_classifier(
         ece = calibration_metrics(scores, p.label_ids, multi_label)["ece"]  # logged beside eval_loss (the NLL)
         return {"accuracy": m["accuracy"], "macro_f1": m["macro_f1"], "ece": ece}
 
-    args = TrainingArguments(
+    return compute_metrics
+
+
+def _arguments(config: TrainConfig, tmp_out: Path, evaluates: bool, eval_every: int, bf16: bool,
+               multi_label: bool) -> TrainingArguments:
+    """The Trainer's arguments: ``config``'s schedule, length-grouped batches, no checkpoints, no reports."""
+    return TrainingArguments(
         output_dir=str(tmp_out),
         num_train_epochs=config.epochs,
         learning_rate=config.learning_rate,
@@ -531,8 +587,8 @@ def train_classifier(
         seed=config.seed,
         train_sampling_strategy="group_by_length",
         logging_steps=config.logging_steps,
-        eval_strategy="steps" if eval_ds is not None else "no",
-        eval_steps=eval_every if eval_ds is not None else None,
+        eval_strategy="steps" if evaluates else "no",
+        eval_steps=eval_every if evaluates else None,
         save_strategy="no",
         report_to="none",
         disable_tqdm=True,
@@ -541,9 +597,12 @@ def train_classifier(
         use_cpu=not torch.cuda.is_available(),
         label_smoothing_factor=0.0 if multi_label else config.label_smoothing,
     )
-    started = time.time()
-    reporter = ProgressReporter(progress, cancel, started, after_evals=after_evals, after_steps=after_steps)
-    keeper = BestKeeper(config.metric, config.early_stopping_patience, config.stop_on, config.min_delta)
+
+
+def _fit(model, tokenizer, args: TrainingArguments, config: TrainConfig, train_ds, eval_ds, compute_metrics,
+         reporter: ProgressReporter, keeper: BestKeeper, tmp_out: Path):
+    """(trainer, the train output): the training, then a last evaluation unless the last step had one; the
+    work folder is removed when it fails."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer = ScaledLrTrainer(
@@ -554,7 +613,7 @@ def train_classifier(
             train_dataset=train_ds,
             eval_dataset=eval_ds,
             data_collator=DataCollatorWithPadding(tokenizer),
-            compute_metrics=compute_metrics if eval_ds is not None else None,
+            compute_metrics=compute_metrics,
             callbacks=[reporter, keeper],
         )
         trainer.remove_callback(PrinterCallback)  # progress goes through ``progress`` instead
@@ -568,17 +627,18 @@ def train_classifier(
         except BaseException:  # a cancel, a kill signal turned exception, a failure: no checkpoints left behind
             shutil.rmtree(tmp_out, ignore_errors=True)
             raise
-    seconds = time.time() - started
-    shutil.rmtree(tmp_out, ignore_errors=True)
-    if keeper.best_state is not None:
-        model.load_state_dict(keeper.best_state)
-    model.eval()
+    return trainer, out
+
+
+def _info(trainer, out, args: TrainingArguments, reporter: ProgressReporter, keeper: BestKeeper,
+          config: TrainConfig, *, n_train: int, seconds: float, max_length: int, bf16: bool, eval_every: int) -> dict:
+    """``train_classifier``'s info: the run's numbers, how it ended and the settings it used."""
     steps_done = trainer.state.global_step
-    info = {
+    return {
         "max_length": max_length,
         "train_seconds": seconds,
-        "train_examples": len(train_ds),
-        "examples_per_second": out.metrics.get("train_samples_per_second", len(train_ds) * config.epochs / seconds),
+        "train_examples": n_train,
+        "examples_per_second": out.metrics.get("train_samples_per_second", n_train * config.epochs / seconds),
         "train_loss": out.metrics.get("train_loss"),
         "log_history": trainer.state.log_history,
         "steps": steps_done,
@@ -593,13 +653,16 @@ def train_classifier(
         "world_size": args.world_size,
         "config": asdict(config) | {"max_length": max_length, "bf16": bf16, "eval_every": eval_every},
     }
+
+
+def _leave_process_group(args: TrainingArguments) -> None:
+    """Shut this process's distributed group down once training's collectives are over."""
     if args.world_size > 1 and torch.distributed.is_initialized():
         # Training's collectives are over (what follows on the main process is local). Left to the interpreter's
         # exit, gloo's threads were torn down unjoined ("terminate called without an active exception", SIGABRT)
         # in about 1 of 10 two-process runs: the process that returns first now shuts its group down itself.
         torch.distributed.barrier()  # both processes leave training together, then each shuts its group down
         torch.distributed.destroy_process_group()
-    return model, tokenizer, info
 
 
 def _family_type(path: Path) -> str | None:
