@@ -1,4 +1,6 @@
-"""The public HTTP API's functions, defined once for both ways they are served: the typed JSON
+"""The use cases the page, the JSON API and the CLI share, with the micro-batcher and the page's links.
+
+The public HTTP API's functions, defined once for both ways they are served: the typed JSON
 routes of ``server.py`` (``POST /v1/<name>``) and the gradio endpoints of ``ui/api.py``
 (``/predict`` ... for ``gradio_client``). No gradio, no FastAPI: each takes a loaded model and the
 request's values and answers a plain dict (the JSON the client gets).

@@ -1,0 +1,6 @@
+"""Evaluation: a model on a labelled file, its stored runs, two models compared and [CLS] geometry by layer.
+
+Metrics with intervals, slices, calibration and the misclassified rows (``evaluation.py``), the run folder
+written and read back, the Evaluate tab's stored evaluations, McNemar's test between two models, and where in
+the encoder the classes become separable. Imports explain/, train/, models/ and the shared kernel only.
+"""
