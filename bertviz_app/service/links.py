@@ -185,6 +185,180 @@ def _span(n: int, what: str) -> str:
     return f"the model has {n} {what}{'s' if n != 1 else ''}: 1-{n}" if n > 1 else f"the model has 1 {what}: 1"
 
 
+@dataclass
+class _Reading:
+    """A link being read: its values by parameter, the ``view`` so far, and the parts ``ignored``."""
+
+    values: dict[str, list[str]]
+    ignored: list[str] = field(default_factory=list)
+    view: View = field(default_factory=View)
+
+    def one(self, key: str) -> str | None:
+        """The parameter's first value (None when not given); a repeated parameter is named in ``ignored``."""
+        got = self.values.get(key)
+        if not got:
+            return None
+        if len(got) > 1:
+            self.ignored.append(f"{key} given {len(got)} times (the first is read)")
+        return got[0]
+
+
+def _start_reading(query) -> _Reading:
+    """The query's values by parameter, and each parameter that is not a link's named in ``ignored``."""
+    values: dict[str, list[str]] = {}
+    for key, value in _pairs(query):
+        values.setdefault(key, []).append(value)
+    r = _Reading(values)
+    for key in values:
+        if key not in PARAMS and not key.startswith("__"):  # gradio's own (?__theme=dark) are not ours
+            r.ignored.append(f"parameter {_quoted(key, 24)} (links carry only {', '.join(PARAMS)})")
+    return r
+
+
+def _read_model(r: _Reading, settings: Settings, default: str, who: str | None) -> None:
+    """``model=``: kept when this visitor may open it."""
+    model = (r.one("model") or "").strip()
+    if not model:
+        return
+    allowed = model in openable_models(settings, default, who)
+    if allowed and who is not None and is_run_name(model):
+        try:  # the visitor's own run, checked once more against its run.json
+            check_access(model, who, Path(settings.models_dir) / "runs")
+        except BertvizError:
+            allowed = False
+    if allowed:
+        r.view = replace(r.view, model=model)
+    else:
+        r.ignored.append(f"model {_quoted(model)} (not a registered model)")
+
+
+def _open_shape(r: _Reading, shape_of: Callable[[str], ModelShape], current: str) -> ModelShape | None:
+    """The shape of the link's model, or else of the page's: None when neither opens."""
+    shape = None
+    if r.view.model is not None:
+        try:
+            shape = shape_of(r.view.model)
+        except BertvizError as exc:
+            r.ignored.append(f"model {_quoted(r.view.model)} (it could not be opened: {exc})")
+            r.view = replace(r.view, model=None)
+    if shape is None:
+        try:
+            shape = shape_of(current)
+        except BertvizError:  # the page says why its model cannot be opened; the link's numbers wait for one
+            shape = None
+    return shape
+
+
+def _read_texts(r: _Reading, settings: Settings) -> None:
+    """``text=`` and ``pair=``: kept up to ``settings.max_chars``."""
+    for key in ("text", "pair"):
+        text = r.one(key)
+        if text is None:
+            continue
+        if len(text) > settings.max_chars:
+            what = "text" if key == "text" else "second text"
+            r.ignored.append(f"the {what} ({len(text):,} characters; this app reads at most {settings.max_chars:,})")
+        else:
+            r.view = replace(r.view, **{key: text})
+
+
+def _read_tab(r: _Reading, tabs: Iterable[str]) -> None:
+    """``tab=``: one of the page's tabs."""
+    tab = r.one("tab")
+    if tab is not None:
+        names = tuple(tabs)
+        if tab.strip().lower() in names:
+            r.view = replace(r.view, tab=tab.strip().lower())
+        else:
+            r.ignored.append(f"tab {_quoted(tab)} (tabs: {', '.join(names)})")
+
+
+def _read_methods(r: _Reading, shape: ModelShape | None) -> None:
+    """``method=`` (repeated or comma-separated): the known methods, a measure only where the family supports it."""
+    methods = r.values.get("method")
+    if not methods:
+        return
+    chosen: list[str] = []
+    for raw in (m for v in methods for m in v.split(",")):
+        name = raw.strip().lower().replace("-", "_")
+        name = METHOD_ALIASES.get(name, name)
+        if name in METHOD_LABELS and shape is not None and name in MEASURES and name not in shape.measures:
+            # a context-mixing measure the model's family cannot decompose: the comparison would refuse it
+            r.ignored.append(f"method {_quoted(raw.strip())} (this model's family supports only the measures "
+                             f"{', '.join(shape.measures)})")
+        elif name in METHOD_LABELS:
+            chosen.append(name)
+        elif raw.strip():
+            r.ignored.append(f"method {_quoted(raw.strip())} (methods: ig, "
+                             f"{', '.join(m for m in METHOD_LABELS if m != 'integrated_gradients')})")
+    if chosen:
+        r.view = replace(r.view, methods=tuple(dict.fromkeys(chosen)))
+
+
+def _read_run(r: _Reading) -> None:
+    """``run=``: an evaluation's name, read with ``tab=evaluate`` only."""
+    run = r.one("run")
+    if run is not None:
+        if not is_evaluation_name(run):  # the store's own pattern, matched whole
+            r.ignored.append(f"run {_quoted(run)} (not an evaluation's name, eval-YYYYMMDD-HHMMSS-name)")
+        elif r.view.tab != "evaluate":
+            r.ignored.append(f"run {_quoted(run)} (read with tab=evaluate only)")
+        else:
+            r.view = replace(r.view, run=run)
+
+
+def _read_measure(r: _Reading, shape: ModelShape) -> None:
+    """``measure=``: one the model's family supports."""
+    measure = r.one("measure")
+    if measure is not None:
+        name = measure.strip().lower().replace("-", "_")
+        if name not in MEASURES:
+            r.ignored.append(f"measure {_quoted(measure)} (measures: {', '.join(MEASURES)})")
+        elif name not in shape.measures:
+            r.ignored.append(f"measure {_quoted(name)} (this model's family supports only {', '.join(shape.measures)})")
+        else:
+            r.view = replace(r.view, measure=name)
+
+
+def _read_layer(r: _Reading, shape: ModelShape) -> None:
+    """``layer=``: 1 to the model's number of layers."""
+    layer = r.one("layer")
+    if layer is not None:
+        k = _whole(layer)
+        if k is None:
+            r.ignored.append(f"layer {_quoted(layer)} (a whole number: {_span(shape.num_layers, 'layer')})")
+        elif not 1 <= k <= shape.num_layers:
+            r.ignored.append(f"layer {k} ({_span(shape.num_layers, 'layer')})")
+        else:
+            r.view = replace(r.view, layer=k)
+
+
+def _read_head(r: _Reading, shape: ModelShape) -> None:
+    """``head=``: 1 to the model's number of heads (none for a per-layer measure); "mean" or "layer": the default."""
+    head = r.one("head")
+    if head is not None and head.strip().lower() not in ("", "mean", "layer"):
+        k = _whole(head)
+        heads = 1 if r.view.measure in PER_LAYER_MEASURES else shape.num_heads
+        if k is None:
+            r.ignored.append(f"head {_quoted(head)} (a whole number: {_span(shape.num_heads, 'head')}, or mean)")
+        elif r.view.measure in PER_LAYER_MEASURES:
+            r.ignored.append(f"head {k} ({_MEASURE_NAMES[r.view.measure]} is measured per layer, not per head)")
+        elif not 1 <= k <= heads:
+            r.ignored.append(f"head {k} ({_span(heads, 'head')})")
+        else:
+            r.view = replace(r.view, head=k)
+
+
+def _read_target(r: _Reading, shape: ModelShape) -> None:
+    """``target=``: one of the model's classes."""
+    target = r.one("target")
+    if target is not None and target.strip():
+        if target in shape.labels:
+            r.view = replace(r.view, target=target)
+        else:
+            r.ignored.append(f"target {_quoted(target)} (the model's classes: {', '.join(shape.labels)})")
+
+
 def read_link(query, settings: Settings, default: str, shape_of: Callable[[str], ModelShape],
               current: str | None = None, owner: str | None = None, tabs: Iterable[str] = TABS) -> Link:
     """The view a link's ``query`` (a query string, a mapping, or (name, value) pairs) asks for, checked.
@@ -194,138 +368,22 @@ def read_link(query, settings: Settings, default: str, shape_of: Callable[[str],
     may load the model; a ``BertvizError`` it raises ignores the model, with its message); ``owner``: the
     visitor in public mode (``settings.public``), None locally; ``tabs``: the ids of the page's tabs.
     Each value that fails its check is left out (the view's default stands) and named in ``ignored``."""
-    ignored: list[str] = []
-    values: dict[str, list[str]] = {}
-    for key, value in _pairs(query):
-        values.setdefault(key, []).append(value)
-    given = any(k in PARAMS for k in values)
-    for key in values:
-        if key not in PARAMS and not key.startswith("__"):  # gradio's own (?__theme=dark) are not ours
-            ignored.append(f"parameter {_quoted(key, 24)} (links carry only {', '.join(PARAMS)})")
-
-    def one(key: str) -> str | None:
-        got = values.get(key)
-        if not got:
-            return None
-        if len(got) > 1:
-            ignored.append(f"{key} given {len(got)} times (the first is read)")
-        return got[0]
-
-    view = View()
-    current = current or default
+    r = _start_reading(query)
+    given = any(k in PARAMS for k in r.values)
     who = (owner or NOBODY) if settings.public else None  # public mode: no owner is nobody, never everyone
-    model = (one("model") or "").strip()
-    if model:
-        allowed = model in openable_models(settings, default, who)
-        if allowed and who is not None and is_run_name(model):
-            try:  # the visitor's own run, checked once more against its run.json
-                check_access(model, who, Path(settings.models_dir) / "runs")
-            except BertvizError:
-                allowed = False
-        if allowed:
-            view = replace(view, model=model)
-        else:
-            ignored.append(f"model {_quoted(model)} (not a registered model)")
-    shape = None
-    if view.model is not None:
-        try:
-            shape = shape_of(view.model)
-        except BertvizError as exc:
-            ignored.append(f"model {_quoted(view.model)} (it could not be opened: {exc})")
-            view = replace(view, model=None)
-    if shape is None:
-        try:
-            shape = shape_of(current)
-        except BertvizError:  # the page says why its model cannot be opened; the link's numbers wait for one
-            shape = None
-
-    for key in ("text", "pair"):
-        text = one(key)
-        if text is None:
-            continue
-        if len(text) > settings.max_chars:
-            what = "text" if key == "text" else "second text"
-            ignored.append(f"the {what} ({len(text):,} characters; this app reads at most {settings.max_chars:,})")
-        else:
-            view = replace(view, **{key: text})
-
-    tab = one("tab")
-    if tab is not None:
-        names = tuple(tabs)
-        if tab.strip().lower() in names:
-            view = replace(view, tab=tab.strip().lower())
-        else:
-            ignored.append(f"tab {_quoted(tab)} (tabs: {', '.join(names)})")
-
-    methods = values.get("method")
-    if methods:
-        chosen: list[str] = []
-        for raw in (m for v in methods for m in v.split(",")):
-            name = raw.strip().lower().replace("-", "_")
-            name = METHOD_ALIASES.get(name, name)
-            if name in METHOD_LABELS and shape is not None and name in MEASURES and name not in shape.measures:
-                # a context-mixing measure the model's family cannot decompose: the comparison would refuse it
-                ignored.append(f"method {_quoted(raw.strip())} (this model's family supports only the measures "
-                               f"{', '.join(shape.measures)})")
-            elif name in METHOD_LABELS:
-                chosen.append(name)
-            elif raw.strip():
-                ignored.append(f"method {_quoted(raw.strip())} (methods: ig, "
-                               f"{', '.join(m for m in METHOD_LABELS if m != 'integrated_gradients')})")
-        if chosen:
-            view = replace(view, methods=tuple(dict.fromkeys(chosen)))
-
-    run = one("run")
-    if run is not None:
-        if not is_evaluation_name(run):  # the store's own pattern, matched whole
-            ignored.append(f"run {_quoted(run)} (not an evaluation's name, eval-YYYYMMDD-HHMMSS-name)")
-        elif view.tab != "evaluate":
-            ignored.append(f"run {_quoted(run)} (read with tab=evaluate only)")
-        else:
-            view = replace(view, run=run)
+    _read_model(r, settings, default, who)
+    shape = _open_shape(r, shape_of, current or default)
+    _read_texts(r, settings)
+    _read_tab(r, tabs)
+    _read_methods(r, shape)
+    _read_run(r)
     if shape is None:  # no model could be opened: its numbers cannot be checked, so none is taken
         for key in ("measure", "layer", "head", "target"):
-            if one(key) is not None:
-                ignored.append(f"{key} (no model could be opened to check it against)")
-        return Link(view, tuple(ignored), given)
-    measure = one("measure")
-    if measure is not None:
-        name = measure.strip().lower().replace("-", "_")
-        if name not in MEASURES:
-            ignored.append(f"measure {_quoted(measure)} (measures: {', '.join(MEASURES)})")
-        elif name not in shape.measures:
-            ignored.append(f"measure {_quoted(name)} (this model's family supports only {', '.join(shape.measures)})")
-        else:
-            view = replace(view, measure=name)
-
-    layer = one("layer")
-    if layer is not None:
-        k = _whole(layer)
-        if k is None:
-            ignored.append(f"layer {_quoted(layer)} (a whole number: {_span(shape.num_layers, 'layer')})")
-        elif not 1 <= k <= shape.num_layers:
-            ignored.append(f"layer {k} ({_span(shape.num_layers, 'layer')})")
-        else:
-            view = replace(view, layer=k)
-
-    head = one("head")
-    if head is not None and head.strip().lower() not in ("", "mean", "layer"):
-        k = _whole(head)
-        heads = 1 if view.measure in PER_LAYER_MEASURES else shape.num_heads
-        if k is None:
-            ignored.append(f"head {_quoted(head)} (a whole number: {_span(shape.num_heads, 'head')}, or mean)")
-        elif view.measure in PER_LAYER_MEASURES:
-            ignored.append(f"head {k} ({_MEASURE_NAMES[view.measure]} is measured per layer, not per head)")
-        elif not 1 <= k <= heads:
-            ignored.append(f"head {k} ({_span(heads, 'head')})")
-        else:
-            view = replace(view, head=k)
-
-    target = one("target")
-    if target is not None and target.strip():
-        if target in shape.labels:
-            view = replace(view, target=target)
-        else:
-            ignored.append(f"target {_quoted(target)} (the model's classes: {', '.join(shape.labels)})")
-
-    return Link(view, tuple(ignored), given)
+            if r.one(key) is not None:
+                r.ignored.append(f"{key} (no model could be opened to check it against)")
+        return Link(r.view, tuple(r.ignored), given)
+    _read_measure(r, shape)
+    _read_layer(r, shape)
+    _read_head(r, shape)
+    _read_target(r, shape)
+    return Link(r.view, tuple(r.ignored), given)
