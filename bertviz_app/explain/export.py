@@ -400,23 +400,9 @@ METHOD_TEXT = {
 }
 
 
-def explanation_html(attr: Attribution, prediction: Prediction | None = None, model: str = "", merge: bool = True,
-                     min_change: float = Settings.min_change, faith: Faithfulness | None = None,
-                     windows: Sequence[dict] | None = None) -> str:
-    """One standalone page: coloured words (or tokens), method, target, f(x), f(baseline),
-    change, delta and relative delta, (``faith``) the ERASER faithfulness with its reading, the
-    model, the prediction, and a table of every token with its attribution. Opens offline; all
-    text escaped. ``windows`` (a long document, ``explanation_dict``): a table of the windows, and the
-    numbers say that f(x) and f(baseline) are the windows' means, not what the merged scores add up to."""
-    scale = colour_scale(attr, min_change)
-    labels, scores, special = attribution_units(attr, merge)
-    warning = change_warning(attr, scale, scores)
-    unit = "word" if merge else "token"
-    coloured = tokens_html(labels, scores, special, attr.target, scale,
-                           title=f"{unit.capitalize()}s coloured by their attribution to \u201c{attr.target}\u201d",
-                           warning=warning, signed=is_signed(attr.method), mixing=attr.method in MIXING_METHODS)
-    what = "probability" if attr.output == "prob" else attr.output
-    change = attr.f_x - attr.f_baseline
+def _page_facts(attr: Attribution, model: str, what: str, change: float, faith: Faithfulness | None,
+                windows: Sequence[dict] | None) -> list[tuple[str, str]]:
+    """The page's "Numbers" table as (name, HTML value) rows."""
     rel = attr.relative_delta
     facts = [
         ("Model", _e(model or "(not given)")),
@@ -460,33 +446,67 @@ def explanation_html(attr: Attribution, prediction: Prediction | None = None, mo
                                          "one input)"),
             ("Worst window's relative delta", f"{rel:.2%}" if math.isfinite(rel) else "undefined"),
         ]
-    facts_rows = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in facts)
-    pred_html = ""
-    if prediction is not None:
-        rows = "".join(f"<tr><td>{_e(lab)}</td><td class='num'>{p:.4f}</td></tr>"
-                       for lab, p in zip(prediction.labels, prediction.probs))
-        pred_html = (f"<h2>Prediction: {_e(prediction.label)}</h2><table><tr><th>class</th><th>probability</th></tr>"
-                     f"{rows}</table>")
-    win_html = ""
-    if windows is not None:
-        def _rel(x):
-            return "" if x is None else f"{x:.2%}"
+    return facts
 
-        rows = "".join(
-            f"<tr><td class='num'>{w['index']}</td><td>{_e(w['label'])}</td>"
-            f"<td>{_e(', '.join(f'{k} {v:.4f}' for k, v in w['scores'].items()))}</td>"
-            f"<td class='num'>{w['tokens'][0]}\u2013{w['tokens'][1] - 1}</td>"
-            f"<td class='num'>{_e(w.get('f_x', ''))}</td><td class='num'>{_e(w.get('f_baseline', ''))}</td>"
-            f"<td class='num'>{_e(_rel(w.get('relative_delta')))}</td></tr>" for w in windows)
-        win_html = ("<h2>Windows</h2><table><tr><th>#</th><th>prediction</th><th>probabilities</th><th>tokens</th>"
-                    f"<th>f(x)</th><th>f(baseline)</th><th>relative delta</th></tr>{rows}</table>")
+
+def _prediction_html(prediction: Prediction | None) -> str:
+    """The page's "Prediction" table ("" without a prediction)."""
+    if prediction is None:
+        return ""
+    rows = "".join(f"<tr><td>{_e(lab)}</td><td class='num'>{p:.4f}</td></tr>"
+                   for lab, p in zip(prediction.labels, prediction.probs))
+    return (f"<h2>Prediction: {_e(prediction.label)}</h2><table><tr><th>class</th><th>probability</th></tr>"
+            f"{rows}</table>")
+
+
+def _windows_html(windows: Sequence[dict] | None) -> str:
+    """The page's "Windows" table of a long document ("" for one window)."""
+    if windows is None:
+        return ""
+
+    def _rel(x):
+        return "" if x is None else f"{x:.2%}"
+
+    rows = "".join(
+        f"<tr><td class='num'>{w['index']}</td><td>{_e(w['label'])}</td>"
+        f"<td>{_e(', '.join(f'{k} {v:.4f}' for k, v in w['scores'].items()))}</td>"
+        f"<td class='num'>{w['tokens'][0]}\u2013{w['tokens'][1] - 1}</td>"
+        f"<td class='num'>{_e(w.get('f_x', ''))}</td><td class='num'>{_e(w.get('f_baseline', ''))}</td>"
+        f"<td class='num'>{_e(_rel(w.get('relative_delta')))}</td></tr>" for w in windows)
+    return ("<h2>Windows</h2><table><tr><th>#</th><th>prediction</th><th>probabilities</th><th>tokens</th>"
+            f"<th>f(x)</th><th>f(baseline)</th><th>relative delta</th></tr>{rows}</table>")
+
+
+def _every_token_html(attr: Attribution, change: float) -> str:
+    """The page's "Every token" table: each token's attribution and its share of the change."""
     share = (lambda v: f"{v / change:+.1%}") if abs(change) > 1e-12 and attr.has_completeness else (lambda v: "")
     tok_rows = "".join(
         f"<tr><td class='num'>{i}</td><td>{_e(tok)}</td><td class='num'>{float(v):+.6f}</td>"
         f"<td class='num'>{share(float(v))}</td></tr>"
         for i, (tok, v) in enumerate(zip(attr.tokens, np.asarray(attr.scores, dtype=np.float64))))
-    table = ("<h2>Every token</h2><table><tr><th>#</th><th>token</th><th>attribution</th>"
-             f"<th>share of the change</th></tr>{tok_rows}</table>")
+    return ("<h2>Every token</h2><table><tr><th>#</th><th>token</th><th>attribution</th>"
+            f"<th>share of the change</th></tr>{tok_rows}</table>")
+
+
+def explanation_html(attr: Attribution, prediction: Prediction | None = None, model: str = "", merge: bool = True,
+                     min_change: float = Settings.min_change, faith: Faithfulness | None = None,
+                     windows: Sequence[dict] | None = None) -> str:
+    """One standalone page: coloured words (or tokens), method, target, f(x), f(baseline),
+    change, delta and relative delta, (``faith``) the ERASER faithfulness with its reading, the
+    model, the prediction, and a table of every token with its attribution. Opens offline; all
+    text escaped. ``windows`` (a long document, ``explanation_dict``): a table of the windows, and the
+    numbers say that f(x) and f(baseline) are the windows' means, not what the merged scores add up to."""
+    scale = colour_scale(attr, min_change)
+    labels, scores, special = attribution_units(attr, merge)
+    warning = change_warning(attr, scale, scores)
+    unit = "word" if merge else "token"
+    coloured = tokens_html(labels, scores, special, attr.target, scale,
+                           title=f"{unit.capitalize()}s coloured by their attribution to \u201c{attr.target}\u201d",
+                           warning=warning, signed=is_signed(attr.method), mixing=attr.method in MIXING_METHODS)
+    what = "probability" if attr.output == "prob" else attr.output
+    change = attr.f_x - attr.f_baseline
+    facts = _page_facts(attr, model, what, change, faith, windows)
+    facts_rows = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in facts)
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
@@ -494,7 +514,8 @@ def explanation_html(attr: Attribution, prediction: Prediction | None = None, mo
         f"<title>Explanation: {_e(attr.target)} \u2014 {_e(model or 'bertviz_app')}</title>"
         f"<style>{_PAGE_CSS}</style></head><body>"
         f"<h1>Why the model gives \u201c{_e(attr.target)}\u201d this {_e(what)}</h1>"
-        f"{coloured}<h2>Numbers</h2><table>{facts_rows}</table>{pred_html}{win_html}{table}"
+        f"{coloured}<h2>Numbers</h2><table>{facts_rows}</table>{_prediction_html(prediction)}"
+        f"{_windows_html(windows)}{_every_token_html(attr, change)}"
         "</body></html>\n"
     )
 
