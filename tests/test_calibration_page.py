@@ -40,10 +40,10 @@ def make_page(model: str, settings):
 
 def analyze(page, text=TEXT, skip_ig=True) -> dict:
     """The page's one Analyze event run to its end: every output it set, the last value of each."""
-    from bertviz_app.ui import common
+    from bertviz_app.ui.control_values import PREDICTED
 
     out = {}
-    for step in page.analyze(page.default, text, "", common.PREDICTED, "pad", 8, False, 1, "mean of heads", False,
+    for step in page.analyze(page.default, text, "", PREDICTED, "pad", 8, False, 1, "mean of heads", False,
                              False, True, skip_ig=skip_ig):
         out.update(step)
     return out
@@ -133,9 +133,9 @@ def test_a_long_text_classified_whole_is_scaled_too(calibrated, settings):
     page = make_page(str(calibrated), settings)
     lm = page.load(page.default)
     long = "the film was good , it is not a tedious slog ! " * 12
-    from bertviz_app.ui import common
+    from bertviz_app.ui import analysis
 
-    rec = common.analyze_fast(lm, long, None, window=True)
+    rec = analysis.analyze_fast(lm, long, None, window=True)
     whole = bv.predict(lm, long, window=True, stride=lm.max_length // 4)[0]
     raw = bv.predict(lm, long, window=True, stride=lm.max_length // 4, calibrated=False)[0]
     assert rec.prediction.windows > 1 and rec.prediction.temperature == T
@@ -182,11 +182,11 @@ def test_the_switch_is_its_own_quick_event_outside_the_api(calibrated, settings)
 
 
 def test_the_attributions_name_their_probability_raw(calibrated, tiny_model_dir, settings):
-    from bertviz_app.ui import attribution_tab, common
+    from bertviz_app.ui import analysis, attribution_tab, control_values
 
     page = make_page(str(calibrated), settings)
     lm = page.load(page.default)
-    rec = common.analyze_ig(lm, common.analyze_fast(lm, TEXT, None), common.PREDICTED, "pad", 8)
+    rec = analysis.analyze_ig(lm, analysis.analyze_fast(lm, TEXT, None), control_values.PREDICTED, "pad", 8)
     target = rec.attribution.target
     raw = dict(zip(rec.labels, bv.softmax_t(logits_of(calibrated), 1.0)))[target]
     assert rec.attribution.f_x == pytest.approx(raw, abs=1e-4)  # IG explains the raw softmax
@@ -195,11 +195,11 @@ def test_the_attributions_name_their_probability_raw(calibrated, tiny_model_dir,
     assert "Raw probabilities on this tab" in delta and "T = 0.25" in delta
     assert f"raw probability {raw:.4f} here" in delta
     assert f"{rec.prediction.scores[target]:.4f} temperature-scaled there" in delta
-    pending = attribution_tab.render(page.t, common.analyze_fast(lm, TEXT, None), True, skipped=True)[page.t.delta]
+    pending = attribution_tab.render(page.t, analysis.analyze_fast(lm, TEXT, None), True, skipped=True)[page.t.delta]
     assert "Integrated Gradients skipped" in pending and "Raw probabilities on this tab" in pending
     # an uncalibrated model: one kind of probability, named as before
     plain = page.load(str(tiny_model_dir))
-    rec = common.analyze_ig(plain, common.analyze_fast(plain, TEXT, None), common.PREDICTED, "pad", 8)
+    rec = analysis.analyze_ig(plain, analysis.analyze_fast(plain, TEXT, None), control_values.PREDICTED, "pad", 8)
     delta = attribution_tab.render(page.t, rec, True)[page.t.delta]
     assert "change in the probability" in delta and "raw" not in delta
 

@@ -71,7 +71,7 @@ def test_baselines_offered_are_those_the_tokenizer_builds(no_mask, tiny):
 
 
 def bv_choices():
-    from bertviz_app.ui.common import BASELINE_CHOICES
+    from bertviz_app.ui.control_values import BASELINE_CHOICES
 
     return BASELINE_CHOICES
 
@@ -94,16 +94,16 @@ def test_methods_offered_are_those_the_family_runs(undecomposable, tiny):
 
 
 def test_choices_for_a_model_keep_what_it_offers_and_replace_the_rest(no_mask, undecomposable, tiny):
-    from bertviz_app.ui import common
+    from bertviz_app.ui import control_values
     from bertviz_app.ui.attribution_tab import choices_for
 
     out = choices_for(tab(), no_mask, "positive", "mask", ["integrated_gradients", "alti"])
-    assert out["target"]["choices"] == [common.PREDICTED, "negative", "positive"]
+    assert out["target"]["choices"] == [control_values.PREDICTED, "negative", "positive"]
     assert out["target"]["value"] == "positive"
     assert out["baseline"]["value"] == "pad"  # [MASK] is not offered: the recommended one instead
     assert out["methods"]["value"] == ["integrated_gradients", "alti"]
     out = choices_for(tab(), undecomposable, "class_2", "unk", ["integrated_gradients", "alti"])
-    assert out["target"]["value"] == common.PREDICTED  # a class of another model
+    assert out["target"]["value"] == control_values.PREDICTED  # a class of another model
     assert out["baseline"]["value"] == "unk" and out["methods"]["value"] == ["integrated_gradients"]
 
 
@@ -113,21 +113,21 @@ def test_after_a_model_change_the_target_classes_are_the_analysed_texts(tiny_mod
     analysed they are the model shown's."""
     import gradio as gr
 
-    from bertviz_app.ui import Page, common
+    from bertviz_app.ui import Page, analysis, control_values
 
     from conftest import make_tiny_model
 
     three = make_tiny_model(tmp_path / "three", num_labels=3)
     with gr.Blocks():
         page = Page(settings, str(tiny_model_dir))
-    rec = common.analyze_fast(page.load(str(tiny_model_dir)), TEXT, None)
-    out = page.follow_choices(rec, str(three), common.PREDICTED, "pad", ["integrated_gradients"])
-    assert out[page.t.target]["choices"] == [common.PREDICTED, "negative", "positive"]
+    rec = analysis.analyze_fast(page.load(str(tiny_model_dir)), TEXT, None)
+    out = page.follow_choices(rec, str(three), control_values.PREDICTED, "pad", ["integrated_gradients"])
+    assert out[page.t.target]["choices"] == [control_values.PREDICTED, "negative", "positive"]
     with pytest.raises(bv.InputError, match="Unknown class"):  # what the other model's class would get
         page.explain_again(rec, "class_1", "pad", 4, False, {}, 1, "mean of heads", False, False, True,
                            progress=lambda *a, **k: None)
-    out = page.follow_choices(None, str(three), common.PREDICTED, "pad", ["integrated_gradients"])
-    assert out[page.t.target]["choices"] == [common.PREDICTED, "class_0", "class_1", "class_2"]
+    out = page.follow_choices(None, str(three), control_values.PREDICTED, "pad", ["integrated_gradients"])
+    assert out[page.t.target]["choices"] == [control_values.PREDICTED, "class_0", "class_1", "class_2"]
 
 
 # --------------------------------------------------------------------------- the Evaluate tab
@@ -178,7 +178,7 @@ def test_save_temperature_is_offered_only_for_a_model_it_can_be_saved_into(tiny_
     from test_evaluate_tab import labelled_csv
 
     from bertviz_app.ui import visitor
-    from bertviz_app.ui.common import CancelFlag
+    from bertviz_app.ui.streaming import CancelFlag
 
     from conftest import as_uploaded, make_overconfident_copy
 

@@ -288,7 +288,7 @@ def _handlers(models_dir, public=False):
 
 
 def test_the_evaluate_handler_stores_and_draws_or_says_why_not(tiny_model_dir, models_dir, tmp_path):
-    from bertviz_app.ui.common import CancelFlag
+    from bertviz_app.ui.streaming import CancelFlag
 
     h = _handlers(models_dir)
     path = tmp_path / "reviews.csv"
@@ -329,8 +329,8 @@ def test_the_evaluate_handler_stores_and_draws_or_says_why_not(tiny_model_dir, m
 def test_the_fitted_temperature_is_saved_into_the_models_folder_and_predict_applies_it(tiny_model_dir, models_dir,
                                                                                        tmp_path, monkeypatch):
     from bertviz_app.models.calibration import load_temperature
-    from bertviz_app.ui import common, visitor
-    from bertviz_app.ui.common import CancelFlag
+    from bertviz_app.ui import model_loading, visitor
+    from bertviz_app.ui.streaming import CancelFlag
 
     from conftest import make_overconfident_copy
 
@@ -350,7 +350,7 @@ def test_the_fitted_temperature_is_saved_into_the_models_folder_and_predict_appl
     saved = json.loads((folder / "calibration.json").read_text())
     assert saved["fitted_on"]["rows"] == view.metrics["calibration"]["fitted_on_rows"] and view.name in \
         saved["fitted_on"]["source"]
-    lm = common.load(str(folder), "x", h.settings)
+    lm = model_loading.load(str(folder), "x", h.settings)
     assert lm.temperature == pytest.approx(t)  # the loaded model applies it at once
     raw = bv.predict(lm, ["the film was good"], calibrated=False)[0].probs
     scaled = bv.predict(lm, ["the film was good"])[0].probs
@@ -370,7 +370,7 @@ def test_a_temperature_that_did_not_help_is_not_offered_and_saving_it_is_refused
 
     from test_evaluation import hurting_csv
 
-    from bertviz_app.ui.common import CancelFlag
+    from bertviz_app.ui.streaming import CancelFlag
 
     folder = shutil.copytree(tiny_model_dir, tmp_path / "mine")  # the fixture's model stays as it is
     h = _handlers(models_dir)

@@ -161,9 +161,9 @@ def test_bad_paths_say_why(explained, tmp_path):
 def test_ui_colours_bars_and_path_on_the_absolute_scale(tiny):
     from types import SimpleNamespace
 
-    from bertviz_app.ui import attribution_tab, common
+    from bertviz_app.ui import analysis, attribution_tab
 
-    rec = common.analyze_all(tiny, "the film was great", None, None, "pad", 20)
+    rec = analysis.analyze_all(tiny, "the film was great", None, None, "pad", 20)
     ui = SimpleNamespace(delta="delta", tokens="tokens", bar="bar", path="path", lens="lens")
     out = attribution_tab.render(ui, rec, merge=True)
     scale = core.colour_scale(rec.attribution)
@@ -205,12 +205,12 @@ def test_cli_bad_path_is_one_clear_line(capsys, tiny_model_dir, tmp_path, flag):
 
 
 def test_ui_download_buttons_get_the_core_files(tiny, tmp_path, monkeypatch):
-    from bertviz_app.ui import attribution_tab, common
+    from bertviz_app.ui import analysis, attribution_tab
 
     monkeypatch.setattr(attribution_tab, "export_folder", lambda: tmp_path / "exports")
     off = attribution_tab.export_files(None, True)
     assert [o["interactive"] for o in off] == [False, False, False, False]
-    rec = common.analyze_all(tiny, "the film was great", None, None, "pad", 20)
+    rec = analysis.analyze_all(tiny, "the film was great", None, None, "pad", 20)
     page, data, svg, png = attribution_tab.export_files(rec, True)
     assert page["interactive"] and data["interactive"] and svg["interactive"] and png["interactive"]
     assert os.path.basename(svg["value"]) == "attributions_integrated_gradients.svg"  # the download's name

@@ -272,9 +272,9 @@ def test_a_baseline_whose_path_starts_with_a_jump_is_named_and_avoided(fam_lm):
         jumpy = bv.attribute(fam_lm, SENTENCE, baseline="pad", tolerance=0.05)
         smooth = bv.attribute(fam_lm, SENTENCE, baseline="mask", tolerance=0.05)
         assert smooth.n_steps * 2 < jumpy.n_steps
-        from bertviz_app.ui import attribution_tab, common
+        from bertviz_app.ui import analysis, attribution_tab
 
-        rec = common.analyze_all(fam_lm, SENTENCE, None, None, "pad", 20, auto=True)
+        rec = analysis.analyze_all(fam_lm, SENTENCE, None, None, "pad", 20, auto=True)
         assert rec.baseline_jumps
         from types import SimpleNamespace
 

@@ -58,7 +58,7 @@ def run_json(settings, name: str) -> dict:
 def test_a_closed_page_leaves_the_fine_tune_training_to_its_end(handlers, settings, tmp_path, tiny_model_dir):
     """The page goes away mid-training: gradio closes the event's generator. The job trains on to its
     end and saves a run that is not cancelled, judged like any finished run."""
-    from bertviz_app.ui.common import CancelFlag
+    from bertviz_app.ui.streaming import CancelFlag
 
     gen = start(handlers, CancelFlag(), tmp_path, tiny_model_dir, "left-alone", epochs=6)
     until_training(gen)
@@ -76,7 +76,7 @@ def test_a_closed_page_leaves_the_fine_tune_training_to_its_end(handlers, settin
 def test_cancel_from_another_page_of_the_visitor_stops_the_job(handlers, settings, tmp_path, tiny_model_dir):
     """Cancel still cancels, from any page of the visitor (a reopened one has its own flag): the run
     stops within a step, keeps the best weights so far and is saved as cancelled, not "learned"."""
-    from bertviz_app.ui.common import CancelFlag
+    from bertviz_app.ui.streaming import CancelFlag
 
     gen = start(handlers, CancelFlag(), tmp_path, tiny_model_dir, "stopped", epochs=60)
     until_training(gen)
@@ -96,7 +96,7 @@ def test_a_second_start_of_the_visitor_is_refused_in_the_status_line(handlers, s
     """One fine-tune per visitor: a second Start (another tab, same owner) while theirs runs is answered in
     the status line, saying how to see and cancel it, and trains nothing; once theirs has ended the
     visitor starts again (positive control)."""
-    from bertviz_app.ui.common import CancelFlag
+    from bertviz_app.ui.streaming import CancelFlag
 
     first = start(handlers, CancelFlag(), tmp_path, tiny_model_dir, "first", epochs=6)
     until_training(first)
@@ -116,7 +116,7 @@ def test_a_second_start_of_the_visitor_is_refused_in_the_status_line(handlers, s
 def test_a_reopened_page_follows_the_running_job_from_its_start(handlers, settings, tmp_path, tiny_model_dir):
     """A page opened while the visitor's fine-tune runs shows it (progress, then the results); with no
     fine-tune running it leaves the status alone and lists the runs (one may have ended just now)."""
-    from bertviz_app.ui.common import CancelFlag
+    from bertviz_app.ui.streaming import CancelFlag
 
     (idle,) = handlers.resume()  # nothing runs: the status is left as it is, the runs list read again
     assert list(idle) == ["runs_table"] and idle["runs_table"].empty

@@ -283,8 +283,8 @@ def test_cancel_only_asks_and_the_run_says_cancelling_then_cancelled(app_url, da
 def test_the_cancel_handler_sets_the_flag_and_returns_nothing():
     from types import SimpleNamespace
 
-    from bertviz_app.ui.common import CancelFlag
     from bertviz_app.ui.finetune_tab import Handlers
+    from bertviz_app.ui.streaming import CancelFlag
 
     flag = CancelFlag()
     h = Handlers(SimpleNamespace(), settings=Settings(), default="default", model_dd=None, predict_text=None,

@@ -14,7 +14,7 @@ import pytest
 
 import bertviz_app as bv
 from bertviz_app.explain.mixing_measures import context_mixing
-from bertviz_app.ui import attention_tab, common, plots
+from bertviz_app.ui import analysis, attention_tab, plots, token_views
 
 WORDS = ["the", "film", "movie", "good", "bad", "joyless", "slogging", "is", "not", ",", "."]
 SPAN = re.compile(r"\((?:token (\d+)|tokens (\d+)–(\d+))\)$")  # the end of a column's hover: its document tokens
@@ -78,8 +78,8 @@ def test_a_short_documents_cls_chart_is_unchanged(tiny):
     assert d.windows > 1 and len(d.info.tokens) <= plots.MAX_COLUMNS
     view = attention_tab.DocumentView(d, 32, text, None, tiny.max_length)
     _, cls, _ = attention_tab.document_charts(view, 1, attention_tab.MEAN, False, False)
-    tv = common.token_view(d.info, False)
-    before = plots.cls_rows_heatmap(common.view_scores(d.cls_row, tv), tv.labels, title=cls.layout.title.text)
+    tv = token_views.token_view(d.info, False)
+    before = plots.cls_rows_heatmap(token_views.view_scores(d.cls_row, tv), tv.labels, title=cls.layout.title.text)
     assert list(cls.data[0].x) == list(before.data[0].x) and len(cls.data[0].x) == len(d.info.tokens)
     np.testing.assert_array_equal(np.asarray(cls.data[0].z), np.asarray(before.data[0].z))
     assert cls.layout.xaxis.title.text is None and "a column" not in cls.layout.title.text
@@ -96,10 +96,10 @@ def test_column_bins_keep_specials_alone_and_use_the_smallest_span_that_fits():
     np.testing.assert_allclose(plots.bin_columns(np.arange(6.0)[None], [(0, 1), (1, 4), (4, 6)]), [[0, 6, 9]])
 
 
-def _mixing_record(tiny, tiny_model_dir, measure: str) -> common.Record:
+def _mixing_record(tiny, tiny_model_dir, measure: str) -> analysis.Record:
     """A Record whose Attention tab draws ``measure`` (the overview reads only its ``mixing``)."""
     text = "the film was good , not a tedious slog"
-    return common.Record(model=str(tiny_model_dir), labels=tiny.labels, device_label="cpu", prediction=None,
+    return analysis.Record(model=str(tiny_model_dir), labels=tiny.labels, device_label="cpu", prediction=None,
                          maps=None, lens=None, mixing=context_mixing(tiny, text, measure=measure))
 
 

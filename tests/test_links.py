@@ -258,11 +258,11 @@ def test_no_query_changes_nothing(page, tiny_model_dir):
 
 
 def test_the_current_view_is_what_the_page_shows(page, tiny_model_dir):
-    from bertviz_app.ui import attention_tab, common, links
+    from bertviz_app.ui import analysis, attention_tab, control_values, links
 
     lm = page.load(str(tiny_model_dir))
-    rec = common.analyze_fast(lm, "the film was good", "a joy")
-    view = links.current_view(rec, "other-model", "typed, not analysed", "", "attention", common.PREDICTED,
+    rec = analysis.analyze_fast(lm, "the film was good", "a joy")
+    view = links.current_view(rec, "other-model", "typed, not analysed", "", "attention", control_values.PREDICTED,
                               ["integrated_gradients"], "raw", 2, "head 1")
     assert view == View(model=str(tiny_model_dir), text="the film was good", pair="a joy", tab="attention",
                         methods=("integrated_gradients",), layer=2, head=1)

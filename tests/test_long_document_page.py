@@ -26,9 +26,9 @@ def page(tiny_model_dir, settings):
 
 
 def analysed(page, text: str, measure: str = "raw"):
-    from bertviz_app.ui import common
+    from bertviz_app.ui import analysis
 
-    return common.analyze_fast(page.load(page.default), text, None, measure=measure)
+    return analysis.analyze_fast(page.load(page.default), text, None, measure=measure)
 
 
 def test_the_part_shows_for_a_long_text_only_and_analyze_reads_no_window(page):
@@ -94,7 +94,9 @@ def test_window_maps_are_the_windows_own(tiny):
 
 
 def test_another_measure_stales_the_document_and_the_window_follows_it(page, settings):
-    from bertviz_app.ui import attention_tab, common
+    import gradio as gr
+
+    from bertviz_app.ui import attention_tab
 
     a, d = page.a, page.a.doc
     rec = analysed(page, LONG)
@@ -115,7 +117,7 @@ def test_another_measure_stales_the_document_and_the_window_follows_it(page, set
     merged = attention_tab.rerender_document(a, again, 2, attention_tab.LAYER, True, True)
     assert "layer 2" in merged[d.heatmap].layout.title.text
     assert "[CLS]" not in list(merged[d.cls].data[0].x)[0]  # specials hidden
-    assert all(v == common.gr.skip() for v in attention_tab.rerender_document(a, None, 1, "x", 0, 0).values())
+    assert all(v == gr.skip() for v in attention_tab.rerender_document(a, None, 1, "x", 0, 0).values())
 
 
 def test_bad_input_gets_a_message(page, settings):
@@ -142,10 +144,10 @@ def test_bad_input_gets_a_message(page, settings):
 def test_the_guarded_handlers_show_the_message_not_a_traceback(page):
     import gradio as gr
 
-    from bertviz_app.ui import attention_tab, common
+    from bertviz_app.ui import attention_tab, guards
 
     rec = analysed(page, LONG)
-    guarded = common.guard(attention_tab.read_document)
+    guarded = guards.guard(attention_tab.read_document)
     with pytest.raises(gr.Error) as exc:
         guarded(rec, 50, 16, page.settings)
     assert "window must be a whole number from 0 to" in exc.value.message and "Traceback" not in exc.value.message

@@ -263,11 +263,11 @@ def test_page_panel_explains_the_whole_document(tiny, tiny_model_dir, tmp_path):
     from types import SimpleNamespace
 
     from bertviz_app.config import Settings
-    from bertviz_app.ui import attribution_tab, common
+    from bertviz_app.ui import analysis, attribution_tab, control_values
 
-    rec = common.Record(model=str(tiny_model_dir), labels=tiny.labels, device_label="cpu",
+    rec = analysis.Record(model=str(tiny_model_dir), labels=tiny.labels, device_label="cpu",
                         prediction=bv.predict(tiny, LONG, window=True, stride=STRIDE)[0], maps=None, lens=None)
-    d = attribution_tab.explain_document(rec, common.PREDICTED, "pad", 50, True, STRIDE, Settings())
+    d = attribution_tab.explain_document(rec, control_values.PREDICTED, "pad", 50, True, STRIDE, Settings())
     keys = SimpleNamespace(reading="reading", tokens="tokens", table="table", html_file="html", json_file="json",
                            status="status")
     out = attribution_tab.render_document(SimpleNamespace(doc=keys), d, rec, True)
@@ -275,7 +275,7 @@ def test_page_panel_explains_the_whole_document(tiny, tiny_model_dir, tmp_path):
     assert out["tokens"].count('class="bv-tok"') >= len(LONG.split())
     assert out["status"] == ""  # a refusal of an earlier try is cleared by the panel drawn
     with pytest.raises(bv.InputError, match="Analyze first"):
-        attribution_tab.explain_document(None, common.PREDICTED, "pad", 50, True, STRIDE, Settings())
+        attribution_tab.explain_document(None, control_values.PREDICTED, "pad", 50, True, STRIDE, Settings())
 
 
 @pytest.mark.parametrize("measure", ["norm", "alti"])

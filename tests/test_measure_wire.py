@@ -94,11 +94,11 @@ def page(tiny_model_dir, settings):
 
 
 def test_changing_the_measure_recomputes_only_the_attention_views(page, tiny_model_dir):
-    from bertviz_app.ui import attention_tab, common
+    from bertviz_app.ui import analysis, attention_tab
 
     model = str(tiny_model_dir)
     lm = page.load(model)
-    rec = common.analyze_fast(lm, "the film was great", None)
+    rec = analysis.analyze_fast(lm, "the film was great", None)
     a = page.a
     shown = {"attention": id(rec), "attributions": id(rec)}
     out = page.change_measure(model, rec, "value_zeroing", shown, 2, "head 2", False, False)
@@ -128,7 +128,7 @@ def test_changing_the_measure_recomputes_only_the_attention_views(page, tiny_mod
 def test_a_refused_measure_says_why_and_goes_back_to_raw(page, tiny_model_dir, monkeypatch):
     import importlib
 
-    from bertviz_app.ui import attention_tab, common
+    from bertviz_app.ui import analysis, attention_tab, control_values
 
     cm = importlib.import_module("bertviz_app.explain.mixing_measures")  # the module (the facade's name is a function)
 
@@ -140,29 +140,29 @@ def test_a_refused_measure_says_why_and_goes_back_to_raw(page, tiny_model_dir, m
     out = page.change_measure(model, None, "attention flow", {}, 1, "mean of heads", False, False)
     assert "Not available" in out[page.a.measure_note] and "value\\_zeroing" in out[page.a.measure_note]
     assert out[page.a.measure]["value"] == "raw"
-    for module in (cm, attention_tab, common):  # a family without value zeroing and ALTI
+    for module in (cm, attention_tab, analysis):  # a family without value zeroing and ALTI
         monkeypatch.setattr(module, "supported_measures", lambda lm: ("raw", "norm"))
-    rec = common.with_measure(page.load(model), common.analyze_fast(page.load(model), "a good film", None), "norm")
+    rec = analysis.with_measure(page.load(model), analysis.analyze_fast(page.load(model), "a good film", None), "norm")
     out = page.change_measure(model, rec, "alti", {}, 1, "mean of heads", False, False)
     assert "Not available" in out[page.a.measure_note] and "raw, norm" in out[page.a.measure_note]
     assert out[page.a.measure]["value"] == "raw" and out[page.state].mixing is None
     assert out[page.chosen_measure] == {"measure": "raw"}
-    loaded = page.load_model(model, common.PREDICTED)  # the model's family offers only what it supports
+    loaded = page.load_model(model, control_values.PREDICTED)  # the model's family offers only what it supports
     assert [v for _, v in loaded[page.a.measure]["choices"]] == ["raw", "norm"]
     assert loaded[page.a.measure]["value"] == "raw" and loaded[page.chosen_measure] == {"measure": "raw"}
 
 
 def test_analyze_computes_the_chosen_measure_and_refuses_special_tokens_only(page, tiny_model_dir):
     from bertviz_app import InputError
-    from bertviz_app.ui import common
+    from bertviz_app.ui import analysis
 
     lm = page.load(str(tiny_model_dir))
-    rec = common.analyze_fast(lm, "a good film", None, measure="alti")
+    rec = analysis.analyze_fast(lm, "a good film", None, measure="alti")
     assert rec.mixing.measure == "alti" and rec.mixing.tokens == rec.maps.tokens
-    assert common.analyze_fast(lm, "a good film", None).mixing is None  # raw: nothing more computed
+    assert analysis.analyze_fast(lm, "a good film", None).mixing is None  # raw: nothing more computed
     for text, says in BAD_TEXTS:
         with pytest.raises(InputError, match=says):
-            common.analyze_fast(lm, text, None)
+            analysis.analyze_fast(lm, text, None)
 
 
 # --------------------------------------------------------------------------- the route and the gradio endpoint

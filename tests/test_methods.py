@@ -324,14 +324,14 @@ def test_cli_method_and_compare(capsys, tiny_model_dir):
 def test_attributions_tab_shows_faithfulness_and_the_methods_side_by_side(sentiment, monkeypatch, request):
     from types import SimpleNamespace
 
-    from bertviz_app.ui import attribution_tab, common
+    from bertviz_app.ui import analysis, attribution_tab, control_values
 
     # the UI loads the model by name (load_model's cached handle, this one): its cache as served, of 8
     monkeypatch.setattr(sentiment, "memo_size", 8)  # the IG shown is reused by the comparison
     sentiment.clear_memo()
     request.addfinalizer(sentiment.clear_memo)  # dropped after the test
 
-    rec = common.analyze_all(sentiment, "the film was awful", None, None, "pad", 20, auto=True)
+    rec = analysis.analyze_all(sentiment, "the film was awful", None, None, "pad", 20, auto=True)
     assert rec.faith is not None and rec.faith.method == "integrated_gradients"
     cmp = SimpleNamespace(shown="shown", reading="reading", table="table", tokens="tokens", heat="heat", agree="agree")
     ui = SimpleNamespace(delta="delta", tokens="tokens", bar="bar", path="path", lens="lens", cmp=cmp)
@@ -340,7 +340,7 @@ def test_attributions_tab_shows_faithfulness_and_the_methods_side_by_side(sentim
     assert f"sufficiency **{rec.faith.sufficiency:+.3f}**" in out["delta"]
 
     methods = ["integrated_gradients", "saliency", "occlusion"]
-    c = attribution_tab.compare(rec, methods, common.PREDICTED, "pad", 20, True, 2, Settings())
+    c = attribution_tab.compare(rec, methods, control_values.PREDICTED, "pad", 20, True, 2, Settings())
     assert c.methods == tuple(methods) and c.attributions[0].target == rec.attribution.target
     np.testing.assert_allclose(c.attributions[0].scores, rec.attribution.scores, atol=1e-7)  # the IG shown above
     table = attribution_tab.compare_table(c)
@@ -362,9 +362,9 @@ def test_attributions_tab_shows_faithfulness_and_the_methods_side_by_side(sentim
     assert attribution_tab.render_compare(ui, None, merge=True) == {"shown": {"visible": False,
                                                                               "__type__": "update"}}
     with pytest.raises(InputError, match="Press Analyze first"):
-        attribution_tab.compare(None, methods, common.PREDICTED, "pad", 20, True, 2, Settings())
+        attribution_tab.compare(None, methods, control_values.PREDICTED, "pad", 20, True, 2, Settings())
     with pytest.raises(InputError, match="Tick at least one method"):
-        attribution_tab.compare(rec, [], common.PREDICTED, "pad", 20, True, 2, Settings())
+        attribution_tab.compare(rec, [], control_values.PREDICTED, "pad", 20, True, 2, Settings())
 
 
 def test_faithfulness_of_many_attributions_padded_together_equals_one_at_a_time(tiny):
@@ -482,7 +482,7 @@ def test_the_pages_comparison_with_measures_ticked(sentiment, monkeypatch, reque
 
     import gradio as gr
 
-    from bertviz_app.ui import attribution_tab, common
+    from bertviz_app.ui import analysis, attribution_tab, control_values
 
     with gr.Blocks():
         block = attribution_tab.build_compare()
@@ -491,9 +491,9 @@ def test_the_pages_comparison_with_measures_ticked(sentiment, monkeypatch, reque
     monkeypatch.setattr(sentiment, "memo_size", 8)
     sentiment.clear_memo()
     request.addfinalizer(sentiment.clear_memo)
-    rec = common.analyze_all(sentiment, "the film was awful", None, None, "pad", 20, auto=True)
+    rec = analysis.analyze_all(sentiment, "the film was awful", None, None, "pad", 20, auto=True)
     methods = ["integrated_gradients", "value_zeroing", "alti", "norm", "raw"]
-    c = attribution_tab.compare(rec, methods, common.PREDICTED, "pad", 20, True, 2, Settings())
+    c = attribution_tab.compare(rec, methods, control_values.PREDICTED, "pad", 20, True, 2, Settings())
     assert c.methods == tuple(methods)
     table = attribution_tab.compare_table(c)
     assert [m.replace(" ★ (tied)", "").replace(" ★", "") for m in table["method"]] == [
@@ -505,5 +505,5 @@ def test_the_pages_comparison_with_measures_ticked(sentiment, monkeypatch, reque
     assert shown["tokens"].count('class="bv-line"') == 5 and shown["tokens"].count("[CLS] takes from the token") == 4
     assert np.asarray(shown["agree"].data[0].z).shape == (6, 6)
     with pytest.raises(InputError, match="value_zeroing"):
-        attribution_tab.compare(rec, ["integrated_gradients", "zeroing"], common.PREDICTED, "pad", 20, True, 2,
+        attribution_tab.compare(rec, ["integrated_gradients", "zeroing"], control_values.PREDICTED, "pad", 20, True, 2,
                                 Settings())

@@ -13,7 +13,7 @@ pytest.importorskip("gradio")
 
 import bertviz_app as core  # noqa: E402
 from bertviz_app.results import Attribution, TokenInfo  # noqa: E402
-from bertviz_app.ui import attribution_tab, common, predict_tab  # noqa: E402
+from bertviz_app.ui import analysis, attribution_tab, predict_tab, streaming  # noqa: E402
 
 
 def sentence_starts(text: str) -> list[str]:
@@ -44,11 +44,11 @@ def attr_of(scores, change: float, method: str = "integrated_gradients", f_basel
 # --------------------------------------------------------------------------- item 6: capitals
 def test_truncation_notice_sentences_start_with_a_capital(tiny):
     long = "the film was good . " * 40  # > 64 tokens of the tiny model
-    rec = common.analyze_fast(tiny, long, None)
+    rec = analysis.analyze_fast(tiny, long, None)
     notice = predict_tab.truncation_notice(rec, tiny.max_length)
     assert "the text was truncated" in notice and "It is longer than this model reads (64 tokens)" in notice
     assert_sentences_capitalised(notice)
-    assert_sentences_capitalised(predict_tab.truncation_notice(common.analyze_fast(tiny, long, None, window=True),
+    assert_sentences_capitalised(predict_tab.truncation_notice(analysis.analyze_fast(tiny, long, None, window=True),
                                                                tiny.max_length))
 
 
@@ -121,7 +121,7 @@ class Clock:
 
 def test_analyze_progress_counts_time_left_in_the_texts_own_passes():
     clock = Clock()
-    p = common.AnalyzeProgress(n_layers=6, clock=clock)
+    p = streaming.AnalyzeProgress(n_layers=6, clock=clock)
     assert p.label() == "Analyzing\u2026 2%"  # nothing timed yet: no time left to say
     assert "Skip Integrated Gradients" in p.status() and p.status().startswith("**Loading the model\u2026**")
     p.step(0.05, "Predicting")
@@ -135,7 +135,7 @@ def test_analyze_progress_counts_time_left_in_the_texts_own_passes():
 
     clock.now += 0.4  # the same event carries on into Integrated Gradients, with the same tracker
     ig = p
-    ig.step(0.2, common.AnalyzeProgress.IG_PHASES[0])
+    ig.step(0.2, streaming.AnalyzeProgress.IG_PHASES[0])
     assert ig.n_layers == 6 and "the prediction and attention are ready" in ig.status()
     ig.step(0.25, "Integrated Gradients")
     clock.now += 5.2
@@ -152,13 +152,13 @@ def test_analyze_progress_counts_time_left_in_the_texts_own_passes():
 
 def test_analyze_progress_without_integrated_gradients_and_in_minutes():
     clock = Clock()
-    p = common.AnalyzeProgress(n_layers=12, skip_ig=True, clock=clock)
+    p = streaming.AnalyzeProgress(n_layers=12, skip_ig=True, clock=clock)
     p.step(0.1, "Reading attention")
     clock.now += 2.0
     p.step(0.15, "[CLS] lens")
     assert p.left() == pytest.approx(2.0) and "Skip Integrated Gradients" not in p.status()
-    assert common.AnalyzeProgress.duration(0.4) == "about a second"
-    assert common.AnalyzeProgress.duration(150) == "about 2 min"
+    assert streaming.AnalyzeProgress.duration(0.4) == "about a second"
+    assert streaming.AnalyzeProgress.duration(150) == "about 2 min"
     assert_sentences_capitalised(p.status())
 
 
@@ -168,7 +168,7 @@ def test_stream_work_yields_updates_while_the_work_runs_and_returns_or_raises():
     release = threading.Event()
 
     def handler(work):
-        out = yield from common.stream_work(work, lambda: "tick")
+        out = yield from streaming.stream_work(work, lambda: "tick")
         yield ("done", out)
 
     def slow():

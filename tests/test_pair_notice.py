@@ -132,15 +132,15 @@ def test_the_json_route_carries_the_note(registry):
 
 
 def test_the_predict_tab_shows_the_note_before_the_texts_other_notices(open_model):
-    from bertviz_app.ui import common, predict_tab
+    from bertviz_app.ui import analysis, predict_tab
 
     ui = SimpleNamespace(**{k: k for k in ("model_info", "warnings", "notice", "label", "bar", "calibration", "raw",
                                            "tokens")})
     single, pairs = open_model("runs/single"), open_model("runs/pairs")
-    out = predict_tab.render(ui, common.analyze_fast(single, TEXT, PAIR), single)
+    out = predict_tab.render(ui, analysis.analyze_fast(single, TEXT, PAIR), single)
     assert out["notice"].startswith("**Note:**") and NOTE in out["notice"] and "tokens." in out["notice"]
     for lm, pair in ((pairs, PAIR), (single, "")):  # trained on pairs; no pair given
-        out = predict_tab.render(ui, common.analyze_fast(lm, TEXT, pair), lm)
+        out = predict_tab.render(ui, analysis.analyze_fast(lm, TEXT, pair), lm)
         assert NOTE not in out["notice"] and "tokens." in out["notice"]
 
 

@@ -199,8 +199,9 @@ def test_allocator_tuning_follows_its_setting(monkeypatch):
 def test_ui_model_choices_list_each_model_once(models_dir, settings):
     """The registry lists the shipped encoder now; the fine-tune tab puts it first as its base, and
     the Model dropdown appends it: neither shows it twice."""
-    from bertviz_app.ui import build_panel, common
+    from bertviz_app.ui import build_panel, model_loading
 
     make_tiny_model(models_dir / "runs" / "r1")
-    assert common.model_choices("default", first=("encoder",), settings=settings) == ["encoder", "default", "runs/r1"]
+    choices = model_loading.model_choices("default", first=("encoder",), settings=settings)
+    assert choices == ["encoder", "default", "runs/r1"]
     assert build_panel.choices("default", settings) == ["default", "runs/r1", "encoder"]

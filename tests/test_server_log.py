@@ -16,7 +16,7 @@ httpx = pytest.importorskip("httpx")
 pytest.importorskip("gradio")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bertviz_app import service  # noqa: E402
-from bertviz_app.ui import common  # noqa: E402
+from bertviz_app.ui import guards  # noqa: E402
 
 from conftest import served_app  # noqa: E402
 
@@ -65,6 +65,6 @@ def test_a_real_fault_keeps_its_traceback_in_the_log(app, capfd, caplog, monkeyp
 
     monkeypatch.setattr(service, "predict", broken)
     out = call(app, "predict", ["the film was good", "", "", False, 128, "mean", True])
-    assert "event: error" in out and common.UNEXPECTED in out and MARK not in out
+    assert "event: error" in out and guards.UNEXPECTED in out and MARK not in out
     log = "".join(capfd.readouterr()) + caplog.text
     assert log.count("Traceback") == 1 and "RuntimeError: boom" in log

@@ -218,9 +218,9 @@ def _analyze(client, model, text, skip_ig=False, window=False) -> list:
     """What the page's Analyze runs: /analyze, one streaming event that shows the prediction,
     attention and [CLS] lens at once, then adds Integrated Gradients and the [CLS] path. Returns
     [its first output with the prediction in it, its last output]."""
-    from bertviz_app.ui import common
+    from bertviz_app.ui.control_values import PREDICTED
 
-    job = client.submit(model, text, "", common.PREDICTED, "pad", 20, True, 1, "mean of heads", False, False, True,
+    job = client.submit(model, text, "", PREDICTED, "pad", 20, True, 1, "mean of heads", False, False, True,
                         skip_ig, window, api_name="/analyze")
     last = job.result()
     outputs = job.outputs()
@@ -284,7 +284,7 @@ def test_folder_paths_refused_when_local_paths_are_off(tiny_model_dir, settings)
 
 
 def test_markdown_escaping_keeps_quotes_readable_and_html_inert():
-    from bertviz_app.ui.common import esc
+    from bertviz_app.ui.markup import esc
 
     assert esc("it's \"fine\"") == "it's \"fine\""  # no &#x27; that would show up literally
     assert esc("<img src=x onerror=alert(1)>") == "&lt;img src=x onerror=alert(1)&gt;"
@@ -412,11 +412,11 @@ STEPS_TEXT = "the film was not good"
 def _page_attribution(model: str):
     """The page's Analyze with its controls as they open (the step slider at 50, "Choose the steps
     automatically" ticked): the call every other default must match."""
-    from bertviz_app.ui import common
+    from bertviz_app.ui import analysis, control_values, model_loading
 
-    lm = common.load(model, model, Settings())
-    rec = common.analyze_fast(lm, STEPS_TEXT, None)
-    return common.analyze_ig(lm, rec, common.PREDICTED, "pad", 50, auto=True).attribution
+    lm = model_loading.load(model, model, Settings())
+    rec = analysis.analyze_fast(lm, STEPS_TEXT, None)
+    return analysis.analyze_ig(lm, rec, control_values.PREDICTED, "pad", 50, auto=True).attribution
 
 
 def _explains_like(got: dict, page) -> None:

@@ -25,27 +25,33 @@ from bertviz_app.config import Settings
 from bertviz_app.explain.mixing_measures import check_measure
 
 from . import (
+    analysis,
     api,
     attention_tab,
     attribution_tab,
     batch_tab,
     build_panel,
-    common,
     evaluate_tab,
     figures,
     finetune_tab,
     gradio_sessions,
+    guards,
     links,
+    markup,
+    model_loading,
     model_tab,
     predict_tab,
+    streaming,
     uploads,
     visitor,
 )
+from .control_values import PREDICTED
+from .markup import esc
 
 __all__ = ["build_app", "mount", "Page", "CSS"]
 
 log = logging.getLogger("bertviz_app.ui")
-CSS = common.CSS + finetune_tab.CSS + figures.CSS
+CSS = markup.CSS + finetune_tab.CSS + figures.CSS
 HEAVY = dict(concurrency_limit=1, concurrency_id="heavy")  # model work, one at a time (2-core friendly)
 
 
@@ -116,7 +122,7 @@ class Page:
                               p.warnings, a.measure, a.measure_note, self.chosen_measure}
 
     def load(self, name: str | None) -> core.LoadedModel:
-        return common.load(name, self.default, self.settings)
+        return model_loading.load(name, self.default, self.settings)
 
     # ------------------------------------------------------------- charts of the open tab
     def draw_open_tab(self, rec, tab, shown, layer, head, hide, merge, attr_merge, skip_ig) -> dict:
@@ -136,9 +142,9 @@ class Page:
 
     def starting(self) -> dict:
         """The button as soon as Analyze is clicked, before the queued event starts."""
-        return predict_tab.busy(self.p, "Analyzing\u2026", f"**Starting\u2026** {common.AnalyzeProgress.SKIP_HINT}")
+        return predict_tab.busy(self.p, "Analyzing\u2026", f"**Starting\u2026** {streaming.AnalyzeProgress.SKIP_HINT}")
 
-    def busy(self, track: common.AnalyzeProgress) -> dict:
+    def busy(self, track: streaming.AnalyzeProgress) -> dict:
         return predict_tab.busy(self.p, track.label(), track.status())
 
     # ------------------------------------------------------------- Analyze: everything once
@@ -155,22 +161,22 @@ class Page:
         drawing, so a chart tab opened while the analysis runs is drawn for this text. ``measure``: the
         Attention tab's measure (``{"measure": name}``, the page's ``chosen_measure``, or a name), computed
         in the quick part when it is not raw attention."""
-        track = common.AnalyzeProgress(skip_ig=bool(skip_ig), n_steps=int(n_steps or 50), auto=bool(auto))
+        track = streaming.AnalyzeProgress(skip_ig=bool(skip_ig), n_steps=int(n_steps or 50), auto=bool(auto))
         live = open_tab if isinstance(open_tab, dict) else {"tab": open_tab or "predict"}
         measure = (measure or {}).get("measure", "raw") if isinstance(measure, dict) else (measure or "raw")
 
         def work():
             lm = self.load(model_name)
             track.n_layers = lm.num_layers
-            return lm, common.analyze_fast(lm, text, pair, progress=track.step, window=bool(window), measure=measure)
+            return lm, analysis.analyze_fast(lm, text, pair, progress=track.step, window=bool(window), measure=measure)
 
         try:
-            lm, rec = yield from common.stream_work(work, lambda: self.busy(track))
+            lm, rec = yield from streaming.stream_work(work, lambda: self.busy(track))
         except Exception as exc:  # its message stays in the status line under the button (the toast vanishes)
-            yield {**self.analysis_failed(), self.p.status: common.refusal_md(exc, logged=False)}
+            yield {**self.analysis_failed(), self.p.status: guards.refusal_md(exc, logged=False)}
             raise
         p, a, t = self.p, self.a, self.t
-        target = target if target in lm.labels else common.PREDICTED
+        target = target if target in lm.labels else PREDICTED
         if baseline not in core.usable_baselines(lm):  # chosen for the last text's model (follow_choices)
             baseline = core.recommended_baseline(lm)
         out = {self.state: rec, self.drawn: {}}  # both chart tabs stale until drawn
@@ -189,12 +195,12 @@ class Page:
         yield {**out, **self.busy(track)}
         shown = drawn.get(self.drawn, {})
         try:
-            out = yield from common.stream_work(
+            out = yield from streaming.stream_work(
                 lambda: self.with_ig(rec, target, baseline, n_steps, auto, live["tab"], shown, layer, head, hide,
                                      merge, attr_merge, track.step, on_attribution=track.ig_done),
                 lambda: self.busy(track))
         except Exception as exc:
-            yield {**self.ig_failed(rec), self.p.status: common.refusal_md(exc, logged=False)}
+            yield {**self.ig_failed(rec), self.p.status: guards.refusal_md(exc, logged=False)}
             raise
         yield {**out, **predict_tab.idle(p)}
 
@@ -204,8 +210,8 @@ class Page:
         ``step(fraction, desc)`` reports progress."""
         if rec is None:
             raise core.InputError("Press Analyze first: there is no text to explain yet.")
-        step(0.2, common.AnalyzeProgress.IG_PHASES[0])
-        new = common.analyze_ig(self.load(rec.model), rec, target, baseline, n_steps, progress=step, auto=bool(auto),
+        step(0.2, streaming.AnalyzeProgress.IG_PHASES[0])
+        new = analysis.analyze_ig(self.load(rec.model), rec, target, baseline, n_steps, progress=step, auto=bool(auto),
                                 on_attribution=on_attribution)
         # same analysis, same attention maps: an attention tab drawn for ``rec`` stays drawn
         kept = {"attention": id(new)} if (shown or {}).get("attention") == id(rec) else {}
@@ -257,7 +263,7 @@ class Page:
             return (self.draw_open_tab(rec, tab, shown, layer, head, hide, merge, attr_merge, skip_ig)
                     or {self.drawn: gr.skip()})
 
-        return common.guard(open_tab_charts)
+        return guards.guard(open_tab_charts)
 
     def rerender_attention(self, rec, layer, head, hide, merge):
         return attention_tab.render(self.a, rec, layer, head, hide, merge)
@@ -268,27 +274,28 @@ class Page:
         measure the model's family cannot have: that line says why, and the choice goes back to raw
         attention. Before any Analyze: the line alone. A model that cannot be opened: the tab's status line says
         why and the choice (and so the page's link) goes back to the measure shown (``chosen``, the page's
-        ``chosen_measure``); any other refusal is said there too (``wire``: ``common.to_status``)."""
+        ``chosen_measure``); any other refusal is said there too (``wire``: ``guards.to_status``)."""
         a = self.a
         try:
             lm = self.load(rec.model if rec is not None else model_name)
         except Exception as exc:  # noqa: BLE001 - this is the translation edge (refusal_md logs the unexpected)
             back = chosen.get("measure", "raw") if isinstance(chosen, dict) else (
                 attention_tab.record_measure(rec) if rec is not None else "raw")
-            return {a.status: common.refusal_md(exc), a.measure: gr.update(value=back)}
+            return {a.status: guards.refusal_md(exc), a.measure: gr.update(value=back)}
         try:
             measure = check_measure(lm, measure)
         except core.InputError as exc:
             out = {a.measure: gr.update(value="raw"), a.measure_note: attention_tab.measure_note("raw", str(exc)),
                    self.chosen_measure: {"measure": "raw"}, a.status: ""}
             if rec is not None and rec.mixing is not None:
-                out.update(self.measure_drawn(common.with_measure(lm, rec, "raw"), rec, shown, layer, head, hide,
+                out.update(self.measure_drawn(analysis.with_measure(lm, rec, "raw"), rec, shown, layer, head, hide,
                                               merge))
             return out
         out = {a.measure_note: attention_tab.measure_note(measure), self.chosen_measure: {"measure": measure},
                a.status: ""}
         if rec is not None:
-            out.update(self.measure_drawn(common.with_measure(lm, rec, measure), rec, shown, layer, head, hide, merge))
+            out.update(self.measure_drawn(analysis.with_measure(lm, rec, measure), rec, shown, layer, head, hide,
+                                          merge))
         return out
 
     def measure_drawn(self, new, rec, shown, layer, head, hide, merge) -> dict:
@@ -310,7 +317,7 @@ class Page:
     def explain_again(self, rec, target, baseline, n_steps, auto, shown, layer, head, hide, merge, attr_merge,
                       progress=gr.Progress()):
         """Explain (Attributions tab): Integrated Gradients again, that tab drawn at once; its status line emptied
-        (a refusal is said there: ``wire``, ``common.to_status``)."""
+        (a refusal is said there: ``wire``, ``guards.to_status``)."""
         return {**self.with_ig(rec, target, baseline, n_steps, auto, "attributions", shown, layer, head, hide, merge,
                                attr_merge, lambda f, d: progress(f, desc=d)), self.t.status: ""}
 
@@ -325,8 +332,8 @@ class Page:
         out[self.m.loaded] = (model_name or "").strip() or self.default
         if core.baseline_jumps(lm, baseline or "pad"):  # e.g. DeBERTa-v3 from [PAD]: start from [MASK]
             out[t.baseline] = gr.update(value=core.recommended_baseline(lm))
-        out[p.model_info] = common.model_line(lm)
-        out[p.warnings] = common.warnings_md(lm)
+        out[p.model_info] = model_loading.model_line(lm)
+        out[p.warnings] = model_loading.warnings_md(lm)
         out.update(attention_tab.measure_control(self.a, lm))
         if self.a.measure_note in out:  # the choice went back to raw attention
             out[self.chosen_measure] = {"measure": "raw"}
@@ -342,7 +349,7 @@ class Page:
         if not name:
             return {t.target: gr.skip(), t.baseline: gr.skip(), t.cmp.methods: gr.skip()}
         try:
-            lm = common.load(name, name, self.settings) if rec is not None else self.load(name)
+            lm = model_loading.load(name, name, self.settings) if rec is not None else self.load(name)
         except core.BertvizError:
             return {t.target: gr.skip(), t.baseline: gr.skip(), t.cmp.methods: gr.skip()}
         return attribution_tab.choices_for(t, lm, target, baseline, methods)
@@ -361,9 +368,9 @@ class Page:
         m = self.m
         opened = build_panel.start_model(model_name, self.default, self.settings)
         try:
-            out = common.guard(self.load_model)(opened, target, baseline)
+            out = guards.guard(self.load_model)(opened, target, baseline)
         except gr.Error as exc:
-            msg = f"**Warning:** {common.esc(exc.message)}"
+            msg = f"**Warning:** {esc(exc.message)}"
             out = {m.info: msg, self.p.model_info: msg}
         if opened != model_name:
             out[m.model] = gr.update(value=opened)
@@ -382,7 +389,7 @@ class Page:
                       api_visibility="private", show_progress="hidden")
         self.analyze_inputs = [m.model, p.text, p.pair, t.target, t.baseline, t.n_steps, t.auto, a.layer, a.head,
                                a.hide, a.merge, t.merge, p.skip_ig, p.window, self.open_tab, self.chosen_measure]
-        analyze = taken.then(common.guard_stream(self.analyze), inputs=self.analyze_inputs, outputs=analyze_all,
+        analyze = taken.then(guards.guard_stream(self.analyze), inputs=self.analyze_inputs, outputs=analyze_all,
                              api_name="analyze", api_visibility="undocumented",
                              show_progress="hidden", **HEAVY)
         # The handler has restored the page before raising; gradio then marks the event's outputs
@@ -391,7 +398,7 @@ class Page:
                         show_progress="hidden")
 
         # raw or temperature-scaled probabilities: redrawn from the record, no model work (unqueued, not in the API)
-        p.raw.input(common.guard(self.show_raw), inputs=[self.state, p.raw], outputs=[p.label, p.bar], queue=False,
+        p.raw.input(guards.guard(self.show_raw), inputs=[self.state, p.raw], outputs=[p.label, p.bar], queue=False,
                     api_visibility="private", show_progress="hidden", trigger_mode="always_last")
 
         # a chart tab is drawn when opened
@@ -403,10 +410,10 @@ class Page:
                         **private)
 
         # re-render from state
-        gr.on([a.layer.input, a.head.input], common.guard(attention_tab.render_focus),
+        gr.on([a.layer.input, a.head.input], guards.guard(attention_tab.render_focus),
               inputs=[self.state, a.layer, a.head, a.hide, a.merge], outputs=[a.heatmap, a.cls_rows, a.rollout],
               trigger_mode="always_last", **private)
-        gr.on([a.hide.input, a.merge.input], common.guard(self.rerender_attention),
+        gr.on([a.hide.input, a.merge.input], guards.guard(self.rerender_attention),
               inputs=[self.state, a.layer, a.head, a.hide, a.merge], outputs=self.attention_charts,
               trigger_mode="always_last", **private)
         # another measure: computed for the analysed text (model work: in the heavy queue), the tab redrawn.
@@ -414,7 +421,7 @@ class Page:
         # before the first swapped the head choices ("mean of heads" among "whole layer", "head 1"...), which
         # gradio's check refused with a traceback in the log; controls() falls back to the first choice itself
         # A refusal (the model cannot be opened...) stays in the tab's status line: no toast, no "Error" badges
-        a.measure.input(common.to_status(self.change_measure, a.status),
+        a.measure.input(guards.to_status(self.change_measure, a.status),
                         inputs=[m.model, self.state, a.measure, self.drawn, a.layer, a.head, a.hide, a.merge,
                                 self.chosen_measure],
                         outputs=self.attention_charts | self.document_outputs
@@ -424,24 +431,24 @@ class Page:
                         preprocess=False, **HEAVY)
         # the whole-document part: read on its own button, one window on the picker; redrawn with the controls
         attention_tab.wire_document(a, self.state, HEAVY, self.settings)
-        t.merge.input(common.guard(self.rerender_attribution), inputs=[self.state, t.merge],
+        t.merge.input(guards.guard(self.rerender_attribution), inputs=[self.state, t.merge],
                       outputs=self.attribution_charts, trigger_mode="always_last", **private)
 
         # explain again (attribution only); a refusal (no analysis yet...) stays in the tab's status line
-        t.explain.click(common.to_status(self.explain_again, t.status),
+        t.explain.click(guards.to_status(self.explain_again, t.status),
                         inputs=[self.state, t.target, t.baseline, t.n_steps, t.auto, *self.chart_inputs[1:-1]],
                         outputs=self.ig_outputs | {t.status}, api_visibility="private", **HEAVY)
         # the download buttons follow the analysis; methods compared
         attribution_tab.wire(t, self.state, HEAVY, self.settings)
 
         # the Attributions tab's choices follow the model they act on: after each analysis and each model shown
-        gr.on([self.state.change, m.loaded.change], common.guard(self.follow_choices),
+        gr.on([self.state.change, m.loaded.change], guards.guard(self.follow_choices),
               inputs=[self.state, m.loaded, t.target, t.baseline, t.cmp.methods],
               outputs=[t.target, t.baseline, t.cmp.methods], trigger_mode="always_last", queue=False,
               api_visibility="private", show_progress="hidden")  # the model is open already: no queue
 
         # model chooser, first page load, the default model's build
-        load_model = common.guard(self.load_model)
+        load_model = guards.guard(self.load_model)
         m.load.click(self.choose_model, inputs=[m.model, t.target, t.baseline, m.loaded],
                      outputs=self.model_outputs | {m.model}, api_visibility="private", **HEAVY)
         started = demo.load(self.on_start, inputs=[m.model, t.target, t.baseline],

@@ -20,7 +20,7 @@ import bertviz_app as core
 from bertviz_app import service
 from bertviz_app.config import Settings
 
-from . import common, uploads, visitor
+from . import guards, model_loading, uploads, visitor
 from .evaluate_events import parse_words
 from .finetune_view import load_base
 
@@ -38,7 +38,7 @@ def functions(default: str, settings: Settings) -> dict[str, Callable]:
     call without ``model`` uses."""
 
     def load(model: str):
-        return common.load(model, default, settings)
+        return model_loading.load(model, default, settings)
 
     def predict(text: str, pair: str = "", model: str = default, window: bool = False, stride: int = 128,
                 pool: str = "mean", calibrated: bool = True) -> dict:
@@ -122,14 +122,14 @@ def register(default: str, settings: Settings, heavy: dict) -> None:
     """The functions as gradio endpoints (inside a Blocks context). ``heavy``: the app's
     one-at-a-time concurrency group, shared with Analyze (attention maps are large and unbatched)."""
     fns = functions(default, settings)
-    gr.api(common.guard(fns["predict"]), api_name="predict", concurrency_limit=PREDICT_CONCURRENCY,
+    gr.api(guards.guard(fns["predict"]), api_name="predict", concurrency_limit=PREDICT_CONCURRENCY,
            concurrency_id="predict")
-    gr.api(common.guard(fns["attention"]), api_name="attention", **heavy)
-    gr.api(common.guard(fns["explain"]), api_name="explain", concurrency_limit=EXPLAIN_CONCURRENCY,
+    gr.api(guards.guard(fns["attention"]), api_name="attention", **heavy)
+    gr.api(guards.guard(fns["explain"]), api_name="explain", concurrency_limit=EXPLAIN_CONCURRENCY,
            concurrency_id="explain")
-    gr.api(common.guard(fns["compare"]), api_name="compare", **heavy)
-    gr.api(common.guard(fns["summary"]), api_name="summary", concurrency_limit=2)
-    gr.api(common.guard(fns["evaluate"]), api_name="evaluate", concurrency_limit=1, concurrency_id="evaluate")
+    gr.api(guards.guard(fns["compare"]), api_name="compare", **heavy)
+    gr.api(guards.guard(fns["summary"]), api_name="summary", concurrency_limit=2)
+    gr.api(guards.guard(fns["evaluate"]), api_name="evaluate", concurrency_limit=1, concurrency_id="evaluate")
 
 
 

@@ -22,7 +22,9 @@ import bertviz_app as core
 from bertviz_app.explain.long_documents import attention_windows, window_maps
 from bertviz_app.explain.mixing_measures import MEASURE_NOTES, MEASURES, supported_measures
 
-from . import common, figures, plots
+from . import analysis, figures, guards, model_loading, plots, token_views
+from .control_values import stride_slider, window_stride
+from .markup import esc
 
 MEAN = "mean of heads"
 LAYER = "whole layer"  # a context-mixing measure's per-layer matrix (heads combined, or none to pick from)
@@ -40,9 +42,9 @@ def measure_note(measure: str | None, refused: str | None = None) -> str:
     """The line under the measure choice: what it is and why it differs from raw attention; or why
     the model cannot have it (``refused``)."""
     if refused:
-        return f"**Not available:** {common.esc(refused)}"
+        return f"**Not available:** {esc(refused)}"
     note = MEASURE_NOTES.get(measure or "raw", "")
-    return common.esc(note)
+    return esc(note)
 
 
 def build() -> SimpleNamespace:
@@ -99,7 +101,7 @@ def head_control(mixing) -> tuple[list[str], str]:
     return [LAYER], f"{label} is measured per layer, not per head: the layer's matrix is shown"
 
 
-def controls(ui: SimpleNamespace, rec: common.Record, layer: int, head: str) -> dict:
+def controls(ui: SimpleNamespace, rec: analysis.Record, layer: int, head: str) -> dict:
     n_layers, n_heads = rec.maps.num_layers, rec.maps.num_heads
     choices, info = head_control(rec.mixing)
     if not choices:
@@ -110,7 +112,7 @@ def controls(ui: SimpleNamespace, rec: common.Record, layer: int, head: str) -> 
     }
 
 
-def render_focus(rec: common.Record, layer: int, head: str, hide: bool, merge: bool):
+def render_focus(rec: analysis.Record, layer: int, head: str, hide: bool, merge: bool):
     """-> (token heatmap, [CLS] rows, rollout) for the chosen layer/head."""
     if rec is None:
         empty = plots.empty_figure()
@@ -122,22 +124,22 @@ def render_focus(rec: common.Record, layer: int, head: str, hide: bool, merge: b
     hi = head_index(head)
     if hi is not None and hi >= rec.maps.num_heads:
         hi = None
-    view = common.token_view(rec.maps.info, merge)
+    view = token_views.token_view(rec.maps.info, merge)
     keep = view.keep(hide)
     labels = [view.labels[i] for i in keep]
     w = rec.maps.weights  # (L, H, T, T) float16
     mat = w[li].astype(np.float32).mean(axis=0) if hi is None else w[li, hi].astype(np.float32)  # (T, T)
     which = "mean of heads" if hi is None else f"head {hi + 1}"
-    fig = plots.attention_heatmap(common.view_matrix(mat, view, keep), labels, title=f"Layer {li + 1}, {which}")
+    fig = plots.attention_heatmap(token_views.view_matrix(mat, view, keep), labels, title=f"Layer {li + 1}, {which}")
     rows = core.cls_rows(w.astype(np.float32), head=hi)  # (L, T)
-    rows = common.view_scores(rows, view, keep)  # (L, N)
+    rows = token_views.view_scores(rows, view, keep)  # (L, N)
     cls_fig = plots.cls_rows_heatmap(rows, labels, title=f"Where [CLS] looks, by layer ({which})")
     roll = core.rollout(w.astype(np.float32))[li]  # (T, T)
-    roll_fig = plots.rollout_heatmap(common.view_matrix(roll, view, keep), labels, layer=li + 1)
+    roll_fig = plots.rollout_heatmap(token_views.view_matrix(roll, view, keep), labels, layer=li + 1)
     return fig, cls_fig, roll_fig
 
 
-def render_mixing_focus(rec: common.Record, layer: int, head: str, hide: bool, merge: bool):
+def render_mixing_focus(rec: analysis.Record, layer: int, head: str, hide: bool, merge: bool):
     """``render_focus`` for a context-mixing measure (``rec.mixing``): its per-head or per-layer
     matrix, its [CLS] row by layer, and its aggregation across layers in place of the rollout."""
     mm = rec.mixing
@@ -147,32 +149,32 @@ def render_mixing_focus(rec: common.Record, layer: int, head: str, hide: bool, m
     hi = head_index(head)
     if hi is not None and (mm.num_heads == 1 or hi >= mm.num_heads):
         hi = None
-    view = common.token_view(mm.info, merge)
+    view = token_views.token_view(mm.info, merge)
     keep = view.keep(hide)
     labels = [view.labels[i] for i in keep]
     which = "whole layer" if hi is None else f"head {hi + 1}"
     mat = (mm.combined[li] if hi is None else mm.weights[li, hi]).astype(np.float32)  # (T, T)
-    fig = plots.attention_heatmap(common.view_matrix(mat, view, keep), labels,
+    fig = plots.attention_heatmap(token_views.view_matrix(mat, view, keep), labels,
                                   title=f"{label}, layer {li + 1}, {which}")
     rows = (mm.combined[:, 0, :] if hi is None else mm.weights[:, hi, 0, :]).astype(np.float32)  # (L, T)
-    rows = common.view_scores(rows, view, keep)  # (L, N)
+    rows = token_views.view_scores(rows, view, keep)  # (L, N)
     cls_fig = plots.cls_rows_heatmap(rows, labels, title=f"What [CLS] takes from each token, by layer ({name}, "
                                                           f"{which})")
     agg = mm.aggregated[li].astype(np.float32)  # (T, T)
-    roll_fig = plots.attention_heatmap(common.view_matrix(agg, view, keep), labels,
+    roll_fig = plots.attention_heatmap(token_views.view_matrix(agg, view, keep), labels,
                                        title=f"{label} aggregated over layers 1 to {li + 1} (flow from input tokens)")
     return fig, cls_fig, roll_fig
 
 
-def render_overview(rec: common.Record, hide: bool, merge: bool):
+def render_overview(rec: analysis.Record, hide: bool, merge: bool):
     """-> (overview figure, notice markdown)."""
     if rec is None:
         return plots.empty_figure(), ""
     mm = rec.mixing
     info, weights = (rec.maps.info, rec.maps.weights) if mm is None else (mm.info, mm.weights)
-    view = common.token_view(info, merge)
+    view = token_views.token_view(info, merge)
     keep = view.keep(hide)
-    w = common.view_matrix(weights.astype(np.float32), view, keep)  # (L, H, N, N)
+    w = token_views.view_matrix(weights.astype(np.float32), view, keep)  # (L, H, N, N)
     labels = [view.labels[i] for i in keep]
     if mm is None or mm.num_heads > 1:
         fig, notice = plots.attention_overview(w, labels)
@@ -188,7 +190,7 @@ def render_overview(rec: common.Record, hide: bool, merge: bool):
     return fig, (f"**Note:** {notice}" if notice else "")
 
 
-def render(ui: SimpleNamespace, rec: common.Record, layer: int, head: str, hide: bool, merge: bool) -> dict:
+def render(ui: SimpleNamespace, rec: analysis.Record, layer: int, head: str, hide: bool, merge: bool) -> dict:
     fig, cls_fig, roll_fig = render_focus(rec, layer, head, hide, merge)
     over, notice = render_overview(rec, hide, merge)
     return {ui.heatmap: fig, ui.cls_rows: cls_fig, ui.rollout: roll_fig, ui.overview: over, ui.overview_notice: notice}
@@ -224,7 +226,7 @@ def build_document() -> SimpleNamespace:
             "window's edge. An entry is a token's share of its window's [CLS], so a row sums to about the number "
             "of windows, not to 1.", elem_classes=["bv-note"])
         with gr.Row():
-            stride = common.stride_slider("bv-attn-doc-stride", scale=2)
+            stride = stride_slider("bv-attn-doc-stride", scale=2)
             window = gr.Dropdown(choices=[("window 0", 0)], value=0, label="Window", elem_id="bv-attn-doc-window",
                                  info="which of the document's windows the map shows", scale=2)
             run = gr.Button(DOCUMENT_LABEL, elem_id="bv-attn-doc-run", scale=1)
@@ -237,7 +239,7 @@ def build_document() -> SimpleNamespace:
                            heatmap=heatmap, cls=cls, agg=agg, state=gr.State(None, time_to_live=3600))
 
 
-def is_long(rec: common.Record | None) -> bool:
+def is_long(rec: analysis.Record | None) -> bool:
     """Whether the analysed text is longer than the model reads (cut, or classified in several windows)."""
     if rec is None:
         return False
@@ -245,7 +247,7 @@ def is_long(rec: common.Record | None) -> bool:
     return bool(p.truncated or (p.windows or 1) > 1)
 
 
-def document_reset(ui: SimpleNamespace, rec: common.Record | None) -> dict:
+def document_reset(ui: SimpleNamespace, rec: analysis.Record | None) -> dict:
     """The whole-document part for a newly analysed text: shown (closed) when the text is longer than the
     model reads, else hidden; nothing read yet (reading it is the part's own button, never Analyze)."""
     doc = ui.doc
@@ -256,7 +258,7 @@ def document_reset(ui: SimpleNamespace, rec: common.Record | None) -> dict:
             doc.agg: empty}
 
 
-def record_measure(rec: common.Record) -> str:
+def record_measure(rec: analysis.Record) -> str:
     """The measure the tab draws for ``rec`` (its ``mixing``'s, else raw attention)."""
     return rec.mixing.measure if rec.mixing is not None else "raw"
 
@@ -279,27 +281,27 @@ def _small(mm):
                                aggregated=mm.aggregated.astype(np.float16))
 
 
-def read_document(rec: common.Record | None, window, stride, settings: core.Settings) -> DocumentView:
+def read_document(rec: analysis.Record | None, window, stride, settings: core.Settings) -> DocumentView:
     """The analysed text read whole in windows (``attention_windows``) with the tab's measure: window
     ``window``'s maps and the [CLS] rows merged over the document."""
     if rec is None:
         raise core.InputError("Press Analyze first: there is no text to read yet.")
     index = window_arg(window)
-    lm = common.load(rec.model, rec.model, settings)
-    stride = common.window_stride(lm, stride)
+    lm = model_loading.load(rec.model, rec.model, settings)
+    stride = window_stride(lm, stride)
     p = rec.prediction
     d = attention_windows(lm, p.text, pair=p.pair, window=index, stride=stride, measure=record_measure(rec))
     return DocumentView(dataclasses.replace(d, maps=_small(d.maps)), stride, p.text, p.pair, lm.max_length)
 
 
-def pick_window(rec: common.Record | None, view: DocumentView | None, window, stride,
+def pick_window(rec: analysis.Record | None, view: DocumentView | None, window, stride,
                 settings: core.Settings) -> DocumentView:
     """Another window picked: that window alone read (``window_maps``) when the document was read for this
     text, measure and stride; else the whole document read again (``read_document``)."""
     if rec is None:
         raise core.InputError("Press Analyze first: there is no text to read yet.")
-    lm = common.load(rec.model, rec.model, settings)
-    stride = common.window_stride(lm, stride)
+    lm = model_loading.load(rec.model, rec.model, settings)
+    stride = window_stride(lm, stride)
     p, measure = rec.prediction, record_measure(rec)
     if view is None or (view.text, view.pair, view.stride, view.doc.measure) != (p.text, p.pair, stride, measure):
         return read_document(rec, window, stride, settings)
@@ -328,11 +330,11 @@ def document_reading(view: DocumentView) -> str:
                 view.stride == view.max_length // 2 else "")
         head = (f"**{n} windows** of up to {view.max_length or len(d.maps.info)} tokens over the document's "
                 f"{len(d.info)} tokens ({view.stride} shared by neighbours{most}), "
-                "read with " + common.esc(name) + ": " + "; ".join(window_label(d, k) for k in range(n)) + ".")
+                "read with " + esc(name) + ": " + "; ".join(window_label(d, k) for k in range(n)) + ".")
     a, b = d.char_spans[d.window]
     text = d.info.text[a:b]
     text = text if len(text) <= 80 else text[:38] + " … " + text[-38:]
-    return head + f"  \n**Shown: window {d.window}** (characters {a}–{b}: “{common.esc(text)}”)."
+    return head + f"  \n**Shown: window {d.window}** (characters {a}–{b}: “{esc(text)}”)."
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -343,7 +345,7 @@ class DocumentColumns:
     first and last document token; ``names``: its hover (its words and tokens); ``how``: the axis's line
     saying how the columns were made ("" when one column is one unit)."""
 
-    view: common.TokenView
+    view: token_views.TokenView
     spans: list[tuple[int, int]]
     labels: list[str]
     names: list[str] | None
@@ -354,14 +356,14 @@ class DocumentColumns:
     def values(self, scores: np.ndarray) -> np.ndarray:
         """(L, T) over the document's tokens -> (L, B): each column's tokens summed (a [CLS] row's entries are
         shares of its window's [CLS]: a column's value is the share its tokens get together)."""
-        return plots.bin_columns(common.view_scores(scores, self.view), self.spans)  # (L, B)
+        return plots.bin_columns(token_views.view_scores(scores, self.view), self.spans)  # (L, B)
 
 
 def document_columns(info: core.TokenInfo, merge: bool, hide: bool,
                      max_columns: int = plots.MAX_COLUMNS) -> DocumentColumns:
     """The columns of a whole document's [CLS] charts (``DocumentColumns``); [CLS]/[SEP] dropped with ``hide``."""
     n_tokens = len(info.tokens)
-    view = common.token_view(info, merge or n_tokens > max_columns)
+    view = token_views.token_view(info, merge or n_tokens > max_columns)
     spans = plots.column_bins(view.special, max_columns)
     if hide and (~view.special).any():
         spans = [(a, b) for a, b in spans if not (b - a == 1 and view.special[a])]
@@ -400,12 +402,12 @@ def document_charts(view: DocumentView | None, layer: int, head: str, hide: bool
     if hi is not None and (hi >= mm.num_heads or mm.num_heads == 1):
         hi = None
     which = ("mean of heads" if raw else "whole layer") if hi is None else f"head {hi + 1}"
-    view_w = common.token_view(mm.info, merge)
+    view_w = token_views.token_view(mm.info, merge)
     keep = view_w.keep(hide)
     mat = (mm.combined[li] if hi is None else mm.weights[li, hi]).astype(np.float32)  # (T_w, T_w)
     a, b = d.spans[d.window]
     what = f"layer {li + 1}, {which}" if raw else f"{name[:1].upper() + name[1:]}, layer {li + 1}, {which}"
-    fig = plots.attention_heatmap(common.view_matrix(mat, view_w, keep), [view_w.labels[i] for i in keep],
+    fig = plots.attention_heatmap(token_views.view_matrix(mat, view_w, keep), [view_w.labels[i] for i in keep],
                                   title=f"Window {d.window} (document tokens {a}–{b - 1}): {what}",
                                   download=f"window{d.window}_{d.measure}_layer{li + 1}_{which.replace(' ', '_')}")
     cols = document_columns(d.info, merge, hide)
@@ -456,13 +458,13 @@ def wire_document(ui: SimpleNamespace, state: gr.State, heavy: dict, settings: c
     def picked(rec, view, window, stride, layer, head, hide, merge):
         return render_document(ui, pick_window(rec, view, window, stride, settings), layer, head, hide, merge)
 
-    run_document, picked = common.to_status(run_document, doc.status), common.to_status(picked, doc.status)
+    run_document, picked = guards.to_status(run_document, doc.status), guards.to_status(picked, doc.status)
 
     doc.run.click(run_document, inputs=[state, doc.window, doc.stride, *view_inputs], outputs=outputs,
                   api_visibility="private", show_progress="minimal", **heavy)
     doc.window.input(picked, inputs=[state, doc.state, doc.window, doc.stride, *view_inputs], outputs=outputs,
                      api_visibility="private", show_progress="minimal", trigger_mode="always_last", **heavy)
     gr.on([ui.layer.input, ui.head.input, ui.hide.input, ui.merge.input],
-          common.guard(lambda view, layer, head, hide, merge: rerender_document(ui, view, layer, head, hide, merge)),
+          guards.guard(lambda view, layer, head, hide, merge: rerender_document(ui, view, layer, head, hide, merge)),
           inputs=[doc.state, *view_inputs], outputs=[doc.heatmap, doc.cls, doc.agg], api_visibility="private",
           show_progress="hidden", trigger_mode="always_last")

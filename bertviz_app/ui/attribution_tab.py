@@ -15,20 +15,31 @@ import pandas as pd
 
 import bertviz_app as core
 
-from . import common, figures, plots, visitor
+from . import analysis, figures, guards, model_loading, plots, streaming, token_views, visitor
+from .control_values import (
+    BASELINE_CHOICES,
+    DELTA_WARN,
+    METHOD_LABELS,
+    PREDICTED,
+    stride_slider,
+    target_arg,
+    tolerance_arg,
+    window_stride,
+)
+from .markup import esc
 
 BASELINE_INFO = "what the text is compared against"
 
 
 def build() -> SimpleNamespace:
     with gr.Row():
-        target = gr.Dropdown(choices=[common.PREDICTED], value=common.PREDICTED, label="Target class",
+        target = gr.Dropdown(choices=[PREDICTED], value=PREDICTED, label="Target class",
                              elem_id="bv-target")
-        baseline = gr.Dropdown(choices=common.BASELINE_CHOICES, value="pad", label="Baseline", info=BASELINE_INFO,
+        baseline = gr.Dropdown(choices=BASELINE_CHOICES, value="pad", label="Baseline", info=BASELINE_INFO,
                                elem_id="bv-baseline")
         n_steps = gr.Slider(2, 300, value=50, step=1, label="Integrated Gradients steps (n_steps)")
         auto = gr.Checkbox(value=True, label="Choose the steps automatically", elem_id="bv-auto-steps",
-                           info=f"as few as it takes for a relative delta <= {common.DELTA_WARN:.0%}; "
+                           info=f"as few as it takes for a relative delta <= {DELTA_WARN:.0%}; "
                                 "off: exactly n_steps")
         merge = gr.Checkbox(value=True, label="Merge word pieces into words", info="a word's pieces are summed")
     explain = gr.Button("Explain again with these settings", elem_id="bv-explain")
@@ -50,7 +61,7 @@ def build() -> SimpleNamespace:
     gr.Markdown(
         "**[CLS] path:** the same attribution taken at the output of the embeddings and of every layer: "
         "evidence starts on the word positions and ends up in [CLS], the only position the classifier reads. "
-        f"({common.PATH_STEPS} steps per layer; the zero baseline is taken as [PAD] here.)  \n"
+        f"({analysis.PATH_STEPS} steps per layer; the zero baseline is taken as [PAD] here.)  \n"
         "**[CLS] lens:** the class probabilities you would get by sending each layer's [CLS] state "
         "through the trained pooler and classifier; the last point is the model's prediction."
     )
@@ -77,7 +88,7 @@ def build_document() -> SimpleNamespace:
             "token read by two windows gets the mean of their scores weighted by its distance from each window's "
             "edge. Each window's own prediction is listed.", elem_classes=["bv-note"])
         with gr.Row():
-            stride = common.stride_slider("bv-doc-stride", scale=3)
+            stride = stride_slider("bv-doc-stride", scale=3)
             run = gr.Button(DOCUMENT_LABEL, elem_id="bv-doc-run", scale=1)
         status = gr.Markdown(elem_id="bv-doc-status")  # why explaining the document was refused, under its button
         reading = gr.Markdown(elem_id="bv-doc-reading")
@@ -95,19 +106,19 @@ DOCUMENT_COLUMNS = ["window", "document tokens", "prediction", "probabilities", 
                     "relative delta"]
 
 
-def explain_document(rec: common.Record | None, target: str, baseline: str, n_steps: int, auto: bool, stride,
+def explain_document(rec: analysis.Record | None, target: str, baseline: str, n_steps: int, auto: bool, stride,
                      settings: core.Settings):
     """``core.explain_windows`` on the analysed text with the tab's settings."""
     if rec is None:
         raise core.InputError("Press Analyze first: there is no text to explain yet.")
-    lm = common.load(rec.model, rec.model, settings)
+    lm = model_loading.load(rec.model, rec.model, settings)
     info = rec.prediction
-    return core.explain_windows(lm, info.text, target=common.target_arg(target), baseline=baseline, pair=info.pair,
-                                stride=common.window_stride(lm, stride), n_steps=int(n_steps),
-                                tolerance=common.tolerance_arg(bool(auto)))
+    return core.explain_windows(lm, info.text, target=target_arg(target), baseline=baseline, pair=info.pair,
+                                stride=window_stride(lm, stride), n_steps=int(n_steps),
+                                tolerance=tolerance_arg(bool(auto)))
 
 
-def render_document(ui: SimpleNamespace, d, rec: common.Record, merge: bool) -> dict:
+def render_document(ui: SimpleNamespace, d, rec: analysis.Record, merge: bool) -> dict:
     """One coloured view of the whole text, the windows' predictions, the two download buttons."""
     doc = ui.doc
     a, p = d.attribution, d.prediction
@@ -115,11 +126,11 @@ def render_document(ui: SimpleNamespace, d, rec: common.Record, merge: bool) -> 
              ", ".join(f"{k} {v:.3f}" for k, v in zip(w.labels, w.probs)),
              round(w.attribution.f_x - w.attribution.f_baseline, 4), f"{w.attribution.relative_delta:.1%}"]
             for w in d.windows]
-    probs = ", ".join(f"{common.esc(k)} {v:.3f}" for k, v in p.scores.items())
+    probs = ", ".join(f"{esc(k)} {v:.3f}" for k, v in p.scores.items())
     if rec.calibration is not None:  # the windows' probabilities are the model's own softmax, not the Predict tab's
         probs = "raw probabilities: " + probs
     reading = (f"**{len(d.windows)} window{'s' if len(d.windows) > 1 else ''}**, {len(a.tokens)} tokens; the document "
-               f"reads as **{common.esc(p.label)}** ({probs}); explaining **{common.esc(a.target)}**. "
+               f"reads as **{esc(p.label)}** ({probs}); explaining **{esc(a.target)}**. "
                "Each window's scores add up to its own change (up to its "
                f"delta; worst window {a.relative_delta:.1%}); the merged scores sum to {d.scores_sum:+.4f}, which is "
                "not the change of any one input.")
@@ -137,7 +148,6 @@ def render_document(ui: SimpleNamespace, d, rec: common.Record, merge: bool) -> 
 
 
 # --------------------------------------------------------------------------- methods side by side
-METHOD_LABELS = common.METHOD_LABELS
 label = core.method_label
 
 
@@ -217,9 +227,9 @@ def compare_md(c: core.MethodComparison, raw: bool = False) -> str:
     a = c.attributions[0]
     text = a.info.text if len(a.info.text) <= 120 else a.info.text[:119] + "…"
     p = "the model's raw p" if raw else "p"
-    return (f"**Explaining “{common.esc(a.target)}”** ({p} = {c.faithfulness[0].p_x:.4f}) "
-            f"for “{common.esc(text)}”, "
-            f"baseline {common.esc(a.baseline)}.  \n**Reading:** {common.esc(c.reading)} (★ in the table).  \n"
+    return (f"**Explaining “{esc(a.target)}”** ({p} = {c.faithfulness[0].p_x:.4f}) "
+            f"for “{esc(text)}”, "
+            f"baseline {esc(a.baseline)}.  \n**Reading:** {esc(c.reading)} (★ in the table).  \n"
             f"Agreement is over the {int(sum(s is not None for s in a.info.sequence_ids))} non-special tokens.")
 
 
@@ -262,7 +272,7 @@ def unsigned_note(methods) -> str:
     return f" ({', '.join(unsigned)}: a magnitude, no direction)" if unsigned else ""
 
 
-def compare(rec: common.Record | None, methods, target: str, baseline: str, n_steps: int, auto: bool,
+def compare(rec: analysis.Record | None, methods, target: str, baseline: str, n_steps: int, auto: bool,
             top_k: int, settings: core.Settings) -> core.MethodComparison:
     """``core.compare_methods`` on the analysed text with the tab's settings (the same target,
     baseline and step rule as the Integrated Gradients above)."""
@@ -272,16 +282,16 @@ def compare(rec: common.Record | None, methods, target: str, baseline: str, n_st
     if not methods:
         raise core.InputError("Tick at least one method to compare.")
     # the record's model (server-side state) was allowed when it was analysed
-    lm = common.load(rec.model, rec.model, settings)
+    lm = model_loading.load(rec.model, rec.model, settings)
     info = rec.prediction
-    return core.compare_methods(lm, info.text, methods=methods, target=common.target_arg(target), baseline=baseline,
+    return core.compare_methods(lm, info.text, methods=methods, target=target_arg(target), baseline=baseline,
                                 pair=info.pair, top_k=int(top_k), n_steps=int(n_steps),
-                                tolerance=common.tolerance_arg(bool(auto)))
+                                tolerance=tolerance_arg(bool(auto)))
 
 
 def jump_md(attr: core.Attribution) -> str:
     return (f"  \n**Note on the baseline:** this model's first layer sees LayerNorm(word vector) alone and the "
-            f"{common.esc(attr.baseline)} baseline's word vectors are zero, so the straight path from it jumps at its "
+            f"{esc(attr.baseline)} baseline's word vectors are zero, so the straight path from it jumps at its "
             "first point (LayerNorm ignores scale): the steps go into that jump rather than the words. Choose the "
             "[MASK] tokens baseline for a smooth path.")
 
@@ -294,7 +304,7 @@ def faith_md(f: core.Faithfulness | None) -> str:
     return (f"  \n**Faithfulness** (ERASER AOPC over the top {ks}% of tokens): comprehensiveness "
             f"**{f.comprehensiveness:+.3f}** (probability lost when they are removed; higher is more faithful), "
             f"sufficiency **{f.sufficiency:+.3f}** (lost when only they are kept; lower is more faithful). "
-            f"{common.esc(f.reading[:1].upper() + f.reading[1:])}.")
+            f"{esc(f.reading[:1].upper() + f.reading[1:])}.")
 
 
 def delta_md(attr, min_change: float = core.Settings.min_change, raw: bool = False) -> str:
@@ -303,9 +313,9 @@ def delta_md(attr, min_change: float = core.Settings.min_change, raw: bool = Fal
     rel = attr.relative_delta
     gap = attr.f_x - attr.f_baseline
     what = ("model's raw probability" if raw else "probability") if attr.output == "prob" else "logit"
-    head = (f"**Target:** {common.esc(attr.target)} · **baseline:** {common.esc(attr.baseline)} · "
+    head = (f"**Target:** {esc(attr.target)} · **baseline:** {esc(attr.baseline)} · "
             f"**n_steps:** {attr.n_steps}  \n"
-            f"The attributions add up to the change in the {what} of “{common.esc(attr.target)}” from the baseline "
+            f"The attributions add up to the change in the {what} of “{esc(attr.target)}” from the baseline "
             f"to the text ({attr.f_baseline:.4f} → {attr.f_x:.4f}, a change of {gap:+.4f}), up to the "
             f"**convergence delta {attr.delta:+.2e}**")
     if not np.isfinite(rel):
@@ -316,13 +326,13 @@ def delta_md(attr, min_change: float = core.Settings.min_change, raw: bool = Fal
     if scale.too_small:  # the tokens below carry the full warning, which says what their colours show
         head += (f"  \n**Warning: the change is too small to read anything into** (below {scale.threshold:g}); "
                  "the warning over the coloured words below says what their colours show.")
-    if rel > common.DELTA_WARN:
+    if rel > DELTA_WARN:
         return head + (f"  \n**Warning: take these attributions with caution.** The integral was approximated with too "
-                       f"few steps ({rel:.0%} error, above {common.DELTA_WARN:.0%}). Raise n_steps and explain again.")
+                       f"few steps ({rel:.0%} error, above {DELTA_WARN:.0%}). Raise n_steps and explain again.")
     return head + "  \n**Converged:** the approximation is good: the scores account for the whole change."
 
 
-def calibration_md(rec: common.Record, attr: core.Attribution | None = None) -> str:
+def calibration_md(rec: analysis.Record, attr: core.Attribution | None = None) -> str:
     """For a temperature-scaled prediction: this tab reads the model's raw probabilities, so its numbers
     and the Predict tab's differ; says both for the target. "" for an uncalibrated model."""
     c = rec.calibration
@@ -334,14 +344,14 @@ def calibration_md(rec: common.Record, attr: core.Attribution | None = None) -> 
     target = attr.target if attr is not None else None
     scores = dict(zip(rec.labels, c.raw_probs))
     if target in scores and target in rec.prediction.scores:
-        line += (f": \u201c{common.esc(target)}\u201d has raw probability {scores[target]:.4f} here, "
+        line += (f": \u201c{esc(target)}\u201d has raw probability {scores[target]:.4f} here, "
                  f"{rec.prediction.scores[target]:.4f} temperature-scaled there")
     return line + "."
 
 
-def controls(ui: SimpleNamespace, rec: common.Record, target: str) -> dict:
-    choices = [common.PREDICTED, *rec.labels]
-    return {ui.target: gr.update(choices=choices, value=target if target in choices else common.PREDICTED)}
+def controls(ui: SimpleNamespace, rec: analysis.Record, target: str) -> dict:
+    choices = [PREDICTED, *rec.labels]
+    return {ui.target: gr.update(choices=choices, value=target if target in choices else PREDICTED)}
 
 
 # --------------------------------------------------------------------------- what the model can be asked
@@ -349,10 +359,10 @@ def baseline_options(lm: core.LoadedModel) -> tuple[list[tuple[str, str]], str]:
     """(choices, note) of the Baseline control for ``lm``: the baselines its tokenizer can build
     (``core.usable_baselines``; Integrated Gradients refuse the others); the note names those left out."""
     usable = core.usable_baselines(lm)
-    choices = [(name, value) for name, value in common.BASELINE_CHOICES if value in usable]
+    choices = [(name, value) for name, value in BASELINE_CHOICES if value in usable]
     if not choices:  # a tokenizer with none of [PAD], [MASK], [UNK]: nothing to offer, the explanation says why
-        return list(common.BASELINE_CHOICES), BASELINE_INFO
-    left = [name for name, value in common.BASELINE_CHOICES if value not in usable]
+        return list(BASELINE_CHOICES), BASELINE_INFO
+    left = [name for name, value in BASELINE_CHOICES if value not in usable]
     if not left:
         return choices, BASELINE_INFO
     return choices, f"{BASELINE_INFO}; not offered: {', '.join(left)} (this model's tokenizer has no such token)"
@@ -375,7 +385,7 @@ def choices_for(ui: SimpleNamespace, lm: core.LoadedModel, target, baseline, met
     """The tab's choices for ``lm``, the model whose text the tab explains: its classes as targets, the
     baselines its tokenizer builds, the methods it can run; each value kept where it is still offered, else
     the predicted class, the model's recommended baseline, the offered ticks."""
-    targets = [common.PREDICTED, *lm.labels]
+    targets = [PREDICTED, *lm.labels]
     b_choices, b_note = baseline_options(lm)
     b_values = [v for _, v in b_choices]
     if baseline not in b_values:
@@ -383,7 +393,7 @@ def choices_for(ui: SimpleNamespace, lm: core.LoadedModel, target, baseline, met
         baseline = baseline if baseline in b_values else b_values[0]
     m_choices, m_note = method_options(lm)
     offered = {v for _, v in m_choices}
-    return {ui.target: gr.update(choices=targets, value=target if target in targets else common.PREDICTED),
+    return {ui.target: gr.update(choices=targets, value=target if target in targets else PREDICTED),
             ui.baseline: gr.update(choices=b_choices, value=baseline, info=b_note),
             ui.cmp.methods: gr.update(choices=m_choices, value=[m for m in (methods or []) if m in offered],
                                       info=m_note or None)}
@@ -400,7 +410,7 @@ def pending_md(skipped: bool) -> str:
     return "**Integrated Gradients are being computed\u2026** the prediction and attention are ready above."
 
 
-def render(ui: SimpleNamespace, rec: common.Record, merge: bool, skipped: bool = False) -> dict:
+def render(ui: SimpleNamespace, rec: analysis.Record, merge: bool, skipped: bool = False) -> dict:
     if rec is None:
         empty = plots.empty_figure()
         return {ui.delta: "", ui.tokens: "", ui.bar: empty, ui.path: empty, ui.lens: empty}
@@ -411,16 +421,16 @@ def render(ui: SimpleNamespace, rec: common.Record, merge: bool, skipped: bool =
         return {ui.delta: (IG_FAILED if rec.ig_failed else pending_md(skipped)) + calibration_md(rec), ui.tokens: "",
                 ui.bar: empty,
                 ui.path: empty, ui.lens: lens}
-    view = common.token_view(attr.info, merge)
-    scores = common.view_scores(attr.scores, view)  # (N,)
-    path_scores = common.view_scores(rec.path.scores, view)  # (L + 1, N)
+    view = token_views.token_view(attr.info, merge)
+    scores = token_views.view_scores(attr.scores, view)  # (N,)
+    path_scores = token_views.view_scores(rec.path.scores, view)  # (L + 1, N)
     scale = core.colour_scale(attr, rec.min_change)  # one absolute scale for the tokens and the bars...
     # ...and its layer-wise twin (each row sums to the same change)
     path_scale = core.colour_scale(rec.path, rec.min_change)
     return {
         ui.delta: (delta_md(attr, rec.min_change, raw=rec.calibration is not None) + faith_md(rec.faith)
                    + (jump_md(attr) if rec.baseline_jumps else "") + calibration_md(rec, attr)),
-        ui.tokens: common.tokens_html(view.labels, scores, view.special, attr, min_change=rec.min_change),
+        ui.tokens: token_views.tokens_html(view.labels, scores, view.special, attr, min_change=rec.min_change),
         ui.bar: plots.attribution_bar(view.labels, scores, title=f"Attribution to “{attr.target}” by token",
                                       full=scale.full if scale.absolute else None,
                                       note="The change is too small to read anything into." if scale.too_small else ""),
@@ -439,7 +449,7 @@ def export_folder() -> Path:
     return Path(tempfile.gettempdir()) / "bertviz-exports"  # gradio serves files from the temp folder
 
 
-def export_files(rec: common.Record | None, merge: bool):
+def export_files(rec: analysis.Record | None, merge: bool):
     """The four download buttons: the explanation's HTML and JSON files (``core.export_files``) and
     the coloured words as SVG and PNG (``core.figure_files``), or disabled buttons while there is no
     attribution."""
@@ -458,7 +468,7 @@ def wire(ui: SimpleNamespace, state: gr.State, heavy: dict, settings: core.Setti
     compare the methods on request (``heavy``: the app's one-at-a-time model group; ``settings``: the app's).
     A refused whole-document explanation or comparison is said in its own status line, under its button, and
     stays there (no toast that vanishes, no "Error" badge on the results)."""
-    gr.on([state.change, ui.merge.input], common.guard(export_files), inputs=[state, ui.merge],
+    gr.on([state.change, ui.merge.input], guards.guard(export_files), inputs=[state, ui.merge],
           outputs=[ui.html_file, ui.json_file, ui.svg_file, ui.png_file], api_visibility="private",
           show_progress="hidden", trigger_mode="always_last")
     cmp = ui.cmp
@@ -468,7 +478,7 @@ def wire(ui: SimpleNamespace, state: gr.State, heavy: dict, settings: core.Setti
     def run_document(rec, target, baseline, n_steps, auto, stride, merge):
         return render_document(ui, explain_document(rec, target, baseline, n_steps, auto, stride, settings), rec, merge)
 
-    doc.run.click(common.to_status(run_document, doc.status),
+    doc.run.click(guards.to_status(run_document, doc.status),
                   inputs=[state, ui.target, ui.baseline, ui.n_steps, ui.auto, doc.stride, ui.merge],
                   outputs=[doc.status, doc.reading, doc.tokens, doc.table, doc.html_file, doc.json_file],
                   api_visibility="private", **heavy)
@@ -486,7 +496,7 @@ def wire(ui: SimpleNamespace, state: gr.State, heavy: dict, settings: core.Setti
         import time
 
         t0 = time.monotonic()
-        c = yield from common.stream_work(
+        c = yield from streaming.stream_work(
             lambda: compare(rec, methods, target, baseline, n_steps, auto, top_k, settings),
             lambda: comparing(time.monotonic() - t0))
         yield {cmp.state: c, cmp.status: "",
@@ -494,10 +504,10 @@ def wire(ui: SimpleNamespace, state: gr.State, heavy: dict, settings: core.Setti
 
     quick = dict(queue=False, api_visibility="private", show_progress="hidden")
     cmp.run.click(comparing, outputs=[cmp.run], **quick).then(
-        common.to_status_stream(run_compare, cmp.status, also=compare_idle),
+        guards.to_status_stream(run_compare, cmp.status, also=compare_idle),
         inputs=[state, cmp.methods, ui.target, ui.baseline, ui.n_steps, ui.auto, cmp.top_k, ui.merge],
         outputs=views | {cmp.state, cmp.run, cmp.status}, api_visibility="private", show_progress="hidden", **heavy)
-    ui.merge.input(common.guard(lambda c, merge, rec: render_compare(
+    ui.merge.input(guards.guard(lambda c, merge, rec: render_compare(
                        ui, c, merge, rec.min_change if rec else core.Settings.min_change,
                        rec is not None and rec.calibration is not None)),
                    inputs=[cmp.state, ui.merge, state],

@@ -15,12 +15,14 @@ import pandas as pd
 
 import bertviz_app as core
 
-from . import attribution_tab, common, visitor
-from .common import CancelFlag, esc
+from . import attribution_tab, guards, model_loading, streaming, visitor
+from .control_values import METHOD_LABELS
+from .markup import esc
+from .streaming import CancelFlag
 
 NONE = "(none)"
 # (label, value) of the methods a table can be explained with (core.explain_csv's short names)
-METHOD_CHOICES = [(common.METHOD_LABELS["integrated_gradients" if m == "ig" else m], m) for m in core.BATCH_METHODS]
+METHOD_CHOICES = [(METHOD_LABELS["integrated_gradients" if m == "ig" else m], m) for m in core.BATCH_METHODS]
 
 
 def build(*, settings: core.Settings | None = None) -> SimpleNamespace:
@@ -147,7 +149,7 @@ class Handlers:
             return dict(zip((ui.text_col, ui.pair_col, ui.status), on_upload(path, self.settings)))
         except Exception as exc:  # noqa: BLE001 - this is the translation edge (upload_refused logs the unexpected)
             return {ui.upload: None, ui.text_col: gr.update(choices=[], value=None),
-                    ui.pair_col: gr.update(choices=[NONE], value=NONE), ui.status: common.upload_refused(path, exc)}
+                    ui.pair_col: gr.update(choices=[NONE], value=NONE), ui.status: guards.upload_refused(path, exc)}
 
     @staticmethod
     def arm(flag: CancelFlag):
@@ -160,7 +162,7 @@ class Handlers:
         try:
             yield from self.explain(flag, model_name, path, text_col, pair_col, fmt, raw, methods)
         except Exception as exc:  # noqa: BLE001 - this is the translation edge (user_error logs the unexpected)
-            yield {ui.status: f"**Error:** {esc(common.user_error(exc).message)}  \nNo file was written.",
+            yield {ui.status: f"**Error:** {esc(guards.user_error(exc).message)}  \nNo file was written.",
                    ui.result: None, ui.words: words_frame(None)}
 
     def explain(self, flag: CancelFlag, model_name, path, text_col, pair_col, fmt, raw, methods):
@@ -170,7 +172,7 @@ class Handlers:
             raise core.InputError("Upload a table first (.csv, .tsv or .txt with a header row).")
         if not methods:
             raise core.InputError("Choose at least one method.")
-        lm = common.load(model_name, self.default, self.settings)
+        lm = model_loading.load(model_name, self.default, self.settings)
         out = _run_folder() / f"explained-{Path(path).stem[:60] or 'table'}.{fmt if fmt in ('csv', 'jsonl') else 'csv'}"
         done = {"n": 0, "total": 0}
 
@@ -181,7 +183,7 @@ class Handlers:
 
         yield {ui.status: "**Starting…**", ui.result: None, ui.words: words_frame(None)}
         try:  # the page going away (the generator closed) cancels the run; the work is waited for either way
-            res = yield from common.stream_work(work, lambda: self.progress(done, cancel), on_abandon=cancel.set)
+            res = yield from streaming.stream_work(work, lambda: self.progress(done, cancel), on_abandon=cancel.set)
         except core.CancelledError as exc:
             yield {ui.status: f"**Cancelled:** {esc(exc)}"}
             return
@@ -214,7 +216,7 @@ def wire(ui: SimpleNamespace, model_dd, default: str, *, settings: core.Settings
     gr.on([ui.upload.upload, ui.upload.clear], h.on_upload, inputs=[ui.upload],
           outputs=[ui.upload, ui.text_col, ui.pair_col, ui.status], api_visibility="private", concurrency_limit=2)
     ui.start.click(h.arm, inputs=[ui.flag], outputs=None, queue=False, api_visibility="private").then(
-        common.guard_stream(h.run), inputs=[ui.flag, model_dd, ui.upload, ui.text_col, ui.pair_col, ui.fmt, ui.raw,
+        guards.guard_stream(h.run), inputs=[ui.flag, model_dd, ui.upload, ui.text_col, ui.pair_col, ui.fmt, ui.raw,
                                             ui.methods],
         outputs=[ui.status, ui.result, ui.words], api_visibility="private", concurrency_limit=1,
         concurrency_id="explain-file", show_progress_on=[ui.status])

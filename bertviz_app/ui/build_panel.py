@@ -13,7 +13,8 @@ import bertviz_app as core
 from bertviz_app.config import Settings
 from bertviz_app.models.build_job import read_status
 
-from . import common
+from . import model_loading
+from .markup import esc
 
 __all__ = ["ENCODER", "build", "wire", "start_model", "panel_md", "ready_md", "choices"]
 
@@ -31,7 +32,7 @@ def start_model(model_name: str | None, default: str, settings: Settings) -> str
 
 def choices(default: str, settings: Settings) -> list[str]:
     """The Model dropdown's choices: the registered models, then the bare encoder."""
-    names = common.model_choices(default, settings)
+    names = model_loading.model_choices(default, settings)
     return names if ENCODER in names else [*names, ENCODER]
 
 
@@ -49,7 +50,7 @@ def panel_md(status: core.BuildStatus) -> str:
                 "untrained head) or any model you pick; it switches to the default model when the build is done, "
                 f"no restart needed.{log}")
     if status.state == "failed":
-        return (f"**The default model's build failed:** {common.esc(status.error or 'unknown reason')} "
+        return (f"**The default model's build failed:** {esc(status.error or 'unknown reason')} "
                 f"Run `python -m bertviz_app build-default` in a terminal to see why; other models work "
                 f"meanwhile.{log}")
     if status.state == "missing":
@@ -77,7 +78,7 @@ def ready_md(selected: str | None) -> str:
     selected = (selected or "").strip() or "default"
     if selected == "default":
         return f"**The default model is ready** and selected now (Model tab); {card}."
-    return (f"**The default model is ready** ({card}). Selected now: **{common.esc(selected)}**; choose `default` "
+    return (f"**The default model is ready** ({card}). Selected now: **{esc(selected)}**; choose `default` "
             "in the Model tab to open the default model.")
 
 

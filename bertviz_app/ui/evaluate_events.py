@@ -23,10 +23,11 @@ import bertviz_app as core
 from bertviz_app.evaluate import evaluation_runs
 from bertviz_app.models import visitors
 
-from . import common, evaluate_view, figures, plots, visitor
-from .common import CancelFlag, esc
+from . import evaluate_view, figures, guards, model_loading, plots, streaming, visitor
 from .evaluate_view import RunView
 from .finetune_view import load_base, shown_name
+from .markup import esc
+from .streaming import CancelFlag
 
 __all__ = ["Handlers", "NONE", "NO_COMPARE", "NO_PAIR", "parse_words", "progress_line", "rows_table"]
 
@@ -57,7 +58,7 @@ def progress_line(done: int, total: int, left: float | None, what: str = "Evalua
     """The status line while rows are evaluated: rows done of all and the time left (or "measuring")."""
     if not total:
         return f"**{what}:** starting…"
-    eta = f"{common.AnalyzeProgress.duration(left)} left" if left is not None else f"time left: {core.MEASURING}"
+    eta = f"{streaming.AnalyzeProgress.duration(left)} left" if left is not None else f"time left: {core.MEASURING}"
     note = " · cancelling after this batch…" if cancelling else ""
     return f"**{what}:** {done:,} of {total:,} rows ({done / total:.0%}) · {eta}{note}"
 
@@ -104,13 +105,13 @@ class Handlers:
         try:
             visitor.upload(path)
         except Exception as exc:  # noqa: BLE001 - this is the translation edge (upload_refused logs the unexpected)
-            why = common.upload_refused(path, exc)
+            why = guards.upload_refused(path, exc)
             return {**cleared, ui.refused: None, ui.notices: why, ui.status: why}
         try:
             table = core.read_table(path, max_upload_mb=self.settings.max_upload_mb, max_rows=self.settings.max_rows)
         except core.DataError as exc:
-            return {**cleared, ui.refused: common.refused_file(path, exc),
-                    ui.notices: f"**Error:** {esc(exc)}", ui.status: common.upload_refused(path, exc)}
+            return {**cleared, ui.refused: guards.refused_file(path, exc),
+                    ui.notices: f"**Error:** {esc(exc)}", ui.status: guards.upload_refused(path, exc)}
         finally:
             visitor.discard(path)
         guess = core.guess_columns(table)
@@ -141,7 +142,7 @@ class Handlers:
             yield from self.evaluate(flag, model_name, table, refused, text_col, label_col, pair_col, words, compare,
                                      geometry)
         except Exception as exc:  # noqa: BLE001 - this is the translation edge (refusal_md logs the unexpected)
-            yield {ui.status: f"{common.refusal_md(exc)}  \nNothing was stored."}
+            yield {ui.status: f"{guards.refusal_md(exc)}  \nNothing was stored."}
 
     def evaluate(self, flag, model_name, table, refused, text_col, label_col, pair_col, words, compare, geometry):
         ui, cancel = self.ui, flag.event
@@ -153,7 +154,7 @@ class Handlers:
         owner = visitor.owner()
         if owner == visitors.NOBODY:
             raise core.InputError("This page has no owner token yet: reload the page, then evaluate again.")
-        lm = common.load(model_name, self.default, self.settings)
+        lm = model_loading.load(model_name, self.default, self.settings)
         other = load_base(compare, self.default, self.settings) if compare else None
         what = f"Evaluating with {shown_name(lm.name)}, then {shown_name(other.name)}" if other else "Evaluating"
         track = {"what": what, "done": 0, "total": 0, "eta": core.RateEta(min_units=1, min_seconds=2.0, window=60.0)}
@@ -173,7 +174,7 @@ class Handlers:
 
         yield {ui.status: "**Starting…** loading the model"}
         try:
-            saved = yield from common.stream_work(work, lambda: self.progress(track, cancel), on_abandon=cancel.set)
+            saved = yield from streaming.stream_work(work, lambda: self.progress(track, cancel), on_abandon=cancel.set)
         except core.CancelledError as exc:
             yield {ui.status: f"**Cancelled:** {esc(exc)}"}
             return
@@ -264,7 +265,7 @@ class Handlers:
             raise core.InputError(shared_model_why(name))
         if self.settings.public:
             visitors.check_access(name, visitor.owner(), Path(self.settings.models_dir) / "runs")
-        lm = common.load(name, self.default, self.settings)
+        lm = model_loading.load(name, self.default, self.settings)
         if lm.source == "hub":
             raise core.InputError(hub_model_why(name))
         rows, source = calib.get("fitted_on_rows") or 0, v.metrics.get("source") or "a file"
@@ -360,7 +361,7 @@ class Handlers:
         cannot be opened here offers no comparison."""
         ui = self.ui
         try:
-            lm = common.load(model_name, self.default, self.settings)
+            lm = model_loading.load(model_name, self.default, self.settings)
         except core.BertvizError as exc:
             return {ui.compare: gr.update(choices=NO_COMPARE, value=NONE,
                                           info="another model with the same classes (choose a model that opens)"),

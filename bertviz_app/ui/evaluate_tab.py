@@ -14,10 +14,10 @@ import gradio as gr
 
 import bertviz_app as core
 
-from . import common, evaluate_view, figures, visitor
-from .common import CancelFlag
+from . import evaluate_view, figures, guards, visitor
 from .evaluate_events import NO_COMPARE, NO_PAIR, NONE, Handlers
 from .evaluate_view import COLOURINGS, DIMENSIONS, VECTORS, RunView
+from .streaming import CancelFlag
 
 __all__ = ["build", "wire"]
 
@@ -131,7 +131,7 @@ def wire(ui: SimpleNamespace, *, demo: gr.Blocks | None, model_dd, default: str,
     private = dict(api_visibility="private")
     # .upload and .clear, not .change: clearing a refused file (on_upload) must not run the handler again
     # and wipe the status line that says why
-    gr.on([ui.upload.upload, ui.upload.clear], common.guard(h.on_upload), inputs=[ui.upload],
+    gr.on([ui.upload.upload, ui.upload.clear], guards.guard(h.on_upload), inputs=[ui.upload],
           outputs=[ui.upload, ui.table, ui.refused, ui.notices, ui.text_col, ui.label_col, ui.pair_col, ui.status],
           concurrency_limit=2, **private)
     results = [ui.view, ui.selected, ui.selected_md, ui.summary, ui.per_class, ui.confusion, ui.slices, ui.slice_md,
@@ -139,41 +139,41 @@ def wire(ui: SimpleNamespace, *, demo: gr.Blocks | None, model_dd, default: str,
                ui.layer, ui.scatter, ui.probes, ui.dims, ui.colour, ui.vector, ui.compare_box, ui.comparison,
                ui.disagreements, ui.compare_slices]
     ui.start.click(h.arm, inputs=[ui.flag], outputs=None, queue=False, **private).then(
-        common.guard_stream(h.run), inputs=[ui.flag, model_dd, ui.table, ui.refused, ui.text_col, ui.label_col,
+        guards.guard_stream(h.run), inputs=[ui.flag, model_dd, ui.table, ui.refused, ui.text_col, ui.label_col,
                                             ui.pair_col, ui.words, ui.compare, ui.geometry],
         outputs=[ui.status, ui.stored, *results], concurrency_limit=1, concurrency_id="evaluate",
         show_progress_on=[ui.status], **private)
     ui.cancel.click(h.on_cancel, inputs=[ui.flag], outputs=None, queue=False, **private)
     # a refusal stays in the tab's status line (Save's: the line under its button): no toast, no "Error" badges
-    ui.open_btn.click(common.to_status(h.open_stored, ui.status), inputs=[ui.stored], outputs=[ui.status, *results],
+    ui.open_btn.click(guards.to_status(h.open_stored, ui.status), inputs=[ui.stored], outputs=[ui.status, *results],
                       concurrency_limit=2, concurrency_id="evaluate-open", **private)
-    ui.save_t.click(common.to_status(h.save_temperature, ui.save_t_md), inputs=[ui.view], outputs=[ui.save_t_md],
+    ui.save_t.click(guards.to_status(h.save_temperature, ui.save_t_md), inputs=[ui.view], outputs=[ui.save_t_md],
                     concurrency_limit=1, concurrency_id="evaluate-save-t", **private)
     if demo is not None:
         visitor.on_page_load(demo, h.refresh, inputs=[ui.stored, model_dd],
                              outputs=[ui.stored, ui.compare, ui.start, ui.model_note])
     if link_run is not None:
-        link_run.change(common.to_status(h.restore_run, ui.status), inputs=[link_run],
+        link_run.change(guards.to_status(h.restore_run, ui.status), inputs=[link_run],
                         outputs=[ui.status, ui.stored, *results],
                         concurrency_limit=2, concurrency_id="evaluate-open", **private)
     # another model chosen (a fine-tune's new run too): its base offered for the comparison (may load both)
-    model_dd.change(common.guard(h.suggest), inputs=[model_dd], outputs=[ui.compare, ui.start, ui.model_note],
+    model_dd.change(guards.guard(h.suggest), inputs=[model_dd], outputs=[ui.compare, ui.start, ui.model_note],
                     concurrency_limit=1,
                     concurrency_id="evaluate-suggest", show_progress="hidden", **private)
-    ui.slices.select(common.guard(h.on_slice), inputs=[ui.view], outputs=[ui.slice_md, ui.slice_rows], queue=False,
+    ui.slices.select(guards.guard(h.on_slice), inputs=[ui.view], outputs=[ui.slice_md, ui.slice_rows], queue=False,
                      **private)
     for table in (ui.wrong, ui.slice_rows, ui.disagreements):
-        table.select(common.guard(h.on_row), inputs=[ui.view], outputs=[ui.selected, ui.selected_md], queue=False,
+        table.select(guards.guard(h.on_row), inputs=[ui.view], outputs=[ui.selected, ui.selected_md], queue=False,
                      **private)
-    ui.to_predict.click(common.guard(h.to_predict), inputs=[ui.selected], outputs=sent, queue=False, **private)
+    ui.to_predict.click(guards.guard(h.to_predict), inputs=[ui.selected], outputs=sent, queue=False, **private)
     if open_tab is None:
-        ui.to_attributions.click(common.guard(h.to_attributions), inputs=[ui.selected], outputs=sent, queue=False,
+        ui.to_attributions.click(guards.guard(h.to_attributions), inputs=[ui.selected], outputs=sent, queue=False,
                                  **private)
     else:  # the Attributions tab shows the analysed text's: Analyze the row (its button, as a user would)
-        ui.to_attributions.click(common.guard(h.to_attributions), inputs=[ui.selected, open_tab], outputs=sent,
+        ui.to_attributions.click(guards.guard(h.to_attributions), inputs=[ui.selected, open_tab], outputs=sent,
                                  queue=False, **private).success(None, js=ANALYZE_JS, **private)
-    ui.clicked.change(common.guard(h.on_point), inputs=[ui.view, ui.clicked], outputs=sent, queue=False, **private)
-    gr.on([ui.layer.input, ui.dims.input, ui.colour.input, ui.vector.input], common.guard(h.redraw_geometry),
+    ui.clicked.change(guards.guard(h.on_point), inputs=[ui.view, ui.clicked], outputs=sent, queue=False, **private)
+    gr.on([ui.layer.input, ui.dims.input, ui.colour.input, ui.vector.input], guards.guard(h.redraw_geometry),
           inputs=[ui.view, ui.layer, ui.dims, ui.colour, ui.vector], outputs=[ui.scatter, ui.probes],
           trigger_mode="always_last", show_progress="minimal", concurrency_limit=4, concurrency_id="evaluate-draw",
           **private)

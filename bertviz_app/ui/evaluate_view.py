@@ -24,8 +24,8 @@ import bertviz_app as core
 from bertviz_app.models.catalog import RUN_INFO
 
 from . import plots
-from .common import esc
 from .finetune_view import shown_name
+from .markup import esc
 
 __all__ = ["COLOURINGS", "DIMENSIONS", "RunView", "VECTORS", "calibration_md", "comparison_frame", "comparison_md",
            "confusion_figure", "disagreement_frame", "DISAGREEMENT_WIDTHS", "load_run", "per_class_frame", "pick_row",

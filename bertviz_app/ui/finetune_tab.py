@@ -28,8 +28,7 @@ import pandas as pd
 
 import bertviz_app as core
 
-from . import common, figures, plots, visitor
-from .common import CancelFlag, esc
+from . import figures, guards, model_loading, plots, visitor
 from .finetune_view import (
     COMPARE_STEPS,
     RUNS_WIDTHS,
@@ -56,6 +55,8 @@ from .finetune_view import (
     wrong_frame,
     wrong_rows,
 )
+from .markup import esc
+from .streaming import CancelFlag
 
 __all__ = ["CSS", "COMPARE_STEPS", "STOPPED_BY", "Handlers", "Live", "build", "compare_side", "load_base",
            "metrics_md", "pick_row", "plan_from_fields", "progress_html", "push_to_hub", "refusal", "report_md",
@@ -83,7 +84,7 @@ def build(default: str, *, settings: core.Settings | None = None) -> SimpleNames
     table = gr.State(None, time_to_live=3600)
     val_table = gr.State(None, time_to_live=3600)
     refused = gr.State(None)  # why the training file shown was refused (Start says so instead of "upload one")
-    upload_note = gr.State(common.Refusal())  # why the last training upload was refused with an error (after_upload)
+    upload_note = gr.State(guards.Refusal())  # why the last training upload was refused with an error (after_upload)
     val_refused = gr.State(None)  # the same for the validation file
     results = gr.State(None, time_to_live=3600)  # misclassified rows of the last run(s), for "send to explorer"
     selected = gr.State(None, time_to_live=3600)
@@ -106,7 +107,7 @@ def build(default: str, *, settings: core.Settings | None = None) -> SimpleNames
     preview = gr.Dataframe(value=EMPTY_PREVIEW, label="Preview (first rows as read; row = spreadsheet row)",
                            interactive=False, wrap=True, max_height=300, elem_id="bv-ft-preview")
     with gr.Row():
-        base_choices = common.model_choices(default, settings, first=(core.DEFAULT_BASE,))
+        base_choices = model_loading.model_choices(default, settings, first=(core.DEFAULT_BASE,))
         base = gr.Dropdown(choices=base_choices, value=core.DEFAULT_BASE, allow_custom_value=True, label="Base model",
                            info="encoder = the bare MiniLM-L6 encoder; or a registered model, or a Hub id (owner/name)"
                            + (" or a folder" if settings.allow_local_paths else ""), elem_id="bv-ft-base")
@@ -222,7 +223,7 @@ class Handlers:
         self.jobs = core.FinetuneJobs(max_waiting=settings.finetune_queue if settings.public else 0)
 
     # ---------------------------------------------------------------- upload + mapping
-    def on_upload(self, path, note: common.Refusal | None = None):
+    def on_upload(self, path, note: guards.Refusal | None = None):
         """A training file: read it, guess the columns, show the preview and the report. A file refused with
         an error (not an upload, over the quota: raised on, so an API caller gets it) is noted in ``note``
         for ``after_upload``; one that cannot be read is the ``refused`` state's message."""
@@ -232,10 +233,10 @@ class Handlers:
             return self.read_training_file(path)
         except Exception as exc:
             if note is not None:
-                note.message = common.upload_refused(path, exc, logged=False)
+                note.message = guards.upload_refused(path, exc, logged=False)
             raise
 
-    def after_upload(self, refused, note: common.Refusal, status):
+    def after_upload(self, refused, note: guards.Refusal, status):
         """After each training upload (page only): a refused file is cleared from the File component, so it
         does not look uploaded, and the status line says why and what to fix (no "Error" badge is left: this
         event touches the upload's outputs); a good file clears an earlier refusal from that line."""
@@ -283,7 +284,7 @@ class Handlers:
             finally:
                 visitor.discard(path)
         except Exception as exc:  # noqa: BLE001 - this is the translation edge (upload_refused logs the unexpected)
-            why = common.upload_refused(path, exc)
+            why = guards.upload_refused(path, exc)
             return {f.val_table: None, f.val_upload: None, f.status: why,
                     f.val_refused: refusal(path, exc, "validation file") if isinstance(exc, core.DataError) else None,
                     f.notices: f"**Error in the validation file:** {esc(exc)}" if isinstance(exc, core.DataError)
@@ -389,7 +390,7 @@ class Handlers:
             if isinstance(job.error, core.CancelledError):
                 yield {f.status: f"**Cancelled:** {esc(job.error)}", f.bar: ""}
                 return
-            raise common.user_error(job.error)
+            raise guards.user_error(job.error)
         yield self.finished(job.plan, job.results, live)
 
     def finished(self, plan, results: list, live: Live) -> dict:
@@ -415,10 +416,11 @@ class Handlers:
         out[f.results] = rows
         newest = results[-1].name
         runs = run_choices(self.settings.models_dir)
-        out[self.model_dd] = gr.update(choices=common.model_choices(self.default, self.settings), value=newest)
+        out[self.model_dd] = gr.update(choices=model_loading.model_choices(self.default, self.settings), value=newest)
         out[f.run] = gr.update(choices=runs, value=newest)
         out[f.runs_table] = runs_frame(self.settings.models_dir)
-        out[f.base] = gr.update(choices=common.model_choices(self.default, self.settings, first=(core.DEFAULT_BASE,)))
+        base_choices = model_loading.model_choices(self.default, self.settings, first=(core.DEFAULT_BASE,))
+        out[f.base] = gr.update(choices=base_choices)
         return out
 
     def on_cancel(self, flag: CancelFlag) -> None:
@@ -460,7 +462,7 @@ class Handlers:
             raise core.InputError(f"The run {run!r} does not say which base model it started from.")
         pair = pair if pair and pair.strip() else None
         lm_b = load_base(base, self.default, self.settings)
-        lm_t = common.load(run, self.default, self.settings)
+        lm_t = model_loading.load(run, self.default, self.settings)
         pb, _, bar_b, html_b = compare_side(lm_b, text, pair, "Base", shown_name(base))
         pt, _, bar_t, html_t = compare_side(lm_t, text, pair, "Fine-tuned", run)
         md = (f"**Base** {esc(shown_name(base))} predicts **{esc(pb.label)}** ({max(pb.probs):.1%}); "
@@ -468,7 +470,7 @@ class Handlers:
               f"Each model's attributions are to its own predicted class (Integrated Gradients, {COMPARE_STEPS} "
               f"steps).")
         if lm_b.warnings:
-            md += "  \n" + common.warnings_md(lm_b)
+            md += "  \n" + model_loading.warnings_md(lm_b)
         return {f.cmp_md: md, f.cmp_base_bar: bar_b, f.cmp_tuned_bar: bar_t, f.cmp_base_tokens: html_b,
                 f.cmp_tuned_tokens: html_t}
 
@@ -484,7 +486,7 @@ class Handlers:
         runs = run_choices(self.settings.models_dir)
         return {f.runs_table: runs_frame(self.settings.models_dir),
                 f.run: gr.update(choices=runs, value=chosen if chosen in runs else None),
-                self.model_dd: gr.update(choices=common.model_choices(self.default, self.settings))}
+                self.model_dd: gr.update(choices=model_loading.model_choices(self.default, self.settings))}
 
     @staticmethod
     def on_run(run):
@@ -525,16 +527,16 @@ def wire(f: SimpleNamespace, *, demo: gr.Blocks | None = None, default: str, mod
 def _wire_intake(f: SimpleNamespace, h: Handlers) -> None:
     # .upload and .clear, not .change: clearing a refused file (after_upload) must not run the handler again
     upload_outputs = [f.table, f.refused, f.notices, f.preview, f.text_col, f.label_col, f.pair_col, f.multi, f.report]
-    gr.on([f.upload.upload, f.upload.clear], common.guard(h.on_upload), inputs=[f.upload, f.upload_note],
+    gr.on([f.upload.upload, f.upload.clear], guards.guard(h.on_upload), inputs=[f.upload, f.upload_note],
           outputs=upload_outputs, api_name="finetune_upload", api_visibility="undocumented",
           concurrency_limit=2).then(h.after_upload, inputs=[f.refused, f.upload_note, f.status],
                                     outputs=[*upload_outputs, f.upload, f.status], api_visibility="private",
                                     queue=False, show_progress="hidden")
-    gr.on([f.text_col.input, f.label_col.input, f.pair_col.input, f.multi.input], common.guard(h.on_mapping),
+    gr.on([f.text_col.input, f.label_col.input, f.pair_col.input, f.multi.input], guards.guard(h.on_mapping),
           inputs=[f.table, f.text_col, f.label_col, f.pair_col, f.multi], outputs=f.report,
           api_name="finetune_report", api_visibility="undocumented", trigger_mode="always_last",
           show_progress="minimal")
-    gr.on([f.val_upload.upload, f.val_upload.clear], common.guard(h.on_val_upload), inputs=[f.val_upload],
+    gr.on([f.val_upload.upload, f.val_upload.clear], guards.guard(h.on_val_upload), inputs=[f.val_upload],
           outputs=[f.val_table, f.val_refused, f.notices, f.val_upload, f.status], api_visibility="private",
           concurrency_limit=2)
 
@@ -551,13 +553,13 @@ def _wire_training(f: SimpleNamespace, h: Handlers, heavy: dict, after_run, demo
     f.start.click(lambda: gr.update(interactive=False), outputs=[f.start], **quick)
     armed = f.start.click(h.arm, inputs=[f.flag], outputs=None, queue=False, api_visibility="private")
     started = armed.then(
-        common.guard_stream(h.train), inputs=train_inputs,
+        guards.guard_stream(h.train), inputs=train_inputs,
         outputs=train_outputs, api_name="finetune_start", api_visibility="undocumented",
         concurrency_limit=visitor.finetune_concurrency(h.settings), concurrency_id="finetune",
         show_progress_on=[f.status],
     )
     if demo is not None:  # a page opened while the visitor's fine-tune runs follows it
-        visitor.on_page_load(demo, common.guard_stream(h.resume), outputs=train_outputs, queue=True,
+        visitor.on_page_load(demo, guards.guard_stream(h.resume), outputs=train_outputs, queue=True,
                              concurrency_id="finetune", show_progress="hidden")
     started.then(lambda: gr.update(interactive=True), outputs=[f.start], **quick)  # ended, refused or cancelled
     if after_run is not None:
@@ -570,14 +572,14 @@ def _wire_training(f: SimpleNamespace, h: Handlers, heavy: dict, after_run, demo
 def _wire_results(f: SimpleNamespace, h: Handlers, heavy: dict, model_dd, predict_text, predict_pair, tabs) -> None:
     f.wrong.select(h.on_select, inputs=[f.results], outputs=[f.selected, f.selected_md, f.cmp_text, f.cmp_pair, f.run],
                    api_visibility="private", queue=False)
-    f.send.click(common.guard(h.send_to_explorer), inputs=[f.selected],
+    f.send.click(guards.guard(h.send_to_explorer), inputs=[f.selected],
                  outputs={predict_text, predict_pair, tabs, model_dd}, api_visibility="private", queue=False)
-    f.zip_btn.click(common.guard(h.download), inputs=[f.run], outputs=[f.zip_file], api_name="finetune_zip",
+    f.zip_btn.click(guards.guard(h.download), inputs=[f.run], outputs=[f.zip_file], api_name="finetune_zip",
                     api_visibility="undocumented", concurrency_limit=1, concurrency_id="zip")
-    f.cmp_btn.click(common.guard(h.compare), inputs=[f.run, f.cmp_text, f.cmp_pair],
+    f.cmp_btn.click(guards.guard(h.compare), inputs=[f.run, f.cmp_text, f.cmp_pair],
                     outputs=[f.cmp_md, f.cmp_base_bar, f.cmp_tuned_bar, f.cmp_base_tokens, f.cmp_tuned_tokens],
                     api_name="finetune_compare", api_visibility="undocumented", **heavy)
-    f.hub_btn.click(common.guard(h.push), inputs=[f.run, f.hub_repo, f.hub_token, f.hub_private], outputs=[f.hub_md],
+    f.hub_btn.click(guards.guard(h.push), inputs=[f.run, f.hub_repo, f.hub_token, f.hub_private], outputs=[f.hub_md],
                     api_visibility="private", concurrency_limit=1, concurrency_id="hub")
 
 
@@ -588,10 +590,10 @@ def _wire_runs(f: SimpleNamespace, h: Handlers, demo: gr.Blocks | None, model_dd
         visitor.on_page_load(demo, h.refresh_runs, inputs=[f.run], outputs={f.runs_table, f.run, model_dd})
     f.run.change(h.on_run, inputs=[f.run], outputs=[f.zip_btn, f.cmp_btn, f.hub_btn, f.delete_btn],
                  api_visibility="private", queue=False, show_progress="hidden")
-    f.delete_btn.click(common.guard(h.delete_one), inputs=[f.run], outputs={f.runs_table, f.run, model_dd, f.delete_md},
+    f.delete_btn.click(guards.guard(h.delete_one), inputs=[f.run], outputs={f.runs_table, f.run, model_dd, f.delete_md},
                        api_name="delete_run", api_visibility="undocumented", concurrency_limit=1,
                        concurrency_id="delete")
-    f.delete_all.click(common.guard(h.delete_everything),
+    f.delete_all.click(guards.guard(h.delete_everything),
                        outputs={f.runs_table, f.run, model_dd, f.delete_md, f.zip_file},
                        api_name="delete_my_data", api_visibility="undocumented", concurrency_limit=1,
                        concurrency_id="delete")

@@ -15,8 +15,8 @@ import pandas as pd
 
 import bertviz_app as core
 
-from . import common, plots, visitor
-from .common import esc
+from . import guards, model_loading, plots, visitor
+from .markup import esc
 
 COMPARE_STEPS = 32  # Integrated Gradients steps for the base-vs-fine-tuned comparison
 STOPPED_BY = {  # which validation signal ended a run early (RunResult.stopped_by)
@@ -51,8 +51,8 @@ def read_upload(path: str | None, settings: core.Settings | None = None):
 
 
 def refusal(path: str | None, exc: Exception, what: str = "training file") -> str:
-    """Why an uploaded training (or ``what``) file was refused, for a later Start (``common.refused_file``)."""
-    return common.refused_file(path, exc, what)
+    """Why an uploaded training (or ``what``) file was refused, for a later Start (``guards.refused_file``)."""
+    return guards.refused_file(path, exc, what)
 
 
 def no_text(table) -> str | None:
@@ -355,7 +355,7 @@ def push_to_hub(run: str | None, repo_id: str | None, token: str | None, private
 def load_base(base: str, default: str, settings: core.Settings) -> core.LoadedModel:
     if base == core.ENCODER:  # by its name: loading it by its folder made the folder its name (the chart's title)
         return core.load_model(core.ENCODER, settings=settings)
-    return common.load(base, default, settings)
+    return model_loading.load(base, default, settings)
 
 
 def shown_name(name: str) -> str:

@@ -30,7 +30,9 @@ from bertviz_app.errors import BertvizError
 from bertviz_app.explain.mixing_measures import supported_measures
 from bertviz_app.service.links import PER_LAYER_MEASURES, ModelShape, View, read_link, share_query
 
-from . import attention_tab, common, visitor
+from . import attention_tab, guards, visitor
+from .control_values import PREDICTED, target_arg
+from .markup import esc
 
 __all__ = ["HEAD", "build", "wire", "restore_view", "current_view", "head_choices", "tab_ids", "sent_to_predict"]
 
@@ -100,7 +102,7 @@ def current_view(rec, model, text, pair, tab, target, methods, measure, layer, h
     except (TypeError, ValueError, OverflowError):
         layer = 1
     return View(model=(model or "").strip() or None, text=text or "", pair=pair or "", tab=tab or "predict",
-                target=common.target_arg(target), methods=tuple(methods) if methods else None,
+                target=target_arg(target), methods=tuple(methods) if methods else None,
                 measure=measure or "raw", layer=layer, head=None if k is None else k + 1,
                 run=getattr(shown, "name", None) if tab == "evaluate" else None)
 
@@ -133,10 +135,10 @@ def wire(page, started, heavy: dict) -> None:
     # choices (a new measure's heads) sends the old value, which gradio would refuse with a traceback in the log
     raw = dict(quick, preprocess=False)
 
-    @common.guard
+    @guards.guard
     def link_query(*values):
         query, too_long = share_query(current_view(*values))
-        return {ln.query: query, ln.note: common.esc(too_long)}
+        return {ln.query: query, ln.note: esc(too_long)}
 
     def show(event):
         return event.then(None, inputs=[ln.query], outputs=[ln.link], js=_SHOW, **quick)
@@ -156,11 +158,11 @@ def wire(page, started, heavy: dict) -> None:
                                              a.head, a.measure, a.measure_note, page.chosen_measure, t.target,
                                              t.cmp.methods, ln.notice, ln.pending, ln.run})
 
-    @common.guard
+    @guards.guard
     def restore(query, model, target, baseline):
         return restore_view(page, query, model, target, baseline)
 
-    @common.guard_stream
+    @guards.guard_stream
     def analyse(pending, *args):
         if not pending:
             yield {page.drawn: gr.skip()}
@@ -192,14 +194,14 @@ def restore_view(page, query: str | None, model: str | None, target, baseline) -
         time.sleep(0.1)
     link = read_link(query, settings, page.default, lambda name: ModelShape.of(page.load(name)),
                      current=model or page.default, owner=visitor.owner(), tabs=tab_ids(page.tabs).values())
-    out: dict = {ln.notice: f"**{common.esc(link.notice())}**" if link.ignored else "", ln.pending: False}
+    out: dict = {ln.notice: f"**{esc(link.notice())}**" if link.ignored else "", ln.pending: False}
     if not link.given:
         return out
     view = link.view
     try:
         lm = page.load(view.model or model or page.default)
     except BertvizError as exc:  # the page's own model cannot be opened (the Model tab says why): nothing to show
-        out[ln.notice] = f"**From the link: nothing restored: {common.esc(exc)}**"
+        out[ln.notice] = f"**From the link: nothing restored: {esc(exc)}**"
         return out
     if view.model and view.model != model:
         out.update(page.load_model(view.model, view.target or target, baseline))
@@ -216,7 +218,7 @@ def restore_view(page, query: str | None, model: str | None, target, baseline) -
                 page.chosen_measure: {"measure": view.measure},
                 a.layer: gr.update(maximum=lm.num_layers, value=view.layer),
                 a.head: gr.update(choices=choices, value=choices[0] if view.head is None else f"head {view.head}"),
-                t.target: gr.update(choices=[common.PREDICTED, *lm.labels], value=view.target or common.PREDICTED)})
+                t.target: gr.update(choices=[PREDICTED, *lm.labels], value=view.target or PREDICTED)})
     if view.methods:
         out[t.cmp.methods] = list(view.methods)
     out.update({ln.pending: bool(view.text.strip()), ln.run: view.run})

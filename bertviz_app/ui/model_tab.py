@@ -10,7 +10,8 @@ import gradio as gr
 import bertviz_app as core
 from bertviz_app.config import Settings
 
-from . import build_panel, common
+from . import build_panel, guards, model_loading
+from .markup import esc
 
 
 def build(default: str, settings: Settings) -> SimpleNamespace:
@@ -34,8 +35,8 @@ def build(default: str, settings: Settings) -> SimpleNamespace:
 def refused(ui: SimpleNamespace, name: str | None, loaded: str | None, exc: BaseException) -> dict:
     """A refused load: why, in the tab's status line, and the dropdown back on the model still shown (so the
     page's link, which follows the dropdown, names that one, not the refused name)."""
-    still = f" The page still shows **{common.esc(loaded)}**." if loaded else ""
-    out = {ui.status: f"{common.refusal_md(exc)}{still}"}
+    still = f" The page still shows **{esc(loaded)}**." if loaded else ""
+    out = {ui.status: f"{guards.refusal_md(exc)}{still}"}
     if loaded and loaded != name:
         out[ui.model] = gr.update(value=loaded)
     return out
@@ -43,16 +44,16 @@ def refused(ui: SimpleNamespace, name: str | None, loaded: str | None, exc: Base
 
 def summary_md(s: core.ModelSummary, lm: core.LoadedModel) -> str:
     lines = [
-        f"### {common.esc(s.name)}",
-        f"**Architecture:** {common.esc(s.architecture)} · {s.num_layers} layers · {s.num_heads} heads · "
+        f"### {esc(s.name)}",
+        f"**Architecture:** {esc(s.architecture)} · {s.num_layers} layers · {s.num_heads} heads · "
         f"hidden size {s.hidden_size} · reads at most {s.max_length} tokens",
-        f"**Device:** {common.esc(lm.device_label)} · **dtype:** {common.esc(s.dtype)}",
+        f"**Device:** {esc(lm.device_label)} · **dtype:** {esc(s.dtype)}",
         f"**Parameters:** {s.total_params:,} in all = {s.encoder_params:,} encoder "
         f"+ {s.classifier_params:,} classification head outside it (the table splits both by component)",
-        f"**Labels:** {', '.join(common.esc(x) for x in s.labels)}",
+        f"**Labels:** {', '.join(esc(x) for x in s.labels)}",
     ]
     if lm.warnings:
-        lines.append(common.warnings_md(lm))
+        lines.append(model_loading.warnings_md(lm))
     return "\n\n".join(lines)
 
 

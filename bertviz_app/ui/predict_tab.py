@@ -8,7 +8,8 @@ import gradio as gr
 
 import bertviz_app as core
 
-from . import common, figures, plots
+from . import analysis, figures, model_loading, plots
+from .markup import esc
 
 EXAMPLES = [
     ["A gorgeous, moving film: a joy from start to finish.", ""],
@@ -68,7 +69,7 @@ def cleared(ui: SimpleNamespace) -> dict:
             ui.calibration: gr.update(value="", visible=False), ui.raw: gr.update(value=False, visible=False)}
 
 
-def truncation_notice(rec: common.Record, max_length: int | None = None) -> str:
+def truncation_notice(rec: analysis.Record, max_length: int | None = None) -> str:
     p = rec.prediction
     charts = rec.maps.info  # attention and attributions read one window: the first max_length tokens
     if p.windows > 1:
@@ -83,11 +84,11 @@ def truncation_notice(rec: common.Record, max_length: int | None = None) -> str:
             f"text whole** to classify all of it (the /predict API: window=true).")
 
 
-def pair_md(rec: common.Record, lm=None) -> str:
+def pair_md(rec: analysis.Record, lm=None) -> str:
     """A note before the text's other notices when a second text was given to a model trained on single texts
     (``core.pair_notice``; a model whose training is not recorded gets none), else ""."""
     note = core.pair_notice(lm, rec.prediction.pair) if lm is not None else None
-    return f"**Note:** {common.esc(note)}\n\n" if note else ""
+    return f"**Note:** {esc(note)}\n\n" if note else ""
 
 
 LABEL = "Class probabilities"
@@ -97,14 +98,14 @@ RAW_LABEL = "Class probabilities (raw, before temperature scaling)"
 # note and switch under it, and the bar's title, say which probabilities are shown.
 
 
-def calibration_md(rec: common.Record) -> str:
+def calibration_md(rec: analysis.Record) -> str:
     """One line under the probabilities of a model whose folder holds a calibration.json: they are
     temperature-scaled, by which T, fitted on what; "" for raw probabilities (no calibration)."""
     c = rec.calibration
     if c is None:
         return ""
     rows = f"{c.rows:,} rows" if c.rows else "rows"
-    source = f" of the {common.esc(c.source)}" if c.source else ""
+    source = f" of the {esc(c.source)}" if c.source else ""
     fitted = f"fitted on {rows}{source}" if (c.rows or c.source) else "how it was fitted is not recorded"
     # says the same whichever way the switch under it stands (the bar's title says which is drawn)
     return (f"**Calibrated by temperature scaling:** shown as predict reports them, softmax(logits / T) with "
@@ -112,7 +113,7 @@ def calibration_md(rec: common.Record) -> str:
             "own softmax. The predicted class is the same either way; the attributions explain the raw probabilities.")
 
 
-def probabilities(ui: SimpleNamespace, rec: common.Record | None, raw: bool = False) -> dict:
+def probabilities(ui: SimpleNamespace, rec: analysis.Record | None, raw: bool = False) -> dict:
     """The class probabilities (label and bar) of ``rec``: temperature-scaled as predict reports them,
     or the model's raw softmax when ``raw`` (for a calibrated record; an uncalibrated one has only those)."""
     if rec is None:
@@ -125,11 +126,11 @@ def probabilities(ui: SimpleNamespace, rec: common.Record | None, raw: bool = Fa
             ui.bar: plots.prob_bar(p.labels, probs, title=title)}
 
 
-def render(ui: SimpleNamespace, rec: common.Record, lm=None) -> dict:
+def render(ui: SimpleNamespace, rec: analysis.Record, lm=None) -> dict:
     calibrated = rec.calibration is not None
     out = {
-        ui.model_info: common.model_line(lm) if lm is not None else "",
-        ui.warnings: common.warnings_md(lm) if lm is not None else "",
+        ui.model_info: model_loading.model_line(lm) if lm is not None else "",
+        ui.warnings: model_loading.warnings_md(lm) if lm is not None else "",
         ui.notice: pair_md(rec, lm) + truncation_notice(rec, lm.max_length if lm is not None else None),
         **probabilities(ui, rec),
         ui.calibration: gr.update(value=calibration_md(rec), visible=calibrated),
@@ -139,14 +140,14 @@ def render(ui: SimpleNamespace, rec: common.Record, lm=None) -> dict:
     return out
 
 
-def switch_raw(ui: SimpleNamespace, rec: common.Record | None, raw: bool) -> dict:
+def switch_raw(ui: SimpleNamespace, rec: analysis.Record | None, raw: bool) -> dict:
     """The "show raw probabilities" switch: the label and bar redrawn from the record (no model work)."""
     if rec is None or rec.calibration is None:
         return {ui.label: gr.skip(), ui.bar: gr.skip()}
     return probabilities(ui, rec, bool(raw))
 
 
-def tokens_html(rec: common.Record) -> str:
+def tokens_html(rec: analysis.Record) -> str:
     """The words coloured by their attribution, or "" while Integrated Gradients are pending/skipped."""
     if rec.attribution is None:
         return ""

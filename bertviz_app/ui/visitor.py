@@ -37,6 +37,7 @@ from bertviz_app.models import visitors
 from bertviz_app.train.finetune import run_stem
 
 from . import uploads
+from .markup import esc
 
 log = logging.getLogger("bertviz_app.ui")
 
@@ -286,7 +287,7 @@ def delete_run(run: str | None) -> str:
                               "under models/runs/.")
     name = visitors.delete_run(runs_dir(), run, owner())
     core.clear_cache()
-    return f"Deleted **{common_esc(name)}**."
+    return f"Deleted **{esc(name)}**."
 
 
 def delete_my_data(markdown: bool = True) -> str:
@@ -298,13 +299,7 @@ def delete_my_data(markdown: bool = True) -> str:
     cached = [Path(p).parent for p in app.pop_zips(who)] if app is not None else []
     removed = service.delete_visitor_data(app_settings().models_dir, who, [owner_folder(who), *cached])
     core.clear_cache()
-    return service.deleted_message(removed, common_esc if markdown else str)
-
-
-def common_esc(text: str) -> str:
-    from .common import esc
-
-    return esc(text)
+    return service.deleted_message(removed, esc if markdown else str)
 
 
 # --------------------------------------------------------------------------- page wiring

@@ -1,0 +1,147 @@
+"""The one "analyze everything" computation behind Analyze: the quick part (prediction, attention,
+[CLS] lens, a context-mixing measure) and the slow part (Integrated Gradients, faithfulness, the [CLS]
+path), kept per user as a ``Record`` in ``gr.State`` and re-rendered without recomputing."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import bertviz_app as core
+from bertviz_app.explain.mixing_measures import MixingMaps, check_measure, context_mixing, supported_measures
+from bertviz_app.models.encoding import check_has_words
+from bertviz_app.models.inference import applied_temperature
+
+from .control_values import target_arg, tolerance_arg
+
+PATH_STEPS = 20  # Integrated Gradients steps per layer for the [CLS] path
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """How the Predict tab's probabilities were temperature-scaled (the model folder's calibration.json):
+    ``Record.prediction`` holds softmax(logits / temperature), ``raw_probs`` the model's own softmax
+    (what the attributions, the [CLS] lens and faithfulness read). ``rows``/``source``: what T was
+    fitted on, None where the file does not say."""
+
+    temperature: float
+    raw_probs: tuple[float, ...]
+    rows: int | None = None
+    source: str | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Record:
+    """Everything one Analyze computed; kept per user in gr.State, re-rendered without recomputing."""
+
+    model: str
+    labels: tuple[str, ...]
+    device_label: str
+    prediction: core.Prediction
+    maps: core.AttentionMaps
+    lens: core.ClsLens
+    # None while Integrated Gradients are still running (Analyze shows the rest first) or skipped
+    attribution: core.Attribution | None = None
+    path: core.ClsPath | None = None
+    faith: core.Faithfulness | None = None  # ERASER faithfulness of ``attribution``
+    baseline_jumps: bool = False  # the path from the attribution's baseline starts with a jump (core.baseline_jumps)
+    ig_failed: bool = False  # Analyze's Integrated Gradients ended in an error (the tab says so, not "being computed")
+    # the model's settings' min_change (BERTVIZ_MIN_CHANGE): the floor of the colour scales drawn for this text
+    min_change: float = core.Settings.min_change
+    # the Attention tab's measure other than raw attention (value zeroing, ALTI...), None for raw attention
+    mixing: MixingMaps | None = None
+    # the prediction is temperature-scaled (calibration.json): T, the raw probabilities; None: they are raw
+    calibration: Calibration | None = None
+
+
+def calibrated_prediction(lm: core.LoadedModel, raw: core.Prediction) -> tuple[core.Prediction, Calibration | None]:
+    """``raw`` (predict's ``calibrated=False`` answer) as predict reports it by default: divided by the model's
+    temperature where its folder holds a calibration.json (then with a ``Calibration`` carrying the raw
+    probabilities and what T was fitted on), else unchanged with None. One forward pass gives both."""
+    t = applied_temperature(lm, True)
+    if t == 1.0:
+        return raw, None
+    probs = tuple(float(x) for x in core.rescale_probs(raw.probs, t))
+    info = core.calibration_info(lm.path) or {}
+    if info.get("temperature") != t:  # the file changed since the model was loaded: T is what was applied
+        info = {}
+    cal = Calibration(temperature=t, raw_probs=tuple(float(x) for x in raw.probs), rows=info.get("rows"),
+                      source=info.get("source"))
+    return dataclasses.replace(raw, probs=probs, temperature=t), cal
+
+
+
+def analyze_fast(lm: core.LoadedModel, text: str, pair: str | None,
+                 progress: Callable[[float, str], Any] | None = None, window: bool = False,
+                 measure: str | None = "raw") -> Record:
+    """The quick part of Analyze (one forward pass each): prediction, attention, [CLS] lens.
+    Shown at once; a long text's Integrated Gradients (``analyze_ig``) can take a minute.
+    ``window``: a text past the model's length is classified whole (mean of the logits of
+    windows overlapping by a quarter of the length); the charts still read its first window.
+    ``measure``: the Attention tab's measure, computed too when it is not raw attention and the
+    model's family supports it (``with_measure``)."""
+    step = progress or (lambda *_: None)
+    pair = pair if pair and pair.strip() else None
+    check_has_words(lm, text, pair)  # an empty text, or "[CLS] [SEP]": one clear message before any work
+    step(0.05, "Predicting")
+    # window stride: a quarter of the model's length shared by neighbours (128 tokens for BERT's 512)
+    # batched with /predict; the raw softmax, then temperature-scaled as predict reports it (both kept)
+    raw = core.predict_one(lm, text, pair, window=bool(window), stride=lm.max_length // 4, calibrated=False)
+    pred, calibration = calibrated_prediction(lm, raw)
+    step(0.1, "Reading attention")
+    maps = core.attention(lm, text, pair=pair)
+    maps = core.AttentionMaps(info=maps.info, weights=maps.weights.astype(np.float16))  # halves per-user memory
+    step(0.15, "[CLS] lens")
+    lens = core.cls_lens(lm, text, pair=pair)
+    rec = Record(lm.name, lm.labels, lm.device_label, pred, maps, lens, min_change=lm.settings.min_change,
+                 calibration=calibration)
+    if measure and measure != "raw" and measure in supported_measures(lm):
+        step(0.17, "Context mixing")
+        rec = with_measure(lm, rec, measure)
+    return rec
+
+
+def with_measure(lm: core.LoadedModel, rec: Record, measure: str | None) -> Record:
+    """``rec`` with the Attention tab's ``measure`` computed for its text (``Record.mixing``; raw
+    attention: None, the record's own maps). An unknown or unsupported measure: InputError saying
+    which work (``check_measure``)."""
+    measure = check_measure(lm, measure or "raw")
+    if measure == "raw":
+        return dataclasses.replace(rec, mixing=None) if rec.mixing is not None else rec
+    if rec.mixing is not None and rec.mixing.measure == measure:
+        return rec
+    mm = context_mixing(lm, rec.prediction.text, rec.prediction.pair, measure)
+    mm = dataclasses.replace(mm, weights=mm.weights.astype(np.float16))  # per-head maps: half the per-user memory
+    return dataclasses.replace(rec, mixing=mm)
+
+
+def analyze_ig(lm: core.LoadedModel, rec: Record, target: str | None, baseline: str, n_steps: int,
+               progress: Callable[[float, str], Any] | None = None, auto: bool = False,
+               on_attribution: Callable[[core.Attribution], Any] | None = None) -> Record:
+    """The slow part, added to ``rec``: Integrated Gradients, their ERASER faithfulness (one batched
+    forward pass) and the [CLS] path. ``on_attribution(attr)`` is called as soon as the Integrated
+    Gradients are there (``AnalyzeProgress`` times the [CLS] path from them)."""
+    step = progress or (lambda *_: None)
+    text, pair = rec.prediction.text, rec.prediction.pair
+    step(0.25, "Integrated Gradients")
+    attr = core.attribute(lm, text, target=target_arg(target), baseline=baseline, n_steps=int(n_steps), pair=pair,
+                          tolerance=tolerance_arg(auto))
+    if on_attribution is not None:
+        on_attribution(attr)
+    step(0.55, "Faithfulness")
+    faith = core.faithfulness(lm, attr)
+    step(0.6, "[CLS] path through the layers")
+    path = core.cls_path(lm, text, target=attr.target, baseline=baseline, n_steps=PATH_STEPS, pair=pair)
+    return dataclasses.replace(rec, attribution=attr, path=path, faith=faith,
+                               baseline_jumps=core.baseline_jumps(lm, baseline))
+
+
+def analyze_all(lm: core.LoadedModel, text: str, pair: str | None, target: str | None, baseline: str,
+                n_steps: int, progress: Callable[[float, str], Any] | None = None, auto: bool = False) -> Record:
+    """predict + attention + [CLS] lens + attribution + [CLS] path, once."""
+    rec = analyze_fast(lm, text, pair, progress)
+    return analyze_ig(lm, rec, target, baseline, n_steps, progress, auto)

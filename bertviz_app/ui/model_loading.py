@@ -1,0 +1,39 @@
+"""Models as the tabs open and name them: a visitor's request opened through the service (``load``),
+the openable names a dropdown offers (``model_choices``) and the lines that describe a loaded model."""
+
+from __future__ import annotations
+
+import bertviz_app as core
+from bertviz_app import service
+from bertviz_app.config import Settings
+
+from . import visitor
+from .markup import esc
+
+
+def load(name: str | None, default: str, settings: Settings) -> core.LoadedModel:
+    """Load what the user asked for (``service.open_model``): folder paths typed in the browser or sent
+    to the API are refused unless settings.allow_local_paths; the operator's own default model is always
+    allowed; in public mode another visitor's run answers as an unknown model. ``settings``: the app's."""
+    return service.open_model(name, default, settings, visitor.owner())
+
+
+def model_choices(default: str, settings: Settings, first: tuple[str, ...] = ()) -> list[str]:
+    """The openable models (``default`` even when not built yet), each once; ``first``: names put
+    before them (the fine-tune tab's base: ``encoder``, which the registry lists too)."""
+    models = core.list_models(settings.models_dir)
+    names = [m["name"] for m in visitor.visible(models) if m["built"]]  # public mode: own runs only
+    if default not in names:
+        names.insert(0, default)
+    return list(dict.fromkeys([*first, *names]))
+
+
+def model_line(lm: core.LoadedModel) -> str:
+    n = len(lm.labels)
+    kind = "multi-label" if lm.multi_label else "single-label"
+    return (f"**Model:** {esc(lm.name)} · **device:** {esc(lm.device_label)} · {lm.num_layers} layers · "
+            f"{n} classes ({kind}) · reads at most {lm.max_length} tokens")
+
+
+def warnings_md(lm: core.LoadedModel) -> str:
+    return "\n\n".join(f"**Warning:** {esc(w)}" for w in lm.warnings)
