@@ -4,11 +4,13 @@ do not), and ``review_columns``, the report the UI shows for the columns a user 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ...config import Settings
 from ...errors import BertvizError, DataError, InputError
+from ..default_model import encoder_tokenizer
 from .columns import MAX_CLASSES, describe_columns, holds_numbers
 from .messages import ROW_NOTE, format_rows, quote_list, quoted
 from .records import Problem, Report, Table
@@ -45,20 +47,65 @@ def validate(
     check_columns(table, text_col, label_col, pair_col)
     settings = settings if settings is not None else Settings()
     x = extract_rows(table, text_col, label_col, pair_col, multi_label, label_sep)
-    problems: list[Problem] = []
+    checks = _Checks(table, x, text_col, label_col, pair_col, multi_label, label_sep, settings)
+    _number_columns(checks)
+    any_label = _empty_columns(checks)
+    _skipped_rows(checks, any_label)
+    used = [x.labels[i] for i in x.keep]
+    counts = Counter(p for lab in used for p in lab)
+    class_counts = {name: int(counts[name]) for name in x.label_names if counts[name]}
+    too_many = _label_column(checks, counts, class_counts)
+    if len(class_counts) >= 2 and not too_many:
+        _class_sizes(checks, class_counts)
+    _long_texts(checks, tokenizer, max_length)
+    n_rows, n_used = len(x.rows), len(x.keep)
+    summary = {
+        "n_rows": n_rows,
+        "n_used": n_used,
+        "n_dropped": n_rows - n_used,
+        "n_classes": len(class_counts),
+        "class_counts": class_counts,
+        "multi_label": bool(multi_label),
+    }
+    order = {"error": 0, "warning": 1}
+    return Report(problems=tuple(sorted(checks.problems, key=lambda p: order[p.severity])), summary=summary)
 
-    def add(sev, code, msg, rows=()):
-        problems.append(Problem(sev, code, msg, tuple(rows)))
 
-    for col, what, code in ((text_col, "text column", "text_numbers"), (pair_col, "second text column",
-                                                                          "pair_numbers")):
+@dataclass
+class _Checks:
+    """One validation under way: the table, the chosen columns, their rows and the problems found so far."""
+
+    table: Table
+    x: Rows
+    text_col: str
+    label_col: str
+    pair_col: str | None
+    multi_label: bool
+    label_sep: str
+    settings: Settings
+    problems: list[Problem] = field(default_factory=list)
+
+    def add(self, sev, code, msg, rows=()):
+        """Note one problem (severity, code, message, spreadsheet rows)."""
+        self.problems.append(Problem(sev, code, msg, tuple(rows)))
+
+
+def _number_columns(checks: _Checks) -> None:
+    """Errors for a text or second text column that holds numbers."""
+    table, add = checks.table, checks.add
+    for col, what, code in ((checks.text_col, "text column", "text_numbers"), (checks.pair_col, "second text column",
+                                                                            "pair_numbers")):
         if col and holds_numbers(table, col):  # ids or scores: a model trained on them learns nothing of texts
             cells = table.df[col].dropna().astype(str).str.strip()
             seen = ", ".join(quoted(v) for v in cells[cells != ""].head(3))
             add("error", code,
                 f"The {what} {quoted(col)} holds numbers, not texts (e.g. {seen}). Choose the column that holds "
                 f"the texts (found {describe_columns(table)}), or add a column of texts to the file.")
-    n_rows = len(x.rows)
+
+
+def _empty_columns(checks: _Checks) -> bool:
+    """Errors for a label or text column empty in every row; whether any row has a label."""
+    x, add, table, text_col, label_col = checks.x, checks.add, checks.table, checks.text_col, checks.label_col
     any_label = any(lab is not None for lab in x.labels)
     if not any_label:
         add("error", "label_all_missing",
@@ -68,6 +115,13 @@ def validate(
         add("error", "text_all_missing",
             f"The text column {quoted(text_col)} is empty in every row. Choose the column that holds the texts "
             f"(columns: {quote_list(table.columns)}).")
+    return any_label
+
+
+def _skipped_rows(checks: _Checks, any_label: bool) -> None:
+    """Warnings for the rows skipped or used with an empty second text: empty texts, missing labels,
+    empty pairs, duplicates and conflicting duplicates."""
+    x, add, text_col, label_col, pair_col = checks.x, checks.add, checks.text_col, checks.label_col, checks.pair_col
     if x.empty_text:
         add("warning", "empty_text",
             f"{len(x.empty_text):,} row{'s' if len(x.empty_text) > 1 else ''} with empty text in {quoted(text_col)} "
@@ -95,19 +149,20 @@ def validate(
             f"{' pair' if pair_col else ''} with a different label; only the first copy is used: "
             f"{format_rows(x.conflicts)} ({ROW_NOTE}). Check which label is right.", x.conflicts)
 
-    used = [x.labels[i] for i in x.keep]
-    counts = Counter(p for lab in used for p in lab)
-    class_counts = {name: int(counts[name]) for name in x.label_names if counts[name]}
-    n_classes = len(class_counts)
-    n_used = len(x.keep)
-    if not multi_label and any(label_sep in p for p in counts) and sum(
+
+def _label_column(checks: _Checks, counts: Counter, class_counts: dict[str, int]) -> bool:
+    """Problems of the label column as a whole: separators that look multi-label, no usable rows, free text
+    instead of classes, a single class. Returns whether it has too many values to be classes."""
+    add, label_sep, text_col, label_col = checks.add, checks.label_sep, checks.text_col, checks.label_col
+    n_classes, n_used, table = len(class_counts), len(checks.x.keep), checks.table
+    if not checks.multi_label and any(label_sep in p for p in counts) and sum(
             c for p, c in counts.items() if label_sep in p) >= max(2, n_used // 10):
         add("warning", "looks_multi_label",
             f"Many labels contain {label_sep!r} (e.g. {quoted(next(p for p in counts if label_sep in p))}); if rows "
             f"can have "
             "several labels, tick multi-label so they are split.")
     too_many = n_classes > MAX_CLASSES or (n_used >= 10 and n_classes > n_used / 2)
-    if n_used == 0 and not any(p.code in ("label_all_missing", "text_all_missing") for p in problems):
+    if n_used == 0 and not any(p.code in ("label_all_missing", "text_all_missing") for p in checks.problems):
         add("error", "no_rows", f"No row has both a text in {quoted(text_col)} and a label in {quoted(label_col)}. "
                                 f"Fill them in, "
                                 "or choose other columns.")
@@ -122,37 +177,49 @@ def validate(
             f"Every usable row has the same label, {quoted(only)} ({n_used:,} row{'s' if n_used > 1 else ''}); a "
             f"classifier "
             "needs at least two classes. Add examples of another class or choose another label column.")
-    if n_classes >= 2 and not too_many:
-        rows_of: dict[str, list[int]] = {}
-        for i in x.keep:
-            for p in x.labels[i]:
-                rows_of.setdefault(p, []).append(x.rows[i])
-        rare = [c for c, k in class_counts.items() if k < settings.min_class_examples]
-        if rare:
-            rr = sorted(r for c in rare for r in rows_of[c])
-            add("error", "rare_class",
-                f"Class{'es' if len(rare) > 1 else ''} {quote_list(rare)} "
-                f"{'have' if len(rare) > 1 else 'has'} fewer than {settings.min_class_examples} examples "
-                f"({format_rows(rr)}; {ROW_NOTE}). Add examples, fix a misspelt label, or delete those rows "
-                "(BERTVIZ_MIN_CLASS_EXAMPLES sets the minimum).", rr)
-        few = [c for c, k in class_counts.items() if settings.min_class_examples <= k < settings.warn_class_examples]
-        if few:
-            add("warning", "few_examples",
-                "Few examples for " + ", ".join(f"{quoted(c)} ({class_counts[c]})" for c in few[:12])
-                + (f" and {len(few) - 12} more" if len(few) > 12 else "")
-                + f"; under {settings.warn_class_examples} per class the model will learn them poorly. "
-                "Add examples if you can.")
-        groups: dict[str, list[str]] = {}
-        for c in class_counts:
-            groups.setdefault(c.casefold(), []).append(c)
-        similar = [g for g in groups.values() if len(g) > 1]
-        if similar:
-            add("warning", "similar_labels",
-                "Labels that differ only in case are separate classes: "
-                + "; ".join(" and ".join(quoted(c) for c in g) for g in similar[:5])
-                + ". Make them the same if they mean the same.")
+    return too_many
 
-    limit = settings.max_chars
+
+def _class_sizes(checks: _Checks, class_counts: dict[str, int]) -> None:
+    """Problems of the classes one by one: too few examples (an error below the minimum, a warning below
+    the advised size) and labels that differ only in case."""
+    x, add, settings = checks.x, checks.add, checks.settings
+    rows_of: dict[str, list[int]] = {}
+    for i in x.keep:
+        for p in x.labels[i]:
+            rows_of.setdefault(p, []).append(x.rows[i])
+    rare = [c for c, k in class_counts.items() if k < settings.min_class_examples]
+    if rare:
+        rr = sorted(r for c in rare for r in rows_of[c])
+        add("error", "rare_class",
+            f"Class{'es' if len(rare) > 1 else ''} {quote_list(rare)} "
+            f"{'have' if len(rare) > 1 else 'has'} fewer than {settings.min_class_examples} examples "
+            f"({format_rows(rr)}; {ROW_NOTE}). Add examples, fix a misspelt label, or delete those rows "
+            "(BERTVIZ_MIN_CLASS_EXAMPLES sets the minimum).", rr)
+    few = [c for c, k in class_counts.items() if settings.min_class_examples <= k < settings.warn_class_examples]
+    if few:
+        add("warning", "few_examples",
+            "Few examples for " + ", ".join(f"{quoted(c)} ({class_counts[c]})" for c in few[:12])
+            + (f" and {len(few) - 12} more" if len(few) > 12 else "")
+            + f"; under {settings.warn_class_examples} per class the model will learn them poorly. "
+            "Add examples if you can.")
+    groups: dict[str, list[str]] = {}
+    for c in class_counts:
+        groups.setdefault(c.casefold(), []).append(c)
+    similar = [g for g in groups.values() if len(g) > 1]
+    if similar:
+        add("warning", "similar_labels",
+            "Labels that differ only in case are separate classes: "
+            + "; ".join(" and ".join(quoted(c) for c in g) for g in similar[:5])
+            + ". Make them the same if they mean the same.")
+
+
+def _long_texts(checks: _Checks, tokenizer, max_length: int | None) -> None:
+    """Warnings for texts over the character limit (cut) and, given a tokenizer, over the max length in
+    tokens (truncated in training)."""
+    x, add = checks.x, checks.add
+    n_used = len(x.keep)
+    limit = checks.settings.max_chars
     long_rows = [x.rows[i] for i in x.keep
                  if len(x.texts[i]) > limit or (x.pairs is not None and len(x.pairs[i] or "") > limit)]
     if long_rows:
@@ -170,17 +237,6 @@ def validate(
                 f"{lead} are longer than {ml} tokens and will be cut to that length in training: "
                 f"{format_rows(truncated)} ({ROW_NOTE}). Raise the max length or shorten the texts if the end matters.",
                 truncated)
-
-    summary = {
-        "n_rows": n_rows,
-        "n_used": n_used,
-        "n_dropped": n_rows - n_used,
-        "n_classes": n_classes,
-        "class_counts": class_counts,
-        "multi_label": bool(multi_label),
-    }
-    order = {"error": 0, "warning": 1}
-    return Report(problems=tuple(sorted(problems, key=lambda p: order[p.severity])), summary=summary)
 
 
 def _model_max(tokenizer, max_length: int | None) -> int:
@@ -226,8 +282,6 @@ def _truncation_check() -> dict:
     vocabulary (shared by the default model and runs built on it) at BERT's 512 tokens. Skipped,
     not fatal, when the encoder package is missing."""
     try:
-        from ..default_model import encoder_tokenizer
-
         return {"tokenizer": encoder_tokenizer(), "max_length": 512}
     except BertvizError:
         return {}
