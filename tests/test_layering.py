@@ -334,3 +334,15 @@ def test_docs_layout_is_the_code_s_own():
 if __name__ == "__main__":
     LAYOUT.write_text(layout_page(), encoding="utf-8")
     print(f"wrote {LAYOUT.relative_to(ROOT)}")
+
+
+def test_no_facade_name_is_shadowed_by_a_package():
+    """Importing ``bertviz_app.x`` sets the attribute ``x`` of the package to the module, so a facade name
+    that is also a package or module name (``bv.explain`` the function, ``bertviz_app/explain/`` the folder)
+    turns into the module once anything imports it. Positive control: a module name is seen as one."""
+    import bertviz_app
+
+    children = {p.stem if p.suffix == ".py" else p.name for p in PACKAGE.iterdir()
+                if p.suffix == ".py" or (p / "__init__.py").is_file()}
+    assert {"config", "models", "cli"} <= children
+    assert not set(bertviz_app.__all__) & children, set(bertviz_app.__all__) & children
