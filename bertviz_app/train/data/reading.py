@@ -45,6 +45,26 @@ def read_table(source: str | os.PathLike | bytes, name: str | None = None, min_c
     limit = int(max_upload_mb * 1e6)
     data, name = _read_bytes(source, name, limit)
     shown = display_name(name)
+    ext = _accepted(data, name, shown)
+    text, encoding, notices = decode(data, shown)
+    text, n_inline_cr = line_ends(text)
+    # Leading blank lines: skip them but keep row numbers honest (a spreadsheet shows them).
+    stripped = text.lstrip("\n")
+    offset = len(text) - len(stripped)
+    text = stripped
+    _refuse_non_tables(text, shown)
+    df, header, delimiter = _frame(text, ext, shown, n_inline_cr, notices, min_columns=min_columns,
+                                   max_rows=max_rows, offset=offset)
+    if delimiter != "," and ext != ".tsv":
+        notices.append(f"Columns are separated by {_DELIM_NAMES[delimiter]}s.")
+    if n_inline_cr:
+        notices.append(_inline_cr_notice(df, n_inline_cr))
+    return Table(df=df, name=os.path.basename(name) if name else "data", delimiter=delimiter, encoding=encoding,
+                 notices=tuple(notices), header=header)
+
+
+def _accepted(data: bytes, name: str | None, shown: str) -> str:
+    """The file's extension, once its bytes are not empty, not a binary format and its name is a table's."""
     if not data:
         raise DataError(
             f"{shown} is empty (0 bytes). Upload a CSV with a header row (e.g. text,label) and one example per row."
@@ -56,12 +76,11 @@ def read_table(source: str | os.PathLike | bytes, name: str | None = None, min_c
             f"{shown} is not a .csv, .tsv or .txt file. Save the table as CSV (in Excel: File > Save As > "
             "CSV UTF-8) and upload that."
         )
-    text, encoding, notices = decode(data, shown)
-    text, n_inline_cr = line_ends(text)
-    # Leading blank lines: skip them but keep row numbers honest (a spreadsheet shows them).
-    stripped = text.lstrip("\n")
-    offset = len(text) - len(stripped)
-    text = stripped
+    return ext
+
+
+def _refuse_non_tables(text: str, shown: str) -> None:
+    """Refuse a text of blank lines only, JSON, XML or HTML."""
     if not text.strip():
         raise DataError(f"{shown} has no content except blank lines. Upload a CSV with a header row and data rows.")
     head = text[:200].lstrip().lower()
@@ -70,6 +89,12 @@ def read_table(source: str | os.PathLike | bytes, name: str | None = None, min_c
         raise DataError(f"{shown} contains {kind}, not a table. Save the data as CSV with a header row (e.g. "
                         f"text,label) "
                         "and upload that.")
+
+
+def _frame(text: str, ext: str, shown: str, n_inline_cr: int, notices: list[str], *, min_columns: int,
+           max_rows: int, offset: int) -> tuple[pd.DataFrame, tuple[str, ...], str]:
+    """(data rows indexed by spreadsheet row, header, delimiter): the text split into a table within the
+    limits (header length, columns, rows), wholly empty rows dropped."""
     header_end = text.find("\n")
     header_len = len(text) if header_end < 0 else header_end
     if header_len > _MAX_HEADER_CHARS:
@@ -107,20 +132,20 @@ def read_table(source: str | os.PathLike | bytes, name: str | None = None, min_c
             f"{shown} has a header ({quote_list(list(df.columns))}) but no data rows below it. "
             "Add one example per row under the header."
         )
-    if delimiter != "," and ext != ".tsv":
-        notices.append(f"Columns are separated by {_DELIM_NAMES[delimiter]}s.")
-    if n_inline_cr:
-        has_cr = df.apply(lambda col: col.str.contains("\r", regex=False, na=False)).any(axis=1)
-        cr_rows = [int(r) for r in df.index[has_cr]]
-        where = f" ({format_rows(cr_rows)}; {ROW_NOTE})" if cr_rows else ""
-        notices.append(
-            f"{n_inline_cr:,} carriage return{'s' if n_inline_cr != 1 else ''} (\\r) inside lines{where} "
-            f"{'were' if n_inline_cr != 1 else 'was'} read as part of the text, "
-            "as given, not as line breaks: the file's lines end in \\n. The model reads \\r as a space. If they were "
-            "meant to start new rows, save the file with one line ending throughout."
-        )
-    return Table(df=df, name=os.path.basename(name) if name else "data", delimiter=delimiter, encoding=encoding,
-                 notices=tuple(notices), header=header)
+    return df, header, delimiter
+
+
+def _inline_cr_notice(df: pd.DataFrame, n_inline_cr: int) -> str:
+    """The notice that carriage returns inside lines were read as part of the text, with their rows."""
+    has_cr = df.apply(lambda col: col.str.contains("\r", regex=False, na=False)).any(axis=1)
+    cr_rows = [int(r) for r in df.index[has_cr]]
+    where = f" ({format_rows(cr_rows)}; {ROW_NOTE})" if cr_rows else ""
+    return (
+        f"{n_inline_cr:,} carriage return{'s' if n_inline_cr != 1 else ''} (\\r) inside lines{where} "
+        f"{'were' if n_inline_cr != 1 else 'was'} read as part of the text, "
+        "as given, not as line breaks: the file's lines end in \\n. The model reads \\r as a space. If they were "
+        "meant to start new rows, save the file with one line ending throughout."
+    )
 
 
 def _read_bytes(source, name: str | None, limit: int) -> tuple[bytes, str | None]:
