@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -112,6 +113,53 @@ def judge(metrics: dict, majority: dict, *, mode: str, log_history=(), probe: di
     ended the run (``info["stopped_early"]``), so "more epochs" is never advised. ``multi_label``:
     the loss is a per-class binary cross-entropy (a uniform guess: ln 2, not ln C)."""
     hp = hyperparameters or {}
+    e = _evidence(metrics, majority, mode=mode, log_history=log_history, probe=probe, multi_label=multi_label)
+    nll, ece = metrics.get("val_nll"), metrics.get("ece")
+    calib_txt = _calibration_text(metrics, e.conf)
+    more_rows = (f"Add labelled rows: {n_train:,} training rows is little; aim for 100+ per class."
+                 if n_train < 100 * e.n_classes else None)
+    kind, message, suggestions = _decide(e, majority, mode=mode, probe=probe, hp=hp, stopped_early=stopped_early)
+    message += calib_txt
+    if kind != "learned" and more_rows:
+        suggestions.append(more_rows)
+    status = {"learned": "learned", "not_learned": "not_learned"}.get(kind, "weak")
+    return Verdict(status=status, message=message, suggestions=tuple(suggestions), majority=dict(majority),
+                   probe=None if probe is None else {k: float(probe[k]) for k in ("accuracy", "macro_f1")},
+                   loss_start=e.loss_start, loss_end=e.loss_end, mean_confidence=e.conf,
+                   val_nll=None if nll is None else float(nll), ece=None if ece is None else float(ece),
+                   heading=HEADINGS[kind])
+
+
+@dataclass(frozen=True)
+class _Evidence:
+    """What a verdict weighs: the run against the majority class and the probe, its loss and confidence,
+    and the phrases that say them."""
+
+    n: int  # validation rows (at least 1)
+    acc: float
+    f1: float
+    maj_acc: float
+    band: float  # beyond chance against the majority class
+    beats_majority: bool
+    clearly: bool
+    n_classes: int
+    loss_start: float | None
+    loss_end: float | None
+    chance_loss: float  # the loss of a uniform guess
+    flat: bool
+    conf: float | None  # mean top probability
+    uniform: bool
+    probe_f1: float | None
+    probe_band: float | None
+    behind_probe: bool
+    loss_txt: str
+    unsure_txt: str
+    base_txt: str
+
+
+def _evidence(metrics: dict, majority: dict, *, mode: str, log_history, probe: dict | None,
+              multi_label: bool) -> _Evidence:
+    """The numbers ``judge`` weighs, each against its noise band, and the phrases that say them."""
     n = max(1, int(metrics.get("n") or 0))
     acc, f1 = float(metrics["accuracy"]), float(metrics["macro_f1"])
     maj_acc = float(majority["accuracy"])
@@ -135,6 +183,17 @@ def judge(metrics: dict, majority: dict, *, mode: str, log_history=(), probe: di
     loss_txt = (f" The training loss went from {loss_start:.3f} to {loss_end:.3f}"
                 + (" (flat)." if flat else ".")) if loss_end is not None else ""
     unsure_txt = f"mean top probability {conf:.0%} for {n_classes} classes" if conf is not None else ""
+    base_txt = (f"validation accuracy {acc:.1%} (macro-F1 {f1:.3f}) against {maj_acc:.1%} for always answering "
+                f"{majority['class']!r}")
+    return _Evidence(n=n, acc=acc, f1=f1, maj_acc=maj_acc, band=band, beats_majority=beats_majority,
+                     clearly=clearly, n_classes=n_classes, loss_start=loss_start, loss_end=loss_end,
+                     chance_loss=chance_loss, flat=flat, conf=conf, uniform=uniform, probe_f1=probe_f1,
+                     probe_band=probe_band, behind_probe=behind_probe, loss_txt=loss_txt, unsure_txt=unsure_txt,
+                     base_txt=base_txt)
+
+
+def _calibration_text(metrics: dict, conf: float | None) -> str:
+    """The message's closing sentences: validation loss and calibration error, and what became of the temperature."""
     nll, ece = metrics.get("val_nll"), metrics.get("ece")
     calib_txt = ""
     if nll is not None and ece is not None:  # how sure it is against how often it is right
@@ -143,43 +202,47 @@ def judge(metrics: dict, majority: dict, *, mode: str, log_history=(), probe: di
                      + (f", mean top probability {float(conf):.0%}." if conf is not None else "."))
     if outcome := calibration_outcome(metrics.get("calibration")):  # whether predict applies a temperature
         calib_txt += " " + outcome
-    base_txt = (f"validation accuracy {acc:.1%} (macro-F1 {f1:.3f}) against {maj_acc:.1%} for always answering "
-                f"{majority['class']!r}")
-    more_rows = (f"Add labelled rows: {n_train:,} training rows is little; aim for 100+ per class."
-                 if n_train < 100 * n_classes else None)
+    return calib_txt
+
+
+def _decide(e: _Evidence, majority: dict, *, mode: str, probe: dict | None, hp: Mapping,
+            stopped_early: bool) -> tuple[str, str, list[str]]:
+    """(kind, message, suggestions): the first that holds of not learned, barely better, below the probe,
+    unsure and learned."""
+    n, f1, probe_f1 = e.n, e.f1, e.probe_f1
     suggestions: list[str]
-    if not beats_majority:
+    if not e.beats_majority:
         kind = "not_learned"
-        message = (f"The model has not learned: {base_txt}, which is within what chance gives on {n} validation "
-                   f"rows.{loss_txt}")
+        message = (f"The model has not learned: {e.base_txt}, which is within what chance gives on {n} validation "
+                   f"rows.{e.loss_txt}")
         suggestions = (_tuning_advice(hp, slow=True, stopped_early=stopped_early)
                        + ["Check the labels: do the texts really carry them, and are they consistent?"])
-        probe_failed = probe is not None and float(probe["accuracy"]) < min(1.0, maj_acc + band)
+        probe_failed = probe is not None and float(probe["accuracy"]) < min(1.0, e.maj_acc + e.band)
         if probe_failed:
             message += " The frozen-encoder probe did not beat it either, so the labels may not follow from the texts."
         elif mode == "full":
             suggestions.append("Try probe mode (frozen encoder + logistic regression): it needs less data.")
-    elif not clearly:
+    elif not e.clearly:
         kind = "barely"
-        message = (f"The model is only a little better than always answering {majority['class']!r}: {base_txt}, "
-                   f"beyond chance on {n} validation rows but with most of its errors left.{loss_txt}")
-        if mode == "full" and uniform:
-            message += f" Its answers are near uniform ({unsure_txt})."
+        message = (f"The model is only a little better than always answering {majority['class']!r}: {e.base_txt}, "
+                   f"beyond chance on {n} validation rows but with most of its errors left.{e.loss_txt}")
+        if mode == "full" and e.uniform:
+            message += f" Its answers are near uniform ({e.unsure_txt})."
         suggestions = _tuning_advice(hp, slow=mode == "full", stopped_early=stopped_early)
         if mode == "full" and probe is None:
             suggestions.append("Compare with the probe mode on the same data (mode: both).")
-    elif mode == "full" and behind_probe:
+    elif mode == "full" and e.behind_probe:
         kind = "probe"
-        message = (f"Fine-tuning learned ({base_txt}) but stayed behind the frozen-encoder probe: macro-F1 {f1:.3f} "
+        message = (f"Fine-tuning learned ({e.base_txt}) but stayed behind the frozen-encoder probe: macro-F1 {f1:.3f} "
                    f"against the probe's {probe_f1:.3f} on the same split, more than noise allows on {n} "
-                   f"rows (±{probe_band:.3f}).{loss_txt}")
+                   f"rows (±{e.probe_band:.3f}).{e.loss_txt}")
         suggestions = ["Use the probe run for now (mode: probe or both).",
                        *_tuning_advice(hp, slow=False, stopped_early=stopped_early)]
-    elif mode == "full" and flat and uniform:
+    elif mode == "full" and e.flat and e.uniform:
         kind = "unsure"
-        message = (f"The model ranks the classes well ({base_txt}), but its training loss stayed flat "
-                   f"({loss_start:.3f} to {loss_end:.3f}; a uniform guess scores {chance_loss:.3f}) and its answers "
-                   f"are near uniform ({unsure_txt}).")
+        message = (f"The model ranks the classes well ({e.base_txt}), but its training loss stayed flat "
+                   f"({e.loss_start:.3f} to {e.loss_end:.3f}; a uniform guess scores {e.chance_loss:.3f}) and its "
+                   f"answers are near uniform ({e.unsure_txt}).")
         suggestions = _tuning_advice(hp, slow=True, stopped_early=stopped_early)
         if probe is None:
             suggestions.append("Compare with the probe mode on the same data (mode: both).")
@@ -189,16 +252,8 @@ def judge(metrics: dict, majority: dict, *, mode: str, log_history=(), probe: di
         if probe_f1 is not None:
             vs_probe = (f", and the frozen-encoder probe's macro-F1 {probe_f1:.3f}"
                         + (f" (level within noise on {n} rows)" if probe_f1 > f1 else ""))
-        message = f"The model learned: {base_txt}{vs_probe}.{loss_txt}"
-        if mode == "full" and uniform:
-            message += f" Its answers are unsure ({unsure_txt}), though mostly right."
+        message = f"The model learned: {e.base_txt}{vs_probe}.{e.loss_txt}"
+        if mode == "full" and e.uniform:
+            message += f" Its answers are unsure ({e.unsure_txt}), though mostly right."
         suggestions = []
-    message += calib_txt
-    if kind != "learned" and more_rows:
-        suggestions.append(more_rows)
-    status = {"learned": "learned", "not_learned": "not_learned"}.get(kind, "weak")
-    return Verdict(status=status, message=message, suggestions=tuple(suggestions), majority=dict(majority),
-                   probe=None if probe is None else {k: float(probe[k]) for k in ("accuracy", "macro_f1")},
-                   loss_start=loss_start, loss_end=loss_end, mean_confidence=conf,
-                   val_nll=None if nll is None else float(nll), ece=None if ece is None else float(ece),
-                   heading=HEADINGS[kind])
+    return kind, message, suggestions
