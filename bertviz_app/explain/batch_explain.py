@@ -51,7 +51,12 @@ import numpy as np
 
 from ..errors import CancelledError, InputError
 from ..models.encoding import check_text
-from ..train.data import guess_columns, read_table, safe_csv_cell
+from ..models.inference import predict
+from ..train.data import format_rows, guess_columns, read_table, safe_csv_cell
+from . import methods as attribution_methods  # looked up per call: a test wraps methods.explain
+from .attribution import attribute_many, check_args, steps_mode
+from .export import attribution_units, check_output_path, write_text
+from .faithfulness_eval import faithfulness_many
 
 __all__ = ["BATCH_METHODS", "BatchExplanation", "explain_csv", "method_keys", "process_device", "OUTPUT_SUFFIXES"]
 
@@ -130,8 +135,6 @@ def _words_json(table: dict[str, list[tuple[str, float, int]]]) -> dict:
 
 def check_output(out: str | os.PathLike) -> Path:
     """The output path, checked before any work: a known suffix and a folder it can be written in."""
-    from .export import check_output_path
-
     path = Path(out).expanduser()
     if path.suffix.lower() not in OUTPUT_SUFFIXES:
         raise InputError(f"The output file must end in .csv or .jsonl, got {path.name!r}.")
@@ -181,8 +184,6 @@ def explain_csv(lm, source, out: str | os.PathLike, text_column: str | None = No
     launch/torchrun (the CLI passes them): each process then explains every world_size-th row and
     the main one merges the shards; 1 and 0: this process alone. Text limits and IG's max_n_steps
     come from ``lm.settings``."""
-    from .attribution import check_args, steps_mode
-
     started = time.perf_counter()
     n_steps, tolerance = steps_mode(n_steps, tolerance)
     path = check_output(out)
@@ -190,31 +191,7 @@ def explain_csv(lm, source, out: str | os.PathLike, text_column: str | None = No
     check_args(baseline, n_steps, "prob", tolerance, max_n_steps=lm.settings.max_n_steps)
     lm.label_index(target)  # an unknown class fails now, not after the first chunk
     table = read_table(source, min_columns=1)  # a table of texts alone is enough to explain
-    guess = guess_columns(table)
-    text_col = text_column or guess.text
-    cols = ", ".join(repr(c) for c in table.columns)
-    if not text_col or text_col not in table.columns:
-        what = f"There is no column {text_col!r}" if text_col else "No text column could be guessed"
-        raise InputError(f"{what} in {table.name}; its columns are {cols}. Name the text column (--text-column).")
-    if pair_column and pair_column not in table.columns:
-        raise InputError(f"There is no column {pair_column!r} in {table.name}; its columns are {cols}.")
-
-    rows, skipped = [], []
-    for row, value in table.df[text_col].items():
-        pair = table.df.at[row, pair_column] if pair_column else None
-        try:
-            text = check_text(None if isinstance(value, float) and math.isnan(value) else value,
-                              max_chars=lm.settings.max_chars)
-            pair = None if pair is None or (isinstance(pair, float) and math.isnan(pair)) or not str(pair).strip() \
-                else check_text(pair, "Second text", lm.settings.max_chars)
-        except InputError as exc:
-            skipped.append((int(row), str(exc)))
-            continue
-        rows.append((int(row), text, pair))
-    if not rows:
-        raise InputError(f"No row of {table.name} has a text to explain in column {text_col!r} "
-                         f"({len(skipped)} rows skipped: {skipped[0][1] if skipped else 'the table is empty'}).")
-
+    rows, skipped = _rows_to_explain(table, text_column, pair_column, lm.settings.max_chars)
     rank, world, state = _distributed(world_size, local_rank)
     mine = rows[rank::world]
     records: list[dict] = []
@@ -240,11 +217,53 @@ def explain_csv(lm, source, out: str | os.PathLike, text_column: str | None = No
         if not state.is_main_process:
             return BatchExplanation(None, len(rows), len(records), (), time.perf_counter() - started, world,
                                     methods=keys)
-        records = []
-        for k in range(world):
-            part = path.with_name(f".{path.name}.shard{k}")
-            records += [json.loads(line) for line in part.read_text(encoding="utf-8").splitlines() if line]
-            part.unlink()
+        records = _merged_shards(path, world)
+    return _finish(lm, path, records, rows, skipped, keys, table, raw, started, world)
+
+
+def _rows_to_explain(table, text_column: str | None, pair_column: str | None,
+                     max_chars: int) -> tuple[list[tuple[int, str, str | None]], list[tuple[int, str]]]:
+    """(rows to explain as (row, text, pair), rows skipped as (row, why)); a missing column fails first."""
+    guess = guess_columns(table)
+    text_col = text_column or guess.text
+    cols = ", ".join(repr(c) for c in table.columns)
+    if not text_col or text_col not in table.columns:
+        what = f"There is no column {text_col!r}" if text_col else "No text column could be guessed"
+        raise InputError(f"{what} in {table.name}; its columns are {cols}. Name the text column (--text-column).")
+    if pair_column and pair_column not in table.columns:
+        raise InputError(f"There is no column {pair_column!r} in {table.name}; its columns are {cols}.")
+
+    rows, skipped = [], []
+    for row, value in table.df[text_col].items():
+        pair = table.df.at[row, pair_column] if pair_column else None
+        try:
+            text = check_text(None if isinstance(value, float) and math.isnan(value) else value,
+                              max_chars=max_chars)
+            pair = None if pair is None or (isinstance(pair, float) and math.isnan(pair)) or not str(pair).strip() \
+                else check_text(pair, "Second text", max_chars)
+        except InputError as exc:
+            skipped.append((int(row), str(exc)))
+            continue
+        rows.append((int(row), text, pair))
+    if not rows:
+        raise InputError(f"No row of {table.name} has a text to explain in column {text_col!r} "
+                         f"({len(skipped)} rows skipped: {skipped[0][1] if skipped else 'the table is empty'}).")
+    return rows, skipped
+
+
+def _merged_shards(path: Path, world: int) -> list[dict]:
+    """The main process: every process's shard of records, read in rank order and removed."""
+    records = []
+    for k in range(world):
+        part = path.with_name(f".{path.name}.shard{k}")
+        records += [json.loads(line) for line in part.read_text(encoding="utf-8").splitlines() if line]
+        part.unlink()
+    return records
+
+
+def _finish(lm, path: Path, records: list[dict], rows: list, skipped: list[tuple[int, str]], keys: tuple[str, ...],
+            table, raw: bool, started: float, world: int) -> BatchExplanation:
+    """The records in row order written to ``path``, and what they add up to."""
     records.sort(key=lambda r: r["row"])
     formula_cells = _write(path, records, skipped, list(lm.labels), keys, table, raw)
     rel = [r["methods"]["ig"]["relative_delta"] for r in records
@@ -259,8 +278,6 @@ def explain_csv(lm, source, out: str | os.PathLike, text_column: str | None = No
 
 def guard_note(formula_cells: dict[str, tuple[int, ...]], raw: bool) -> str:
     """One line naming the cells that start like a formula: guarded with a leading ', or (raw) left as they are."""
-    from ..train.data import format_rows
-
     n = sum(len(r) for r in formula_cells.values())
     where = "; ".join(f"column {c!r}: {format_rows(r, 5)}" for c, r in list(formula_cells.items())[:6])
     more = f"; and {len(formula_cells) - 6} more columns" if len(formula_cells) > 6 else ""
@@ -277,11 +294,6 @@ def _explain_chunk(lm, chunk: list[tuple[int, str, str | None]], keys: tuple[str
                    n_steps: int, tolerance: float | None, stop_if_cancelled: Callable[[], None]) -> list[dict]:
     """One chunk of rows: their predictions, then per method their attributions (or each row's
     refusal) and the faithfulness of those attributions in one padded batch."""
-    from ..models.inference import predict
-    from .attribution import attribute_many
-    from .faithfulness_eval import faithfulness_many
-    from .methods import explain
-
     texts = [t for _, t, _ in chunk]
     pairs = [p for _, _, p in chunk] if chunk[0][2] is not None else None
     preds = predict(lm, texts, pairs)
@@ -299,8 +311,8 @@ def _explain_chunk(lm, chunk: list[tuple[int, str, str | None]], keys: tuple[str
                 stop_if_cancelled()
                 start = time.perf_counter()
                 try:
-                    a = explain(lm, text, _FULL.get(key, key), target=target, baseline=baseline, pair=pair,
-                                n_steps=n_steps)
+                    a = attribution_methods.explain(lm, text, _FULL.get(key, key), target=target, baseline=baseline,
+                                                    pair=pair, n_steps=n_steps)
                 except InputError as exc:  # its cost refusal: this row, this method; the rest go on
                     done[key].append(str(exc))
                     continue
@@ -313,8 +325,6 @@ def _explain_chunk(lm, chunk: list[tuple[int, str, str | None]], keys: tuple[str
         measured = iter(faithfulness_many(lm, ok) if ok else [])
         share = (time.perf_counter() - start) / max(1, len(ok))
         faith[key] = [None if isinstance(x, str) else (next(measured), share) for x in done[key]]
-
-    from .export import attribution_units
 
     out = []
     for i, ((row, text, pair), pred) in enumerate(zip(chunk, preds)):
@@ -392,8 +402,6 @@ def _write(path: Path, records: list[dict], skipped: list[tuple[int, str]], labe
            keys: tuple[str, ...], table, raw: bool) -> dict[str, tuple[int, ...]]:
     """Whole or not at all (export.write_text: a temporary file renamed over ``path``). Returns the
     CSV cells that start like a formula, by column (empty for JSONL)."""
-    from .export import write_text
-
     inputs = _input_cells(table)
     if path.suffix.lower() == ".jsonl":
         names = table.columns
