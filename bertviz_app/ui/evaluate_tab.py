@@ -33,11 +33,27 @@ def build(default: str, *, settings: core.Settings | None = None) -> SimpleNames
                 "where it does worst, the rows it gets wrong, and how honest its confidence is (calibration before "
                 "and after a temperature). Each evaluation is stored and can be reopened below. The same as "
                 "`python -m bertviz_app evaluate FILE --out folder/`.")
+    return SimpleNamespace(**_states(), **_file_fields(), **_run_fields(settings), **_results_fields(),
+                           **_geometry_fields(), **_comparison_fields())
+
+
+def _components(scope: dict) -> dict:
+    """The gradio components and blocks among a layout step's local names (what ``build`` returns)."""
+    return {k: v for k, v in scope.items() if isinstance(v, (gr.components.Component, gr.blocks.BlockContext))}
+
+
+def _states() -> dict:
+    """The tab's per-session states (no visible element)."""
     flag = gr.State(CancelFlag())
     table = gr.State(None, time_to_live=3600)
     refused = gr.State(None)  # why the file shown was refused (Evaluate says so instead of "upload one")
     view = gr.State(None, time_to_live=3600)  # the shown evaluation, read from its folder (RunView)
     selected = gr.State(None, time_to_live=3600)  # the row chosen in a table (sent to Predict)
+    return _components(locals())
+
+
+def _file_fields() -> dict:
+    """The labelled file, its column mapping, the slice words, the model to compare with, the geometry switch."""
     with gr.Row():
         with gr.Column(scale=1):
             upload = gr.File(label="Labelled file (.csv, .tsv, .txt)", file_types=[".csv", ".tsv", ".txt"],
@@ -59,6 +75,11 @@ def build(default: str, *, settings: core.Settings | None = None) -> SimpleNames
                                       elem_id="bv-ev-compare")
                 geometry = gr.Checkbox(value=False, label="[CLS] geometry by layer", elem_id="bv-ev-geometry",
                                        info="PCA of every row's vectors at each depth and a linear probe per layer")
+    return _components(locals())
+
+
+def _run_fields(settings: core.Settings) -> dict:
+    """Evaluate and Cancel, the status lines, and the stored evaluations to reopen."""
     with gr.Row():
         start = gr.Button("Evaluate", variant="primary", elem_id="bv-ev-start")
         cancel = gr.Button("Cancel", variant="stop", elem_id="bv-ev-cancel")
@@ -68,6 +89,11 @@ def build(default: str, *, settings: core.Settings | None = None) -> SimpleNames
         stored = gr.Dropdown(choices=[], value=None, label="Stored evaluations", scale=4, elem_id="bv-ev-stored",
                              info="newest first" + ("; yours only (this browser's)" if settings.public else ""))
         open_btn = gr.Button("Open", scale=1, elem_id="bv-ev-open")
+    return _components(locals())
+
+
+def _results_fields() -> dict:
+    """The shown evaluation: summary, per-class scores, confusion, slices, wrong rows, calibration."""
     summary = gr.Markdown(elem_id="bv-ev-summary")
     with gr.Row():
         per_class = gr.Dataframe(value=evaluate_view.per_class_frame(None), label="Per-class scores",
@@ -93,6 +119,11 @@ def build(default: str, *, settings: core.Settings | None = None) -> SimpleNames
             save_t = gr.Button("Save this temperature to the model", visible=False, elem_id="bv-ev-save-t")
             save_t_md = gr.Markdown(elem_id="bv-ev-save-t-md")
         reliability = figures.plot(label="Reliability diagram", elem_id="bv-ev-reliability")
+    return _components(locals())
+
+
+def _geometry_fields() -> dict:
+    """The [CLS] geometry by layer (shown when the evaluation has it)."""
     with gr.Group(visible=False) as geometry_box:
         gr.Markdown("#### [CLS] geometry by layer")
         with gr.Row():
@@ -105,6 +136,11 @@ def build(default: str, *, settings: core.Settings | None = None) -> SimpleNames
                 scatter, clicked = figures.clickable_plot(label="PCA of the vectors", elem_id="bv-ev-scatter")
             with gr.Column(scale=2):
                 probes = figures.plot(label="Probe accuracy by layer", elem_id="bv-ev-probes")
+    return _components(locals())
+
+
+def _comparison_fields() -> dict:
+    """The comparison with a second model (shown when the evaluation has one)."""
     with gr.Group(visible=False) as compare_box:
         comparison = gr.Markdown(elem_id="bv-ev-comparison")
         disagreements = gr.Dataframe(value=evaluate_view.disagreement_frame(RunView("", {}, [], [], {})),
@@ -114,8 +150,7 @@ def build(default: str, *, settings: core.Settings | None = None) -> SimpleNames
         compare_slices = gr.Dataframe(value=evaluate_view.comparison_frame(RunView("", {}, [], [], {})),
                                       label="Per slice: each model's accuracy", interactive=False,
                                       elem_id="bv-ev-compare-slices")
-    return SimpleNamespace(**{k: v for k, v in locals().items() if isinstance(v, (gr.components.Component,
-                                                                                  gr.blocks.BlockContext))})
+    return _components(locals())
 
 
 def wire(ui: SimpleNamespace, *, demo: gr.Blocks | None, model_dd, default: str, predict_text, predict_pair, tabs,

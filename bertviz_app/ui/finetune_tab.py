@@ -80,6 +80,17 @@ def build(default: str, *, settings: core.Settings | None = None) -> SimpleNames
     gr.Markdown("Fine-tune a classifier on your own labelled texts: upload a table with a text column and a label "
                 "column (.csv, .tsv or .txt with a header row), check the columns, and press **Start training**. "
                 "The new model is saved under `runs/` and opens in the explorer tabs.")
+    return SimpleNamespace(**_states(), **_data_fields(), **_training_fields(default, settings), **_results_fields(),
+                           **_runs_fields(settings), **_compare_fields(), **_hub_fields(), **_runs_table(settings))
+
+
+def _components(scope: dict) -> dict:
+    """The gradio components and blocks among a layout step's local names (what ``build`` returns)."""
+    return {k: v for k, v in scope.items() if isinstance(v, (gr.components.Component, gr.blocks.BlockContext))}
+
+
+def _states() -> dict:
+    """The tab's per-session states (no visible element)."""
     flag = gr.State(CancelFlag())
     table = gr.State(None, time_to_live=3600)
     val_table = gr.State(None, time_to_live=3600)
@@ -88,6 +99,11 @@ def build(default: str, *, settings: core.Settings | None = None) -> SimpleNames
     val_refused = gr.State(None)  # the same for the validation file
     results = gr.State(None, time_to_live=3600)  # misclassified rows of the last run(s), for "send to explorer"
     selected = gr.State(None, time_to_live=3600)
+    return _components(locals())
+
+
+def _data_fields() -> dict:
+    """The training and validation uploads, their column mapping, the read report and the preview."""
     with gr.Row():
         with gr.Column(scale=1):
             upload = gr.File(label="Training data (.csv, .tsv, .txt)", file_types=[".csv", ".tsv", ".txt"],
@@ -106,6 +122,11 @@ def build(default: str, *, settings: core.Settings | None = None) -> SimpleNames
     # Its columns are the file's: until one is read only "row" (an empty table would show placeholder headers).
     preview = gr.Dataframe(value=EMPTY_PREVIEW, label="Preview (first rows as read; row = spreadsheet row)",
                            interactive=False, wrap=True, max_height=300, elem_id="bv-ft-preview")
+    return _components(locals())
+
+
+def _training_fields(default: str, settings: core.Settings) -> dict:
+    """Base model, mode and run name; the advanced hyper-parameters (blank = automatic)."""
     with gr.Row():
         base_choices = model_loading.model_choices(default, settings, first=(core.DEFAULT_BASE,))
         base = gr.Dropdown(choices=base_choices, value=core.DEFAULT_BASE, allow_custom_value=True, label="Base model",
@@ -140,6 +161,11 @@ def build(default: str, *, settings: core.Settings | None = None) -> SimpleNames
                                   info=f"{help_['early_stopping_patience']} {AUTO}", elem_id="bv-ft-patience")
             val_fraction = gr.Slider(0.05, 0.5, value=0.2, step=0.05, label="Validation fraction",
                                      info="held out when no validation file is given", elem_id="bv-ft-valfrac")
+    return _components(locals())
+
+
+def _results_fields() -> dict:
+    """Start and Cancel, the live status and progress, then the finished run's verdict, curves and metrics."""
     with gr.Row():
         start = gr.Button("Start training", variant="primary", elem_id="bv-ft-start")
         cancel = gr.Button("Cancel", variant="stop", elem_id="bv-ft-cancel")
@@ -159,6 +185,11 @@ def build(default: str, *, settings: core.Settings | None = None) -> SimpleNames
         selected_md = gr.Markdown(elem_id="bv-ft-selected")
         send = gr.Button("Send to explorer", elem_id="bv-ft-send", scale=0)
         wrong_csv = gr.File(label="Misclassified rows (.csv)", interactive=False, height=90, elem_id="bv-ft-wrong-csv")
+    return _components(locals())
+
+
+def _runs_fields(settings: core.Settings) -> dict:
+    """The saved runs: the one chosen, its zip download and (public mode) deleting it or everything."""
     gr.Markdown("### Your runs")
     with gr.Row():
         # Filled on page load (runs saved by other sessions or before a restart); nothing chosen until the
@@ -176,6 +207,11 @@ def build(default: str, *, settings: core.Settings | None = None) -> SimpleNames
         delete_all = gr.Button("Delete my data (every run and file of this browser)", variant="stop", size="sm",
                                elem_id="bv-ft-delete-all")
     delete_md = gr.Markdown(elem_id="bv-ft-delete-md")
+    return _components(locals())
+
+
+def _compare_fields() -> dict:
+    """The chosen run and its base model side by side on one text."""
     with gr.Accordion("Compare with the base model", open=False, elem_id="bv-ft-compare-acc") as compare_acc:
         with gr.Row():
             cmp_text = gr.Textbox(label="Text", lines=2, elem_id="bv-ft-cmp-text")
@@ -188,6 +224,11 @@ def build(default: str, *, settings: core.Settings | None = None) -> SimpleNames
         with gr.Row():
             cmp_base_tokens = gr.HTML(elem_id="bv-ft-cmp-base-tokens")
             cmp_tuned_tokens = gr.HTML(elem_id="bv-ft-cmp-tuned-tokens")
+    return _components(locals())
+
+
+def _hub_fields() -> dict:
+    """Pushing the chosen run to the Hugging Face Hub."""
     with gr.Accordion("Push to the Hugging Face Hub (optional)", open=False):
         gr.Markdown("Uploads the chosen run's model folder to a Hub repository with your write token. The token is "
                     "used for this upload only: it is not stored, logged or written into the model card. `run.json` "
@@ -199,13 +240,18 @@ def build(default: str, *, settings: core.Settings | None = None) -> SimpleNames
             hub_private = gr.Checkbox(value=True, label="Private repository")
         hub_btn = gr.Button("Push to the Hub", interactive=False, elem_id="bv-ft-hub-push")
         hub_md = gr.Markdown(elem_id="bv-ft-hub-md")
+    return _components(locals())
+
+
+def _runs_table(settings: core.Settings) -> dict:
+    """Every past run in a table, and its refresh button."""
+    owned = not settings.public  # public mode: filled on page load with the visitor's own runs (_runs_fields)
     runs_table = gr.Dataframe(value=runs_frame(settings.models_dir if owned else None),
                               label="Past runs (probe and full side by side when trained on the same data)",
                               interactive=False, wrap=True, elem_id="bv-ft-runs", column_widths=RUNS_WIDTHS,
                               elem_classes=["bv-table"])
     refresh = gr.Button("Refresh the runs list", size="sm", elem_id="bv-ft-refresh")
-    return SimpleNamespace(**{k: v for k, v in locals().items() if isinstance(v, (gr.components.Component,
-                                                                                  gr.blocks.BlockContext))})
+    return _components(locals())
 
 
 # --------------------------------------------------------------------------- events
