@@ -84,42 +84,82 @@ def run_finetune(
         raise InputError(f"Unknown mode {mode!r}: choose full or probe (or both, through plan_finetune).")
     config_given, config = config is not None, config or TrainConfig()
     if name is not None:
-        name = valid_run_name(name)
-        if (runs_dir(models_dir) / name).exists():
-            raise InputError(f"A run named {name!r} already exists: choose another name (runs are never overwritten).")
+        name = _unused_name(name, models_dir)
     # The hash of the data as given (before any split) identifies "the same data" across runs.
     data_hash = train.data_hash if val is None else f"{train.data_hash}+{val.data_hash}"
     train, val, notices = _split(train, val, val_fraction, config.seed)
     base_path = base_model_path(base, allow_paths=allow_paths, models_dir=models_dir)
     started = time.time()
-    if mode == "full":
-        model, tokenizer, info = train_classifier(
-            base_path, train.label_names, train.texts, targets(train), val.texts, targets(val),
-            train.pairs, val.pairs, config=config, multi_label=train.multi_label, progress=progress, cancel=cancel,
-            world_size=world_size, **after_training_evals(len(train), len(val), probe is None),
-        )
-    else:
-        model, tokenizer, info = train_probe(base_path, train, config, progress, cancel, device)
+    model, tokenizer, info = _train(mode, base_path, train, val, config, progress, cancel, device=device,
+                                    world_size=world_size, probe_after=probe is None)
     if not info.get("is_main_process", True):
         return None  # type: ignore[return-value]
     metrics, wrong = evaluate(model, tokenizer, val, info["max_length"])
     seconds = time.time() - started
     if mode == "full" and probe is None and not info.get("cancelled"):
-        try:
-            probe = probe_reference(base_path, train, val, config, cancel, device)
-        except CancelledError:  # cancelled now: save the trained weights, judged without the probe
-            probe = None
+        probe = _probe_reference(base_path, train, val, config, cancel, device)
     chosen = set(given if given is not None else info["config"] if config_given else ())
-    verdict = judge(metrics, majority_baseline(train, val), mode=mode, log_history=info.get("log_history", []),
-                    probe=probe, hyperparameters={k: v for k, v in info["config"].items() if k in chosen},
-                    n_train=len(train), stopped_early=bool(info.get("stopped_early")), multi_label=train.multi_label)
-    if info.get("cancelled"):  # a partial run: its metrics say nothing of whether the model learns
-        verdict = cancelled_verdict(verdict, info)
+    verdict = _verdict(metrics, train, val, info, mode=mode, probe=probe, chosen=chosen)
     name = name or free_name(run_stem(mode, data_hash), models_dir)
     dest = runs_dir(models_dir) / name
     record = run_record(f"runs/{name}", mode=mode, base=base, source=source, data_hash=data_hash, train=train,
                         val=val, metrics=metrics, misclassified=wrong[:MAX_MISCLASSIFIED], info=info,
                         seconds=seconds, notices=notices, verdict=verdict, owner=owner)
+    _save(model, tokenizer, dest, record, info, metrics)
+    return RunResult(
+        name=f"runs/{name}", path=dest, mode=mode, base=base, metrics=metrics, misclassified=wrong,
+        labels=tuple(train.label_names), log_history=info.get("log_history", []), seconds=seconds,
+        examples_per_second=info.get("examples_per_second"), data_hash=data_hash,
+        cancelled=bool(info.get("cancelled")), stopped_early=bool(info.get("stopped_early")),
+        stopped_by=info.get("stopped_by"), notices=tuple(notices),
+        verdict=verdict, hyperparameters=dict(info["config"]),
+    )
+
+
+def _unused_name(name: str, models_dir: Path) -> str:
+    """A run name the user chose, valid and not taken (runs are never overwritten)."""
+    name = valid_run_name(name)
+    if (runs_dir(models_dir) / name).exists():
+        raise InputError(f"A run named {name!r} already exists: choose another name (runs are never overwritten).")
+    return name
+
+
+def _train(mode: str, base_path: Path, train: Dataset, val: Dataset, config: TrainConfig,
+           progress: Callable[[dict], None] | None, cancel: threading.Event | None, *, device: str,
+           world_size: int, probe_after: bool):
+    """(model, tokenizer, info) of one mode: every parameter trained (full), or a probe fitted on the frozen
+    encoder. ``probe_after``: a full run's ETA allows for the probe reference fitted after it."""
+    if mode == "full":
+        return train_classifier(
+            base_path, train.label_names, train.texts, targets(train), val.texts, targets(val),
+            train.pairs, val.pairs, config=config, multi_label=train.multi_label, progress=progress, cancel=cancel,
+            world_size=world_size, **after_training_evals(len(train), len(val), probe_after),
+        )
+    return train_probe(base_path, train, config, progress, cancel, device)
+
+
+def _probe_reference(base_path: Path, train: Dataset, val: Dataset, config: TrainConfig,
+                     cancel: threading.Event | None, device: str) -> dict | None:
+    """The frozen-encoder probe's metrics on the same split, to judge a full run by; None when cancelled now."""
+    try:
+        return probe_reference(base_path, train, val, config, cancel, device)
+    except CancelledError:  # cancelled now: save the trained weights, judged without the probe
+        return None
+
+
+def _verdict(metrics: dict, train: Dataset, val: Dataset, info: dict, *, mode: str, probe: dict | None,
+             chosen: set) -> Verdict:
+    """The run judged, with advice only about the ``chosen`` settings; a cancelled run is not judged."""
+    verdict = judge(metrics, majority_baseline(train, val), mode=mode, log_history=info.get("log_history", []),
+                    probe=probe, hyperparameters={k: v for k, v in info["config"].items() if k in chosen},
+                    n_train=len(train), stopped_early=bool(info.get("stopped_early")), multi_label=train.multi_label)
+    if info.get("cancelled"):  # a partial run: its metrics say nothing of whether the model learns
+        verdict = cancelled_verdict(verdict, info)
+    return verdict
+
+
+def _save(model, tokenizer, dest: Path, record: dict, info: dict, metrics: dict) -> None:
+    """Save the run atomically with its record, training log, model card and (when it helped) calibration."""
     files = {
         RUN_INFO: json.dumps(record, indent=2, default=str),
         "training_log.json": json.dumps(info.get("log_history", []), indent=2, default=str),
@@ -133,14 +173,6 @@ def run_finetune(
     except OSError as exc:
         raise TrainingError(f"Could not save the run to {dest}: {exc}. Earlier models are untouched.") from exc
     clear_cache()  # a re-used name must not serve stale weights
-    return RunResult(
-        name=f"runs/{name}", path=dest, mode=mode, base=base, metrics=metrics, misclassified=wrong,
-        labels=tuple(train.label_names), log_history=info.get("log_history", []), seconds=seconds,
-        examples_per_second=info.get("examples_per_second"), data_hash=data_hash,
-        cancelled=bool(info.get("cancelled")), stopped_early=bool(info.get("stopped_early")),
-        stopped_by=info.get("stopped_by"), notices=tuple(notices),
-        verdict=verdict, hyperparameters=dict(info["config"]),
-    )
 
 
 def cancelled_verdict(verdict: Verdict, info: dict) -> Verdict:
