@@ -53,6 +53,7 @@ __all__ = ["build_app", "mount", "Page", "CSS"]
 log = logging.getLogger("bertviz_app.ui")
 CSS = markup.CSS + finetune_tab.CSS + figures.CSS
 HEAVY = dict(concurrency_limit=1, concurrency_id="heavy")  # model work, one at a time (2-core friendly)
+PRIVATE = dict(api_visibility="private", show_progress="minimal")  # page-only events, out of the API
 
 
 def build_app(settings: Settings, model: str | None = None) -> gr.Blocks:
@@ -378,8 +379,17 @@ class Page:
 
     # ------------------------------------------------------------- events
     def wire(self, demo: gr.Blocks) -> None:
+        """Every event of the page, in this order (gradio numbers the events as they are wired)."""
+        self.wire_predict()
+        self.wire_attention()
+        self.wire_attributions()
+        after_load = self.wire_model(demo)
+        self.wire_other_tabs(demo, after_load)
+
+    def wire_predict(self) -> None:
+        """Analyze (one queued event per click, the button's touch before it, the cleanup after a failure) and the
+        Predict tab's raw-probabilities switch."""
         p, a, t, m = self.p, self.a, self.t, self.m
-        private = dict(api_visibility="private", show_progress="minimal")
         button = {p.analyze, p.status}
         # One queued event per click (issue 19): the handler streams the quick part, Integrated
         # Gradients and the button's return itself. Before it, an unqueued touch of the button says at
@@ -401,21 +411,24 @@ class Page:
         p.raw.input(guards.guard(self.show_raw), inputs=[self.state, p.raw], outputs=[p.label, p.bar], queue=False,
                     api_visibility="private", show_progress="hidden", trigger_mode="always_last")
 
+    def wire_attention(self) -> None:
+        """The chart tabs drawn when opened; the Attention tab redrawn from the record, or for another measure."""
+        a, m = self.a, self.m
         # a chart tab is drawn when opened
         self.tabs.select(self.on_tab, self.open_tab, self.open_tab, api_visibility="private", queue=False,
                          show_progress="hidden")
         for item, name, charts in ((self.attention_item, "attention", self.attention_charts),
                                    (self.attributions_item, "attributions", self.attribution_charts)):
             item.select(self.opener(name), inputs=[self.state, *self.chart_inputs[1:]], outputs=charts | {self.drawn},
-                        **private)
+                        **PRIVATE)
 
         # re-render from state
         gr.on([a.layer.input, a.head.input], guards.guard(attention_tab.render_focus),
               inputs=[self.state, a.layer, a.head, a.hide, a.merge], outputs=[a.heatmap, a.cls_rows, a.rollout],
-              trigger_mode="always_last", **private)
+              trigger_mode="always_last", **PRIVATE)
         gr.on([a.hide.input, a.merge.input], guards.guard(self.rerender_attention),
               inputs=[self.state, a.layer, a.head, a.hide, a.merge], outputs=self.attention_charts,
-              trigger_mode="always_last", **private)
+              trigger_mode="always_last", **PRIVATE)
         # another measure: computed for the analysed text (model work: in the heavy queue), the tab redrawn.
         # preprocess=False: the dropdown fires twice on a pick, and the second event carries the head chosen
         # before the first swapped the head choices ("mean of heads" among "whole layer", "head 1"...), which
@@ -431,8 +444,12 @@ class Page:
                         preprocess=False, **HEAVY)
         # the whole-document part: read on its own button, one window on the picker; redrawn with the controls
         attention_tab.wire_document(a, self.state, HEAVY, self.settings)
+
+    def wire_attributions(self) -> None:
+        """The Attributions tab: its view, Explain again, the downloads and comparison, choices that follow."""
+        t, m = self.t, self.m
         t.merge.input(guards.guard(self.rerender_attribution), inputs=[self.state, t.merge],
-                      outputs=self.attribution_charts, trigger_mode="always_last", **private)
+                      outputs=self.attribution_charts, trigger_mode="always_last", **PRIVATE)
 
         # explain again (attribution only); a refusal (no analysis yet...) stays in the tab's status line
         t.explain.click(guards.to_status(self.explain_again, t.status),
@@ -447,6 +464,10 @@ class Page:
               outputs=[t.target, t.baseline, t.cmp.methods], trigger_mode="always_last", queue=False,
               api_visibility="private", show_progress="hidden")  # the model is open already: no queue
 
+    def wire_model(self, demo: gr.Blocks) -> tuple:
+        """The model chooser, the first page load (with the link's view) and the default model's build. Returns
+        what shows a model once it is there (``on_built``; the Fine-tune tab's ``after_run``)."""
+        m, t = self.m, self.t
         # model chooser, first page load, the default model's build
         load_model = guards.guard(self.load_model)
         m.load.click(self.choose_model, inputs=[m.model, t.target, t.baseline, m.loaded],
@@ -457,8 +478,11 @@ class Page:
         after_load = (load_model, [m.model, t.target], self.model_outputs)
         build_panel.wire(self.build, demo=demo, default=self.default, model_dd=m.model, on_built=after_load,
                          settings=self.settings)
+        return after_load
 
-        # the other tabs, and the public API (stable names)
+    def wire_other_tabs(self, demo: gr.Blocks, after_load: tuple) -> None:
+        """The other tabs, and the public API (stable names)."""
+        p, m = self.p, self.m
         batch_tab.wire(self.b, model_dd=m.model, default=self.default, settings=self.settings)
         finetune_tab.wire(self.f, demo=demo, default=self.default, model_dd=m.model, predict_text=p.text,
                           predict_pair=p.pair, tabs=self.tabs, heavy=HEAVY, after_run=after_load,
