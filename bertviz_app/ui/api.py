@@ -40,6 +40,12 @@ def functions(default: str, settings: Settings) -> dict[str, Callable]:
     def load(model: str):
         return model_loading.load(model, default, settings)
 
+    return {**_model_endpoints(default, load), "evaluate": _evaluate_endpoint(default, settings, load)}
+
+
+def _model_endpoints(default: str, load: Callable) -> dict[str, Callable]:
+    """/predict, /attention, /explain, /compare and /summary: one text (or none) on the model ``load`` opens."""
+
     def predict(text: str, pair: str = "", model: str = default, window: bool = False, stride: int = 128,
                 pool: str = "mean", calibrated: bool = True) -> dict:
         """Class probabilities: {"label", "scores": {class: probability}, "truncated", "text"}. A text longer
@@ -91,6 +97,12 @@ def functions(default: str, settings: Settings) -> dict[str, Callable]:
         """Architecture, parameter counts by component, config, labels, device and dtype."""
         return service.summary(load(model))
 
+    return {"predict": predict, "attention": attention, "explain": explain, "compare": compare, "summary": summary}
+
+
+def _evaluate_endpoint(default: str, settings: Settings, load: Callable) -> Callable:
+    """/evaluate: an uploaded labelled file, read within ``settings``' limits, on the model ``load`` opens."""
+
     def evaluate(file: FileData, text_column: str = "", label_column: str = "", pair_column: str = "",
                  words: str = "", model: str = default, layers: bool = False, compare_with: str = "") -> dict:
         """Evaluate a model on a labelled file (.csv, .tsv or .txt with a header row; gradio_client:
@@ -114,8 +126,7 @@ def functions(default: str, settings: Settings) -> dict[str, Callable]:
                                 words=parse_words(words), layers=bool(layers), compare_with=other)
         return ev.to_dict()
 
-    return {"predict": predict, "attention": attention, "explain": explain, "compare": compare, "summary": summary,
-            "evaluate": evaluate}
+    return evaluate
 
 
 def register(default: str, settings: Settings, heavy: dict) -> None:
