@@ -6,6 +6,7 @@ text (``core.compare_methods``): cost, faithfulness, rank agreement and agreemen
 from __future__ import annotations
 
 import tempfile
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -493,8 +494,6 @@ def wire(ui: SimpleNamespace, state: gr.State, heavy: dict, settings: core.Setti
         return {cmp.run: gr.update(value=COMPARE_LABEL, interactive=True)}
 
     def run_compare(rec, methods, target, baseline, n_steps, auto, top_k, merge):
-        import time
-
         t0 = time.monotonic()
         c = yield from streaming.stream_work(
             lambda: compare(rec, methods, target, baseline, n_steps, auto, top_k, settings),

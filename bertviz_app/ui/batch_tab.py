@@ -14,6 +14,7 @@ import gradio as gr
 import pandas as pd
 
 import bertviz_app as core
+from bertviz_app.explain.export import prune
 
 from . import attribution_tab, guards, model_loading, streaming, visitor
 from .control_values import METHOD_LABELS
@@ -126,8 +127,6 @@ def summary_md(res: core.BatchExplanation) -> str:
 
 def _run_folder() -> Path:
     """A fresh folder under the export folder gradio serves from; run folders older than an hour go."""
-    from bertviz_app.explain.export import prune
-
     root = attribution_tab.export_folder()
     root.mkdir(parents=True, exist_ok=True)
     prune(root, attribution_tab.EXPORT_KEEP_S, "batch-*")
