@@ -30,6 +30,7 @@ import sys
 import traceback
 
 from ..config import Settings
+from ..errors import BertvizError
 from . import analyses, evaluate, internals, models, serve
 from .common import EXIT_ERROR, fail
 from .internals import MEASURE_NAMES as MEASURE_NAMES  # re-exported: a test checks it against the core's
@@ -97,8 +98,6 @@ def main(argv: list[str] | None = None) -> int:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
-    from ..errors import BertvizError
-
     try:
         code = int(args.func(args) or 0)
         sys.stdout.flush()  # a reader gone by now fails here, inside the handlers, not at interpreter exit

@@ -7,11 +7,12 @@ import os
 import sys
 from collections.abc import Callable
 
+from ..results import DEFAULT_TOLERANCE, FIXED_N_STEPS, NO_COMPLETENESS
 from .common import fail, ig_steps, model_from_args, one_text, print_json, read_texts
 
 
 def cmd_predict(args) -> int:
-    from .. import pair_notice, predict
+    from .. import pair_notice, predict  # lazily: `bertviz-app --help` imports none of the core
 
     lm = model_from_args(args)
     texts = read_texts(args)
@@ -30,7 +31,7 @@ def cmd_predict(args) -> int:
 
 
 def _compare(args, lm, text) -> int:
-    from .. import compare_methods
+    from .. import compare_methods  # lazily: `bertviz-app --help` imports none of the core
 
     methods = tuple(m.strip() for m in args.methods.split(",") if m.strip()) if args.methods else None
     kw = {} if methods is None else {"methods": methods}
@@ -58,28 +59,15 @@ def _compare(args, lm, text) -> int:
 
 
 def cmd_explain(args) -> int:
-    from .. import (
-        attribute,
-        baseline_jumps,
-        change_warning,
-        check_output_path,
-        colour_scale,
-        explain,
-        faithfulness,
-        predict,
-        recommended_baseline,
-        write_html,
-        write_json,
-        write_png,
-        write_svg,
-    )
+    """explain TEXT: one method's attribution of each token (--compare: several; --window: a long document)."""
+    # lazily: `bertviz-app --help` imports none of the core; `explain` from its module, as the facade's name
+    # is the subpackage bertviz_app.explain once that is imported
+    from .. import attribute, check_output_path, faithfulness
+    from ..explain.methods import canonical_method, explain
 
     for path in (args.html, args.out, args.svg, args.png):  # a bad path fails now, not after the attribution
         if path:
             check_output_path(path)
-    from ..explain.methods import canonical_method
-    from ..results import NO_COMPLETENESS
-
     # "ig", "value-zeroing"...: the registered names; an unknown one fails now, listing the valid ones
     method = args.method = canonical_method(args.method)
     for m in (args.methods or "").split(",") if args.compare else ():
@@ -104,6 +92,19 @@ def cmd_explain(args) -> int:
         a = attribute(lm, text, target=args.target, baseline=args.baseline, n_steps=n_steps, pair=args.pair,
                       output=args.output, tolerance=tolerance)
     faith = faithfulness(lm, a)  # ERASER, one batched forward pass: shown with every explanation
+    _save_explanation(args, lm, text, a, faith)
+    if args.json:
+        print_json(a.to_dict() | {"faithfulness": faith.to_dict()})
+        return 0
+    _print_explanation(a, faith)
+    return 0
+
+
+def _save_explanation(args, lm, text, a, faith) -> None:
+    """The baseline's note, then --html/--out (as the web app's downloads) and --svg/--png (the coloured words)."""
+    # lazily: `bertviz-app --help` imports none of the core
+    from .. import baseline_jumps, predict, recommended_baseline, write_html, write_json, write_png, write_svg
+
     if a.method == "integrated_gradients" and baseline_jumps(lm, a.baseline):
         print(f"note: this model's first layer sees LayerNorm(word vector) alone and the {a.baseline} baseline's word "
               "vectors are zero, so the path from it jumps at its first point; --baseline "
@@ -117,9 +118,12 @@ def cmd_explain(args) -> int:
     for path, write in ((args.svg, write_svg), (args.png, write_png)):  # the coloured words as a figure
         if path:
             print(f"saved {write(path, a, merge=not args.tokens, min_change=lm.settings.min_change)}", file=sys.stderr)
-    if args.json:
-        print_json(a.to_dict() | {"faithfulness": faith.to_dict()})
-        return 0
+
+
+def _print_explanation(a, faith) -> None:
+    """The attribution as text: its numbers, its faithfulness, any warning, and a bar per token."""
+    from .. import change_warning, colour_scale  # lazily: `bertviz-app --help` imports none of the core
+
     scale = colour_scale(a)
     if a.method != "integrated_gradients":
         print(f"{a.method}, target {a.target}: f(x)={a.f_x:.4f}  f(baseline)={a.f_baseline:.4f}  "
@@ -145,11 +149,11 @@ def cmd_explain(args) -> int:
     for tok, s in zip(a.tokens, a.scores):
         bar = ("+" if s >= 0 else "-") * int(round(scale.alpha(s) * 20))
         print(f"  {tok:<16} {s:+.4f} {bar}")
-    return 0
 
 
 def _explain_windows(args, lm, text) -> int:
     """explain --window: one attribution per token of the whole document, read in predict's windows."""
+    # lazily: `bertviz-app --help` imports none of the core
     from .. import change_warning, colour_scale, explain_windows, write_html, write_json
 
     if args.method != "integrated_gradients" and args.tolerance is not None:
@@ -189,8 +193,8 @@ def _explain_windows(args, lm, text) -> int:
 
 
 def cmd_explain_csv(args) -> int:
-    from .. import explain_csv, load_model
-    from ..explain.batch_explain import process_device
+    from .. import explain_csv, load_model  # lazily: `bertviz-app --help` imports none of the core
+    from ..explain.batch_explain import process_device  # lazily: as the line above
 
     # under accelerate launch/torchrun each process takes its own GPU (or the CPU) and its share of rows
     world_size, local_rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("LOCAL_RANK", "0"))
@@ -235,8 +239,6 @@ def cmd_explain_csv(args) -> int:
 
 def register(add: Callable) -> None:
     """The arguments of predict, explain and explain-csv (``add`` gives each the common ones)."""
-    from ..results import DEFAULT_TOLERANCE, FIXED_N_STEPS  # the core's step defaults, without importing torch
-
     p = add("predict", cmd_predict, "class probabilities for each text", "many")
     p.add_argument("--window", action="store_true",
                    help="read a text longer than the model's limit whole, in overlapping windows whose logits "

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import sys
 
+from ..results import FIXED_N_STEPS
+
 EXIT_ERROR = 2
 
 
@@ -41,8 +43,6 @@ def ig_steps(args) -> tuple[int | None, float | None]:
     """Integrated Gradients' (n_steps, tolerance) for the core from --n-steps/--tolerance: neither
     given: the core's default (adaptive, DEFAULT_TOLERANCE); --tolerance 0: fixed steps (--n-steps,
     or FIXED_N_STEPS)."""
-    from ..results import FIXED_N_STEPS
-
     if args.tolerance == 0:
         return args.n_steps or FIXED_N_STEPS, None
     return args.n_steps, args.tolerance
@@ -50,6 +50,6 @@ def ig_steps(args) -> tuple[int | None, float | None]:
 
 def model_from_args(args):
     """The model of --model on --device, loaded with the settings ``main`` read."""
-    from .. import load_model
+    from .. import load_model  # lazily: `bertviz-app --help` and `models` import no torch
 
     return load_model(args.model, device=args.device, settings=args.settings)

@@ -13,7 +13,7 @@ MEASURE_NAMES = ("raw", "norm", "value_zeroing", "alti")
 
 def _attention_windows(args, lm, text) -> int:
     """attention --window [K]: window K's attention, and the [CLS] rows merged over the whole document."""
-    from .. import attention_windows
+    from .. import attention_windows  # lazily: `bertviz-app --help` imports none of the core
 
     d = attention_windows(lm, text, pair=args.pair, window=args.window, stride=args.stride, measure=args.measure)
     if args.json:
@@ -30,6 +30,7 @@ def _attention_windows(args, lm, text) -> int:
 
 
 def cmd_attention(args) -> int:
+    # lazily: `bertviz-app --help` imports none of the core
     from ..explain.mixing_measures import MEASURE_NOTES, context_mixing
 
     lm = model_from_args(args)
@@ -56,7 +57,7 @@ def cmd_attention(args) -> int:
 
 
 def cmd_summary(args) -> int:
-    from .. import summary
+    from .. import summary  # lazily: `bertviz-app --help` imports none of the core
 
     s = summary(model_from_args(args))
     if args.json:

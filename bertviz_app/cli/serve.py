@@ -13,7 +13,7 @@ from .common import fail
 def cmd_serve(args) -> int:
     import dataclasses
 
-    from ..serve.server import serve
+    from ..serve.server import serve  # lazily: the server's modules (FastAPI) load only for serve
 
     logging.getLogger("bertviz_app").setLevel(logging.INFO)  # the default model's build progress in this terminal
     settings = dataclasses.replace(args.settings, host=args.host, port=args.port)
