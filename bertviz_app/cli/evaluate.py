@@ -5,31 +5,21 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from collections.abc import Callable
+from pathlib import Path
 
+from ..errors import DataError, InputError
 from .common import fail, model_from_args, print_json
 
 
 def cmd_evaluate(args) -> int:
     """evaluate FILE: metrics, slices worst first, calibration before/after a fitted temperature;
     --layers: a linear probe per layer; --compare-with M2: a second model on the same rows."""
-    import threading
+    # lazily: `bertviz-app --help` imports none of the core
+    from .. import base_of, evaluate_file, load_model, write_evaluation
 
-    from .. import DataError, base_of, evaluate_file, load_model, write_evaluation
-
-    vectors = None
-    if args.out:  # a folder that cannot be written fails now, not after the predictions
-        from pathlib import Path
-
-        out = Path(args.out).expanduser()
-        if (out.exists() and not out.is_dir()) or not out.parent.is_dir():
-            raise SystemExit(fail(f"--out {args.out}: give a folder (created if missing) inside an existing one"))
-        if args.layers:  # the float16 vectors go to disk as they are computed (load_vectors reads them)
-            vectors = out / "vectors"
-            try:
-                vectors.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise SystemExit(fail(f"cannot create {vectors}: {exc.strerror or exc}")) from None
+    vectors = _vectors_folder(args) if args.out else None  # a folder that cannot be written fails now
     lm = model_from_args(args)
     if args.save_temperature and lm.source == "hub":  # fails now, not after the predictions
         raise SystemExit(fail(f"--save-temperature: {lm.name} is a Hub model, with no folder of its own here; save it "
@@ -65,6 +55,28 @@ def cmd_evaluate(args) -> int:
     if args.json:
         print_json(ev.to_dict())
         return _save_temperature(args, lm, ev)
+    _print_evaluation(ev)
+    return _save_temperature(args, lm, ev)
+
+
+def _vectors_folder(args) -> Path | None:
+    """--out, checked before the predictions: with --layers, its vectors/ folder (created), else None."""
+    out = Path(args.out).expanduser()
+    if (out.exists() and not out.is_dir()) or not out.parent.is_dir():
+        raise SystemExit(fail(f"--out {args.out}: give a folder (created if missing) inside an existing one"))
+    if not args.layers:
+        return None
+    vectors = out / "vectors"  # the float16 vectors go to disk as they are computed (load_vectors reads them)
+    try:
+        vectors.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SystemExit(fail(f"cannot create {vectors}: {exc.strerror or exc}")) from None
+    return vectors
+
+
+def _print_evaluation(ev) -> None:
+    """The evaluation as text: the rows read, accuracy and macro-F1, the worst slices, calibration, notes,
+    and the probes and the comparison where there are any."""
     text, label, pair = ev.columns
     print(f"{ev.rows:,} rows of {ev.source} evaluated with {ev.model} (text {text!r}, label {label!r}"
           + (f", pair {pair!r}" if pair else "") + f"; labels matched by {ev.label_mapping})"
@@ -97,7 +109,6 @@ def cmd_evaluate(args) -> int:
         _print_probes(ev.probes)
     if ev.comparison is not None:
         _print_comparison(ev.comparison)
-    return _save_temperature(args, lm, ev)
 
 
 def _save_temperature(args, lm, ev) -> int:
@@ -106,7 +117,7 @@ def _save_temperature(args, lm, ev) -> int:
     measured on (NLL lower, ECE not higher), the folder's calibration.json left as it was."""
     if not args.save_temperature:
         return 0
-    from .. import InputError, save_evaluated_temperature
+    from .. import save_evaluated_temperature  # lazily: `bertviz-app --help` imports none of the core
 
     c = ev.calibration
     try:
@@ -148,8 +159,7 @@ def _print_comparison(c) -> None:
 def cmd_layers(args) -> int:
     """[CLS] geometry by layer: a linear probe's cross-validated accuracy at every depth, on the [CLS]
     vector and on the mean of the word tokens' vectors, for a labelled file."""
-    from pathlib import Path
-
+    # lazily: `bertviz-app --help` imports none of the core
     from .. import layer_vectors, probe_layers, read_labelled, read_table, save_projections
 
     out_dir = None
