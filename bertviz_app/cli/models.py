@@ -6,13 +6,13 @@ import os
 import sys
 from collections.abc import Callable
 
+from ..errors import BertvizError, DataError, InputError
+from ..models.catalog import ENCODER as FT_DEFAULT_BASE  # = finetune.DEFAULT_BASE, without importing torch
+from ..models.catalog import list_models, shipped_model
 from .common import print_json
 
 
 def cmd_models(args) -> int:
-    from .. import list_models
-    from ..models.catalog import shipped_model
-
     models = list_models(args.settings.models_dir)
     if args.json:
         print_json(models)
@@ -33,8 +33,8 @@ def cmd_models(args) -> int:
 def cmd_build_default(args) -> int:
     from pathlib import Path
 
+    # lazily: the build's modules (torch; the build job's lock and log) load only for build-default
     from .. import build_default
-    from ..errors import BertvizError
     from ..models.build_job import EventLog, build_lock
 
     models_dir = Path(args.models_dir) if args.models_dir else args.settings.models_dir
@@ -65,7 +65,7 @@ def cmd_build_default(args) -> int:
 
 def cmd_finetune(args) -> int:
     """The same chain as the Fine-tune tab: plan (columns, checks, settings), run, verdict, push."""
-    from .. import DataError, InputError, plan_finetune, push_run, run_plan
+    from .. import push_run, run_plan  # lazily: `bertviz-app --help` and `models` import no torch
 
     rank0 = os.environ.get("RANK", "0") == "0"  # torchrun / accelerate launch: read here, at the edge
     world_size = int(os.environ.get("WORLD_SIZE", "1") or 1)
@@ -78,6 +78,32 @@ def cmd_finetune(args) -> int:
         if not token:
             raise InputError(f"--push-to needs a Hugging Face write token in the environment variable "
                              f"{args.token_env}.")
+    plan = _finetune_plan(args, world_size, say)
+    results = run_plan(plan, progress=_progress_lines(say))
+    if not results:  # a non-main process under accelerate launch
+        return 0
+    for result in results:
+        _say_result(result, say)
+    url = (push_run(results[-1].name, args.push_to, token, private=not args.public,
+                    models_dir=args.settings.models_dir) if args.push_to else None)
+    if url:
+        say(f"pushed {results[-1].name} to {url}")
+    if args.json:
+        for result in results:
+            v = result.verdict
+            print_json({"model": result.name, "path": str(result.path), "mode": result.mode,
+                  "metrics": {k: result.metrics.get(k) for k in ("accuracy", "macro_f1", "val_nll", "ece")},
+                  **({"calibration": result.metrics["calibration"]} if result.metrics.get("calibration") else {}),
+                  "verdict": {"status": v.status, "learned": v.learned, "heading": v.heading, "message": v.message,
+                              "suggestions": list(v.suggestions), "majority": v.majority, "probe": v.probe},
+                  **({"pushed": url} if url and result is results[-1] else {})})
+    return 0
+
+
+def _finetune_plan(args, world_size: int, say: Callable[[str], None]):
+    """The fine-tune's plan from the arguments (one-line errors), and what it read and chose, said."""
+    from .. import plan_finetune  # lazily: `bertviz-app --help` and `models` import no torch
+
     try:
         plan = plan_finetune(
             args.data, text_column=args.text_column, label_column=args.label_column, pair_column=args.pair_column,
@@ -97,6 +123,11 @@ def cmd_finetune(args) -> int:
         say(f"warning: {line}")
     for line in plan.auto:
         say(f"auto: {line}")
+    return plan
+
+
+def _progress_lines(say: Callable[[str], None]) -> Callable[[dict], None]:
+    """The training's events as lines: each mode started (of several), each progress step with its logs."""
 
     def report(event: dict) -> None:
         if event["kind"] == "mode":
@@ -115,41 +146,26 @@ def cmd_finetune(args) -> int:
             bits.append(f"eta {event['eta']:.0f}s")
         say("  ".join(bits))
 
-    results = run_plan(plan, progress=report)
-    if not results:  # a non-main process under accelerate launch
-        return 0
-    for result in results:
-        m, v = result.metrics, result.verdict
-        state = (" (cancelled)" if result.cancelled
-                 else " (stopped early: best weights kept)" if result.stopped_early else "")
-        calib = (f", val NLL {m['val_nll']:.4f}, ECE {m['ece']:.4f}" if m.get("val_nll") is not None
-                 and m.get("ece") is not None else "")
-        say(f"saved {result.name} ({result.path}){state}: accuracy {m['accuracy']:.4f}, macro-F1 {m['macro_f1']:.4f}"
-            f"{calib}, {len(result.misclassified)} misclassified validation rows, {result.seconds:.0f}s")
-        # the verdict's message says whether a temperature was fitted, helped and so is applied (calibration_outcome)
-        say(f"verdict: {v.heading + ' ' if v.heading else ''}{v.message}")
-        for tip in v.suggestions:
-            say(f"  try: {tip}")
-    url = (push_run(results[-1].name, args.push_to, token, private=not args.public,
-                    models_dir=args.settings.models_dir) if args.push_to else None)
-    if url:
-        say(f"pushed {results[-1].name} to {url}")
-    if args.json:
-        for result in results:
-            v = result.verdict
-            print_json({"model": result.name, "path": str(result.path), "mode": result.mode,
-                  "metrics": {k: result.metrics.get(k) for k in ("accuracy", "macro_f1", "val_nll", "ece")},
-                  **({"calibration": result.metrics["calibration"]} if result.metrics.get("calibration") else {}),
-                  "verdict": {"status": v.status, "learned": v.learned, "heading": v.heading, "message": v.message,
-                              "suggestions": list(v.suggestions), "majority": v.majority, "probe": v.probe},
-                  **({"pushed": url} if url and result is results[-1] else {})})
-    return 0
+    return report
+
+
+def _say_result(result, say: Callable[[str], None]) -> None:
+    """One fine-tuned model: where it was saved, its metrics, and the verdict with its tips."""
+    m, v = result.metrics, result.verdict
+    state = (" (cancelled)" if result.cancelled
+             else " (stopped early: best weights kept)" if result.stopped_early else "")
+    calib = (f", val NLL {m['val_nll']:.4f}, ECE {m['ece']:.4f}" if m.get("val_nll") is not None
+             and m.get("ece") is not None else "")
+    say(f"saved {result.name} ({result.path}){state}: accuracy {m['accuracy']:.4f}, macro-F1 {m['macro_f1']:.4f}"
+        f"{calib}, {len(result.misclassified)} misclassified validation rows, {result.seconds:.0f}s")
+    # the verdict's message says whether a temperature was fitted, helped and so is applied (calibration_outcome)
+    say(f"verdict: {v.heading + ' ' if v.heading else ''}{v.message}")
+    for tip in v.suggestions:
+        say(f"  try: {tip}")
 
 
 def register(add: Callable) -> None:
     """The arguments of models, build-default and finetune (``add`` gives each the common ones)."""
-    from ..models.catalog import ENCODER as FT_DEFAULT_BASE  # = finetune.DEFAULT_BASE, without importing torch
-
     add("models", cmd_models, "registered models")
     p = add("build-default", cmd_build_default, "fine-tune the offline default model into models/default")
     p.add_argument("--max-train-rows", type=int, default=None, help="train on a sample (quick builds for tests)")
