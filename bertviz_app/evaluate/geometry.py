@@ -169,18 +169,7 @@ def layer_vectors(lm: LoadedModel, texts: Sequence[str], pairs: Sequence[str] | 
     current batch with CancelledError. ``folder``: write the vectors there as float16 ``cls.npy`` and
     ``mean.npy`` (memory-mapped while filled, so memory stays one batch's hidden states; read them
     back with ``load_vectors``) instead of keeping them in memory."""
-    if isinstance(texts, str):
-        texts = [texts]
-    texts = [check_text(t, f"Text {i + 1}", lm.settings.max_chars) for i, t in enumerate(texts)]
-    if not texts:
-        raise InputError("No text given: give at least one text.")
-    if pairs is not None:
-        pairs = list(pairs)
-        if len(pairs) != len(texts):
-            raise InputError(f"{len(texts)} texts but {len(pairs)} second texts: give one per text.")
-        pairs = [check_text(p, f"Second text {i + 1}", lm.settings.max_chars) for i, p in enumerate(pairs)]
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise InputError(f"batch_size must be a whole number of at least 1, got {batch_size!r}.")
+    texts, pairs = _checked_inputs(texts, pairs, batch_size, lm.settings.max_chars)
     kept = _kept_layers(layers, lm.num_layers)
     out_dir = None
     if folder is not None:
@@ -201,28 +190,14 @@ def layer_vectors(lm: LoadedModel, texts: Sequence[str], pairs: Sequence[str] | 
             if cancel is not None and cancel.is_set():
                 raise CancelledError(f"Stopped after {done:,} of {n:,} texts; nothing was kept.")
             idx = order[start:start + batch_size]
-            batch = lm.tokenizer.pad({k: [enc[k][i] for i in idx] for k in keys}, padding=True, padding_side="right",
-                                     return_tensors="pt")  # [CLS] stays at position 0
-            t = batch["input_ids"].shape[1]
-            special = torch.tensor([enc["special_tokens_mask"][i] + [1] * (t - lengths[i]) for i in idx])  # (B, T)
-            real = batch["attention_mask"].bool()  # (B, T)
-            words = real & ~special.bool()  # (B, T)
-            words = torch.where(words.any(dim=1, keepdim=True), words, real)  # no word token: all real ones
-            weights = (words.float() / words.sum(dim=1, keepdim=True)).to(lm.device)  # (B, T), rows sum to 1
-            inputs = {k: v.to(lm.device) for k, v in batch.items()}
-            kw = fam.inputs(**inputs) if fam is not None else inputs
-            out = lm.model(**kw, output_hidden_states=True)
-            hs = out.hidden_states  # L + 1 tensors (B, T, D)
-            cls_b = torch.stack([hs[layer][:, 0].float() for layer in kept], dim=1)  # (B, K, D)
-            mean_b = torch.stack([torch.einsum("bt,btd->bd", weights, hs[layer].float()) for layer in kept],
-                                 dim=1)  # (B, K, D)
+            cls_b, mean_b, logits_b = _batch_vectors(lm, fam, enc, keys, lengths, idx, kept)
             if cls is None:
                 shape = (n, len(kept), int(cls_b.shape[2]))
                 cls = _open(out_dir, "cls.npy", shape, np.float16)  # (N, K, D)
                 mean = _open(out_dir, "mean.npy", shape, np.float16)  # (N, K, D)
             cls[idx] = cls_b.half().cpu().numpy()
             mean[idx] = mean_b.half().cpu().numpy()
-            logits[idx] = out.logits.float().cpu().numpy()
+            logits[idx] = logits_b
             done += len(idx)
             if progress is not None:
                 progress(done, n)
@@ -230,15 +205,61 @@ def layer_vectors(lm: LoadedModel, texts: Sequence[str], pairs: Sequence[str] | 
     result = LayerVectors(layers=kept, cls=cls, mean=mean, logits=logits, n_tokens=lengths.astype(np.int32),
                           truncated=truncated, labels=tuple(lm.labels), num_layers=lm.num_layers)
     if out_dir is not None:
-        cls.flush()
-        mean.flush()
-        for name, arr in (("logits.npy", logits), ("n_tokens.npy", result.n_tokens), ("truncated.npy", truncated)):
-            np.save(out_dir / name, arr, allow_pickle=False)
-        (out_dir / "vectors.json").write_text(json.dumps(
-            {"layers": list(kept), "labels": list(result.labels), "num_layers": result.num_layers, "rows": n,
-             "hidden_size": result.hidden_size, "dtype": "float16", "files": ["cls.npy", "mean.npy"]}),
-            encoding="utf-8")
+        _finish_folder(out_dir, result)
     return result
+
+
+def _checked_inputs(texts: Sequence[str], pairs: Sequence[str] | None, batch_size: int,
+                    max_chars: int) -> tuple[list[str], list[str] | None]:
+    """The texts and second texts checked like predict's, and ``batch_size`` a whole number of at least 1."""
+    if isinstance(texts, str):
+        texts = [texts]
+    texts = [check_text(t, f"Text {i + 1}", max_chars) for i, t in enumerate(texts)]
+    if not texts:
+        raise InputError("No text given: give at least one text.")
+    if pairs is not None:
+        pairs = list(pairs)
+        if len(pairs) != len(texts):
+            raise InputError(f"{len(texts)} texts but {len(pairs)} second texts: give one per text.")
+        pairs = [check_text(p, f"Second text {i + 1}", max_chars) for i, p in enumerate(pairs)]
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise InputError(f"batch_size must be a whole number of at least 1, got {batch_size!r}.")
+    return texts, pairs
+
+
+def _batch_vectors(lm: LoadedModel, fam, enc, keys: list[str], lengths: np.ndarray, idx: np.ndarray,
+                   kept: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
+    """One forward pass over the rows ``idx``: their [CLS] vectors (B, K, D), their word tokens' mean
+    vectors (B, K, D) at the ``kept`` depths, and their logits (B, C)."""
+    batch = lm.tokenizer.pad({k: [enc[k][i] for i in idx] for k in keys}, padding=True, padding_side="right",
+                             return_tensors="pt")  # [CLS] stays at position 0
+    t = batch["input_ids"].shape[1]
+    special = torch.tensor([enc["special_tokens_mask"][i] + [1] * (t - lengths[i]) for i in idx])  # (B, T)
+    real = batch["attention_mask"].bool()  # (B, T)
+    words = real & ~special.bool()  # (B, T)
+    words = torch.where(words.any(dim=1, keepdim=True), words, real)  # no word token: all real ones
+    weights = (words.float() / words.sum(dim=1, keepdim=True)).to(lm.device)  # (B, T), rows sum to 1
+    inputs = {k: v.to(lm.device) for k, v in batch.items()}
+    kw = fam.inputs(**inputs) if fam is not None else inputs
+    out = lm.model(**kw, output_hidden_states=True)
+    hs = out.hidden_states  # L + 1 tensors (B, T, D)
+    cls_b = torch.stack([hs[layer][:, 0].float() for layer in kept], dim=1)  # (B, K, D)
+    mean_b = torch.stack([torch.einsum("bt,btd->bd", weights, hs[layer].float()) for layer in kept],
+                         dim=1)  # (B, K, D)
+    return cls_b, mean_b, out.logits.float().cpu().numpy()
+
+
+def _finish_folder(out_dir: Path, result: LayerVectors) -> None:
+    """The memory-mapped vectors flushed, and the logits, lengths, truncation flags and index beside them."""
+    result.cls.flush()
+    result.mean.flush()
+    for name, arr in (("logits.npy", result.logits), ("n_tokens.npy", result.n_tokens),
+                      ("truncated.npy", result.truncated)):
+        np.save(out_dir / name, arr, allow_pickle=False)
+    (out_dir / "vectors.json").write_text(json.dumps(
+        {"layers": list(result.layers), "labels": list(result.labels), "num_layers": result.num_layers,
+         "rows": len(result.logits), "hidden_size": result.hidden_size, "dtype": "float16",
+         "files": ["cls.npy", "mean.npy"]}), encoding="utf-8")
 
 
 def _load_npy(path: Path, mmap: bool = False) -> np.ndarray:
