@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import json
 import platform
 import time
 from collections.abc import Callable
@@ -94,6 +95,7 @@ def after_training_steps(test_rows: int, batch_size: int) -> dict:
     """What the build does after its last step, for the ETA (``train_classifier``'s after_steps): the
     held-out evaluation (forward passes only, about a third of a training step's work per batch) and
     the save, in training steps."""
+    # lazily: training imports torch, which importing this module must not pay for
     from .training import SAVE_STEPS
 
     return {"after_steps": test_rows / max(1, batch_size) / 3 + SAVE_STEPS}
@@ -116,17 +118,10 @@ def build_default(
     The ETA is None ("measuring...") until training has measured this machine's rate (``eta.RateEta``).
     Returns the model card's numbers."""
     started = time.time()
-
-    def say(stage: str, message: str, fraction: float, eta: float | None) -> None:
-        progress(message)
-        if events is not None:
-            events({"stage": stage, "message": message, "fraction": round(fraction, 4),
-                    "eta": None if eta is None else round(eta, 1)})
-
+    say = _announcer(progress, events)
     say("start", "loading torch and transformers...", 0.0, None)
-    import torch
-    import transformers
-
+    # lazily: the training engine imports torch and transformers, which importing this module must not pay
+    # for (data.validation imports it for encoder_tokenizer)
     from .training import TrainConfig, atomic_save, evaluate_predictions, train_classifier
 
     dest = Path(dest) if dest else DEFAULT_MODELS_DIR / "default"
@@ -139,6 +134,40 @@ def build_default(
     config = dataclasses.replace(config, logging_steps=max(1, min(10, steps // 10)))  # a line every few seconds
     say("data", f"data: {len(train):,} training and {len(test):,} held-out reviews; loading the encoder and "
         f"tokenizing...", 0.04, None)
+    model, tokenizer, info = train_classifier(
+        encoder_path(), LABELS, train["text"].tolist(), train["label"].tolist(), config=config,
+        progress=_step_reporter(say, started), **after_training_steps(len(test), config.batch_size),
+    )
+    eval_eta = info["train_seconds"] / max(1, len(train) * epochs) * len(test) / 3
+    say("evaluate", f"evaluating on the {len(test):,} held-out reviews...", PRE_TRAIN_SHARE + TRAIN_SHARE, eval_eta)
+    preds = predict_labels(model, tokenizer, test["text"].tolist(), info["max_length"])
+    metrics = evaluate_predictions(test["label"].tolist(), preds, LABELS)
+    seconds = time.time() - started
+    card_info = _card_info(train, test, metrics, info, seconds)
+    say("save", f"held-out accuracy {metrics['accuracy']:.3f}; saving...", 0.98, 2.0)
+    atomic_save(model, tokenizer, dest, {"README.md": _model_card(card_info),
+                                         BUILD_INFO: json.dumps(card_info, indent=2, default=str)})
+    say("done",
+        f"saved {dest}: held-out accuracy {metrics['accuracy']:.3f}, macro-F1 {metrics['macro_f1']:.3f}, "
+        f"built in {seconds:.0f}s", 1.0, 0.0)
+    return card_info
+
+
+def _announcer(progress: Callable[[str], None], events: Callable[[dict], None] | None) -> Callable:
+    """``say(stage, message, fraction, eta)``: one step of the build, as a line to ``progress`` and a record
+    to ``events``."""
+
+    def say(stage: str, message: str, fraction: float, eta: float | None) -> None:
+        progress(message)
+        if events is not None:
+            events({"stage": stage, "message": message, "fraction": round(fraction, 4),
+                    "eta": None if eta is None else round(eta, 1)})
+
+    return say
+
+
+def _step_reporter(say: Callable, started: float) -> Callable[[dict], None]:
+    """Training's progress events as build steps: one line per logged loss, with the build's ETA."""
 
     def report(event: dict) -> None:
         logs = event.get("logs", {})
@@ -150,16 +179,17 @@ def build_default(
             f"elapsed {time.time() - started:.0f}s" + (f"  eta {eta:.0f}s" if eta is not None else ""),
             PRE_TRAIN_SHARE + TRAIN_SHARE * done, eta)
 
-    model, tokenizer, info = train_classifier(
-        encoder_path(), LABELS, train["text"].tolist(), train["label"].tolist(), config=config, progress=report,
-        **after_training_steps(len(test), config.batch_size),
-    )
-    eval_eta = info["train_seconds"] / max(1, len(train) * epochs) * len(test) / 3
-    say("evaluate", f"evaluating on the {len(test):,} held-out reviews...", PRE_TRAIN_SHARE + TRAIN_SHARE, eval_eta)
-    preds = predict_labels(model, tokenizer, test["text"].tolist(), info["max_length"])
-    metrics = evaluate_predictions(test["label"].tolist(), preds, LABELS)
-    seconds = time.time() - started
-    card_info = {
+    return report
+
+
+def _card_info(train: pd.DataFrame, test: pd.DataFrame, metrics: dict, info: dict, seconds: float) -> dict:
+    """The model card's numbers (build_info.json): held-out metrics, the data's hashes, timings, the
+    hyperparameters and the versions that built it."""
+    # lazily: loaded already by the training engine; at the top they would cost every importer torch
+    import torch
+    import transformers
+
+    return {
         "accuracy": metrics["accuracy"],
         "macro_f1": metrics["macro_f1"],
         "per_class": metrics["per_class"],
@@ -180,15 +210,6 @@ def build_default(
             "machine": platform.machine(),
         },
     }
-    import json
-
-    say("save", f"held-out accuracy {metrics['accuracy']:.3f}; saving...", 0.98, 2.0)
-    atomic_save(model, tokenizer, dest, {"README.md": _model_card(card_info),
-                                         BUILD_INFO: json.dumps(card_info, indent=2, default=str)})
-    say("done",
-        f"saved {dest}: held-out accuracy {metrics['accuracy']:.3f}, macro-F1 {metrics['macro_f1']:.3f}, "
-        f"built in {seconds:.0f}s", 1.0, 0.0)
-    return card_info
 
 
 def predict_labels(model, tokenizer, texts: list[str], max_length: int, batch_size: int = 64) -> list[int]:
@@ -210,6 +231,7 @@ def predict_labels(model, tokenizer, texts: list[str], max_length: int, batch_si
 def _model_card(c: dict) -> str:
     hp = c["hyperparameters"]
     v = c["versions"]
+    # lazily: training imports torch, which importing this module must not pay for
     from .training import metrics_tables
 
     return f"""---
