@@ -120,8 +120,7 @@ def build_default(
     started = time.time()
     say = _announcer(progress, events)
     say("start", "loading torch and transformers...", 0.0, None)
-    # lazily: the training engine imports torch and transformers, which importing this module must not pay
-    # for (data.validation imports it for encoder_tokenizer)
+    # lazily: the engine pulls torch and transformers; importing this module (data.validation does) must not
     from .training import TrainConfig, atomic_save, evaluate_predictions, train_classifier
 
     dest = Path(dest) if dest else DEFAULT_MODELS_DIR / "default"
