@@ -24,7 +24,6 @@ from pathlib import Path
 import numpy as np
 import torch
 from transformers import (
-    AutoModelForSequenceClassification,
     AutoTokenizer,
     DataCollatorWithPadding,
     PrinterCallback,
@@ -37,6 +36,7 @@ from transformers import logging as hf_logging
 from ..errors import InputError, TrainingError
 from ..models.eta import RateEta
 from ..models.families import SUPPORTED_MODEL_TYPES, family_of
+from ..models.heads import SEQUENCE_CLASSIFICATION
 
 __all__ = ["TrainConfig", "TrainResult", "train_classifier", "atomic_save", "evaluate_predictions",
            "calibration_metrics", "expected_calibration_error", "check_trainable", "choose_max_length",
@@ -295,14 +295,14 @@ class ScaledLrTrainer(Trainer):
     (trained from scratch) at ``head_lr_scale`` times the rate, and the encoder layers decaying by
     ``layer_lr_decay`` per layer downwards (their own optimizer groups; the schedule scales every group alike)."""
 
-    HEAD_PREFIXES = ("bert.pooler.", "classifier.")  # BERT's; other families' from their adapter
+    HEAD_PREFIXES = ("bert.pooler.", "classifier.")  # BERT's; other families' from their head adapter
 
     def __init__(self, *args, head_lr_scale: float = 1.0, layer_lr_decay: float = 1.0, **kwargs):
         super().__init__(*args, **kwargs)
         self.head_lr_scale, self.layer_lr_decay = head_lr_scale, layer_lr_decay
         fam = family_of(self.model)
         if fam is not None:
-            self.HEAD_PREFIXES = fam.head_prefixes
+            self.HEAD_PREFIXES = SEQUENCE_CLASSIFICATION.parameter_prefixes(fam)
 
     def lr_scale(self, name: str, n_layers: int) -> float:
         if name.startswith(self.HEAD_PREFIXES):
@@ -502,7 +502,7 @@ def _classifier(base_path: Path, id2label: dict[int, str], multi_label: bool):
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
     try:
-        return AutoModelForSequenceClassification.from_pretrained(
+        return SEQUENCE_CLASSIFICATION.auto_class.from_pretrained(
             base_path,
             num_labels=len(id2label),
             id2label=id2label,
@@ -689,7 +689,7 @@ def _base_labels(path: Path) -> tuple[str, ...] | None:
         cfg = json.loads((path / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if not any(a.endswith("ForSequenceClassification") for a in cfg.get("architectures") or []):
+    if not SEQUENCE_CLASSIFICATION.trained(cfg.get("architectures")):
         return None
     id2label = cfg.get("id2label") or {}
     return tuple(str(id2label[k]) for k in sorted(id2label, key=int))

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from transformers import AutoModelForSequenceClassification, AutoTokenizer
+from transformers import AutoTokenizer
 from transformers import logging as hf_logging
 
 from ...errors import CancelledError
 from ...models.families import family_of
+from ...models.heads import SEQUENCE_CLASSIFICATION
 from ...models.registry import resolve_device
 from ..data import Dataset, split_dataset
 from ..training import TrainConfig, choose_max_length
@@ -54,7 +55,7 @@ def train_probe(base_path: Path, train: Dataset, config: TrainConfig, progress, 
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
     tokenizer = AutoTokenizer.from_pretrained(base_path, use_fast=True, trust_remote_code=False)
-    model = AutoModelForSequenceClassification.from_pretrained(
+    model = SEQUENCE_CLASSIFICATION.auto_class.from_pretrained(
         base_path, num_labels=len(names), id2label=dict(enumerate(names)), label2id={n: i for i, n in enumerate(names)},
         problem_type="multi_label_classification" if train.multi_label else "single_label_classification",
         ignore_mismatched_sizes=True, use_safetensors=True, trust_remote_code=False,
