@@ -36,6 +36,7 @@ import numpy as np
 from ..config import Settings
 from ..errors import InputError
 from ..results import MIXING_METHODS, NO_COMPLETENESS, Attribution, Faithfulness, Prediction, TokenInfo
+from .words import merge_scores, word_groups
 
 __all__ = [
     "ColourScale",
@@ -202,8 +203,6 @@ def change_warning(attr, scale: ColourScale | None = None,
 # --------------------------------------------------------------------------- coloured tokens
 def attribution_units(attr: Attribution, merge: bool) -> tuple[list[str], np.ndarray, np.ndarray]:
     """(labels, scores, special) in tokens, or in words (pieces summed) when ``merge``."""
-    from .words import merge_scores, word_groups
-
     special_tok = np.array([s is None for s in attr.info.sequence_ids], dtype=bool)
     scores = np.asarray(attr.scores, dtype=np.float64)  # (T,)
     if not merge:

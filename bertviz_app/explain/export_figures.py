@@ -14,6 +14,7 @@ import numpy as np
 
 from ..config import Settings
 from ..results import MIXING_METHODS, Attribution
+from .drawing import Box, Drawing, Group, Run, text_width, to_png, to_svg, wrap
 from .export import (
     GREEN_RGB,
     MAGNITUDE_RGB,
@@ -43,8 +44,6 @@ def tokens_drawing(labels: Sequence[str], scores: Sequence[float] | np.ndarray, 
     """The coloured-token view of ``tokens_html`` as a ``drawing.Drawing``: every token a box in its
     colour (``token_background``, over white) with its text on it, wrapped into lines; the title, the
     warning and the legend (the scale's ``describe()``) as text around them."""
-    from .drawing import Box, Drawing, Group, Run, text_width, wrap
-
     s = np.asarray(scores, dtype=np.float64)
     items: list = []
     y = 8.0
@@ -97,8 +96,6 @@ def tokens_svg(labels: Sequence[str], scores: Sequence[float] | np.ndarray, spec
                signed: bool = True, mixing: bool = False) -> str:
     """``tokens_html`` as a standalone vector SVG: each token a ``<text>`` on a ``<rect>`` of the same
     colour as in the HTML view, its exact value as the tooltip; every string XML-escaped."""
-    from .drawing import to_svg
-
     return to_svg(tokens_drawing(labels, scores, special, target, scale, title, warning, signed, mixing=mixing))
 
 
@@ -106,8 +103,6 @@ def tokens_png(labels: Sequence[str], scores: Sequence[float] | np.ndarray, spec
                target: str, scale: ColourScale, title: str = "", warning: str | None = None,
                signed: bool = True, dpi_scale: float = 2.0, mixing: bool = False) -> bytes:
     """The same figure as ``tokens_svg`` as PNG bytes (matplotlib), ``dpi_scale`` pixels per SVG px."""
-    from .drawing import to_png
-
     return to_png(tokens_drawing(labels, scores, special, target, scale, title, warning, signed, mixing=mixing),
                   dpi_scale)
 

@@ -52,6 +52,8 @@ from ..models.registry import LoadedModel
 from ..results import MIXING_METHODS, Attribution, MethodComparison
 from .attention_maps import attention, rollout
 from .attribution import TOKEN_BUDGET, AttributionEngine, attribute, speed_options, steps_mode
+from .faithfulness_eval import faithfulness
+from .mixing_measures import context_mixing_inputs
 from .words import word_groups
 
 __all__ = ["METHODS", "METHOD_CLASSES", "MIXING_METHODS", "METHOD_ALIASES", "Method", "register_method",
@@ -382,8 +384,6 @@ class ContextMixing(Method):
     measure: ClassVar[str] = ""
 
     def attribute(self, *, n_steps=None, tolerance=None, n_samples=None, seed=0) -> Attribution:
-        from .mixing_measures import context_mixing_inputs
-
         start = time.perf_counter()
         g = self.engine
         info = g.infos[0]
@@ -516,8 +516,6 @@ def compare_methods(
     agreement of every pair (Spearman and top-k overlap over the non-special tokens, on score
     magnitudes) and each one's agreement with attention rollout's [CLS] row at the last layer.
     Always explains the probability of one class (``target``; default: the predicted class)."""
-    from .faithfulness_eval import faithfulness
-
     methods = tuple(methods)
     if not methods:
         raise InputError(f"No method given: choose some of {', '.join(METHOD_CLASSES)}.")
