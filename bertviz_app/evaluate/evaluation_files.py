@@ -20,6 +20,7 @@ import os
 from pathlib import Path
 
 from ..errors import InputError
+from ..explain.export import write_text
 from ..models.calibration import N_BINS
 from ..train.data import safe_csv_cell
 from .evaluation import Evaluation
@@ -39,8 +40,6 @@ def write_evaluation(ev: Evaluation, folder: str | os.PathLike) -> Path:
     (``geometry.save_projections``: ``projections.json`` and ``cls_layerNN.npy``/``mean_layerNN.npy``;
     none under 3 rows). With a comparison: ``comparison.json`` (every disagreeing row). Each file is
     written whole or not at all. Returns the folder; ``read_evaluation`` reads it back."""
-    from ..explain.export import write_text
-
     out = Path(folder).expanduser()
     if out.exists() and not out.is_dir():
         raise InputError(f"Cannot write the evaluation into {out}: it is a file; give a folder.")

@@ -43,6 +43,7 @@ import numpy as np
 from ..errors import InputError, ModelNotFoundError
 from ..models.catalog import RUN_INFO, load_run_info
 from ..models.visitors import NOBODY, last_opened, run_owner, touch
+from .evaluation_files import write_evaluation
 
 __all__ = ["FOLDER", "SLICES_FILE", "KEEP_PER_OWNER", "KEEP_TOTAL", "Saved", "evaluations_dir", "is_evaluation_name",
            "check_name", "model_slug", "new_name", "save", "list_evaluations", "open_evaluation",
@@ -148,7 +149,7 @@ def save(ev, models_dir: str | os.PathLike, owner: str | None = None, *,
     if owner == NOBODY:
         raise InputError("This page has no owner token yet: reload the page, then evaluate again.")
     if write is None:
-        from .evaluation_files import write_evaluation as write
+        write = write_evaluation
     root = evaluations_dir(models_dir)
     base = new_name(ev.model, now)
     tmp = root / f".tmp-{base}-{os.getpid()}-{time.monotonic_ns()}"
