@@ -41,6 +41,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ..config import Settings
 from ..errors import BertvizError, InputError, ModelNotFoundError, ResourceError
 from ..models import visitors
+from ..models.build_job import start_default_build
+from .allocator import tune_allocator
 from .api_schema import (
     AttentionRequest,
     AttentionResponse,
@@ -58,6 +60,7 @@ from .api_schema import (
     SummaryRequest,
     SummaryResponse,
 )
+from .startup_page import StartupPage
 
 __all__ = ["create_app", "serve", "start", "Running", "error_response", "REST_PREFIX", "MAX_BODY_BYTES",
            "BATCHED_CONCURRENCY", "EXPLAIN_CONCURRENCY", "UNEXPECTED", "BodyTooLarge", "ServerBusy", "Gate",
@@ -360,7 +363,7 @@ class Api:
         if who is None:
             raise InputError("There is no per-visitor data outside public mode (BERTVIZ_PUBLIC=1): locally, "
                              "delete folders under models/runs/ yourself.")
-        from ..models.registry import clear_cache
+        from ..models.registry import clear_cache  # lazily: the registry imports torch
 
         vis = getattr(self.demo, "bertviz_visitors", None)
         cached = [Path(p).parent for p in vis.pop_zips(who)] if vis is not None else []
@@ -387,7 +390,7 @@ def create_app(settings: Settings, model: str | None = None, page: bool = True) 
     default = (model or settings.default_model).strip()
     demo = None
     if page:
-        from .. import ui
+        from .. import ui  # lazily: gradio and torch load after the start-up page answers
 
         demo = ui.build_app(settings, default)
     api = Api(settings, default, demo)
@@ -409,7 +412,7 @@ def create_app(settings: Settings, model: str | None = None, page: bool = True) 
     api.add_routes(app)
     app.state.bertviz_api = api
     if demo is not None:
-        from .. import ui
+        from .. import ui  # lazily: as in the line above
 
         ui.mount(app, demo, settings)
     return app
@@ -418,12 +421,12 @@ def create_app(settings: Settings, model: str | None = None, page: bool = True) 
 def _start(settings: Settings, demo) -> Callable[[], None]:
     """Start-up of a served app; returns its shutdown. The micro-batchers need neither: their worker
     threads start with the first request of each model and end when idle."""
-    from ..models.registry import clean_stale_folders
+    from ..models.registry import clean_stale_folders  # lazily: the registry imports torch
 
     clean_stale_folders(settings.models_dir)  # what a killed save left behind, so the run list stays right
     stoppers = []
     if settings.public and demo is not None:  # visitors' runs not opened for run_ttl_hours are removed
-        from ..ui import visitor
+        from ..ui import visitor  # lazily: the ui imports gradio
 
         stoppers.append(visitor.start_sweeper(settings.models_dir, settings.run_ttl_hours * 3600).set)
 
@@ -459,14 +462,10 @@ def serve(settings: Settings, model: str | None = None, before_serving: Callable
     """Serve the app on settings.host:settings.port until interrupted (Ctrl-C, SIGTERM): the one entry
     point of ``python app.py`` and ``bertviz-app serve``. A page answers at once (``StartupPage``) while
     gradio and torch load and, for the default model, its background build starts."""
-    from .allocator import tune_allocator
-
     # before any thread starts, so its arena limit holds for all; glibc's own variables, if set, win
     tune_allocator(settings.mmap_threshold_kb, os.environ)
     if threading.current_thread() is threading.main_thread():  # docker stop / kill: exit like Ctrl-C, stopping
         signal.signal(signal.SIGTERM, stop_on_signal)  # the build child (uvicorn handles it once it runs)
-    from .startup_page import StartupPage
-
     model = (model or settings.default_model).strip()
     try:  # a page at once, while gradio, torch and the app load (10 s quiet, minutes on a busy CPU)
         page = StartupPage(settings.host, settings.port, settings.models_dir, show_build=model == "default")
@@ -476,8 +475,6 @@ def serve(settings: Settings, model: str | None = None, before_serving: Callable
     with page:
         log.info("starting; the page answers at http://%s:%d/ now", settings.host, settings.port)
         if model == "default":
-            from ..models.build_job import start_default_build
-
             logging.getLogger("bertviz_app.build").info("%s", start_default_build(settings).line())
         server = _uvicorn(create_app(settings, model), settings)
         page.close()  # the port is free for the real app

@@ -15,6 +15,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from ..models.build_job import read_status
+
 __all__ = ["StartupPage", "MARKER"]
 
 MARKER = "X-Bertviz-Starting"  # header of the placeholder's answers; the real app's lack it
@@ -53,8 +55,6 @@ class _QuietServer(ThreadingHTTPServer):
 
 
 def _status_html(models_dir: Path | None) -> str:
-    from ..models.build_job import read_status
-
     status = read_status(models_dir)
     if status.state == "built":
         return "<p>The default model is built.</p>"
