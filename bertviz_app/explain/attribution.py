@@ -751,6 +751,6 @@ def cls_lens(lm: LoadedModel, text: str, pair: str | None = None) -> ClsLens:
     with lm.run_lock, torch.inference_mode():
         out = fam.base(model)(**fam.inputs(**inputs), output_hidden_states=True)
         cls = torch.stack([h[0, :1] for h in out.hidden_states])  # (L + 1, 1, D): position 0 at each depth
-        logits = fam.head(model, cls).float()  # (L + 1, C), e.g. BERT: classifier(tanh(W h + b))
-        probs = torch.sigmoid(logits) if lm.multi_label else torch.softmax(logits, dim=-1)
+        logits = lm.head.logits(fam, model, cls)  # (L + 1, C), e.g. BERT: classifier(tanh(W h + b))
+        probs = lm.head.decode(logits, multi_label=lm.multi_label)  # the model's own softmax, uncalibrated
     return ClsLens(layer_names=_layer_names(len(out.hidden_states) - 1), labels=lm.labels, probs=probs.cpu().numpy())
