@@ -13,6 +13,7 @@ import torch
 
 import bertviz_app as bv
 from bertviz_app import ModelLoadError
+from bertviz_app.models.heads import SEQUENCE_CLASSIFICATION
 
 from conftest import FAMILIES, LABELS, build_family_model, check_against_reference, reference_ends  # noqa: F401 (others import it from here)
 
@@ -45,7 +46,7 @@ def test_loads_as_its_own_classifier(fam_lm):
     from bertviz_app.models.families import family_of
 
     fam = family_of(fam_lm.model)
-    assert type(fam_lm.model).__name__ == fam.task_class
+    assert type(fam_lm.model).__name__ == SEQUENCE_CLASSIFICATION.class_name(fam)
     assert fam_lm.warnings == () and fam_lm.labels == tuple(LABELS)
 
 
