@@ -76,7 +76,7 @@ def say(msg: str) -> None:
 def score_texts(lm, texts: list[str], label: str) -> list[dict]:
     """One record per text: per method its comprehensiveness, sufficiency, seconds and Spearman
     against IG and occlusion."""
-    from bertviz_app.explain.methods import compare_methods
+    from bertviz_app.interpret.methods import compare_methods
 
     rows = []
     t0 = time.time()
@@ -139,7 +139,7 @@ def train_family(path: Path, train, test, epochs: float, seed: int = 0) -> dict:
 
 def long_costs(lm, texts: list[str], label: str) -> list[dict]:
     """Seconds of IG, value zeroing and ALTI on each (128-token) text, the order rotated."""
-    from bertviz_app.explain.methods import explain
+    from bertviz_app.interpret.methods import explain
 
     rows = []
     for i, text in enumerate(texts):

@@ -61,7 +61,7 @@ def child(code: str, n_texts: int, n_tokens: int, threads: int) -> dict:
     hf_logging.set_verbosity_error()
     import bertviz_app as bv
     from bertviz_app.config import Settings
-    from bertviz_app.explain import mixing_measures as cm
+    from bertviz_app.interpret import mixing_measures as cm
     from bertviz_app.train.default_model import rotten_tomatoes_split
 
     assert Path(bv.__file__).resolve().is_relative_to(Path(code).resolve()), bv.__file__

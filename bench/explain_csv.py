@@ -58,7 +58,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(ROOT / "bench" / "explain_csv_results.md"))
     args = ap.parse_args(argv)
     import bertviz_app as bv
-    from bertviz_app.explain.batch_explain import method_keys
+    from bertviz_app.interpret.batch_explain import method_keys
     from bertviz_app.train.default_model import rotten_tomatoes_split
 
     keys = method_keys(args.methods)

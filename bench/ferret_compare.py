@@ -1,4 +1,4 @@
-"""Our ERASER faithfulness (``bertviz_app.explain.faithfulness_eval``) against ferret's implementation of the
+"""Our ERASER faithfulness (``bertviz_app.interpret.faithfulness_eval``) against ferret's implementation of the
 same metrics (``AOPC_Comprehensiveness_Evaluation`` / ``AOPC_Sufficiency_Evaluation``, ferret-xai
 0.4.2) on the same explanations of the same texts: every method of ours on N held-out reviews
 (the ones bench/explain_csv.py uses) with the default model.
@@ -197,7 +197,7 @@ def main(argv=None) -> int:
     import torch
 
     import bertviz_app as bv
-    from bertviz_app.explain.faithfulness_eval import faithfulness, faithfulness_many
+    from bertviz_app.interpret.faithfulness_eval import faithfulness, faithfulness_many
     from bertviz_app.train.default_model import rotten_tomatoes_split
 
     torch.set_num_threads(max(1, torch.get_num_threads()))

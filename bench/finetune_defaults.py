@@ -46,7 +46,7 @@ def old_auto_config(n_train: int, hidden_size: int, seed: int = 42):
     """``finetune.auto_config`` as it was before issue 22 (commit 82c7726), every setting blank: the peer."""
     import math
 
-    from bertviz_app.train.finetune import AUTO_LR
+    from bertviz_app.train.finetune.auto import AUTO_LR
     from bertviz_app.train.training import TrainConfig
 
     n = max(1, int(n_train))

@@ -197,7 +197,8 @@ def overhead(url: str, model: str, corpus: list[str], n_predict: int = 20, n_ana
     from gradio_client import Client
 
     from bertviz_app import load_model, predict
-    from bertviz_app.ui import common
+    from bertviz_app.ui.analysis import analyze_all
+    from bertviz_app.ui.control_values import PREDICTED
 
     lm = load_model(model)
     client = Client(url, verbose=False)
@@ -221,17 +222,17 @@ def overhead(url: str, model: str, corpus: list[str], n_predict: int = 20, n_ana
         gr_http.append(time.perf_counter() - t)
     a_raw, a_http = [], []
     # warm both sides' one-off costs (captum import, the fp32 copy for IG) on a text not timed
-    common.analyze_all(lm, "warm up the attributions", None, common.PREDICTED, "pad", 50, auto=True)
-    client.predict(model, "warm up the attributions", "", common.PREDICTED, "pad", 50, True, 1, "mean of heads",
+    analyze_all(lm, "warm up the attributions", None, PREDICTED, "pad", 50, auto=True)
+    client.predict(model, "warm up the attributions", "", PREDICTED, "pad", 50, True, 1, "mean of heads",
                    False, False, True, False, False, api_name="/analyze")
     # what Analyze does with the UI's defaults (IG steps chosen for a 5% delta), raw and over HTTP
     for text in corpus[n_predict : n_predict + n_analyze]:
         t = time.perf_counter()
-        common.analyze_all(lm, text, None, common.PREDICTED, "pad", 50, auto=True)
+        analyze_all(lm, text, None, PREDICTED, "pad", 50, auto=True)
         a_raw.append(time.perf_counter() - t)
         t = time.perf_counter()
         # the page's Analyze: one streaming event, the quick part then Integrated Gradients
-        client.predict(model, text, "", common.PREDICTED, "pad", 50, True, 1, "mean of heads", False, False, True,
+        client.predict(model, text, "", PREDICTED, "pad", 50, True, 1, "mean of heads", False, False, True,
                        False, False, api_name="/analyze")
         a_http.append(time.perf_counter() - t)
     return {"predict_raw_s": statistics_median(raw), "predict_http_s": statistics_median(http),

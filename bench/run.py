@@ -282,7 +282,7 @@ def bench_threads(lm, texts, rounds):
 def bench_explain(lm, texts, rounds, tolerance):
     """Row 3: Integrated Gradients per text, ours vs transformers-interpret."""
     import bertviz_app as bv
-    import bertviz_app.explain.attribution as attr
+    import bertviz_app.interpret.attribution as attr
 
     GROUP = attr.GROUP_TEXTS
     LOOSE = 0.25  # every text within half the peer's mean relative delta (0.51 measured)

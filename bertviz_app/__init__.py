@@ -1,7 +1,7 @@
 """bertviz_app: see inside, and adapt, BERT text classifiers.
 
 The one public facade, for a user's ``import bertviz_app as bv; bv.predict(...)``. The package is laid
-out by domain (models, train, explain, evaluate, service, ui, serve, cli: docs/layout.md), and its own
+out by domain (models, train, interpret, evaluate, service, ui, serve, cli: docs/layout.md), and its own
 modules import each other's public names along the floors that ``tests/test_layering.py`` holds. The
 facade's names are listed once, in ``__init__.pyi`` (``from .package.module import name as name``, one
 line each), which type checkers read and ``lazy_loader`` turns into ``__all__`` and a module

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import bertviz_app as bv
-from bertviz_app.explain.faithfulness_eval import faithfulness
+from bertviz_app.interpret.faithfulness_eval import faithfulness
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -236,7 +236,7 @@ def test_a_model_that_reads_one_word_gets_that_word_first_and_faithful_scores(tm
 def test_a_method_refused_on_a_long_row_leaves_the_other_rows_and_methods(tiny, table, tmp_path, monkeypatch):
     """Occlusion's cost refusal (one forward row per word, each timed at 1 s here, 5 s allowed) hits the
     rows of more than 5 words; those rows keep their other methods, the shorter rows everything."""
-    import bertviz_app.explain.methods as methods
+    import bertviz_app.interpret.methods as methods
 
     monkeypatch.setattr(methods.WordFeatures, "seconds_per_row", lambda self: 1.0)
     tiny = tiny.with_settings(max_method_seconds=5)
@@ -275,7 +275,7 @@ def test_methods_are_checked_before_any_work(tiny, table, tmp_path):
 
 
 def test_cancel_stops_a_slow_method_between_rows_and_writes_nothing(tiny, table, tmp_path, monkeypatch):
-    import bertviz_app.explain.methods as methods
+    import bertviz_app.interpret.methods as methods
 
     cancel, calls = threading.Event(), []
     real = methods.explain

@@ -15,7 +15,7 @@ from test_families import FAMILIES, build_family_model
 
 import bertviz_app as bv
 from bertviz_app import InputError
-from bertviz_app.explain import mixing_measures as cm
+from bertviz_app.interpret import mixing_measures as cm
 from bertviz_app.models.encoding import encode
 from bertviz_app.models.families import family_of
 

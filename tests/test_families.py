@@ -117,7 +117,7 @@ def test_integrated_gradients_completeness_on_the_engine(fam_lm, output):
     """The engine's Integrated Gradients (fixed and adaptive steps, both outputs, with a second
     text) against the independent reference (``conftest.check_against_reference``), and f(x) is what predict
     reports for the text."""
-    from bertviz_app.explain.attribution import AttributionEngine
+    from bertviz_app.interpret.attribution import AttributionEngine
 
     baseline = bv.recommended_baseline(fam_lm)  # DeBERTa-v2's [PAD] path jumps: test_a_baseline_whose_path...
     for pair in (None, "it was fun"):
@@ -135,7 +135,7 @@ def test_every_registered_method_explains_every_family(fam_lm):
     """Each method of the registry, looked up by name: one score per token, the record's identity
     delta = f(x) - f(baseline) - sum(scores), the same class explained, and the per-word methods
     scoring the special tokens 0."""
-    from bertviz_app.explain.methods import METHOD_CLASSES
+    from bertviz_app.interpret.methods import METHOD_CLASSES
 
     ref = bv.predict(fam_lm, SENTENCE)[0]
     f_x, f_b = reference_ends(fam_lm, SENTENCE)
@@ -243,7 +243,7 @@ def test_cls_lens_last_layer_is_the_models_output(fam_lm):
 
 
 def test_word_merge_maps_every_tokenizers_pieces_back_to_words(fam_lm):
-    from bertviz_app.explain.words import word_groups
+    from bertviz_app.interpret.words import word_groups
     from bertviz_app.models.encoding import encode
 
     _, info = encode(fam_lm, SENTENCE, "it was fun")

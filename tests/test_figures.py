@@ -11,7 +11,7 @@ import pytest
 
 import bertviz_app as core
 from bertviz_app.errors import InputError
-from bertviz_app.explain.export import MAX_ALPHA
+from bertviz_app.interpret.export import MAX_ALPHA
 from bertviz_app.results import Attribution, TokenInfo
 
 SVG = "{http://www.w3.org/2000/svg}"

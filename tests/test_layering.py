@@ -130,10 +130,10 @@ def test_the_checks_see_what_they_look_for():
                                          "y = get_settings().max_chars\nz = os.getenv('B')\n"))
     assert sorted(what for _, what in reads) == sorted(["os.environ", "from config import ...", "get_settings",
                                                         "os.getenv"])
-    probe = ("from ..models import registry\nfrom ..explain.attribution import _secret\nx = registry._CACHE\n"
+    probe = ("from ..models import registry\nfrom ..interpret.attribution import _secret\nx = registry._CACHE\n"
              "from . import guards\ny = guards._private_helper\nz = registry.__name__\n")
     assert sorted(what for _, what in _private_uses(PACKAGE / "ui" / "probe.py", probe)) == sorted(
-        ["from bertviz_app.explain.attribution import _secret", "registry._CACHE", "guards._private_helper"])
+        ["from bertviz_app.interpret.attribution import _secret", "registry._CACHE", "guards._private_helper"])
 
 
 # ---------------------------------------------------------------------------- the house's floors (issue 31)
@@ -144,7 +144,7 @@ FLOORS = (
     ("kernel", ("config", "errors", "results")),
     ("models", ("models",)),  # finding, loading, families x heads, encoding, forward, predict, calibration, owners
     ("train", ("train",)),  # data intake, the training engine, the default build, the fine-tune service
-    ("explain", ("explain",)),  # attention, context mixing, attributions and their methods, faithfulness, export
+    ("interpret", ("interpret",)),  # attention, context mixing, attributions and their methods, faithfulness, export
     ("evaluate", ("evaluate",)),  # evaluations, their files and stored runs, model comparison, [CLS] geometry
     ("service", ("service",)),  # the use cases the page, the JSON API and the CLI share; micro-batching; links
     ("ui", ("ui",)),  # the gradio page
@@ -338,7 +338,7 @@ if __name__ == "__main__":
 
 def test_no_facade_name_is_shadowed_by_a_package():
     """Importing ``bertviz_app.x`` sets the attribute ``x`` of the package to the module, so a facade name
-    that is also a package or module name (``bv.explain`` the function, ``bertviz_app/explain/`` the folder)
+    that is also a package or module name (``bv.explain`` the function, ``bertviz_app/interpret/`` the folder)
     turns into the module once anything imports it. Positive control: a module name is seen as one."""
     import bertviz_app
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import bertviz_app as bv
-from bertviz_app.explain.mixing_measures import context_mixing
+from bertviz_app.interpret.mixing_measures import context_mixing
 from bertviz_app.ui import analysis, attention_tab, plots, token_views
 
 WORDS = ["the", "film", "movie", "good", "bad", "joyless", "slogging", "is", "not", ",", "."]

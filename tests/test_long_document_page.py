@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import bertviz_app as bv
-from bertviz_app.explain.long_documents import attention_windows, window_maps
+from bertviz_app.interpret.long_documents import attention_windows, window_maps
 
 LONG = " ".join(["the film was good , it is not a tedious slog ! joyless fun"] * 12)  # > 64 tokens of the tiny model
 SHORT = "the film was good"

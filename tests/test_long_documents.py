@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import bertviz_app as bv
-from bertviz_app.explain.long_documents import document_windows, edge_weights, explain_windows, merge_windows
+from bertviz_app.interpret.long_documents import document_windows, edge_weights, explain_windows, merge_windows
 
 LONG = " ".join(["the film was good , it is not a tedious slog ! joyless fun"] * 12)
 STRIDE = 16
@@ -281,7 +281,7 @@ def test_page_panel_explains_the_whole_document(tiny, tiny_model_dir, tmp_path):
 @pytest.mark.parametrize("measure", ["norm", "alti"])
 def test_attention_windows_take_a_context_mixing_measure(tiny, measure):
     """Each window's measure over its own ids: a text that fits gives the measure's own [CLS] rows."""
-    from bertviz_app.explain.mixing_measures import context_mixing
+    from bertviz_app.interpret.mixing_measures import context_mixing
 
     short = "the film was good"
     one = bv.attention_windows(tiny, short, measure=measure)

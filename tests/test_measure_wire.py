@@ -22,7 +22,7 @@ def run(capsys, *argv):
 
 
 def test_the_clis_measure_names_are_the_cores():
-    from bertviz_app.explain.mixing_measures import MEASURES as core_measures
+    from bertviz_app.interpret.mixing_measures import MEASURES as core_measures
 
     assert MEASURE_NAMES == core_measures == tuple(MEASURES)
 
@@ -130,7 +130,7 @@ def test_a_refused_measure_says_why_and_goes_back_to_raw(page, tiny_model_dir, m
 
     from bertviz_app.ui import analysis, attention_tab, control_values
 
-    cm = importlib.import_module("bertviz_app.explain.mixing_measures")  # the module (the facade's name is a function)
+    cm = importlib.import_module("bertviz_app.interpret.mixing_measures")  # the module, not the facade function
 
     model = str(tiny_model_dir)
     out = page.change_measure(model, None, "alti", {}, 1, "mean of heads", False, False)  # before any Analyze

@@ -13,9 +13,9 @@ import torch
 import bertviz_app as bv
 from bertviz_app import InputError
 from bertviz_app.config import Settings
-from bertviz_app.explain.faithfulness_eval import faithfulness
-from bertviz_app.explain.methods import METHODS, MIXING_METHODS, compare_methods, explain, spearman, top_k_overlap
-from bertviz_app.explain.words import merge_scores, word_groups
+from bertviz_app.interpret.faithfulness_eval import faithfulness
+from bertviz_app.interpret.methods import METHODS, MIXING_METHODS, compare_methods, explain, spearman, top_k_overlap
+from bertviz_app.interpret.words import merge_scores, word_groups
 
 SENTENCE = "a gorgeous, moving film!"
 SIMPLE = "the film was not good"  # one token per word
@@ -370,7 +370,7 @@ def test_attributions_tab_shows_faithfulness_and_the_methods_side_by_side(sentim
 def test_faithfulness_of_many_attributions_padded_together_equals_one_at_a_time(tiny):
     """faithfulness_many pads texts of other lengths (and other targets) into shared batches: the
     values are those of one call per attribution."""
-    from bertviz_app.explain.faithfulness_eval import faithfulness_many
+    from bertviz_app.interpret.faithfulness_eval import faithfulness_many
 
     texts = ["the film was good", "a tedious slog !", "the movie is great , moving .", "it"]
     attrs = [explain(tiny, t, m, target=i % 2) for i, t in enumerate(texts) for m in ("saliency", "occlusion")]
@@ -388,9 +388,9 @@ def test_methods_are_classes_found_by_name_in_the_registry(tiny, monkeypatch):
     """METHODS lists the registry's names in order; each class's attribute() on the public engine
     gives what explain gives; a method registered from outside is found by explain and
     compare_methods; an unknown name or a taken one is refused."""
-    import bertviz_app.explain.methods as methods
-    from bertviz_app.explain.attribution import AttributionEngine
-    from bertviz_app.explain.methods import METHOD_CLASSES, Method, Saliency, method_class, register_method
+    import bertviz_app.interpret.methods as methods
+    from bertviz_app.interpret.attribution import AttributionEngine
+    from bertviz_app.interpret.methods import METHOD_CLASSES, Method, Saliency, method_class, register_method
 
     # the built-in attribution methods, then the context-mixing measures (compared only when named)
     assert METHODS + MIXING_METHODS == tuple(METHOD_CLASSES) and method_class("saliency") is Saliency
@@ -427,7 +427,7 @@ def test_compare_scores_the_context_mixing_measures_like_the_attributions(tiny):
     """IG and the four measures through the one comparison: each gets its faithfulness and its rank
     agreement; a measure's scores are its aggregated [CLS] row (>= 0, summing to 1), and no
     completeness (delta) is read from them."""
-    from bertviz_app.explain.mixing_measures import MEASURES, context_mixing
+    from bertviz_app.interpret.mixing_measures import MEASURES, context_mixing
 
     assert MIXING_METHODS == MEASURES and not set(METHODS) & set(MIXING_METHODS)  # the default is unchanged
     c = compare_methods(tiny, SENTENCE, methods=["ig", "value_zeroing", "alti", "norm", "raw"], n_steps=8)
@@ -451,7 +451,7 @@ def test_compare_scores_the_context_mixing_measures_like_the_attributions(tiny):
 
 
 def test_method_names_are_read_loosely_and_unknown_ones_list_the_valid_ones(tiny):
-    from bertviz_app.explain.methods import canonical_method
+    from bertviz_app.interpret.methods import canonical_method
 
     assert canonical_method(" IG ") == "integrated_gradients" and canonical_method("Value-Zeroing") == "value_zeroing"
     with pytest.raises(InputError) as err:
@@ -464,7 +464,7 @@ def test_method_names_are_read_loosely_and_unknown_ones_list_the_valid_ones(tiny
 
 
 def test_a_measures_export_says_completeness_does_not_apply(tiny):
-    from bertviz_app.explain.export import explanation_dict, explanation_from_dict, explanation_html
+    from bertviz_app.interpret.export import explanation_dict, explanation_from_dict, explanation_html
 
     a = explain(tiny, SENTENCE, "alti")
     page = explanation_html(a)

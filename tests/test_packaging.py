@@ -62,8 +62,8 @@ def test_functions_stay_functions_after_their_module_is_imported():
     modules = {p.stem for p in (ROOT / "bertviz_app").glob("*.py")} | {
         p.parent.name for p in (ROOT / "bertviz_app").glob("*/__init__.py")}
     assert not set(_stub()) & modules, set(_stub()) & modules
-    code = ("import inspect, bertviz_app as bv; bv.rollout; bv.cls_rows; import bertviz_app.explain.methods; "
-            "import bertviz_app.explain.attention_maps, bertviz_app.explain.faithfulness_eval; "
+    code = ("import inspect, bertviz_app as bv; bv.rollout; bv.cls_rows; import bertviz_app.interpret.methods; "
+            "import bertviz_app.interpret.attention_maps, bertviz_app.interpret.faithfulness_eval; "
             "import bertviz_app.models.model_summary; "
             "from bertviz_app import attention; "
             "assert all(inspect.isfunction(f) for f in (bv.attention, bv.faithfulness, bv.summary, attention)); "

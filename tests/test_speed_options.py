@@ -29,7 +29,7 @@ def test_adaptive_steps_start_small_and_grow(signal):
     the first round's, which a loose tolerance stops at."""
     loose = bv.attribute(signal, SENTENCE, tolerance=0.5)
     tight = bv.attribute(signal, SENTENCE, tolerance=1e-4)
-    from bertviz_app.explain.attribution import FIRST_STEPS
+    from bertviz_app.interpret.attribution import FIRST_STEPS
 
     assert loose.n_steps <= FIRST_STEPS
     assert tight.n_steps > loose.n_steps
@@ -53,7 +53,7 @@ def test_attribute_equals_captum_layer_integrated_gradients(signal, baseline):
     word-embedding layer (what attribute used before), with the same convergence delta."""
     from captum.attr import LayerIntegratedGradients
 
-    from bertviz_app.explain.attribution import AttributionEngine
+    from bertviz_app.interpret.attribution import AttributionEngine
 
     a = bv.attribute(signal, SENTENCE, baseline=baseline, n_steps=16)
     s = AttributionEngine.for_text(signal, SENTENCE, baseline=baseline)
@@ -92,7 +92,7 @@ def test_predict_same_with_every_speed_option(tiny):
 def test_speed_options_default_to_the_settings(tiny, monkeypatch):
     """Without arguments a call uses its model's settings (``lm.settings``, given to load_model or
     ``with_settings``); a call's own arguments beat them; a bad value says what to use."""
-    import bertviz_app.explain.attribution as attr
+    import bertviz_app.interpret.attribution as attr
     import bertviz_app.models.inference as inf
     from bertviz_app.config import Settings
 
@@ -295,7 +295,7 @@ def test_cpu_int8_predictions_are_opt_in_and_close(tiny, monkeypatch):
 def test_repeated_explanations_come_from_the_cache(tiny, monkeypatch):
     """attribute/cls_path with the same arguments are computed once (LRU per model); other
     arguments compute; cached arrays are read-only; bad arguments still get their message."""
-    import bertviz_app.explain.attribution as attr
+    import bertviz_app.interpret.attribution as attr
 
     tiny = tiny.with_settings(memo_size=2)  # the same weights with an empty cache of 2
     calls = []

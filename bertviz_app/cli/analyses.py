@@ -61,9 +61,9 @@ def _compare(args, lm, text) -> int:
 def cmd_explain(args) -> int:
     """explain TEXT: one method's attribution of each token (--compare: several; --window: a long document)."""
     # lazily: `bertviz-app --help` imports none of the core; `explain` from its module, as the facade's name
-    # is the subpackage bertviz_app.explain once that is imported
+    # is the subpackage bertviz_app.interpret once that is imported
     from .. import attribute, check_output_path, faithfulness
-    from ..explain.methods import canonical_method, explain
+    from ..interpret.methods import canonical_method, explain
 
     for path in (args.html, args.out, args.svg, args.png):  # a bad path fails now, not after the attribution
         if path:
@@ -194,7 +194,7 @@ def _explain_windows(args, lm, text) -> int:
 
 def cmd_explain_csv(args) -> int:
     from .. import explain_csv, load_model  # lazily: `bertviz-app --help` imports none of the core
-    from ..explain.batch_explain import process_device  # lazily: as the line above
+    from ..interpret.batch_explain import process_device  # lazily: as the line above
 
     # under accelerate launch/torchrun each process takes its own GPU (or the CPU) and its share of rows
     world_size, local_rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("LOCAL_RANK", "0"))

@@ -31,7 +31,7 @@ def _attention_windows(args, lm, text) -> int:
 
 def cmd_attention(args) -> int:
     # lazily: `bertviz-app --help` imports none of the core
-    from ..explain.mixing_measures import MEASURE_NOTES, context_mixing
+    from ..interpret.mixing_measures import MEASURE_NOTES, context_mixing
 
     lm = model_from_args(args)
     if args.window is not None:

@@ -2,5 +2,5 @@
 
 Metrics with intervals, slices, calibration and the misclassified rows (``evaluation.py``), the run folder
 written and read back, the Evaluate tab's stored evaluations, McNemar's test between two models, and where in
-the encoder the classes become separable. Imports explain/, train/, models/ and the shared kernel only.
+the encoder the classes become separable. Imports interpret/, train/, models/ and the shared kernel only.
 """

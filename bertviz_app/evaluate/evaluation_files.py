@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 
 from ..errors import InputError
-from ..explain.export import write_text
+from ..interpret.export import write_text
 from ..models.calibration import N_BINS
 from ..train.data import safe_csv_cell
 from .evaluation import Evaluation

@@ -21,9 +21,9 @@ from ..config import Settings
 from ..errors import InputError, ModelNotFoundError
 from ..evaluate import evaluation_runs
 from ..evaluate.evaluation import evaluate_file
-from ..explain.long_documents import attention_windows, explain_windows
-from ..explain.methods import METHODS, compare_methods
-from ..explain.mixing_measures import check_measure, context_mixing
+from ..interpret.long_documents import attention_windows, explain_windows
+from ..interpret.methods import METHODS, compare_methods
+from ..interpret.mixing_measures import check_measure, context_mixing
 from ..models import visitors
 from ..models.catalog import list_models
 from ..models.model_summary import summary as model_summary
@@ -97,7 +97,7 @@ def predict(lm: LoadedModel, text: str, pair: str | None = "", window: bool = Fa
 def attention(lm: LoadedModel, text: str, pair: str | None = "", layer: int = 0, measure: str | None = "raw",
               window: bool = False, stride: int | None = None, window_index: int = 0) -> dict:
     """{"tokens", "measure", "weights", "combined", "aggregated", "cls_scores", "truncated"} of one
-    context-mixing measure (raw attention by default; ``bertviz_app.explain.mixing_measures``): weights
+    context-mixing measure (raw attention by default; ``bertviz_app.interpret.mixing_measures``): weights
     (L, H, T, T) per head (H = 1 for per-layer measures), combined (L, T, T) per layer, aggregated
     (L, T, T) across layers up to each, for every layer (layer 0) or layer k (1-based) as a list of
     one; cls_scores (T,) the last layer's aggregated [CLS] row. An unknown measure, or one the

@@ -25,8 +25,8 @@ from urllib.parse import parse_qsl, quote, urlencode
 from ..config import Settings
 from ..errors import BertvizError
 from ..evaluate.evaluation_runs import is_evaluation_name
-from ..explain.methods import METHOD_ALIASES, METHODS
-from ..explain.mixing_measures import MEASURES, supported_measures
+from ..interpret.methods import METHOD_ALIASES, METHODS
+from ..interpret.mixing_measures import MEASURES, supported_measures
 from ..models.catalog import list_models
 from ..models.visitors import NOBODY, check_access, is_run_name, visible
 from ..results import METHOD_LABELS

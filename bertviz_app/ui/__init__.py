@@ -22,7 +22,7 @@ import gradio as gr
 
 import bertviz_app as core
 from bertviz_app.config import Settings
-from bertviz_app.explain.mixing_measures import check_measure
+from bertviz_app.interpret.mixing_measures import check_measure
 
 from . import (
     analysis,

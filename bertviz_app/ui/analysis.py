@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 import bertviz_app as core
-from bertviz_app.explain.mixing_measures import MixingMaps, check_measure, context_mixing, supported_measures
+from bertviz_app.interpret.mixing_measures import MixingMaps, check_measure, context_mixing, supported_measures
 from bertviz_app.models.encoding import check_has_words
 from bertviz_app.models.inference import applied_temperature
 

@@ -1,7 +1,7 @@
 """Attention tab: one layer/head (or the mean of heads) zoomed in, the overview of every
 layer x head, where [CLS] looks in each layer, and attention rollout. Every control re-renders
 from the stored record; nothing is recomputed, except that choosing another measure (raw attention,
-attention-norm, value zeroing, ALTI: ``bertviz_app.explain.mixing_measures``) computes that measure for the
+attention-norm, value zeroing, ALTI: ``bertviz_app.interpret.mixing_measures``) computes that measure for the
 record's text once (``Page.change_measure``) and keeps it on the record (``Record.mixing``).
 
 A text longer than the model reads gets a closed "Whole document (windows)" part: on its own button
@@ -19,8 +19,8 @@ import gradio as gr
 import numpy as np
 
 import bertviz_app as core
-from bertviz_app.explain.long_documents import attention_windows, window_maps
-from bertviz_app.explain.mixing_measures import MEASURE_NOTES, MEASURES, supported_measures
+from bertviz_app.interpret.long_documents import attention_windows, window_maps
+from bertviz_app.interpret.mixing_measures import MEASURE_NOTES, MEASURES, supported_measures
 
 from . import analysis, figures, guards, model_loading, plots, token_views
 from .control_values import stride_slider, window_stride

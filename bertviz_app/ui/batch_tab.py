@@ -14,7 +14,7 @@ import gradio as gr
 import pandas as pd
 
 import bertviz_app as core
-from bertviz_app.explain.export import prune
+from bertviz_app.interpret.export import prune
 
 from . import attribution_tab, guards, model_loading, streaming, visitor
 from .control_values import METHOD_LABELS

@@ -27,7 +27,7 @@ from types import SimpleNamespace
 import gradio as gr
 
 from bertviz_app.errors import BertvizError
-from bertviz_app.explain.mixing_measures import supported_measures
+from bertviz_app.interpret.mixing_measures import supported_measures
 from bertviz_app.service.links import PER_LAYER_MEASURES, ModelShape, View, read_link, share_query
 
 from . import attention_tab, guards, visitor
