@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import importlib
 import logging
 import os
@@ -33,7 +34,7 @@ import anyio
 import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import Response
+from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -414,8 +415,21 @@ def create_app(settings: Settings, model: str | None = None, page: bool = True) 
     if demo is not None:
         from .. import ui  # lazily: as in the line above
 
-        ui.mount(app, demo, settings)
+        gradio_app = ui.mount(app, demo, settings)
+        gradio_app.add_exception_handler(TypeError, functools.partial(refuse_named_arguments, hint=ui.api.MALFORMED))
     return app
+
+
+async def refuse_named_arguments(request: Request, exc: TypeError, hint: str):
+    """A named call to gradio's API (``/call/v2/<name>``) with a missing or unknown argument: gradio_client's
+    construct_args raises "No value provided for required argument: text" or "Parameter `x` is not a valid
+    key-word argument ...", which gradio answers with a bare 500. Here: a 400 that says what to send (``hint``),
+    logged as one line. Any other TypeError in a gradio route is a fault, not ours to answer: re-raised, it
+    reaches the server's own handler and log."""
+    if "/call/v2/" not in request.url.path:
+        raise exc
+    log.info("Refused a request: malformed call to %s", request.url.path.rsplit("/", 1)[-1])
+    return JSONResponse({"error": f"{str(exc).split('. Please', 1)[0]}. {hint}"}, status_code=400)
 
 
 def _start(settings: Settings, demo) -> Callable[[], None]:

@@ -498,7 +498,8 @@ TAB_IDS = {"Predict": "predict", "Attention": "attention", "Attributions": "attr
 
 def mount(app, demo: gr.Blocks, settings: Settings):
     """Queue ``demo`` and mount it at ``/`` of the FastAPI ``app`` (``gr.mount_gradio_app``); in public
-    mode a visitor's files are served to that visitor only (``visitor.ZipGuard``) and uploads are capped."""
+    mode a visitor's files are served to that visitor only (``visitor.ZipGuard``) and uploads are capped.
+    Returns the mounted gradio app (the serving layer adds its own answers to it)."""
     demo.queue(default_concurrency_limit=2, max_size=settings.queue_size)
     if settings.public:  # a visitor's zip downloads are served to that visitor only
         app.add_middleware(visitor.ZipGuard, demo=demo)
@@ -511,7 +512,6 @@ def mount(app, demo: gr.Blocks, settings: Settings):
                                   allowed_paths=[], blocked_paths=uploads.blocked_paths(settings),
                                   theme=gr.themes.Soft(), css=CSS, head=figures.HEAD + links.HEAD)
     uploads.enforce_gradio_checks(demo)
-    gradio_app = next(r.app for r in mounted.routes if hasattr(getattr(r, "app", None), "get_blocks"))
-    api.refuse_malformed_calls(demo, gradio_app)  # one clear answer for a call whose inputs do not fit
+    api.refuse_malformed_calls(demo)  # one clear answer for a call whose inputs do not fit
     gradio_sessions.install()  # a queued API call no longer builds every component's config
-    return mounted
+    return next(r.app for r in mounted.routes if hasattr(getattr(r, "app", None), "get_blocks"))

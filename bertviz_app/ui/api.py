@@ -164,13 +164,12 @@ def malformed_call(block_fn, inputs: list, exc: Exception) -> gr.Error:
     return gr.Error(text, print_exception=False)
 
 
-def refuse_malformed_calls(demo: gr.Blocks, gradio_app) -> None:
-    """One answer for calls to gradio's API that do not fit an event, whichever door they came through
+def refuse_malformed_calls(demo: gr.Blocks) -> None:
+    """One answer for calls to gradio's API whose inputs do not fit an event, whichever door they came through
     (``/gradio_api/call/<name>``, ``/call/v2/<name>``, ``/run/<name>``, ``/queue/join``): gradio answers too few
     inputs with ``{"error": null}`` and a wrongly typed one with a generic error, logging a traceback for
-    each, and a named call with a missing or unknown argument (``/call/v2``) with a bare 500. Here each is
-    a clear message that says what to send, logged as one line. ``gradio_app``: the mounted gradio App."""
-    from fastapi.responses import JSONResponse
+    each. Here each is a clear message that says what to send, logged as one line. (A named call with a
+    missing or unknown argument is the serving layer's to answer: ``serve.server.refuse_named_arguments``.)"""
     from gradio.exceptions import ComponentProcessingError
 
     preprocess = demo.preprocess_data
@@ -184,14 +183,3 @@ def refuse_malformed_calls(demo: gr.Blocks, gradio_app) -> None:
             raise malformed_call(block_fn, inputs, exc) from None
 
     demo.preprocess_data = checked
-
-    async def named_arguments(request, exc: TypeError):
-        # gradio_client's construct_args: "No value provided for required argument: text", "Parameter `x`
-        # is not a valid key-word argument ..."; any other TypeError in a gradio route is a fault, not ours
-        # to answer: re-raised, it reaches the server's own handler and log
-        if "/call/v2/" not in request.url.path:
-            raise exc
-        log.info("Refused a request: malformed call to %s", request.url.path.rsplit("/", 1)[-1])
-        return JSONResponse({"error": f"{str(exc).split('. Please', 1)[0]}. {MALFORMED}"}, status_code=400)
-
-    gradio_app.add_exception_handler(TypeError, named_arguments)
