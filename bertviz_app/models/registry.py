@@ -35,7 +35,7 @@ from .catalog import BUILD_INFO, DEFAULT_MODELS_DIR, is_model_folder, list_model
 from ..config import Settings
 from ..errors import InputError, ModelLoadError, ModelNotFoundError
 from .families import SUPPORTED_MODEL_TYPES, family_for_type, family_of
-from .heads import SEQUENCE_CLASSIFICATION, Head
+from .heads import SEQUENCE_CLASSIFICATION, Head, head_of
 
 __all__ = ["LoadedModel", "load_model", "model_folder", "list_models", "resolve_device", "clear_cache",
            "clean_stale_folders", "cached_models", "load_from_folder", "trained_on_pairs", "pair_notice"]
@@ -62,7 +62,6 @@ class LoadedModel:
     device: torch.device
     dtype: torch.dtype
     warnings: tuple[str, ...] = ()
-    head: Head = SEQUENCE_CLASSIFICATION  # what it answers (``heads.py``): how its logits decode, what is explained
     # What the analyses of this model read: the input limits (max_chars, max_batch_texts, max_n_steps,
     # max_method_seconds, min_change), the speed options' defaults and cpu_int8. ``load_model`` sets
     # the settings it was given; a call's own keyword arguments override the speed options.
@@ -95,6 +94,12 @@ class LoadedModel:
     def labels(self) -> tuple[str, ...]:
         id2label = self.model.config.id2label
         return tuple(str(id2label[i]) for i in range(self.model.config.num_labels))
+
+    @property
+    def head(self) -> Head:
+        """What the model answers (``heads.py``): how its logits decode, what is explained; read from the class it
+        was loaded as, as the forward pass reads it."""
+        return head_of(self.model)
 
     @property
     def multi_label(self) -> bool:
@@ -472,7 +477,7 @@ def load_from_folder(name: str, kind: str, path: Path, dev: torch.device, dtype:
     for note in notes:
         log.warning("%s: %s", name, note)
     loaded = LoadedModel(name=name, source=kind, path=path, model=model, tokenizer=tokenizer, device=dev,
-                         dtype=dtype, warnings=tuple(notes), head=head)
+                         dtype=dtype, warnings=tuple(notes))
     temperature = load_temperature(path)  # None: no (usable) calibration.json
     if temperature is not None and loaded.multi_label:
         log.warning("%s: calibration.json ignored (temperature scaling applies to single-label models)", name)
