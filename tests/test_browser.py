@@ -181,8 +181,9 @@ def test_explain_a_file_tab_says_what_is_wrong_with_a_bad_upload(page, app_url, 
     upload.set_input_files(str(header_only))
     sync_api.expect(status).to_contain_text("no data rows")
     sync_api.expect(page.locator("#bv-bx-upload")).not_to_contain_text(re.compile(r"empty\s*\.csv"))
-    page.locator("#bv-bx-start").click()  # starting anyway: the same plain message, no file offered
-    sync_api.expect(page.get_by_text("no data rows").first).to_be_visible()
+    page.locator("#bv-bx-start").click()  # starting anyway: the refused file is not there to run on
+    sync_api.expect(status).to_contain_text("Upload a table first", timeout=30_000)
+    sync_api.expect(status).to_contain_text("No file was written")
     assert page.locator("#bv-bx-file a").count() == 0
     assert "Traceback" not in page.content()
 
@@ -244,9 +245,10 @@ def test_explain_a_file_tab_shows_a_refusal_in_its_status_not_starting_and_an_er
             assert badges.count() == 0, badges.all_inner_texts()
             continue
         sync_api.expect(page.locator("#bv-bx-upload")).to_contain_text(re.compile(path.stem + r"\s*\.csv"))
+        sync_api.expect(status).to_contain_text("2 rows, 2 columns")  # the upload read, the last run's words gone
         page.locator("#bv-bx-start").click()
-        sync_api.expect(status).to_contain_text("No file was written")  # the run's own answer
-        sync_api.expect(status).to_contain_text(says)
+        sync_api.expect(status).to_contain_text(says, timeout=30_000)  # the run's own answer (after opening the model)
+        sync_api.expect(status).to_contain_text("No file was written")
         sync_api.expect(status).not_to_contain_text("Starting")
         assert badges.count() == 0, badges.all_inner_texts()
         assert page.locator("#bv-bx-file a").count() == 0

@@ -171,6 +171,7 @@ class Handlers:
             raise core.InputError("Upload a table first (.csv, .tsv or .txt with a header row).")
         if not methods:
             raise core.InputError("Choose at least one method.")
+        yield {ui.status: "**Starting…** opening the model", ui.result: None, ui.words: words_frame(None)}
         lm = model_loading.load(model_name, self.default, self.settings)
         out = _run_folder() / f"explained-{Path(path).stem[:60] or 'table'}.{fmt if fmt in ('csv', 'jsonl') else 'csv'}"
         done = {"n": 0, "total": 0}
