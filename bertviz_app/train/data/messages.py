@@ -16,16 +16,17 @@ ROW_NOTE = "row numbers as in a spreadsheet: the header is row 1, the first data
 _NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 
 
-def format_rows(rows: Sequence[int], limit: int = 8) -> str:
-    """'row 2', 'rows 2 and 5', 'rows 2, 5, 9 and 37 more' (at most ``limit`` numbers shown)."""
+def format_rows(rows: Sequence[int], limit: int = 8, word: str = "row") -> str:
+    """'row 2', 'rows 2 and 5', 'rows 2, 5, 9 and 37 more' (at most ``limit`` numbers shown); ``word``:
+    what a number counts ("line" for a file read line by line)."""
     rows = list(rows)
     if not rows:
-        return "no rows"
+        return f"no {word}s"
     if len(rows) == 1:
-        return f"row {rows[0]}"
+        return f"{word} {rows[0]}"
     if len(rows) <= limit:
-        return "rows " + ", ".join(map(str, rows[:-1])) + f" and {rows[-1]}"
-    return "rows " + ", ".join(map(str, rows[:limit])) + f" and {len(rows) - limit:,} more"
+        return f"{word}s " + ", ".join(map(str, rows[:-1])) + f" and {rows[-1]}"
+    return f"{word}s " + ", ".join(map(str, rows[:limit])) + f" and {len(rows) - limit:,} more"
 
 
 def safe_csv_cell(value: object) -> str:

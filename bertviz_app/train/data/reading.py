@@ -19,7 +19,7 @@ from .decoding import decode, line_ends, refuse_binary_formats
 from .messages import ROW_NOTE, display_name, format_rows, quote_list, quoted, size_text
 from .records import Table
 
-__all__ = ["DELIMITERS", "EXTENSIONS", "read_table"]
+__all__ = ["DELIMITERS", "EXTENSIONS", "read_table", "read_bytes", "looks_like_conll", "TAG_LIKE"]
 
 EXTENSIONS = (".csv", ".tsv", ".txt")
 DELIMITERS = (",", "\t", ";", "|")
@@ -27,6 +27,7 @@ _DELIM_NAMES = {",": "comma", "\t": "tab", ";": "semicolon", "|": "pipe (|)"}
 _MAX_COLUMNS = 1000
 _MAX_HEADER_CHARS = 65536
 _SNIFF_CHARS = 65536
+TAG_LIKE = re.compile(r"^(O|[BIES]-\S+)$")  # a token tag as CoNLL files write them
 
 
 def read_table(source: str | os.PathLike | bytes, name: str | None = None, min_columns: int = 2, *,
@@ -43,7 +44,7 @@ def read_table(source: str | os.PathLike | bytes, name: str | None = None, min_c
     and ``max_rows`` are the limits (``Settings.max_upload_mb``, ``Settings.max_rows``).
     """
     limit = int(max_upload_mb * 1e6)
-    data, name = _read_bytes(source, name, limit)
+    data, name = read_bytes(source, name, limit)
     shown = display_name(name)
     ext = _accepted(data, name, shown)
     text, encoding, notices = decode(data, shown)
@@ -79,11 +80,28 @@ def _accepted(data: bytes, name: str | None, shown: str) -> str:
     return ext
 
 
+def looks_like_conll(text: str, sample_lines: int = 60) -> bool:
+    """Does ``text`` read as CoNLL (a token and a tag per line) rather than a table? At least five of its first
+    non-blank lines, nine in ten of them with two to five fields whose last is a tag (``O``, ``B-X``...), and
+    at least one ``O`` or ``B-`` tag among them."""
+    lines = [ln for ln in text.split("\n", sample_lines * 4)[: sample_lines * 4] if ln.strip()][:sample_lines]
+    lines = [ln for ln in lines if not ln.split()[0] == "-DOCSTART-"]
+    if len(lines) < 5:
+        return False
+    lasts = [f[-1] for ln in lines if 2 <= len(f := (ln.split("\t") if "\t" in ln else ln.split())) <= 5]
+    tagged = [t for t in lasts if TAG_LIKE.match(t.strip())]
+    return len(tagged) >= 0.9 * len(lines) and any(t.strip() == "O" or t.startswith("B-") for t in tagged)
+
+
 def _refuse_non_tables(text: str, shown: str) -> None:
     """Refuse a text of blank lines only, JSON, XML or HTML."""
     if not text.strip():
         raise DataError(f"{shown} has no content except blank lines. Upload a CSV with a header row and data rows.")
     head = text[:200].lstrip().lower()
+    if looks_like_conll(text) or (head.startswith("{") and '"tokens"' in head):
+        raise DataError(f"{shown} holds tagged tokens (a CoNLL file or JSON lines with tokens and tags): that is "
+                        "what a token classifier (a named-entity tagger) learns from, the token-classification "
+                        "task. This task reads a table with a header row, one text per row (and its label).")
     if head.startswith(("{", "[{", "[\n", "[ ")) or head.startswith(("<?xml", "<!doctype", "<html")):
         kind = "JSON" if head[0] in "{[" else "XML/HTML"
         raise DataError(f"{shown} contains {kind}, not a table. Save the data as CSV with a header row (e.g. "
@@ -148,7 +166,9 @@ def _inline_cr_notice(df: pd.DataFrame, n_inline_cr: int) -> str:
     )
 
 
-def _read_bytes(source, name: str | None, limit: int) -> tuple[bytes, str | None]:
+def read_bytes(source, name: str | None, limit: int) -> tuple[bytes, str | None]:
+    """The upload's bytes (``source``: a path or the bytes) and its name, refused past ``limit`` bytes or when
+    it is not a readable file, with a DataError that says what to do."""
     if isinstance(source, (bytes, bytearray, memoryview)):
         data = bytes(source)
         if len(data) > limit:
