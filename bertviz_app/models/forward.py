@@ -47,10 +47,10 @@ class _AttentionView:
 
 
 def _family(model):
-    """The model's family adapter where its [CLS] path can be composed; None: run the model as is
-    (an unknown model type, a decoder config, cross-attention)."""
+    """The model's family adapter where its forward can be composed for its head (``Head.composable``); None:
+    run the model as is (an unknown model type, a decoder config, cross-attention)."""
     fam = family_of(model)
-    return fam if fam is not None and fam.composable(model) else None
+    return fam if fam is not None and head_of(model).composable(fam, model) else None
 
 
 def _check(attention: str) -> None:
@@ -90,10 +90,10 @@ def logits_from_depth(model, hidden: torch.Tensor, depth: int, attention_mask=No
 
 def classifier_logits(model, input_ids=None, attention_mask=None, token_type_ids=None, inputs_embeds=None, *,
                       attention: str = "eager", cls_only: bool = True) -> torch.Tensor:
-    """``model(...).logits`` (B, C) computed with the attention kernel ``attention`` and, with
-    ``cls_only``, the last layer for [CLS] alone (about 14% fewer FLOPs on a 6-layer model; the
-    logits and their gradients are the same). The shared model is read, never changed.
-    ``token_type_ids`` are dropped for families that take none (DistilBERT)."""
+    """``model(...).logits`` (B, C; a token classifier's (B, T, C)) computed with the attention kernel
+    ``attention`` and, with ``cls_only``, the last layer for [CLS] alone where the head reads no other position
+    (about 14% fewer FLOPs on a 6-layer model; the logits and their gradients are the same). The shared model
+    is read, never changed. ``token_type_ids`` are dropped for families that take none (DistilBERT)."""
     _check(attention)
     fam = _family(model)
     if fam is None:

@@ -16,8 +16,9 @@ and the training read the head from here and never ask which task a model has. A
 - which parameters are the head's (``parameter_prefixes``: training gives them their own learning rate);
 - which metric judges it and which file trains it (``metric``, ``training_file``: what the docs and pages say).
 
-Sequence classification is the head every model has today; token classification and question answering
-(issues 32 and 33) are each one more adapter here.
+Two heads are registered: sequence classification (one class per text) and token classification (one label per
+word-piece; ``tagging.py`` merges them into words and entities). ``registry.load_model`` opens a checkpoint with the
+head its config's ``architectures`` name; question answering (issue 33) is one more adapter here.
 """
 
 from __future__ import annotations
@@ -25,11 +26,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from transformers import AutoModelForSequenceClassification
+from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
 
 from .families import Family
 
-__all__ = ["Head", "HEADS", "SEQUENCE_CLASSIFICATION", "SequenceClassification", "head_of"]
+__all__ = ["Head", "HEADS", "SEQUENCE_CLASSIFICATION", "SequenceClassification", "TOKEN_CLASSIFICATION",
+           "TokenClassification", "head_of", "head_for", "parameters"]
+
+
+def parameters(module: torch.nn.Module | None) -> int:
+    """How many parameters ``module`` holds (0 for None)."""
+    return 0 if module is None else sum(p.numel() for p in module.parameters())
 
 
 @dataclass(frozen=True)
@@ -42,6 +49,7 @@ class Head:
     target: str  # what an attribution explains, in words
     metric: str  # what judges it, in words
     training_file: str  # what trains it, in words
+    doors: str = ""  # where a model with this head is used, in words (what a refusal tells the user to use)
 
     def class_name(self, family: Family) -> str:
         """The transformers class that ``family`` loads as with this head."""
@@ -69,6 +77,15 @@ class Head:
         """Names of the head's parameters (their prefixes) in a model of ``family``."""
         raise NotImplementedError
 
+    def composable(self, family: Family, model) -> bool:
+        """Can the forward pass be composed from ``model``'s modules for this head (``forward.py``)? Else the
+        model's own forward runs."""
+        return family.composable(model)
+
+    def components(self, family: Family, model) -> list[tuple[str, int]]:
+        """(component, parameters) in model order, the head's own rows last; they add up to the model's total."""
+        return family.components(model)
+
 
 class SequenceClassification(Head):
     """One answer per text (or pair): class logits from the first position, through the family's head."""
@@ -95,16 +112,75 @@ class SequenceClassification(Head):
 SEQUENCE_CLASSIFICATION = SequenceClassification(
     name="sequence classification", suffix="ForSequenceClassification", reads="first",
     target="a class's probability (or logit)", metric="accuracy and macro-F1 (with per-class F1 and calibration)",
-    training_file="a CSV or JSONL table: a text column, a label column and an optional second text column")
+    training_file="a CSV or JSONL table: a text column, a label column and an optional second text column",
+    doors="predict, explain and the page's classifier tabs (bertviz-app predict, POST /v1/predict)")
 
-HEADS: tuple[Head, ...] = (SEQUENCE_CLASSIFICATION,)
+class TokenClassification(Head):
+    """One answer per word-piece: label logits at every position, dropout -> ``classifier`` (a linear layer) over
+    the last hidden states, the same in each of the seven families' ``*ForTokenClassification`` (no pooler, no
+    dense layer before it)."""
+
+    @property
+    def auto_class(self):
+        return AutoModelForTokenClassification
+
+    def logits(self, family, model, hidden):
+        return model.classifier(model.dropout(hidden))  # (B, T, C)
+
+    def decode(self, logits, multi_label=False, temperature=1.0):
+        """Softmax over the labels at each position (B, T, C); the temperature, a sequence classifier's
+        calibration, is not applied."""
+        return torch.softmax(logits.float(), dim=-1)
+
+    def parameter_prefixes(self, family):
+        return ("classifier.",)
+
+    def composable(self, family, model):
+        """The family's check of its encoder. BERT's and ALBERT's checks also ask for the pooler their sequence
+        head reads, which a token classifier has not (``add_pooling_layer=False``): for the families whose layers
+        are composed here (``kernels``) the base check is the encoder's."""
+        return Family.composable(family, model) if family.kernels else family.composable(model)
+
+    def components(self, family, model):
+        """The encoder's rows (embeddings, each layer; a layer shared by several calls says how many: ALBERT), what
+        else the encoder holds (DeBERTa's relative position embeddings and convolution), then the classifier."""
+        rows = [("embeddings", family.embedding_params(model))]
+        unique = family.unique_layers(model)
+        uses = len(family.layers(model)) // max(1, len(unique))
+        for i, layer in enumerate(unique, start=1):
+            rows += [(f"{name} (used {uses}x)" if uses > 1 else name, n) for name, n in family.layer_rows(i, layer)]
+        rest = parameters(family.base(model)) - sum(n for _, n in rows)
+        if rest:
+            rows.append(("other encoder parts", rest))
+        rows.append(("token classifier", parameters(model.classifier)))
+        other = parameters(model) - sum(n for _, n in rows)
+        return rows + ([("other", other)] if other else [])
+
+
+TOKEN_CLASSIFICATION = TokenClassification(
+    name="token classification", suffix="ForTokenClassification", reads="every",
+    target="a label's probability at an entity's word-pieces",
+    metric="entity-level precision, recall and F1 (seqeval), and per-token accuracy",
+    training_file="a CoNLL-style file: one word and its BIO/IOB2 (or IO) tag per line, a blank line between sentences",
+    doors="tag (bertviz-app tag, POST /v1/tag, bertviz_app.tag)")
+
+HEADS: tuple[Head, ...] = (SEQUENCE_CLASSIFICATION, TOKEN_CLASSIFICATION)
 
 
 def head_of(model) -> Head:
-    """The head of a loaded model: the one whose class it was loaded as (a model loaded by this tool is a
-    sequence classifier: ``registry.load_model`` loads every checkpoint so)."""
+    """The head of a loaded model: the one whose class it was loaded as (``registry.load_model`` loads a checkpoint
+    with the head its config names, ``head_for``); a class of no known head reads as a sequence classifier."""
     name = type(model).__name__
     for head in HEADS:
         if name.endswith(head.suffix):
             return head
     return SEQUENCE_CLASSIFICATION
+
+
+def head_for(architectures) -> Head | None:
+    """The head a checkpoint whose config lists ``architectures`` was saved with; None: none of ours (a bare
+    encoder, a masked-LM checkpoint: it loads as a sequence classifier with a fresh head)."""
+    for head in HEADS:
+        if head.trained(architectures):
+            return head
+    return None

@@ -11,6 +11,7 @@ import torch
 from .encoding import check_texts
 from ..errors import InputError
 from .forward import classifier_logits
+from .heads import SEQUENCE_CLASSIFICATION
 from .registry import LoadedModel
 from ..results import Prediction
 
@@ -29,7 +30,11 @@ def probabilities(lm: LoadedModel, logits: torch.Tensor, calibrated: bool = Fals
 
     ``calibrated=True`` (what predict reports by default): a single-label model's logits are divided by
     its temperature (``lm.temperature``, from the folder's calibration.json; 1.0 when there is none)
-    first. The default, False, is the model's own softmax, which the attributions explain."""
+    first. The default, False, is the model's own softmax, which the attributions explain.
+
+    Every analysis of a text's class reads its probabilities here (predict, the attributions, faithfulness, long
+    documents): a model of another head (a token classifier) is refused with an InputError naming its head."""
+    lm.require_head(SEQUENCE_CLASSIFICATION, "this analysis reads the class of a whole text")
     return lm.head.decode(logits, multi_label=lm.multi_label, temperature=applied_temperature(lm, calibrated))
 
 
@@ -128,6 +133,7 @@ def predict_with_logits(
     probabilities come from, for what needs them: temperature scaling, the NLL. ``on_batch(done,
     total)`` is called after each batch of forward passes (texts done so far); an exception raised
     in it stops the call (a cancel)."""
+    lm.require_head(SEQUENCE_CLASSIFICATION, "predict classifies whole texts")
     texts, pairs = check_texts(texts, pairs, max_chars=lm.settings.max_chars,
                                max_batch_texts=lm.settings.max_batch_texts)
     if batch_size < 1:
@@ -199,6 +205,7 @@ def predict_windows(lm: LoadedModel, texts, pairs=None, stride: int = 128, pool:
     ``truncated`` is False (nothing was dropped), ``n_tokens`` counts the whole text and
     ``windows`` says how many windows were read. The speed options and ``calibrated`` are ``predict``'s
     (the temperature divides the pooled logits)."""
+    lm.require_head(SEQUENCE_CLASSIFICATION, "predict classifies whole texts")
     texts, pairs = check_texts(texts, pairs, max_chars=lm.settings.max_chars,
                                max_batch_texts=lm.settings.max_batch_texts)
     check_window(lm, stride, pool)

@@ -6,6 +6,7 @@ import torch
 
 from ..errors import InputError
 from .families import family_of
+from .heads import head_of
 from .registry import LoadedModel
 from ..results import ModelSummary
 
@@ -18,17 +19,19 @@ def _n(module: torch.nn.Module) -> int:
 
 def count_components(model) -> list[tuple[str, int]]:
     """(component, parameters) in model order: embeddings, each layer's attention and
-    feed-forward (LayerNorms included with the sub-block they close), then the head (BERT: pooler,
-    classifier; other families name their own parts, see ``families.py``). The rows add up to the
-    model's total (shared parameters, as in ALBERT, are counted once)."""
+    feed-forward (LayerNorms included with the sub-block they close), then the head's rows (``Head.components``:
+    a sequence classifier's BERT pooler and classifier, the parts other families name, see ``families.py``; a
+    token classifier's linear layer). The rows add up to the model's total (shared parameters, as in ALBERT, are
+    counted once)."""
     fam = family_of(model)
     if fam is None:
         raise InputError(f"No parameter summary for model_type {model.config.model_type!r}.")
-    return fam.components(model)
+    return head_of(model).components(fam, model)
 
 
 def summary(lm: LoadedModel | torch.nn.Module, name: str | None = None) -> ModelSummary:
-    """Works on a loaded model, or on a bare ``*ForSequenceClassification`` of a supported family
+    """Works on a loaded model, or on a bare ``*ForSequenceClassification`` or ``*ForTokenClassification`` of a
+    supported family
     (e.g. built from a config on the meta device, to count bert-base without allocating it)."""
     if isinstance(lm, LoadedModel):
         model, device, dtype, max_len = lm.model, lm.device_label, str(lm.dtype).replace("torch.", ""), lm.max_length

@@ -35,7 +35,7 @@ from .catalog import BUILD_INFO, DEFAULT_MODELS_DIR, is_model_folder, list_model
 from ..config import Settings
 from ..errors import InputError, ModelLoadError, ModelNotFoundError
 from .families import SUPPORTED_MODEL_TYPES, family_for_type, family_of
-from .heads import SEQUENCE_CLASSIFICATION, Head, head_of
+from .heads import SEQUENCE_CLASSIFICATION, Head, head_for, head_of
 
 __all__ = ["LoadedModel", "load_model", "model_folder", "list_models", "resolve_device", "clear_cache",
            "clean_stale_folders", "cached_models", "load_from_folder", "trained_on_pairs", "pair_notice"]
@@ -100,6 +100,18 @@ class LoadedModel:
         """What the model answers (``heads.py``): how its logits decode, what is explained; read from the class it
         was loaded as, as the forward pass reads it."""
         return head_of(self.model)
+
+    def require_head(self, head: Head, doing: str) -> None:
+        """InputError unless this model has ``head``: ``doing`` (e.g. "predict classifies whole texts") says what
+        needs it, and the message names the head the model has and where that head is used instead."""
+        has = self.head
+        if has is head:
+            return
+        labels = ", ".join(self.labels[:8]) + (", ..." if len(self.labels) > 8 else "")
+        raise InputError(
+            f"{self.name} is a {has.name} model ({type(self.model).__name__}; labels {labels}): {doing}, which needs a "
+            f"{head.name} model (...{head.suffix}). Use {has.doors or 'another command'} for this model, or choose a "
+            f"...{head.suffix} model.")
 
     @property
     def multi_label(self) -> bool:
@@ -448,9 +460,12 @@ def load_from_folder(name: str, kind: str, path: Path, dev: torch.device, dtype:
             f"relatives: model_type one of {', '.join(SUPPORTED_MODEL_TYPES)} (e.g. bert-base-uncased, "
             f"distilbert-base-uncased, roberta-base or a ...ForSequenceClassification fine-tune of one)."
         )
-    head = SEQUENCE_CLASSIFICATION  # every checkpoint loads as a sequence classifier (``heads.py``)
+    # the head its config names (a ...ForTokenClassification checkpoint opens as one); a bare encoder or another
+    # task's checkpoint opens as a sequence classifier with a fresh head (``heads.head_for``)
+    head = head_for(config.architectures)
     notes: list[str] = []
-    if not head.trained(config.architectures):
+    if head is None:
+        head = SEQUENCE_CLASSIFICATION
         notes.append(FRESH_HEAD_WARNING)
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # the load report is replaced by our own one-line warning
