@@ -130,6 +130,11 @@ from .models.registry import load_model as load_model
 from .models.registry import pair_notice as pair_notice
 from .models.registry import resolve_device as resolve_device
 from .models.registry import trained_on_pairs as trained_on_pairs
+from .models.tagging import AGGREGATIONS as AGGREGATIONS
+from .models.tagging import Entity as Entity
+from .models.tagging import TaggedWord as TaggedWord
+from .models.tagging import Tagging as Tagging
+from .models.tagging import tag as tag
 from .results import DEFAULT_TOLERANCE as DEFAULT_TOLERANCE
 from .results import FAITHFULNESS_TIE as FAITHFULNESS_TIE
 from .results import FIXED_N_STEPS as FIXED_N_STEPS
