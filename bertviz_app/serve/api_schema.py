@@ -9,9 +9,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["PredictRequest", "AttentionRequest", "ExplainRequest", "CompareRequest", "SummaryRequest", "DeleteRequest",
-           "EvaluateRequest", "PredictResponse", "AttentionResponse", "ExplainResponse", "CompareResponse",
-           "SummaryResponse", "EvaluateResponse", "MessageResponse", "ErrorResponse"]
+__all__ = ["PredictRequest", "TagRequest", "AttentionRequest", "ExplainRequest", "CompareRequest", "SummaryRequest",
+           "DeleteRequest", "EvaluateRequest", "PredictResponse", "AttentionResponse", "ExplainResponse",
+           "CompareResponse", "SummaryResponse", "EvaluateResponse", "MessageResponse", "ErrorResponse", "TagResponse",
+           "EntityAnswer"]
 
 
 class _Body(BaseModel):
@@ -34,6 +35,21 @@ class PredictRequest(_Body):
     pool: str = Field("mean", description="With window: how window logits are combined, mean or max.")
     calibrated: bool = Field(True, description="Apply the temperature saved in the model folder's calibration.json "
                                                "(if any); false: the model's raw probabilities.")
+
+
+class TagRequest(_Body):
+    text: str = Field(description="The text to tag.", examples=["Ada Lovelace met Charles Babbage in London."])
+    model: str | None = Field(None, description="A token classification (...ForTokenClassification) model: a "
+                                                "registered name, a run, a folder (where allowed) or a Hub id; null "
+                                                "or \"\": the app's default model (a sequence classifier is refused "
+                                                "with a message naming its head).")
+    aggregation: str = Field("simple", description="simple: entities from word-pieces; first, average or max: each "
+                                                   "word's pieces merged first (transformers' aggregation_strategy).")
+    window: bool = Field(True, description="Read a text longer than the model reads in overlapping windows, each "
+                                           "piece's label from the window where it is most central (false: cut it, "
+                                           "truncated=true).")
+    stride: int | None = Field(None, description="With window: tokens shared by neighbouring windows (null: a "
+                                                 "quarter of the window).")
 
 
 class AttentionRequest(_Body):
@@ -127,6 +143,22 @@ class PredictResponse(_Answer):
                                                         "to a model whose record says it was trained on single "
                                                         "texts (null: nothing to note; a model whose training is "
                                                         "not recorded gets no note).")
+
+
+class EntityAnswer(_Answer):
+    text: str = Field(description="The entity's characters: text[start:end].")
+    label: str = Field(description="Its label, without a B-/I- prefix.")
+    start: int
+    end: int
+    score: float = Field(description="The mean of its word-pieces' (or words') probabilities of their labels.")
+
+
+class TagResponse(_Answer):
+    text: str
+    entities: list[EntityAnswer]
+    tokens: list[str] = Field(description="The text's word-pieces (special tokens left out).")
+    labels: list[str] = Field(description="Each word-piece's most probable label, with its B-/I- prefix.")
+    truncated: bool = Field(description="The text was cut at the model's length (window=false only).")
 
 
 class AttentionResponse(_Answer):

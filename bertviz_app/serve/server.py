@@ -1,6 +1,6 @@
 """The serving layer: one FastAPI app with the typed JSON API and the web page mounted on it.
 
-- ``POST /v1/predict``, ``/v1/attention``, ``/v1/explain``, ``/v1/compare``, ``/v1/summary``,
+- ``POST /v1/predict``, ``/v1/tag``, ``/v1/attention``, ``/v1/explain``, ``/v1/compare``, ``/v1/summary``,
   ``/v1/delete_my_data``: pydantic request models (a wrong type, a missing or an unknown field is
   refused with 422 and a message naming the field) and pydantic response models; the schema at
   ``/openapi.json``, interactive docs at ``/docs``. The work is the same as the gradio endpoints'
@@ -60,6 +60,8 @@ from .api_schema import (
     PredictResponse,
     SummaryRequest,
     SummaryResponse,
+    TagRequest,
+    TagResponse,
 )
 from .startup_page import StartupPage
 
@@ -67,7 +69,7 @@ __all__ = ["create_app", "serve", "start", "Running", "error_response", "REST_PR
            "BATCHED_CONCURRENCY", "EXPLAIN_CONCURRENCY", "UNEXPECTED", "BodyTooLarge", "ServerBusy", "Gate",
            "PredictRequest", "AttentionRequest", "ExplainRequest", "CompareRequest", "SummaryRequest", "DeleteRequest",
            "EvaluateRequest", "PredictResponse", "AttentionResponse", "ExplainResponse", "CompareResponse",
-           "SummaryResponse", "EvaluateResponse", "MessageResponse", "ErrorResponse"]
+           "SummaryResponse", "EvaluateResponse", "MessageResponse", "ErrorResponse", "TagRequest", "TagResponse"]
 
 log = logging.getLogger("bertviz_app.serve.server")
 
@@ -146,6 +148,7 @@ def _validation_message(request: Request, exc: RequestValidationError) -> tuple[
 # name -> (request model, response model, concurrency limit)
 SPECS: dict[str, tuple[type[BaseModel], type[BaseModel], int]] = {
     "predict": (PredictRequest, PredictResponse, BATCHED_CONCURRENCY * 2),
+    "tag": (TagRequest, TagResponse, 2),
     "attention": (AttentionRequest, AttentionResponse, 1),
     "explain": (ExplainRequest, ExplainResponse, EXPLAIN_CONCURRENCY),
     "compare": (CompareRequest, CompareResponse, 1),
@@ -303,6 +306,14 @@ class Api:
         out = await self.gates["predict"].run(lambda: self.service.predict(
             self.open(body.model, who), body.text, body.pair, body.window, body.stride, body.pool, body.calibrated))
         return _answer(PredictResponse, out)
+
+    async def tag(self, body: TagRequest, request: Request) -> Response:
+        """A token classification model's entities in a text (character offsets, label, score), with each
+        word-piece's label. A long text is read in overlapping windows unless window=false."""
+        who = self.owner(request)
+        out = await self.gates["tag"].run(lambda: self.service.tag(
+            self.open(body.model, who), body.text, body.aggregation, body.window, body.stride))
+        return _answer(TagResponse, out)
 
     async def attention(self, body: AttentionRequest, request: Request) -> Response:
         """Attention weights of every layer and head (or one layer), or another context-mixing measure

@@ -26,12 +26,14 @@ from ..interpret.methods import METHODS, compare_methods
 from ..interpret.mixing_measures import check_measure, context_mixing
 from ..models import visitors
 from ..models.catalog import list_models
+from ..models.heads import SEQUENCE_CLASSIFICATION
 from ..models.model_summary import summary as model_summary
 from ..models.registry import LoadedModel, load_model, pair_notice
+from ..models.tagging import tag as tag_texts
 from ..results import FIXED_N_STEPS
 from .batching import explain_one, predict_one
 
-__all__ = ["open_model", "delete_visitor_data", "deleted_message", "predict", "attention", "explain", "compare",
+__all__ = ["open_model", "delete_visitor_data", "deleted_message", "predict", "tag", "attention", "explain", "compare",
            "summary", "evaluate", "steps_args", "method_names", "whole_number", "number", "finite"]
 
 
@@ -84,6 +86,7 @@ def predict(lm: LoadedModel, text: str, pair: str | None = "", window: bool = Fa
     folder holds a calibration.json (then "temperature" says what the calibrated scores were divided by).
     "notices": what the answer needs said beside it (a pair given to a model trained on single texts:
     ``registry.pair_notice``); absent when there is nothing to say."""
+    lm.require_head(SEQUENCE_CLASSIFICATION, "predict classifies whole texts")  # before it joins a batch
     if isinstance(stride, float) and stride.is_integer():  # JSON clients may send 128.0
         stride = int(stride)
     # a bad stride/pool: InputError saying what to send
@@ -92,6 +95,15 @@ def predict(lm: LoadedModel, text: str, pair: str | None = "", window: bool = Fa
     if note := pair_notice(lm, _pair(pair)):
         out["notices"] = [note]
     return out
+
+
+def tag(lm: LoadedModel, text: str, aggregation: str | None = "simple", window: bool = True,
+        stride: int | None = None) -> dict:
+    """A token classifier's entities in one text (``tagging.tag``): {"text", "entities": [{"text", "label",
+    "start", "end", "score"}], "tokens", "labels", "truncated"}. A sequence classifier: InputError naming its
+    head; a long text is read in overlapping windows unless ``window`` is False (then it is cut: truncated)."""
+    stride = None if stride is None else whole_number(stride, "stride")
+    return tag_texts(lm, text, aggregation=aggregation or "simple", window=bool(window), stride=stride)[0].to_dict()
 
 
 def attention(lm: LoadedModel, text: str, pair: str | None = "", layer: int = 0, measure: str | None = "raw",
@@ -143,6 +155,7 @@ def explain(lm: LoadedModel, text: str, target: str | None = "", baseline: str =
     """Integrated Gradients of one text, batched with concurrent calls with equal arguments.
     ``window``: a long text whole, in predict's windows (``long_documents.explain_windows``): one
     score per token of the document, "windows" and each window's prediction."""
+    lm.require_head(SEQUENCE_CLASSIFICATION, "explain attributes the class of a whole text")
     n, tol = steps_args(n_steps, tolerance)
     if window:
         d = explain_windows(lm, text, target=target or None, baseline=baseline, pair=_pair(pair), n_steps=n,
@@ -159,6 +172,7 @@ def compare(lm: LoadedModel, text: str, methods: str | list[str] | None = "", ta
             baseline: str = "pad", n_steps: int | None = None, pair: str | None = "", tolerance: float | None = None,
             top_k: int = 3, seed: int = 0) -> dict:
     """Attribution methods side by side on one text (``compare_methods``)."""
+    lm.require_head(SEQUENCE_CLASSIFICATION, "compare attributes the class of a whole text")
     n, tol = steps_args(n_steps, tolerance)
     c = compare_methods(lm, text, methods=method_names(methods) or METHODS, target=target or None, baseline=baseline,
                         pair=_pair(pair), n_steps=n, top_k=whole_number(top_k, "top_k"),
