@@ -99,3 +99,20 @@ def test_a_new_head_plugs_into_the_same_forward_pass_without_a_branch(signal_mod
     mask = enc["attention_mask"].numpy().astype(bool)  # padded positions are no tokens of the text
     np.testing.assert_allclose(every[mask], expected[mask], rtol=1e-4, atol=1e-5 * np.abs(expected).max())
     assert np.abs(every[:, 1:] - every[:, :1]).max() > 1e-3  # positions differ: not position 0 copied
+
+
+def test_a_checkpoint_opens_with_the_head_its_config_names():
+    """``head_for`` reads a config's architectures: a token classifier's names the token head, a sequence
+    classifier's the sequence head, a bare encoder's none (it opens as a sequence classifier with a fresh head)."""
+    assert heads.head_for(["BertForTokenClassification"]) is heads.TOKEN_CLASSIFICATION
+    assert heads.head_for(["DebertaV2ForSequenceClassification"]) is SEQUENCE_CLASSIFICATION
+    assert heads.head_for(["BertModel"]) is None and heads.head_for(None) is None
+    assert heads.TOKEN_CLASSIFICATION in HEADS and heads.TOKEN_CLASSIFICATION.reads == "every"
+
+
+def test_the_token_head_decodes_a_softmax_at_every_position():
+    logits = torch.tensor([[[2.0, -1.0, 0.5], [0.0, 3.0, -2.0]]])  # (B, T, C)
+    x = logits.numpy()
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    np.testing.assert_allclose(heads.TOKEN_CLASSIFICATION.decode(logits, temperature=2.5).numpy(),
+                               e / e.sum(axis=-1, keepdims=True), rtol=1e-6)  # no temperature: a classifier's
