@@ -17,9 +17,11 @@ many texts and answers one ``Tagging`` record per text:
 
 Where the pipeline differs: its words come from a heuristic for tokenizers without a continuing-subword prefix
 (byte-level BPE, SentencePiece: a piece continues a word when no " " is next to its start), which glues
-punctuation to the word before it (RoBERTa's "Paris," is one word there, two here) and words across a tab or a
-newline; here a word is the tokenizer's own. With WordPiece (BERT, DistilBERT, ELECTRA) and on text of words
-between single spaces the two are the same, and so are the entities (the tests check it on every family).
+punctuation to the word before it (RoBERTa's "Paris," is one word there, two here), joins words across a tab or a
+newline, and starts a word at an unknown piece or after a lone "▁" piece inside a word; here a word is the
+tokenizer's own. With WordPiece (BERT, DistilBERT, ELECTRA) and on text of words between single spaces the two are
+the same, and so are the entities (the tests check it on every family). An entity of no characters (a lone "Ġ" or
+"▁" piece, whose offsets are empty once trimmed) is reported by the pipeline and not here.
 
 Long texts: with ``window=True`` (the default) a text longer than the model reads is tokenized into overlapping
 windows of ``lm.max_length`` tokens that share ``stride`` tokens with their neighbours (``inference.window_plan``),
