@@ -1,5 +1,6 @@
-"""predict, explain and explain-csv: what the model says about a text, and why (one text, a document
-read in windows, several methods side by side, or every row of a file)."""
+"""predict, explain, explain-csv and predict-csv: what the model says about a text, and why (one text, a
+document read in windows, several methods side by side, or every row of a file, in this process or on
+Ray: ``--engine ray``)."""
 
 from __future__ import annotations
 
@@ -192,12 +193,41 @@ def _explain_windows(args, lm, text) -> int:
     return 0
 
 
+def add_engine_options(p) -> None:
+    """--engine, --address, --workers, --cpus-per-worker, --gpus-per-worker: where a batch command runs."""
+    p.add_argument("--engine", default="local", choices=["local", "ray"],
+                   help="local: this process (default); ray: a pool of Ray actors, each loading the model once "
+                        "(needs pip install \".[ray]\"; see docs/scale.md)")
+    p.add_argument("--address", default=None, metavar="auto|ray://HOST:PORT",
+                   help="with --engine ray: the cluster to run on (auto: the one this machine joined with ray start; "
+                        "default: a Ray started in this process)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="with --engine ray: actors in the pool (default: as many as the cluster's CPUs hold)")
+    p.add_argument("--cpus-per-worker", type=float, default=1.0,
+                   help="with --engine ray: CPUs each actor holds, and its torch threads (default: %(default)s)")
+    p.add_argument("--gpus-per-worker", type=float, default=0.0,
+                   help="with --engine ray: GPUs each actor holds; above 0 the model runs on the actor's GPU "
+                        "(default: %(default)s)")
+
+
+def engine_from_args(args):
+    """The engine of the engine options (None: this process), checked before the model loads: Ray
+    not installed says how to install it."""
+    from ..service.ray_engine import make_engine  # lazily: ray itself only inside, when asked for
+
+    return make_engine(args.engine, address=args.address, workers=args.workers,
+                       cpus_per_worker=args.cpus_per_worker, gpus_per_worker=args.gpus_per_worker)
+
+
 def cmd_explain_csv(args) -> int:
     from .. import explain_csv, load_model  # lazily: `bertviz-app --help` imports none of the core
     from ..interpret.batch_explain import process_device  # lazily: as the line above
 
+    engine = engine_from_args(args)
     # under accelerate launch/torchrun each process takes its own GPU (or the CPU) and its share of rows
     world_size, local_rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("LOCAL_RANK", "0"))
+    if engine is not None and world_size > 1:
+        raise SystemExit(fail("--engine ray spreads the rows itself: run it without accelerate launch/torchrun"))
     lm = load_model(args.model, device=args.device or process_device(world_size, local_rank), settings=args.settings)
 
     def progress(done: int, total: int) -> None:
@@ -208,7 +238,7 @@ def cmd_explain_csv(args) -> int:
     res = explain_csv(lm, args.data, args.out, text_column=args.text_column, pair_column=args.pair_column,
                       target=args.target, baseline=args.baseline, tolerance=tolerance, n_steps=n_steps,
                       progress=progress, methods=args.methods, raw=args.raw, world_size=world_size,
-                      local_rank=local_rank)
+                      local_rank=local_rank, engine=engine)
     sys.stderr.write("\n")
     if res.path is None:  # a non-main process under accelerate launch: the main one reports
         return 0
@@ -216,7 +246,8 @@ def cmd_explain_csv(args) -> int:
         print_json(res.to_dict())
         return 0
     print(f"wrote {res.path}: {res.explained} rows explained in {res.seconds:.1f} s ({res.texts_per_s:.2f} texts/s, "
-          f"{res.processes} process{'es' if res.processes > 1 else ''})"
+          + (f"on {engine.describe()})" if engine is not None else
+             f"{res.processes} process{'es' if res.processes > 1 else ''})")
           + (f", mean relative delta {res.mean_relative_delta:.3f}" if res.mean_relative_delta is not None else ""))
     for m, st in res.method_stats.items():
         if not st["explained"]:
@@ -234,6 +265,34 @@ def cmd_explain_csv(args) -> int:
     for cls, words in res.top_words.items():  # by the first method
         shown = ", ".join(f"{w} {m:+.3f} ({n})" for w, m, n in words) or "(no word occurs twice)"
         print(f"towards {cls}{f' ({res.methods[0]})' if len(res.methods) > 1 else ''}: {shown}")
+    return 0
+
+
+def cmd_predict_csv(args) -> int:
+    """predict-csv FILE --out PATH: every row's prediction, in this process or on Ray."""
+    from ..interpret.batch_explain import predict_csv  # lazily: `bertviz-app --help` imports none of the core
+
+    engine = engine_from_args(args)
+    lm = model_from_args(args)
+
+    def progress(done: int, total: int) -> None:
+        sys.stderr.write(f"\rpredicted {done}/{total} rows")
+        sys.stderr.flush()
+
+    res = predict_csv(lm, args.data, args.out, text_column=args.text_column, pair_column=args.pair_column,
+                      calibrated=not args.raw_probabilities, raw=args.raw, progress=progress, engine=engine)
+    sys.stderr.write("\n")
+    if args.json:
+        print_json(res.to_dict())
+        return 0
+    print(f"wrote {res.path}: {res.predicted} rows predicted in {res.seconds:.1f} s ({res.texts_per_s:.1f} texts/s"
+          + (f", on {engine.describe()})" if engine is not None else ")"))
+    for note in res.notes:
+        print(f"  note: {note}")
+    for row, why in res.skipped[:10]:
+        print(f"  row {row} skipped: {why}")
+    if len(res.skipped) > 10:
+        print(f"  ... and {len(res.skipped) - 10} more skipped rows (listed in the output file)")
     return 0
 
 
@@ -313,3 +372,16 @@ def register(add: Callable) -> None:
                    help="attribution methods, comma-separated: ig, gradient_x_input, saliency, occlusion, kernel_shap, "
                         "lime; each gets its top words, comprehensiveness, sufficiency and seconds per row "
                         "(default: %(default)s)")
+    add_engine_options(p)
+    p = add("predict-csv", cmd_predict_csv, "predict every row of a CSV/TSV file into a CSV or JSONL file")
+    p.add_argument("data", help="file with a header row (.csv, .tsv, .txt)")
+    p.add_argument("--out", required=True, metavar="PATH",
+                   help="results: .csv (every input column as given, then bv_row, bv_prediction, bv_p_<class>..., "
+                        "bv_truncated, bv_status, bv_guarded) or .jsonl (the input cells, label, scores)")
+    p.add_argument("--raw", action="store_true",
+                   help="CSV without the spreadsheet guard (cells starting with = + - @ written as given)")
+    p.add_argument("--text-column", default=None, help="column with the text (default: guessed)")
+    p.add_argument("--pair-column", default=None, help="column with a second text, for sentence pairs")
+    p.add_argument("--raw-probabilities", action="store_true",
+                   help="the model's own softmax, without the temperature of the folder's calibration.json")
+    add_engine_options(p)

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import DataError, InputError
+from .analyses import add_engine_options, engine_from_args
 from .common import fail, model_from_args, print_json
 
 
@@ -20,6 +21,9 @@ def cmd_evaluate(args) -> int:
     from .. import base_of, evaluate_file, load_model, write_evaluation
 
     vectors = _vectors_folder(args) if args.out else None  # a folder that cannot be written fails now
+    engine = engine_from_args(args)  # --engine ray without Ray installed fails now, saying how to install it
+    if engine is not None and args.layers:
+        raise SystemExit(fail("--layers computes its vectors in this process: leave out --engine ray or --layers"))
     lm = model_from_args(args)
     if args.save_temperature and lm.source == "hub":  # fails now, not after the predictions
         raise SystemExit(fail(f"--save-temperature: {lm.name} is a Hub model, with no folder of its own here; save it "
@@ -40,7 +44,7 @@ def cmd_evaluate(args) -> int:
         ev = evaluate_file(lm, args.data, args.text_column, args.label_column, args.pair_column,
                            batch_size=args.batch_size, words=tuple(args.word or ()), hold_out=args.hold_out,
                            seed=args.seed, progress=progress, cancel=threading.Event(), layers=args.layers,
-                           compare_with=other, vectors_folder=vectors)
+                           compare_with=other, vectors_folder=vectors, engine=engine)
     except DataError as exc:  # several problems come as a list: keep the one-line error contract
         raise DataError(" ".join(str(exc).split())) from None
     finally:
@@ -247,6 +251,7 @@ def register(add: Callable) -> None:
     p.add_argument("--hold-out", type=float, default=0.5,
                    help="share of the rows the temperature is fitted on; the others measure it (default: %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="seed of that split (default: %(default)s)")
+    add_engine_options(p)
     p = add("layers", cmd_layers,
             "[CLS] geometry by layer: how well a linear probe separates a labelled file's classes at every layer")
     p.add_argument("data", help="labelled file with a header row (.csv, .tsv, .txt)")

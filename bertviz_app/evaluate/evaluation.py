@@ -83,8 +83,8 @@ from ..train.data.rows import extract_rows
 from .geometry import LayerVectors, layer_vectors, probe_layers
 from .model_comparison import Comparison, check_same_classes, compare_evaluations
 
-__all__ = ["Evaluation", "Slice", "evaluate_file", "wilson_interval", "map_labels", "CHUNK_ROWS", "MAX_SLICE_VALUES",
-           "MIN_CALIBRATION_ROWS", "MISCLASSIFIED_SHOWN", "Z95"]
+__all__ = ["Evaluation", "Slice", "evaluate_file", "predict_logits", "wilson_interval", "map_labels", "CHUNK_ROWS",
+           "MAX_SLICE_VALUES", "MIN_CALIBRATION_ROWS", "MISCLASSIFIED_SHOWN", "Z95"]
 
 CHUNK_ROWS = 1024  # rows tokenized and predicted together: memory is bounded by a chunk, not the file
 MAX_SLICE_VALUES = 20  # an extra column with at most this many distinct values is sliced by them
@@ -276,6 +276,7 @@ def evaluate_file(
     layers: bool = False,
     compare_with: LoadedModel | None = None,
     vectors_folder: str | os.PathLike | None = None,
+    engine=None,
 ) -> Evaluation:
     """Evaluate ``lm`` on every labelled row of a file (a path, its bytes with ``name``, or a read
     ``Table``): metrics, slices, calibration (see the module's docstring). Columns not given are
@@ -286,7 +287,10 @@ def evaluate_file(
     ``vectors_folder`` when given) gives the logits and every depth's [CLS] and mean vectors
     (``geometry``), and a linear probe per depth on the true classes (``probes``). ``compare_with``:
     a second model with the same class names, evaluated on the same rows (``other``), and the two
-    compared (``comparison``: ``model_comparison.compare_evaluations``)."""
+    compared (``comparison``: ``model_comparison.compare_evaluations``). ``engine``: None, the predictions
+    in this process; a ``service.ray_engine.RayEngine``, on its actors (each loads the model from its
+    folder), ``engine.chunk_rows`` rows at a time; the metrics, slices and calibration are computed here
+    either way (not with ``layers``: the vectors are computed in this process)."""
     for model in (lm, compare_with) if compare_with is not None else (lm,):
         if model.multi_label:
             raise InputError(f"{model.name} is a multi-label model; evaluate supports single-label classifiers (one "
@@ -298,12 +302,16 @@ def evaluate_file(
                          f"got {hold_out!r}.")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InputError(f"batch_size must be a positive whole number, got {batch_size!r}.")
+    if layers and engine is not None:
+        raise InputError("The probes per layer (layers, --layers) run in this process: leave out the Ray engine "
+                         "(--engine ray) or the layers.")
     given_rows, true, notices = _read_rows(lm, path_or_table, name, text_column, label_column, pair_column)
     given, pairs = list(given_rows.texts), None if given_rows.pairs is None else list(given_rows.pairs)
     n = len(given)
     # with a second model the progress runs over both passes: 0..N for the first, N..2N for the second
     first = progress if compare_with is None or progress is None else (lambda done, _t: progress(done, 2 * n))
-    run = dict(batch_size=batch_size, words=words, hold_out=hold_out, seed=seed, progress=first, cancel=cancel)
+    run = dict(batch_size=batch_size, words=words, hold_out=hold_out, seed=seed, progress=first, cancel=cancel,
+               engine=engine)
     geometry = probes = None
     if layers:
         geometry = _vectors(lm, given, pairs, batch_size, first, cancel, vectors_folder)
@@ -385,14 +393,14 @@ class _Rows:
 
 def _evaluate_rows(lm: LoadedModel, x: _Rows, true: np.ndarray, notices: list[str], *, batch_size: int,
                    words: Sequence[str], hold_out: float, seed: int, progress, cancel,
-                   geometry: LayerVectors | None = None, probes: list | None = None) -> Evaluation:
+                   geometry: LayerVectors | None = None, probes: list | None = None, engine=None) -> Evaluation:
     """One model's evaluation of the rows ``x`` with true classes ``true`` (indices into ``lm.labels``);
     with ``geometry``, its logits are the ones evaluated (no second forward)."""
     texts, pairs = list(x.texts), None if x.pairs is None else list(x.pairs)
     if geometry is not None:
         logits, n_tokens, truncated = geometry.logits, geometry.n_tokens.astype(np.int64), geometry.truncated
     else:
-        logits, n_tokens, truncated = _predict_all(lm, texts, pairs, batch_size, progress, cancel)
+        logits, n_tokens, truncated = _predict_all(lm, texts, pairs, batch_size, progress, cancel, engine)
     probs = softmax_t(logits, 1.0)  # (N, C) float64, the model's own softmax
     pred = probs.argmax(axis=1)  # (N,)
     one_class = len(set(true.tolist())) == 1
@@ -432,10 +440,21 @@ def _columns(table: Table, text: str | None, label: str | None, pair: str | None
     return text, label, pair
 
 
+def predict_logits(lm: LoadedModel, chunk: tuple[list[str], list[str] | None],
+                   batch_size: int = 32) -> tuple[np.ndarray, list[int], list[bool]]:
+    """One chunk of ``(texts, pairs or None)``, already cut at ``max_chars``: raw logits (n, C), token
+    counts and truncation flags (what a Ray actor computes for ``evaluate_file``)."""
+    texts, pairs = chunk
+    preds, z = predict_with_logits(lm, list(texts), None if pairs is None else list(pairs), batch_size,
+                                   calibrated=False)
+    return z, [p.n_tokens for p in preds], [p.truncated for p in preds]
+
+
 def _predict_all(lm: LoadedModel, texts: list[str], pairs: list[str] | None, batch_size: int,
-                 progress, cancel) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                 progress, cancel, engine=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Raw logits (N, C), token counts (N,) and truncation flags (N,) of every text, CHUNK_ROWS at a
-    time, texts cut at ``max_chars`` (the model reads far fewer characters than that)."""
+    time, texts cut at ``max_chars`` (the model reads far fewer characters than that); with an
+    ``engine``, its ``chunk_rows`` at a time on its actors."""
     limit = lm.settings.max_chars
     total = len(texts)
     chunk = max(1, min(CHUNK_ROWS, lm.settings.max_batch_texts))
@@ -446,6 +465,27 @@ def _predict_all(lm: LoadedModel, texts: list[str], pairs: list[str] | None, bat
     def stop_if_cancelled(done: int) -> None:
         if cancel is not None and cancel.is_set():
             raise CancelledError(f"Evaluation cancelled after {done:,} of {total:,} rows; nothing was written.")
+
+    if engine is not None:
+        step = chunk if engine.chunk_rows is None else max(1, min(engine.chunk_rows, lm.settings.max_batch_texts))
+        starts = list(range(0, total, step))
+        parts = [([t[:limit] for t in texts[s:s + step]], None if pairs is None else
+                  [p[:limit] for p in pairs[s:s + step]]) for s in starts]
+        done = [0]
+
+        def arrived(i: int, result) -> None:
+            z, n, cut = result
+            s = starts[i]
+            logits[s:s + len(z)], n_tokens[s:s + len(z)], truncated[s:s + len(z)] = z, n, cut
+            done[0] += len(z)
+            if progress is not None:
+                progress(done[0], total)
+
+        stop_if_cancelled(0)
+        engine.map_chunks(lm, predict_logits, parts, dict(batch_size=batch_size), on_result=arrived, cancel=cancel,
+                          cancel_message=lambda _n: f"Evaluation cancelled after {done[0]:,} of {total:,} rows; "
+                                                    "nothing was written.")
+        return logits, n_tokens, truncated
 
     for start in range(0, total, chunk):
         stop_if_cancelled(start)

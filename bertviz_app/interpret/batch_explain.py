@@ -44,7 +44,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -58,7 +58,8 @@ from .attribution import attribute_many, check_args, steps_mode
 from .export import attribution_units, check_output_path, write_text
 from .faithfulness_eval import faithfulness_many
 
-__all__ = ["BATCH_METHODS", "BatchExplanation", "explain_csv", "method_keys", "process_device", "OUTPUT_SUFFIXES"]
+__all__ = ["BATCH_METHODS", "BatchExplanation", "BatchPrediction", "explain_csv", "explain_chunk", "predict_csv",
+           "predict_chunk", "method_keys", "process_device", "OUTPUT_SUFFIXES"]
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +114,7 @@ class BatchExplanation:
     formula_cells: dict[str, tuple[int, ...]] = field(default_factory=dict)
     raw: bool = False
     notes: tuple[str, ...] = ()  # what the reader did on the way in, and the guard's note
+    engine: str = "local"  # where the rows were explained: "local" (this process or accelerate's) or "ray"
 
     @property
     def texts_per_s(self) -> float:
@@ -126,7 +128,7 @@ class BatchExplanation:
                 "method_stats": self.method_stats, "top_words": _words_json(self.top_words),
                 "method_top_words": {m: _words_json(t) for m, t in self.method_top_words.items()},
                 "formula_cells": {c: list(r) for c, r in self.formula_cells.items()}, "raw": self.raw,
-                "notes": list(self.notes)}
+                "notes": list(self.notes), "engine": self.engine}
 
 
 def _words_json(table: dict[str, list[tuple[str, float, int]]]) -> dict:
@@ -168,7 +170,7 @@ def explain_csv(lm, source, out: str | os.PathLike, text_column: str | None = No
                 target: str | int | None = None, baseline: str = "pad", tolerance: float | None = None,
                 n_steps: int | None = None, progress: Callable[[int, int], None] | None = None,
                 cancel: threading.Event | None = None, methods: str | Sequence[str] = ("ig",),
-                raw: bool = False, *, world_size: int = 1, local_rank: int = 0) -> BatchExplanation:
+                raw: bool = False, *, world_size: int = 1, local_rank: int = 0, engine=None) -> BatchExplanation:
     """Predict and explain every row of ``source`` (a CSV/TSV path or its bytes) and write ``out``
     (.csv or .jsonl). ``text_column``: default the guessed text column. ``target``: a class for
     every row (default: each row's predicted class). ``methods``: the attribution methods, short
@@ -182,8 +184,10 @@ def explain_csv(lm, source, out: str | os.PathLike, text_column: str | None = No
     exactly as given; a spreadsheet may then run cells starting with = + - @ as formulas).
     ``world_size``, ``local_rank``: the launcher's WORLD_SIZE and LOCAL_RANK under accelerate
     launch/torchrun (the CLI passes them): each process then explains every world_size-th row and
-    the main one merges the shards; 1 and 0: this process alone. Text limits and IG's max_n_steps
-    come from ``lm.settings``."""
+    the main one merges the shards; 1 and 0: this process alone. ``engine``: None, this process; a
+    ``service.ray_engine.RayEngine``, the chunks explained on its actors (each loads the model from
+    ``lm.path``), the file written here from their records exactly as this process would write it.
+    Text limits and IG's max_n_steps come from ``lm.settings``."""
     started = time.perf_counter()
     n_steps, tolerance = steps_mode(n_steps, tolerance)
     path = check_output(out)
@@ -192,6 +196,9 @@ def explain_csv(lm, source, out: str | os.PathLike, text_column: str | None = No
     lm.label_index(target)  # an unknown class fails now, not after the first chunk
     table = read_table(source, min_columns=1)  # a table of texts alone is enough to explain
     rows, skipped = _rows_to_explain(table, text_column, pair_column, lm.settings.max_chars)
+    if engine is not None and int(world_size) > 1:
+        raise InputError("Choose one way to spread the rows: accelerate launch (several processes) or a Ray "
+                         "engine, not both.")
     rank, world, state = _distributed(world_size, local_rank)
     mine = rows[rank::world]
     records: list[dict] = []
@@ -204,9 +211,21 @@ def explain_csv(lm, source, out: str | os.PathLike, text_column: str | None = No
             raise CancelledError(f"Explaining cancelled after {len(records)} of {len(mine)} rows; no file was written "
                                  f"and {path.name} was left as it was.")
 
-    for chunk in chunks:
+    if engine is not None:  # the chunks on the engine's actors; the file is written here, below
+        def arrived(_i: int, part: list[dict]) -> None:
+            records.extend(part)
+            if progress is not None:
+                progress(len(records), len(mine))
+
         stop_if_cancelled()
-        records += _explain_chunk(lm, chunk, keys, target, baseline, n_steps, tolerance, stop_if_cancelled)
+        engine.map_chunks(lm, explain_chunk, chunks, dict(keys=keys, target=target, baseline=baseline,
+                                                          n_steps=n_steps, tolerance=tolerance),
+                          on_result=arrived, cancel=cancel,
+                          cancel_message=lambda _n: f"Explaining cancelled after {len(records)} of {len(mine)} "
+                                                    f"rows; no file was written and {path.name} was left as it was.")
+    for chunk in chunks if engine is None else ():
+        stop_if_cancelled()
+        records += explain_chunk(lm, chunk, keys, target, baseline, n_steps, tolerance, stop_if_cancelled)
         if progress is not None:
             progress(len(records), len(mine))
 
@@ -218,11 +237,12 @@ def explain_csv(lm, source, out: str | os.PathLike, text_column: str | None = No
             return BatchExplanation(None, len(rows), len(records), (), time.perf_counter() - started, world,
                                     methods=keys)
         records = _merged_shards(path, world)
-    return _finish(lm, path, records, rows, skipped, keys, table, raw, started, world)
+    res = _finish(lm, path, records, rows, skipped, keys, table, raw, started, world)
+    return res if engine is None else replace(res, engine="ray")
 
 
-def _rows_to_explain(table, text_column: str | None, pair_column: str | None,
-                     max_chars: int) -> tuple[list[tuple[int, str, str | None]], list[tuple[int, str]]]:
+def _rows_to_explain(table, text_column: str | None, pair_column: str | None, max_chars: int,
+                     verb: str = "explain") -> tuple[list[tuple[int, str, str | None]], list[tuple[int, str]]]:
     """(rows to explain as (row, text, pair), rows skipped as (row, why)); a missing column fails first."""
     guess = guess_columns(table)
     text_col = text_column or guess.text
@@ -246,7 +266,7 @@ def _rows_to_explain(table, text_column: str | None, pair_column: str | None,
             continue
         rows.append((int(row), text, pair))
     if not rows:
-        raise InputError(f"No row of {table.name} has a text to explain in column {text_col!r} "
+        raise InputError(f"No row of {table.name} has a text to {verb} in column {text_col!r} "
                          f"({len(skipped)} rows skipped: {skipped[0][1] if skipped else 'the table is empty'}).")
     return rows, skipped
 
@@ -290,10 +310,15 @@ def guard_note(formula_cells: dict[str, tuple[int, ...]], raw: bool) -> str:
             "bv_guarded cell names its columns. The JSONL output and the raw CSV keep them as given.")
 
 
-def _explain_chunk(lm, chunk: list[tuple[int, str, str | None]], keys: tuple[str, ...], target, baseline: str,
-                   n_steps: int, tolerance: float | None, stop_if_cancelled: Callable[[], None]) -> list[dict]:
-    """One chunk of rows: their predictions, then per method their attributions (or each row's
-    refusal) and the faithfulness of those attributions in one padded batch."""
+def _go_on() -> None:
+    """The cancel check of a chunk explained where no one can cancel it (a Ray actor: the driver stops the job)."""
+
+
+def explain_chunk(lm, chunk: Sequence[Sequence], keys: tuple[str, ...], target, baseline: str,
+                  n_steps: int, tolerance: float | None, stop_if_cancelled: Callable[[], None] = _go_on) -> list[dict]:
+    """One chunk of rows, each ``(row, text, pair or None)`` (all with a pair or none): their predictions,
+    then per method their attributions (or each row's refusal) and the faithfulness of those
+    attributions in one padded batch. The records ``explain_csv`` writes (JSON-safe dicts)."""
     texts = [t for _, t, _ in chunk]
     pairs = [p for _, _, p in chunk] if chunk[0][2] is not None else None
     preds = predict(lm, texts, pairs)
@@ -427,6 +452,11 @@ def added_columns(labels: list[str], keys: tuple[str, ...], taken: Sequence[str]
             f"{k}_top_words", f"{k}_comprehensiveness", f"{k}_sufficiency", f"{k}_seconds"]
     bases = ["row", "prediction", *[f"p_{c}" for c in labels], "target", "f_x", "f_baseline", "truncated", *per,
              "status", "guarded"]
+    return _free_names(bases, taken)
+
+
+def _free_names(bases: Sequence[str], taken: Sequence[str]) -> list[str]:
+    """``bv_`` + each base, with ``_2``, ``_3``... appended while the name is in ``taken`` or already given."""
     used, out = set(taken), []
     for base in bases:
         name, k = PREFIX + base, 2
@@ -491,3 +521,126 @@ def _csv(records: list[dict], skipped: list[tuple[int, str]], labels: list[str],
         out, hit = guarded(row, [*inputs[row], *added])
         w.writerow([*out, "" if raw or not hit else json.dumps(hit, ensure_ascii=False)])
     return buf.getvalue(), {c: tuple(rs) for c, rs in found.items()}
+
+
+# --------------------------------------------------------------------------- predict a whole file
+PREDICT_CHUNK = 64  # rows predicted together (predict batches them by length inside)
+
+
+@dataclass(frozen=True)
+class BatchPrediction:
+    """What ``predict_csv`` did: the file written, rows read, rows predicted, rows skipped (spreadsheet
+    row, why), seconds, and as ``BatchExplanation``: the formula cells by column, raw, the notes."""
+
+    path: Path
+    rows: int
+    predicted: int
+    skipped: tuple[tuple[int, str], ...]
+    seconds: float
+    formula_cells: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    raw: bool = False
+    notes: tuple[str, ...] = ()
+    engine: str = "local"
+
+    @property
+    def texts_per_s(self) -> float:
+        return self.predicted / self.seconds if self.seconds > 0 else float("nan")
+
+    def to_dict(self) -> dict:
+        return {"path": str(self.path), "rows": self.rows, "predicted": self.predicted,
+                "skipped": [{"row": r, "reason": why} for r, why in self.skipped], "seconds": round(self.seconds, 3),
+                "texts_per_s": round(self.texts_per_s, 3) if self.predicted else None, "engine": self.engine,
+                "formula_cells": {c: list(r) for c, r in self.formula_cells.items()}, "raw": self.raw,
+                "notes": list(self.notes)}
+
+
+def predict_chunk(lm, chunk: Sequence[Sequence], calibrated: bool = True) -> list[dict]:
+    """One chunk of rows, each ``(row, text, pair or None)`` (all with a pair or none): their predictions
+    as the records ``predict_csv`` writes."""
+    texts = [t for _, t, _ in chunk]
+    pairs = [p for _, _, p in chunk] if chunk[0][2] is not None else None
+    return [{"row": int(row), "label": p.label, "scores": {k: float(v) for k, v in p.scores.items()},
+             "truncated": bool(p.truncated)}
+            for (row, _, _), p in zip(chunk, predict(lm, texts, pairs, calibrated=bool(calibrated)))]
+
+
+def prediction_columns(labels: Sequence[str], taken: Sequence[str] = ()) -> list[str]:
+    """The columns ``predict_csv`` adds after the input's: ``bv_`` + row, prediction, each class's
+    probability, truncated, status and guarded (a name in ``taken`` gets ``_2``...)."""
+    return _free_names(["row", "prediction", *[f"p_{c}" for c in labels], "truncated", "status", "guarded"], taken)
+
+
+def predict_csv(lm, source, out: str | os.PathLike, text_column: str | None = None, pair_column: str | None = None,
+                *, calibrated: bool = True, raw: bool = False, progress: Callable[[int, int], None] | None = None,
+                cancel: threading.Event | None = None, engine=None) -> BatchPrediction:
+    """Predict every row of ``source`` (a CSV/TSV path or its bytes) and write ``out``: explain_csv's
+    reader, column guess, skipped rows and output rules (every input cell as given, then the added
+    ``bv_`` columns: ``prediction_columns``; the spreadsheet guard unless ``raw``; .jsonl: the row's
+    cells under "input", the label, every class's probability, truncated). ``calibrated``: the
+    folder's saved temperature applied, as ``predict``. ``progress(done, total)`` after each chunk;
+    ``cancel`` set: CancelledError, nothing written. ``engine``: as for ``explain_csv``."""
+    started = time.perf_counter()
+    path = check_output(out)
+    table = read_table(source, min_columns=1)
+    rows, skipped = _rows_to_explain(table, text_column, pair_column, lm.settings.max_chars, "predict")
+    single, paired = [r for r in rows if r[2] is None], [r for r in rows if r[2] is not None]
+    size = PREDICT_CHUNK if engine is None or engine.chunk_rows is None else engine.chunk_rows
+    chunks = [part[i : i + size] for part in (single, paired) for i in range(0, len(part), size)]
+    records: list[dict] = []
+
+    def message(_n: int = 0) -> str:
+        return (f"Predicting cancelled after {len(records)} of {len(rows)} rows; no file was written and "
+                f"{path.name} was left as it was.")
+
+    def arrived(_i: int, part: list[dict]) -> None:
+        records.extend(part)
+        if progress is not None:
+            progress(len(records), len(rows))
+
+    if engine is not None:
+        engine.map_chunks(lm, predict_chunk, chunks, dict(calibrated=calibrated), on_result=arrived, cancel=cancel,
+                          cancel_message=message)
+    for i, chunk in enumerate(chunks if engine is None else ()):
+        if cancel is not None and cancel.is_set():
+            raise CancelledError(message())
+        arrived(i, predict_chunk(lm, chunk, calibrated))
+    records.sort(key=lambda r: r["row"])
+    formula_cells = _write_predictions(path, records, skipped, list(lm.labels), table, raw)
+    notes = table.notices + ((guard_note(formula_cells, raw),) if formula_cells else ())
+    return BatchPrediction(path, len(rows) + len(skipped), len(records), tuple(skipped),
+                           time.perf_counter() - started, formula_cells, bool(raw) and path.suffix.lower() == ".csv",
+                           notes, "local" if engine is None else "ray")
+
+
+def _write_predictions(path: Path, records: list[dict], skipped: list[tuple[int, str]], labels: list[str], table,
+                       raw: bool) -> dict[str, tuple[int, ...]]:
+    """As ``_write``, for ``predict_csv``'s records."""
+    inputs = _input_cells(table)
+    lines = sorted(records + [{"row": row, "skipped": why} for row, why in skipped], key=lambda x: x["row"])
+    if path.suffix.lower() == ".jsonl":
+        names = table.columns
+        write_text(path, "".join(json.dumps({"row": x["row"], "input": dict(zip(names, inputs[x["row"]])), **x},
+                                            ensure_ascii=False) + "\n" for x in lines))
+        return {}
+    columns = list(table.header or table.columns)
+    header = [*columns, *prediction_columns(labels, columns)]
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    found: dict[str, list[int]] = {}
+
+    def guarded(row: int, cells: list[str]) -> tuple[list[str], list[str]]:
+        hit = [header[i] for i, c in enumerate(cells) if safe_csv_cell(c) != c]
+        for col in hit:
+            found.setdefault(col, []).append(row)
+        return (cells if raw else [safe_csv_cell(c) for c in cells]), hit
+
+    w.writerow(guarded(1, header)[0])
+    for r in lines:
+        if "skipped" in r:
+            added = [str(r["row"]), "", *[""] * len(labels), "", f"skipped: {r['skipped']}"]
+        else:
+            added = [str(r["row"]), r["label"], *[f"{r['scores'][c]:.6f}" for c in labels], str(r["truncated"]), "ok"]
+        cells, hit = guarded(r["row"], [*inputs[r["row"]], *added])
+        w.writerow([*cells, "" if raw or not hit else json.dumps(hit, ensure_ascii=False)])
+    write_text(path, buf.getvalue())
+    return {c: tuple(rs) for c, rs in found.items()}
