@@ -6,6 +6,7 @@ into place, so a crash or kill never leaves a half-written model or touches earl
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -36,11 +37,13 @@ from transformers import logging as hf_logging
 from ..errors import InputError, TrainingError
 from ..models.eta import RateEta
 from ..models.families import SUPPORTED_MODEL_TYPES, family_of
-from ..models.heads import SEQUENCE_CLASSIFICATION
+from ..models.heads import SEQUENCE_CLASSIFICATION, head_of
 
 __all__ = ["TrainConfig", "TrainResult", "train_classifier", "atomic_save", "evaluate_predictions",
            "calibration_metrics", "expected_calibration_error", "check_trainable", "choose_max_length",
-           "metrics_tables", "ECE_BINS", "SAVE_STEPS", "BestKeeper", "ProgressReporter", "ScaledLrTrainer"]
+           "metrics_tables", "ECE_BINS", "SAVE_STEPS", "BestKeeper", "ProgressReporter", "ScaledLrTrainer",
+           "training_arguments", "fit_and_evaluate", "run_info", "default_eval_every",
+           "leave_process_group", "family_type", "layer_of", "layer_count", "quiet_hub_logs", "longest_input"]
 
 log = logging.getLogger(__name__)
 Progress = Callable[[dict], None]
@@ -278,11 +281,11 @@ class BestKeeper(TrainerCallback):
 _LAYER_INDEX = re.compile(r"\.layer\.(\d+)\.")  # encoder layer i's parameters in every family but ALBERT (shared)
 
 
-def _n_layers(model) -> int:
+def layer_count(model) -> int:
     return int(getattr(model.config, "num_hidden_layers", 0) or 0)
 
 
-def _layer_of(name: str) -> int | None:
+def layer_of(name: str) -> int | None:
     """The encoder layer a parameter belongs to, -1 for the embeddings, None for anything else."""
     m = _LAYER_INDEX.search(name)
     if m is not None:
@@ -302,14 +305,14 @@ class ScaledLrTrainer(Trainer):
         self.head_lr_scale, self.layer_lr_decay = head_lr_scale, layer_lr_decay
         fam = family_of(self.model)
         if fam is not None:
-            self.HEAD_PREFIXES = SEQUENCE_CLASSIFICATION.parameter_prefixes(fam)
+            self.HEAD_PREFIXES = head_of(self.model).parameter_prefixes(fam)
 
     def lr_scale(self, name: str, n_layers: int) -> float:
         if name.startswith(self.HEAD_PREFIXES):
             return self.head_lr_scale
         if self.layer_lr_decay == 1.0:
             return 1.0
-        layer = _layer_of(name)
+        layer = layer_of(name)
         return 1.0 if layer is None else self.layer_lr_decay ** (n_layers - 1 - layer)
 
     def create_optimizer(self, model=None):
@@ -318,7 +321,7 @@ class ScaledLrTrainer(Trainer):
         if not fresh or (self.head_lr_scale == 1.0 and self.layer_lr_decay == 1.0):
             return optimizer
         model = model or self.model
-        n_layers = _n_layers(model)
+        n_layers = layer_count(model)
         scale = {id(p): self.lr_scale(n, n_layers) for n, p in model.named_parameters()}
         groups = optimizer.param_groups
         optimizer.param_groups = []
@@ -456,7 +459,7 @@ def train_classifier(
         raise InputError("train_texts and train_labels differ in length.")
     base_path = Path(base_path)
     tokenizer, model, id2label = _load(base_path, labels, config, multi_label)
-    model_max = _model_max(tokenizer, model)
+    model_max = longest_input(tokenizer, model)
     max_length = config.max_length or choose_max_length(tokenizer, train_texts, train_pairs, model_max)
     train_ds = _encoded(tokenizer, train_texts, train_pairs, train_labels, max_length, multi_label)
     eval_ds = None
@@ -465,22 +468,22 @@ def train_classifier(
     bf16 = (config.bf16 if config.bf16 is not None
             else bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported()))
     tmp_out = Path(work_dir) if work_dir else Path(tempfile.gettempdir()) / f"bertviz-train-{uuid.uuid4().hex[:8]}"
-    eval_every = config.eval_every or _default_eval_every(len(train_ds), config, world_size)
-    args = _arguments(config, tmp_out, eval_ds is not None, eval_every, bf16, multi_label)
+    eval_every = config.eval_every or default_eval_every(len(train_ds), config, world_size)
+    args = training_arguments(config, tmp_out, eval_ds is not None, eval_every, bf16, multi_label)
     compute_metrics = _metrics_of(multi_label, [id2label[i] for i in range(len(labels))])
     started = time.time()
     reporter = ProgressReporter(progress, cancel, started, after_evals=after_evals, after_steps=after_steps)
     keeper = BestKeeper(config.metric, config.early_stopping_patience, config.stop_on, config.min_delta)
-    trainer, out = _fit(model, tokenizer, args, config, train_ds, eval_ds,
+    trainer, out = fit_and_evaluate(model, tokenizer, args, config, train_ds, eval_ds,
                         compute_metrics if eval_ds is not None else None, reporter, keeper, tmp_out)
     seconds = time.time() - started
     shutil.rmtree(tmp_out, ignore_errors=True)
     if keeper.best_state is not None:
         model.load_state_dict(keeper.best_state)
     model.eval()
-    info = _info(trainer, out, args, reporter, keeper, config, n_train=len(train_ds), seconds=seconds,
+    info = run_info(trainer, out, args, reporter, keeper, config, n_train=len(train_ds), seconds=seconds,
                  max_length=max_length, bf16=bf16, eval_every=eval_every)
-    _leave_process_group(args)
+    leave_process_group(args)
     return model, tokenizer, info
 
 
@@ -498,10 +501,7 @@ def _load(base_path: Path, labels: Sequence[str], config: TrainConfig, multi_lab
 
 def _classifier(base_path: Path, id2label: dict[int, str], multi_label: bool):
     """The base loaded as its family's ``*ForSequenceClassification`` for these classes, quietly."""
-    verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    try:
+    with quiet_hub_logs():
         return SEQUENCE_CLASSIFICATION.auto_class.from_pretrained(
             base_path,
             num_labels=len(id2label),
@@ -512,8 +512,19 @@ def _classifier(base_path: Path, id2label: dict[int, str], multi_label: bool):
             use_safetensors=True,
             trust_remote_code=False,
             # SDPA is fastest for training (the explorer reloads it as eager); DeBERTa has its own attention
-            attn_implementation="sdpa" if _family_type(base_path) != "deberta-v2" else "eager",
+            attn_implementation="sdpa" if family_type(base_path) != "deberta-v2" else "eager",
         )
+
+
+@contextlib.contextmanager
+def quiet_hub_logs():
+    """transformers' loading warnings (the fresh head's "newly initialized" weights: expected here) and progress
+    bars off while a base loads for training."""
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
     finally:
         hf_logging.set_verbosity(verbosity)
 
@@ -524,12 +535,12 @@ def _set_up(model, config: TrainConfig, base_path: Path, id2label: dict[int, str
     if config.freeze_word_embeddings:
         family_of(model).word_embeddings(model).weight.requires_grad_(False)  # (V, E) stays as pre-trained
     if config.freeze_layers:
-        if config.freeze_layers >= _n_layers(model):
+        if config.freeze_layers >= layer_count(model):
             raise InputError(f"freeze_layers={config.freeze_layers} must be less than the model's "
-                             f"{_n_layers(model)} layers "
+                             f"{layer_count(model)} layers "
                              "(the top layer has to train).")
         for name, param in model.named_parameters():
-            layer = _layer_of(name)
+            layer = layer_of(name)
             if layer is not None and layer < config.freeze_layers:
                 param.requires_grad_(False)
     if config.dropout is not None:  # dropouts are nn.Dropout modules; BERT's SDPA attention reads their .p too
@@ -541,7 +552,7 @@ def _set_up(model, config: TrainConfig, base_path: Path, id2label: dict[int, str
         model._init_weights(family_of(model).final_linear(model))  # a head trained for other classes would mislead
 
 
-def _model_max(tokenizer, model) -> int:
+def longest_input(tokenizer, model) -> int:
     """The most tokens the model reads: the tokenizer's limit (512 when it has none) within the positions."""
     return int(min(tokenizer.model_max_length if tokenizer.model_max_length < 10**6 else 512,
                    model.config.max_position_embeddings))
@@ -554,7 +565,7 @@ def _encoded(tokenizer, texts: Sequence[str], pairs: Sequence[str] | None, rows:
     return _ListDataset(_tokenize(tokenizer, texts, pairs, max_length), targets)
 
 
-def _default_eval_every(n_train: int, config: TrainConfig, world_size: int) -> int:
+def default_eval_every(n_train: int, config: TrainConfig, world_size: int) -> int:
     """About five evaluations a run, at least five steps apart."""
     steps_total = max(1, math.ceil(n_train / (config.batch_size * max(1, int(world_size)))) * config.epochs)
     return max(5, int(steps_total // 5))
@@ -573,7 +584,7 @@ def _metrics_of(multi_label: bool, label_names: list[str]) -> Callable:
     return compute_metrics
 
 
-def _arguments(config: TrainConfig, tmp_out: Path, evaluates: bool, eval_every: int, bf16: bool,
+def training_arguments(config: TrainConfig, tmp_out: Path, evaluates: bool, eval_every: int, bf16: bool,
                multi_label: bool) -> TrainingArguments:
     """The Trainer's arguments: ``config``'s schedule, length-grouped batches, no checkpoints, no reports."""
     return TrainingArguments(
@@ -599,10 +610,11 @@ def _arguments(config: TrainConfig, tmp_out: Path, evaluates: bool, eval_every: 
     )
 
 
-def _fit(model, tokenizer, args: TrainingArguments, config: TrainConfig, train_ds, eval_ds, compute_metrics,
-         reporter: ProgressReporter, keeper: BestKeeper, tmp_out: Path):
+def fit_and_evaluate(model, tokenizer, args: TrainingArguments, config: TrainConfig, train_ds, eval_ds,
+                     compute_metrics, reporter: ProgressReporter, keeper: BestKeeper, tmp_out: Path, collator=None):
     """(trainer, the train output): the training, then a last evaluation unless the last step had one; the
-    work folder is removed when it fails."""
+    work folder is removed when it fails. ``collator``: how examples are padded into a batch (default: a
+    classifier's, ``DataCollatorWithPadding``)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer = ScaledLrTrainer(
@@ -612,7 +624,7 @@ def _fit(model, tokenizer, args: TrainingArguments, config: TrainConfig, train_d
             args=args,
             train_dataset=train_ds,
             eval_dataset=eval_ds,
-            data_collator=DataCollatorWithPadding(tokenizer),
+            data_collator=collator if collator is not None else DataCollatorWithPadding(tokenizer),
             compute_metrics=compute_metrics,
             callbacks=[reporter, keeper],
         )
@@ -630,7 +642,7 @@ def _fit(model, tokenizer, args: TrainingArguments, config: TrainConfig, train_d
     return trainer, out
 
 
-def _info(trainer, out, args: TrainingArguments, reporter: ProgressReporter, keeper: BestKeeper,
+def run_info(trainer, out, args: TrainingArguments, reporter: ProgressReporter, keeper: BestKeeper,
           config: TrainConfig, *, n_train: int, seconds: float, max_length: int, bf16: bool, eval_every: int) -> dict:
     """``train_classifier``'s info: the run's numbers, how it ended and the settings it used."""
     steps_done = trainer.state.global_step
@@ -655,7 +667,7 @@ def _info(trainer, out, args: TrainingArguments, reporter: ProgressReporter, kee
     }
 
 
-def _leave_process_group(args: TrainingArguments) -> None:
+def leave_process_group(args: TrainingArguments) -> None:
     """Shut this process's distributed group down once training's collectives are over."""
     if args.world_size > 1 and torch.distributed.is_initialized():
         # Training's collectives are over (what follows on the main process is local). Left to the interpreter's
@@ -665,7 +677,7 @@ def _leave_process_group(args: TrainingArguments) -> None:
         torch.distributed.destroy_process_group()
 
 
-def _family_type(path: Path) -> str | None:
+def family_type(path: Path) -> str | None:
     try:
         return json.loads((Path(path) / "config.json").read_text(encoding="utf-8")).get("model_type")
     except (OSError, ValueError):
@@ -675,7 +687,7 @@ def _family_type(path: Path) -> str | None:
 def check_trainable(path: Path) -> None:
     """Raise InputError unless the model in ``path`` is of a family this tool handles
     (``families.py``), before anything loads it as a classifier."""
-    model_type = _family_type(path)
+    model_type = family_type(path)
     if model_type is not None and model_type not in SUPPORTED_MODEL_TYPES:
         raise InputError(
             f"Fine-tuning starts from an encoder of the BERT family (model_type one of "

@@ -43,7 +43,8 @@ def entity_scores(true: Sequence[Sequence[str]], pred: Sequence[Sequence[str]], 
     """{"entity_f1", "precision", "recall", "support", "interval": {"f1", "precision", "recall"},
     "per_type": {type: {"precision", "recall", "f1", "support", "predicted", "interval"}}} over whole entities
     (strict IOB2). ``true`` and ``pred``: one tag list per sentence, of equal lengths. A score with nothing to
-    divide (no entity predicted, or none true) is 0, as seqeval's ``zero_division=0``."""
+    divide (no entity predicted, or none true) is 0, as seqeval's ``zero_division=0``. ``samples``: bootstrap
+    resamples for the intervals (0: none, the intervals None; what training's evaluations use)."""
     if len(true) != len(pred):
         raise ValueError(f"{len(true)} true sentences but {len(pred)} predicted ones")
     for i, (t, p) in enumerate(zip(true, pred)):
@@ -59,7 +60,7 @@ def entity_scores(true: Sequence[Sequence[str]], pred: Sequence[Sequence[str]], 
             for e in ents:
                 counts[which, s, index[e[0]]] += 1
     rng = np.random.default_rng(seed)
-    weights = rng.multinomial(len(gold), np.full(len(gold), 1 / len(gold)), size=samples) if gold else None
+    weights = rng.multinomial(len(gold), np.full(len(gold), 1 / len(gold)), size=samples) if gold and samples else None
     total = _scores(counts.sum(axis=2), weights)
     per_type = {k: _scores(counts[:, :, j], weights) for j, k in enumerate(types)}
     return {"entity_f1": total["f1"], "precision": total["precision"], "recall": total["recall"],

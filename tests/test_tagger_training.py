@@ -1,0 +1,107 @@
+"""Fine-tuning a token classifier: labels on each word's first piece, entity F1 picking the best weights, a
+verdict against tagging every word O, and the refusals.
+
+The task is one a tiny model learns in seconds and whose answer is known: sentiment words are entities (good,
+great, fun: POS; bad, awful, tedious: NEG; "gorgeous moving" one POS entity of two words), every other word O.
+The untrained tagger is the negative control of the verdict."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from bertviz_app.errors import DataError, InputError
+from bertviz_app.train.data.tagged import TaggedSentence
+from bertviz_app.train.tagger_training import (
+    IGNORE,
+    encode_sentences,
+    predict_tags,
+    tagger_report,
+    tagger_tokenizer,
+    train_tagger,
+)
+from bertviz_app.train.training import TrainConfig
+
+from conftest import FAMILIES, build_family_model
+
+TAGS = ["O", "B-NEG", "I-NEG", "B-POS", "I-POS"]
+FILLER = ["the", "film", "movie", "was", "is", "a", "it"]
+POS, NEG = ["good", "great", "fun"], ["bad", "awful", "tedious"]
+
+
+def _sentences(n: int, seed: int) -> list[TaggedSentence]:
+    rng = random.Random(seed)
+    out = []
+    for k in range(n):
+        tokens, tags = [], []
+        for _ in range(rng.randint(3, 7)):
+            roll = rng.random()
+            if roll < 0.15:
+                tokens += ["gorgeous", "moving"]
+                tags += ["B-POS", "I-POS"]
+            elif roll < 0.35:
+                kind = rng.choice(["POS", "NEG"])
+                tokens.append(rng.choice(POS if kind == "POS" else NEG))
+                tags.append("B-" + kind)
+            else:
+                tokens.append(rng.choice(FILLER))
+                tags.append("O")
+        out.append(TaggedSentence(tuple(tokens), tuple(tags), k + 1))
+    return out
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_labels_sit_on_each_words_first_piece(tmp_path, family):
+    base = build_family_model(family, tmp_path / family)
+    tok = tagger_tokenizer(base)
+    s = TaggedSentence(("the", "joyless", "film"), ("O", "B-NEG", "O"), 1)
+    row = encode_sentences(tok, [s], {t: i for i, t in enumerate(TAGS)}, 64)[0]
+    first = row["first"]
+    assert len(first) == 3 and first == sorted(first) and len(set(first)) == 3  # one first piece per word
+    labelled = {pos: lab for pos, lab in enumerate(row["labels"]) if lab != IGNORE}
+    assert labelled == {first[0]: 0, first[1]: 1, first[2]: 0}  # the word's tag, on its first piece only
+    assert len(row["labels"]) == len(row["input_ids"]) > 3  # special tokens (and later pieces) are ignored
+
+
+def test_a_sentence_past_the_models_length_is_refused_with_its_line(tmp_path):
+    base = build_family_model("bert", tmp_path / "bert")
+    tok = tagger_tokenizer(base)
+    ok = TaggedSentence(("the", "film"), ("O", "O"), 3)
+    long = TaggedSentence(tuple(["film"] * 80), tuple(["O"] * 80), 17)
+    assert len(encode_sentences(tok, [ok], None, 64)) == 1  # positive control
+    with pytest.raises(DataError, match=r"1 sentence \(line 17\) is longer than the 64 word-pieces"):
+        encode_sentences(tok, [ok, long], None, 64)
+
+
+@pytest.mark.parametrize("family", ["bert", "xlm-roberta"])  # the fixture BPE (roberta) starts "a" and "awful" alike
+def test_a_tiny_tagger_learns_the_entities_and_the_verdict_says_so(tmp_path, family):
+    base = build_family_model(family, tmp_path / family)  # a sequence classifier: its head must not be reused
+    train, val = _sentences(96, seed=1), _sentences(40, seed=2)
+    config = TrainConfig(epochs=12, learning_rate=1e-2, batch_size=16, warmup_ratio=0.0, eval_every=3,
+                         early_stopping_patience=0, seed=0)
+    events = []
+    model, tok, info = train_tagger(base, TAGS, train, val, config, progress=events.append)
+    assert model.config.id2label == dict(enumerate(TAGS)) and type(model).__name__.endswith("ForTokenClassification")
+    pred = predict_tags(model, tok, val)
+    assert [len(p) for p in pred] == [len(s.tokens) for s in val]
+    report = tagger_report([list(s.tags) for s in val], pred)
+    assert report["entity_f1"] > 0.9 and report["learned"], report["verdict"]
+    assert report["verdict"].startswith("Learned") and report["baseline"]["entity_f1"] == 0.0
+    assert 0.4 < report["baseline"]["token_accuracy"] < 0.9  # the O share: the task has both kinds of word
+    assert info["best_metric"] == pytest.approx(report["entity_f1"], abs=0.05)  # the kept weights are the best
+    assert info["config"]["metric"] == "entity_f1" and not info["cancelled"]
+    evals = [e["logs"]["eval_entity_f1"] for e in events if "eval_entity_f1" in e.get("logs", {})]
+    assert len(evals) >= 3 and max(evals) > evals[0]  # live curves: several evaluations, rising
+
+
+def test_an_untrained_tagger_is_not_learned_and_unknown_tags_are_refused(tmp_path):
+    base = build_family_model("bert", tmp_path / "bert")
+    val = _sentences(40, seed=2)
+    config = TrainConfig(epochs=0.01, learning_rate=1e-9, batch_size=16, early_stopping_patience=0)
+    model, tok, _ = train_tagger(base, TAGS, val[:4], None, config)  # a step at lr 1e-9: the fresh head as it was
+    report = tagger_report([list(s.tags) for s in val], predict_tags(model, tok, val))
+    assert not report["learned"] and report["verdict"].startswith("Not learned")
+    assert report["entity_f1"] < 0.3
+    with pytest.raises(InputError, match="B-MISC"):
+        train_tagger(base, TAGS, [TaggedSentence(("EU",), ("B-MISC",), 1)], None, config)
