@@ -105,3 +105,60 @@ def test_an_untrained_tagger_is_not_learned_and_unknown_tags_are_refused(tmp_pat
     assert report["entity_f1"] < 0.3
     with pytest.raises(InputError, match="B-MISC"):
         train_tagger(base, TAGS, [TaggedSentence(("EU",), ("B-MISC",), 1)], None, config)
+
+
+def _conll(sentences: list[TaggedSentence]) -> str:
+    return "\n\n".join("\n".join(f"{w}\t{t}" for w, t in zip(s.tokens, s.tags)) for s in sentences) + "\n"
+
+
+def test_finetune_command_trains_a_tagger_that_tag_opens(tmp_path, monkeypatch, capsys):
+    import json
+
+    import bertviz_app as bv
+    from bertviz_app.cli import main
+
+    monkeypatch.setenv("BERTVIZ_MODELS_DIR", str(tmp_path / "models"))
+    base = build_family_model("bert", tmp_path / "base")
+    data = tmp_path / "train.conll"
+    data.write_text("-DOCSTART- O\n\n" + _conll(_sentences(120, seed=3)), encoding="utf-8")
+    code = main(["finetune", str(data), "--task", "token-classification", "--base", str(base), "--name", "ner",
+                 "--epochs", "12", "--lr", "1e-2", "--batch-size", "16", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["model"] == "runs/ner" and res["task"] == "token-classification"
+    assert res["tags"] == ["O", "B-NEG", "I-NEG", "B-POS", "I-POS"]
+    assert res["metrics"]["entity_f1"] > 0.9 and res["verdict"]["learned"], res["verdict"]
+    assert "Held out 24 of 120 sentences" in err and "eval_entity_f1" in err  # the split said, live curve lines
+    run = json.loads((tmp_path / "models" / "runs" / "ner" / "run.json").read_text())
+    assert run["task"] == "token-classification" and run["val_sentences"] == 24
+    assert "pipeline_tag: token-classification" in (tmp_path / "models" / "runs" / "ner" / "README.md").read_text()
+    lm = bv.load_model(str(tmp_path / "models" / "runs" / "ner"))
+    text = "it was gorgeous moving the film was awful"
+    got = bv.tag(lm, text)[0]
+    assert [(e.text, e.label) for e in got.entities] == [("gorgeous moving", "POS"), ("awful", "NEG")]
+    assert all(text[e.start:e.end] == e.text for e in got.entities)
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--mode", "probe"], "--mode is for the text-classification task"),
+    ([], "text-classification task"),  # a classifier's table given to the token task
+])
+def test_finetune_token_task_refusals(tmp_path, capsys, argv, says):
+    from bertviz_app.cli import main
+
+    table = tmp_path / "reviews.csv"
+    table.write_text("text,label\nthe film was good,positive\nthe film was bad,negative\n", encoding="utf-8")
+    code = main(["finetune", str(table), "--task", "token-classification", *argv])
+    _, err = capsys.readouterr()
+    assert code == 2 and says in err and "Traceback" not in err
+
+
+def test_classifier_finetune_given_a_conll_file_names_the_token_task(tmp_path, capsys):
+    from bertviz_app.cli import main
+
+    data = tmp_path / "train.txt"
+    data.write_text(_conll(_sentences(20, seed=4)), encoding="utf-8")
+    code = main(["finetune", str(data)])
+    _, err = capsys.readouterr()
+    assert code == 2 and "token-classification" in err

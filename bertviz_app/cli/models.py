@@ -11,6 +11,8 @@ from ..models.catalog import ENCODER as FT_DEFAULT_BASE  # = finetune.DEFAULT_BA
 from ..models.catalog import list_models, shipped_model
 from .common import print_json
 
+TAGGER_TASK = "token-classification"  # = train.finetune.tagger_run.TASK, without importing torch
+
 
 def cmd_models(args) -> int:
     models = list_models(args.settings.models_dir)
@@ -72,6 +74,8 @@ def cmd_finetune(args) -> int:
     say = (lambda m: print(m, file=sys.stderr, flush=True)) if args.json else (lambda m: print(m, flush=True))
     if not rank0:
         say = lambda m: None
+    if args.task == TAGGER_TASK:
+        return _finetune_tagger(args, say)
     token = None
     if args.push_to:
         token = os.environ.get(args.token_env, "").strip()
@@ -97,6 +101,46 @@ def cmd_finetune(args) -> int:
                   "verdict": {"status": v.status, "learned": v.learned, "heading": v.heading, "message": v.message,
                               "suggestions": list(v.suggestions), "majority": v.majority, "probe": v.probe},
                   **({"pushed": url} if url and result is results[-1] else {})})
+    return 0
+
+
+def _finetune_tagger(args, say: Callable[[str], None]) -> int:
+    """``finetune FILE --task token-classification``: tagged sentences in, a tagger run out, its verdict said."""
+    from ..train.data.tagged import read_tagged  # lazily: `bertviz-app --help` and `models` import no torch
+    from ..train.finetune.tagger_run import run_tagger
+    from ..train.training import TrainConfig
+
+    for flag, value in (("--text-column", args.text_column), ("--label-column", args.label_column),
+                        ("--pair-column", args.pair_column), ("--multi-label", args.multi_label or None),
+                        ("--mode", None if args.mode == "full" else args.mode), ("--push-to", args.push_to),
+                        ("--max-length", args.max_length)):
+        if value is not None:
+            raise InputError(f"{flag} is for the text-classification task; a token classifier reads tagged "
+                             "sentences (a CoNLL file, JSON lines or a CSV with tokens and tags columns).")
+    limits = {"max_upload_mb": args.settings.max_upload_mb, "max_sentences": args.settings.max_rows}
+    train = read_tagged(args.data, **limits)
+    val = read_tagged(args.val_data, **limits) if args.val_data else None
+    config = TrainConfig(epochs=args.epochs or 3.0, learning_rate=args.lr or 5e-5, batch_size=args.batch_size or 16,
+                         warmup_ratio=0.1 if args.warmup is None else args.warmup, seed=args.seed,
+                         early_stopping_patience=2 if args.patience is None else args.patience)
+    say(f"{args.data}: {len(train.sentences):,} sentences, {train.n_tokens:,} words, {train.format}, tags "
+        f"{train.scheme} ({', '.join(train.types)}); base {args.base}")
+    for line in train.notices + (val.notices if val else ()):
+        say(f"note: {line}")
+    result = run_tagger(train, val, base=args.base, name=args.name, config=config, val_fraction=args.val_fraction,
+                        source=os.path.basename(args.data), progress=_progress_lines(say),
+                        models_dir=args.settings.models_dir)
+    for line in result.notices[len(train.notices) + (len(val.notices) if val else 0):]:  # what the run added
+        say(f"note: {line}")
+    m = result.metrics
+    say(f"saved {result.name} ({result.path}): entity F1 {m['entity_f1']:.4f}, precision {m['precision']:.4f}, "
+        f"recall {m['recall']:.4f}, {len(result.wrong)} validation sentences with a wrong tag, {result.seconds:.0f}s")
+    say(f"verdict: {result.verdict}")
+    if args.json:
+        print_json({"model": result.name, "path": str(result.path), "task": TAGGER_TASK, "tags": list(result.tags),
+                    "metrics": {k: m[k] for k in ("entity_f1", "precision", "recall", "token_accuracy", "per_type",
+                                                  "interval", "baseline")},
+                    "verdict": {"learned": result.learned, "message": result.verdict}, "cancelled": result.cancelled})
     return 0
 
 
@@ -130,6 +174,7 @@ def _progress_lines(say: Callable[[str], None]) -> Callable[[dict], None]:
     """The training's events as lines: each mode started (of several), each progress step with its logs."""
 
     def report(event: dict) -> None:
+        event = {"kind": "progress", **event}  # a tagger's events are training's own (no run-plan wrapper)
         if event["kind"] == "mode":
             if event["of"] > 1:
                 say(f"-- {event['mode']} ({event['index']} of {event['of']})")
@@ -139,7 +184,7 @@ def _progress_lines(say: Callable[[str], None]) -> Callable[[dict], None]:
         logs = event.get("logs", {})
         bits = [f"step {event['step']}/{event['max_steps']}"]
         bits += [f"{k} {v:.4f}" for k, v in logs.items()
-                 if k in ("loss", "eval_loss", "eval_accuracy", "eval_macro_f1")]
+                 if k in ("loss", "eval_loss", "eval_accuracy", "eval_macro_f1", "eval_entity_f1")]
         if "stage" in logs:
             bits.append(str(logs["stage"]))
         if event.get("eta") is not None:
@@ -176,7 +221,10 @@ def register(add: Callable) -> None:
     p.add_argument("--models-dir", default=None, metavar="DIR",
                    help="build into DIR/default (default: the settings' models folder, BERTVIZ_MODELS_DIR)")
     p = add("finetune", cmd_finetune, "fine-tune a model on a labelled CSV/TSV/TXT file into models/runs/<name>")
-    p.add_argument("data", help="training file with a header row (.csv, .tsv, .txt)")
+    p.add_argument("data", help="training file: a table with a header row (.csv, .tsv, .txt); with --task "
+                                "token-classification, a CoNLL file, JSON lines or a CSV with tokens and tags columns")
+    p.add_argument("--task", default="text-classification", choices=["text-classification", TAGGER_TASK],
+                   help="what the model learns: a class per text (default) or a tag per word (named entities)")
     p.add_argument("--text-column", default=None, help="column with the text (default: guessed)")
     p.add_argument("--label-column", default=None, help="column with the label (default: guessed)")
     p.add_argument("--pair-column", default=None, help="column with a second text, for sentence pairs")
