@@ -16,9 +16,9 @@ from seqeval.metrics import classification_report
 from seqeval.scheme import IOB2
 
 from bertviz_app.errors import DataError
-from bertviz_app.train.entity_metrics import entities_of, entity_scores, io_to_iob2
 from bertviz_app.train.data import read_table
 from bertviz_app.train.data.tagged import entity_types, looks_like_conll, read_tagged
+from bertviz_app.train.entity_metrics import entities_of, entity_scores, io_to_iob2
 
 CONLL_2003 = """-DOCSTART- -X- -X- O
 

@@ -480,10 +480,12 @@ def test_fifty_fixed_steps_stay_an_option_everywhere(app_url, client, signal_mod
 # --------------------------------------------------------------------------- the typed routes: schema and bad input
 V1 = {"predict": {"text": "good"}, "attention": {"text": "good"}, "explain": {"text": "good", "n_steps": 4},
       "compare": {"text": "good", "methods": "saliency"}, "summary": {}, "delete_my_data": {},
-      "evaluate": {"csv": "text,label\nthe film was good,positive\nthe film was bad,negative\n"}}
-REQUIRED = {"predict": "text", "attention": "text", "explain": "text", "compare": "text", "evaluate": "csv"}
+      "evaluate": {"csv": "text,label\nthe film was good,positive\nthe film was bad,negative\n"},
+      "tag": {"text": "good"}}
+REQUIRED = {"predict": "text", "attention": "text", "explain": "text", "compare": "text", "evaluate": "csv",
+            "tag": "text"}
 TYPED = {"predict": ("window", [1]), "attention": ("layer", "two"), "explain": ("tolerance", "small"),
-         "compare": ("top_k", [3]), "summary": ("model", 7)}
+         "compare": ("top_k", [3]), "summary": ("model", 7), "tag": ("window", [1])}
 
 
 def test_openapi_lists_every_v1_route_and_docs_answer(app_url):
