@@ -12,6 +12,7 @@ from pathlib import Path
 from ..errors import DataError, InputError
 from .analyses import add_engine_options, engine_from_args
 from .common import fail, model_from_args, print_json
+from .tagger_evaluate import cmd_evaluate_tagger, is_tagger, refuse_tagged_file
 
 
 def cmd_evaluate(args) -> int:
@@ -25,6 +26,9 @@ def cmd_evaluate(args) -> int:
     if engine is not None and args.layers:
         raise SystemExit(fail("--layers computes its vectors in this process: leave out --engine ray or --layers"))
     lm = model_from_args(args)
+    if is_tagger(lm):  # a token classifier: entity scores on a tagged file (tagger_evaluate.py)
+        return cmd_evaluate_tagger(args, lm)
+    refuse_tagged_file(args.data, lm)  # a CoNLL file given to a classifier: it needs a tagger, say so
     if args.save_temperature and lm.source == "hub":  # fails now, not after the predictions
         raise SystemExit(fail(f"--save-temperature: {lm.name} is a Hub model, with no folder of its own here; save it "
                                "to a folder (save_pretrained) and evaluate that folder"))
@@ -225,13 +229,15 @@ def cmd_layers(args) -> int:
 def register(add: Callable) -> None:
     """The arguments of evaluate and layers (``add`` gives each the common ones)."""
     p = add("evaluate", cmd_evaluate, "evaluate a model on a labelled CSV/TSV/TXT file: metrics, slices worst first, "
-                                      "calibration")
-    p.add_argument("data", help="file with a header row, a text column and a label column (.csv, .tsv, .txt)")
+                                      "calibration; a tagger on a tagged file: entity F1 per type, slices, errors")
+    p.add_argument("data", help="file with a header row, a text column and a label column (.csv, .tsv, .txt); for a "
+                                "tagger (token classification), a CoNLL file, JSON lines or a tokens/tags CSV")
     p.add_argument("--text-column", default=None, help="column with the text (default: guessed)")
     p.add_argument("--label-column", default=None, help="column with the true label (default: guessed)")
     p.add_argument("--pair-column", default=None, help="column with a second text, for sentence pairs")
     p.add_argument("--word", action="append", default=None, metavar="W",
-                   help="also slice the rows containing W (case-insensitive, whole word); repeat for more words")
+                   help="also slice the rows (a tagger: the sentences) containing W (case-insensitive, whole word); "
+                        "repeat for more words")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="also write a run folder: metrics.json, predictions.csv (every row as given, then the "
                         "prediction and probabilities), reliability.json; with --layers layers.json, the PCA per "
@@ -242,7 +248,8 @@ def register(add: Callable) -> None:
                         "the mean of the word tokens' vectors (the same forward pass as the predictions)")
     p.add_argument("--compare-with", default=None, metavar="M2",
                    help="also evaluate a second model (a registered name or a folder, as --model) on the same rows "
-                        "and compare: counts, McNemar's exact test, slice differences, disagreeing rows")
+                        "and compare: counts, McNemar's exact test, slice differences, disagreeing rows; two taggers: "
+                        "the entity F1 difference with a paired bootstrap interval")
     p.add_argument("--save-temperature", action="store_true",
                    help="save the temperature fitted here into the model's folder (calibration.json), which predict "
                         "then applies; refused, with the reason, unless it helped on the rows it was measured on "
@@ -250,7 +257,8 @@ def register(add: Callable) -> None:
     p.add_argument("--batch-size", type=int, default=32, help="texts per forward pass (default: %(default)s)")
     p.add_argument("--hold-out", type=float, default=0.5,
                    help="share of the rows the temperature is fitted on; the others measure it (default: %(default)s)")
-    p.add_argument("--seed", type=int, default=0, help="seed of that split (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of that split (a tagger: of the bootstrap intervals) (default: %(default)s)")
     add_engine_options(p)
     p = add("layers", cmd_layers,
             "[CLS] geometry by layer: how well a linear probe separates a labelled file's classes at every layer")
