@@ -471,3 +471,25 @@ def test_v1_tag_answers_the_libraries_json_and_refuses_bad_input_clearly(tmp_pat
 def test_unknown_model_is_not_found(tagger_dir):
     with pytest.raises(ModelNotFoundError):
         bv.load_model("./no-such-tagger-folder", device="cpu")
+
+
+def test_gradios_tag_endpoint_answers_as_the_library_and_refuses_a_classifier(tagger_dir, signal_model_dir, tmp_path):
+    """The queued door a Space's API users take (gradio_client), on a served tagger: the library's JSON."""
+    pytest.importorskip("gradio")
+    from gradio_client import Client
+
+    from conftest import served_app
+
+    folder = str(tagger_dir("bert", "trained"))
+    text = "the film was joy and it was a slog"
+    want = bv.tag(bv.load_model(folder, device="cpu"), text)[0].to_dict()
+    with served_app(folder, BERTVIZ_MODELS_DIR=tmp_path) as url:
+        client = Client(url, verbose=False)
+        got = client.predict(text, api_name="/tag")
+        assert [(e["text"], e["label"], e["start"], e["end"]) for e in got["entities"]] == [
+            (e["text"], e["label"], e["start"], e["end"]) for e in want["entities"]]
+        assert {e["label"] for e in got["entities"]} == {"PER", "LOC"}  # the trained tagger finds both
+        assert got["tokens"] == want["tokens"] and got["labels"] == want["labels"]
+        with pytest.raises(Exception) as err:
+            client.predict(text, str(signal_model_dir("bert")), api_name="/tag")
+        assert "is a sequence classification model" in str(err.value) and "Traceback" not in str(err.value)

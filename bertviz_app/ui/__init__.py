@@ -23,6 +23,7 @@ import gradio as gr
 import bertviz_app as core
 from bertviz_app.config import Settings
 from bertviz_app.interpret.mixing_measures import check_measure
+from bertviz_app.models.heads import TOKEN_CLASSIFICATION
 
 from . import (
     analysis,
@@ -106,7 +107,7 @@ class Page:
                 self.e = evaluate_tab.build(default, settings=settings)
         p, a, t, m = self.p, self.a, self.t, self.m
         self.analyze_outputs = {self.state, p.model_info, p.warnings, p.notice, p.label, p.bar, p.tokens,
-                                p.calibration, p.raw,
+                                p.calibration, p.raw, p.entities, p.tag_words,
                                 a.layer, a.head, a.heatmap, a.cls_rows, a.rollout, a.overview, a.overview_notice,
                                 a.status, t.target, t.status, t.delta, t.tokens, t.bar, t.path, t.lens, t.cmp.shown,
                                 t.cmp.state, t.cmp.status}
@@ -169,6 +170,8 @@ class Page:
         def work():
             lm = self.load(model_name)
             track.n_layers = lm.num_layers
+            if lm.head is TOKEN_CLASSIFICATION:  # a tagger answers with entities (the quick part is all it has)
+                return lm, core.tag(lm, text)[0]
             return lm, analysis.analyze_fast(lm, text, pair, progress=track.step, window=bool(window), measure=measure)
 
         try:
@@ -176,6 +179,9 @@ class Page:
         except Exception as exc:  # its message stays in the status line under the button (the toast vanishes)
             yield {**self.analysis_failed(), self.p.status: guards.refusal_md(exc, logged=False)}
             raise
+        if isinstance(rec, core.Tagging):
+            yield self.tagged(lm, rec, pair)
+            return
         p, a, t = self.p, self.a, self.t
         target = target if target in lm.labels else PREDICTED
         if baseline not in core.usable_baselines(lm):  # chosen for the last text's model (follow_choices)
@@ -218,6 +224,16 @@ class Page:
         kept = {"attention": id(new)} if (shown or {}).get("attention") == id(rec) else {}
         out = {self.state: new, self.drawn: kept, self.p.tokens: predict_tab.tokens_html(new)}
         out.update(self.draw_open_tab(new, tab, kept, layer, head, hide, merge, attr_merge, False))
+        return out
+
+    def tagged(self, lm, tagging, pair) -> dict:
+        """A tagger's Analyze: the previous text's outputs cleared (the chart tabs read classifiers), its entities
+        and words on the Predict tab, the chart tabs saying where a tagger's attention is."""
+        note = ("This model is a token classifier (a tagger): its entities are on the Predict tab. These charts read "
+                "sequence classifiers.")
+        out = self.analysis_failed()
+        out.update(predict_tab.render_tagging(self.p, tagging, lm, pair if pair and pair.strip() else None))
+        out.update({self.a.status: note, self.t.status: note})
         return out
 
     def analysis_failed(self):

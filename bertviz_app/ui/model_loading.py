@@ -31,8 +31,10 @@ def model_choices(default: str, settings: Settings, first: tuple[str, ...] = ())
 def model_line(lm: core.LoadedModel) -> str:
     n = len(lm.labels)
     kind = "multi-label" if lm.multi_label else "single-label"
+    answers = (f"a tag per word ({n} tags)" if lm.head.reads == "every"  # a token classifier: a tagger
+               else f"{n} classes ({kind})")
     return (f"**Model:** {esc(lm.name)} · **device:** {esc(lm.device_label)} · {lm.num_layers} layers · "
-            f"{n} classes ({kind}) · reads at most {lm.max_length} tokens")
+            f"{answers} · reads at most {lm.max_length} tokens")
 
 
 def warnings_md(lm: core.LoadedModel) -> str:

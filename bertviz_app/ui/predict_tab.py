@@ -5,6 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import gradio as gr
+import pandas as pd
 
 import bertviz_app as core
 
@@ -43,11 +44,18 @@ def build() -> SimpleNamespace:
             calibration = gr.Markdown(visible=False, elem_id="bv-calibration")
             raw = gr.Checkbox(value=False, label="Show raw probabilities", visible=False, elem_id="bv-raw-probs",
                               info="the model's own softmax, before temperature scaling")
+            # a token classifier (a tagger) answers with entities instead of class probabilities: shown for one
+            entities = gr.HighlightedText(label="Entities", show_legend=True, visible=False, elem_id="bv-entities")
     bar = figures.plot(label="Probabilities", elem_id="bv-prob-bar")
     tokens = gr.HTML(label="Which tokens drove the prediction (Integrated Gradients)", elem_id="bv-predict-tokens")
+    tag_words = gr.Dataframe(headers=list(TAG_COLUMNS), label="Each word's tag and its probability", visible=False,
+                             interactive=False, wrap=True, elem_id="bv-tag-words")
     return SimpleNamespace(text=text, pair=pair, analyze=analyze, status=status, skip_ig=skip_ig, window=window,
                            model_info=model_info, warnings=warnings, notice=notice, label=label, bar=bar, tokens=tokens,
-                           calibration=calibration, raw=raw)
+                           calibration=calibration, raw=raw, entities=entities, tag_words=tag_words)
+
+
+TAG_COLUMNS = ("word", "tag", "probability", "characters")
 
 
 IDLE_LABEL = "Analyze"
@@ -66,7 +74,30 @@ def idle(ui: SimpleNamespace) -> dict:
 def cleared(ui: SimpleNamespace) -> dict:
     """Every Predict output that belongs to an analysed text, empty (the model's lines stay)."""
     return {ui.notice: "", ui.label: None, ui.bar: plots.empty_figure(), ui.tokens: "",
-            ui.calibration: gr.update(value="", visible=False), ui.raw: gr.update(value=False, visible=False)}
+            ui.calibration: gr.update(value="", visible=False), ui.raw: gr.update(value=False, visible=False),
+            ui.entities: gr.update(value=None, visible=False), ui.tag_words: gr.update(value=None, visible=False)}
+
+
+def render_tagging(ui: SimpleNamespace, tagging: core.Tagging, lm, pair: str | None = None) -> dict:
+    """A token classifier's answer: the text with its entities highlighted, and each word's tag and probability;
+    the classifier's outputs hidden (a tagger has no class probabilities to show)."""
+    n = len(tagging.entities)
+    notice = (f"**A token classifier (a tagger):** {n} entit{'y' if n == 1 else 'ies'} in {len(tagging.words)} words"
+              + (f", read in {tagging.windows} overlapping windows" if tagging.windows > 1 else "")
+              + (", **cut at the model's length**" if tagging.truncated else "") + ". "
+              "The Attention and Attributions tabs read sequence classifiers; a tagger's attention is at "
+              "`bertviz-app attention TEXT --model M` and `POST /v1/attention`.")
+    if pair:
+        notice += " The second text is not read: a tagger tags one text."
+    rows = [[w.text, w.label, round(float(w.score), 4), f"{w.start}-{w.end}"] for w in tagging.words]
+    value = {"text": tagging.text, "entities": [{"entity": e.label, "start": e.start, "end": e.end}
+                                                for e in tagging.entities]}
+    return {ui.model_info: model_loading.model_line(lm), ui.warnings: model_loading.warnings_md(lm),
+            ui.notice: notice, ui.label: gr.update(value=None, visible=False),
+            ui.bar: gr.update(value=plots.empty_figure(), visible=False), ui.tokens: "",
+            ui.calibration: gr.update(value="", visible=False), ui.raw: gr.update(value=False, visible=False),
+            ui.entities: gr.update(value=value, visible=True),
+            ui.tag_words: gr.update(value=pd.DataFrame(rows, columns=list(TAG_COLUMNS)), visible=True)}
 
 
 def truncation_notice(rec: analysis.Record, max_length: int | None = None) -> str:
@@ -136,7 +167,11 @@ def render(ui: SimpleNamespace, rec: analysis.Record, lm=None) -> dict:
         ui.calibration: gr.update(value=calibration_md(rec), visible=calibrated),
         ui.raw: gr.update(value=False, visible=calibrated),  # a new text opens on what predict reports
         ui.tokens: tokens_html(rec),
+        ui.entities: gr.update(value=None, visible=False),  # a tagger's outputs, hidden for a classifier
+        ui.tag_words: gr.update(value=None, visible=False),
     }
+    out[ui.label] = gr.update(value=out[ui.label], visible=True)  # shown again after a tagger hid it
+    out[ui.bar] = gr.update(value=out[ui.bar], visible=True)
     return out
 
 
