@@ -53,9 +53,9 @@ def error_message(excinfo) -> str:
     return str(excinfo.value)
 
 
-def test_public_endpoints_are_the_stable_six(client):
+def test_public_endpoints_are_the_stable_seven(client):
     named = client.view_api(return_format="dict", print_info=False)["named_endpoints"]
-    assert set(named) == {"/predict", "/attention", "/explain", "/compare", "/summary", "/evaluate"}
+    assert set(named) == {"/predict", "/attention", "/explain", "/compare", "/summary", "/evaluate", "/tag"}
 
 
 def test_predict_with_text_alone(client):
@@ -586,3 +586,27 @@ def test_one_analyze_click_is_one_queued_event(tiny_model_dir, settings):
     assert [d["id"] for d in queued] == [analyze["id"]], [(d["id"], d.get("api_name")) for d in chain]
     assert all(d.get("api_name") != "analyze_ig" for d in deps)
     assert demo.fns[analyze["id"]].concurrency_id == "heavy"
+
+
+def test_an_async_handler_is_guarded_as_a_coroutine_with_the_same_messages():
+    """gradio awaits a coroutine function on its loop: the guard of one must be one too, translating alike."""
+    import asyncio
+    import inspect
+
+    import gradio as gr
+
+    from bertviz_app.errors import InputError
+    from bertviz_app.ui import guards
+
+    async def refuses(text: str) -> dict:
+        raise InputError("Text is empty or whitespace only: type a sentence.")
+
+    async def answers(text: str) -> dict:
+        return {"text": text}
+
+    guarded = guards.guard(refuses)
+    assert inspect.iscoroutinefunction(guarded) and inspect.signature(guarded) == inspect.signature(refuses)
+    with pytest.raises(gr.Error, match="empty or whitespace only"):
+        asyncio.run(guarded(" "))
+    assert asyncio.run(guards.guard(answers)("good")) == {"text": "good"}  # positive control
+    assert not inspect.iscoroutinefunction(guards.guard(lambda text: text))  # a plain handler stays plain

@@ -12,7 +12,9 @@ visitor's run answers as an unknown model.
 
 from __future__ import annotations
 
+import asyncio
 import math
+from concurrent.futures import Future
 from pathlib import Path
 
 import numpy as np
@@ -31,10 +33,11 @@ from ..models.model_summary import summary as model_summary
 from ..models.registry import LoadedModel, load_model, pair_notice
 from ..models.tagging import tag as tag_texts
 from ..results import FIXED_N_STEPS
-from .batching import explain_one, predict_one
+from .batching import explain_one, predict_future
 
-__all__ = ["open_model", "delete_visitor_data", "deleted_message", "predict", "tag", "attention", "explain", "compare",
-           "summary", "evaluate", "steps_args", "method_names", "whole_number", "number", "finite"]
+__all__ = ["open_model", "delete_visitor_data", "deleted_message", "predict", "predict_async", "tag", "attention",
+           "explain", "compare", "summary", "evaluate", "steps_args", "method_names", "whole_number", "number",
+           "finite"]
 
 
 def open_model(name: str | None, default: str, settings: Settings, owner: str | None = None) -> LoadedModel:
@@ -86,12 +89,28 @@ def predict(lm: LoadedModel, text: str, pair: str | None = "", window: bool = Fa
     folder holds a calibration.json (then "temperature" says what the calibrated scores were divided by).
     "notices": what the answer needs said beside it (a pair given to a model trained on single texts:
     ``registry.pair_notice``); absent when there is nothing to say."""
+    return _answer(lm, pair, _queued(lm, text, pair, window, stride, pool, calibrated).result())
+
+
+async def predict_async(lm: LoadedModel, text: str, pair: str | None = "", window: bool = False, stride: int = 128,
+                        pool: str = "mean", calibrated: bool = True) -> dict:
+    """``predict`` for a caller on an event loop (gradio's queue): the same checks, batch and answer, the batch
+    awaited instead of a worker thread parked on it for the batch's whole wait."""
+    return _answer(lm, pair, await asyncio.wrap_future(_queued(lm, text, pair, window, stride, pool, calibrated)))
+
+
+def _queued(lm: LoadedModel, text, pair, window, stride, pool, calibrated) -> Future:
+    """One text checked (a bad text, stride or pool: InputError saying what to send) and queued in the model's
+    micro-batcher; its Future holds the Prediction."""
     lm.require_head(SEQUENCE_CLASSIFICATION, "predict classifies whole texts")  # before it joins a batch
     if isinstance(stride, float) and stride.is_integer():  # JSON clients may send 128.0
         stride = int(stride)
-    # a bad stride/pool: InputError saying what to send
-    out = predict_one(lm, text, _pair(pair), window=bool(window), stride=stride, pool=pool,
-                      calibrated=bool(calibrated)).to_dict()
+    return predict_future(lm, text, _pair(pair), window=bool(window), stride=stride, pool=pool,
+                          calibrated=bool(calibrated))
+
+
+def _answer(lm: LoadedModel, pair, prediction) -> dict:
+    out = prediction.to_dict()
     if note := pair_notice(lm, _pair(pair)):
         out["notices"] = [note]
     return out

@@ -30,7 +30,7 @@ from ..models.inference import check_window, predict
 from ..models.registry import LoadedModel
 from ..results import Attribution, Prediction
 
-__all__ = ["MicroBatcher", "predict_one", "explain_one", "MAX_BATCH", "MAX_WAIT_S"]
+__all__ = ["MicroBatcher", "predict_one", "predict_future", "explain_one", "MAX_BATCH", "MAX_WAIT_S"]
 
 log = logging.getLogger(__name__)
 
@@ -87,13 +87,18 @@ class MicroBatcher:
 
     def submit(self, key: Hashable, payload: Any) -> Any:
         """Queue one item and block until its own result is ready (or raise its own error)."""
+        return self.submit_future(key, payload).result()
+
+    def submit_future(self, key: Hashable, payload: Any) -> Future:
+        """Queue one item without waiting: its Future holds its own result or error (an event loop awaits it
+        with ``asyncio.wrap_future`` instead of parking a thread on it)."""
         fut: Future = Future()
         with self._lock:  # with the worker's idle exit (_next_batch): an item never waits without a worker
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
                 self._thread.start()
             self._queue.put(_Item(key, payload, fut))
-        return fut.result()
+        return fut
 
     def _next_batch(self) -> list[_Item] | None:
         """The next batch, or None when nothing came for ``IDLE_EXIT_S`` (the worker then ends, so
@@ -207,12 +212,19 @@ def predict_one(lm: LoadedModel, text: str, pair: str | None = None, window: boo
     """``predict(lm, text, pair, window=..., stride=..., pool=..., calibrated=...)[0]``, batched with whatever other
     threads are predicting on the same model with the same options right now. Raises the same
     InputError as ``predict`` for a bad text or option, in the caller's thread, before queueing."""
+    return predict_future(lm, text, pair, window, stride, pool, calibrated).result()
+
+
+def predict_future(lm: LoadedModel, text: str, pair: str | None = None, window: bool = False, stride: int = 128,
+                   pool: str = "mean", calibrated: bool = True) -> Future:
+    """``predict_one`` without the wait: the checks run now (a bad text or option raises here), and the
+    returned Future holds the Prediction once the batch it joined has run."""
     text, pair = _checked(lm, text, pair)
     window = bool(window)
     if window:
         check_window(lm, stride, pool)
     key = (pair is not None, window, stride if window else None, pool if window else None, bool(calibrated))
-    return _batcher(lm, "predict", _make_predict).submit(key, (text, pair))
+    return _batcher(lm, "predict", _make_predict).submit_future(key, (text, pair))
 
 
 def _make_explain(lm: LoadedModel) -> MicroBatcher:

@@ -1,5 +1,5 @@
 """The public API as gradio endpoints (``/predict``, ``/attention``, ``/explain``, ``/compare``,
-``/summary``, ``/evaluate``) for ``gradio_client`` / ``@gradio/client``: queued, with server-sent events.
+``/summary``, ``/evaluate``, ``/tag``) for ``gradio_client`` / ``@gradio/client``: queued, with server-sent events.
 
 The work is ``bertviz_app.service``'s, the same as the typed JSON routes of ``bertviz_app.serve.server``
 (``POST /v1/predict`` ...), which skip gradio's queue and event stream. Concurrent /predict calls
@@ -13,6 +13,7 @@ import logging
 import re
 from collections.abc import Callable
 
+import anyio
 import gradio as gr
 from gradio.data_classes import FileData
 
@@ -46,14 +47,16 @@ def functions(default: str, settings: Settings) -> dict[str, Callable]:
 def _model_endpoints(default: str, load: Callable) -> dict[str, Callable]:
     """/predict, /attention, /explain, /compare and /summary: one text (or none) on the model ``load`` opens."""
 
-    def predict(text: str, pair: str = "", model: str = default, window: bool = False, stride: int = 128,
+    async def predict(text: str, pair: str = "", model: str = default, window: bool = False, stride: int = 128,
                 pool: str = "mean", calibrated: bool = True) -> dict:
         """Class probabilities: {"label", "scores": {class: probability}, "truncated", "text"}. A text longer
         than the model reads is cut ("truncated": true) unless window=true: then it is classified in
         overlapping windows (stride tokens shared by neighbours) whose logits are pooled by pool
         ("mean" or "max"), and "windows" says how many were read. calibrated=false: the raw probabilities
         even where the model folder holds a calibration.json ("temperature" shows the one applied)."""
-        return service.predict(load(model), text, pair, window, stride, pool, calibrated)
+        # the model opened in a worker thread (a first open takes seconds), the batch awaited on gradio's loop
+        lm = await anyio.to_thread.run_sync(load, model)
+        return await service.predict_async(lm, text, pair, window, stride, pool, calibrated)
 
     def attention(text: str, pair: str = "", layer: int = 0, model: str = default, measure: str = "raw",
                   window: bool = False, stride: int | None = None, window_index: int = 0) -> dict:
@@ -97,7 +100,17 @@ def _model_endpoints(default: str, load: Callable) -> dict[str, Callable]:
         """Architecture, parameter counts by component, config, labels, device and dtype."""
         return service.summary(load(model))
 
-    return {"predict": predict, "attention": attention, "explain": explain, "compare": compare, "summary": summary}
+    def tag(text: str, model: str = default, aggregation: str = "simple", window: bool = True,
+            stride: int | None = None) -> dict:
+        """A token classifier's entities (a named-entity tagger): {"text", "entities": [{"text", "label", "start",
+        "end", "score"}], "tokens", "labels", "truncated"}, each entity's start:end slicing the text back to it.
+        aggregation: simple, first, average or max (how word-pieces merge into words, as transformers names
+        them). A text longer than the model reads is tagged in overlapping windows (stride tokens shared, null:
+        a quarter of the model's length) unless window=false. A classifier model: refused, naming its head."""
+        return service.tag(load(model), text, aggregation, window, stride)
+
+    return {"predict": predict, "attention": attention, "explain": explain, "compare": compare, "summary": summary,
+            "tag": tag}
 
 
 def _evaluate_endpoint(default: str, settings: Settings, load: Callable) -> Callable:
@@ -140,6 +153,7 @@ def register(default: str, settings: Settings, heavy: dict) -> None:
            concurrency_id="explain")
     gr.api(guards.guard(fns["compare"]), api_name="compare", **heavy)
     gr.api(guards.guard(fns["summary"]), api_name="summary", concurrency_limit=2)
+    gr.api(guards.guard(fns["tag"]), api_name="tag", concurrency_limit=EXPLAIN_CONCURRENCY, concurrency_id="tag")
     gr.api(guards.guard(fns["evaluate"]), api_name="evaluate", concurrency_limit=1, concurrency_id="evaluate")
 
 

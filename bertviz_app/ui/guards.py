@@ -5,6 +5,7 @@ them in a tab's status line (``to_status``, ``to_status_stream``), and a refused
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 from collections.abc import Callable
 
@@ -35,6 +36,17 @@ def user_error(exc: BaseException) -> gr.Error:
 def guard(fn: Callable) -> Callable:
     """Wrap an event handler so only clear, user-safe messages reach the browser or API client.
     ``functools.wraps`` keeps the signature and type hints gradio reads (gr.Progress, gr.api)."""
+
+    if inspect.iscoroutinefunction(fn):  # gradio awaits it on its event loop: the wrapper must be a coroutine too
+
+        @functools.wraps(fn)
+        async def waiting(*args, **kwargs):
+            try:
+                return await fn(*args, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - this is the translation edge
+                raise user_error(exc) from None
+
+        return waiting
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
