@@ -224,7 +224,7 @@ def _matched(tf: TaggedFile, labels: Sequence[str], model: str) -> tuple[list[li
             return "O" in labels
         return tag in labels if same else entity_types([tag])[0] in model_types
 
-    missing = [t for t in tf.tags if not covered(t)]
+    missing = sorted({t for s in tf.sentences for t in s.tags if not covered(t)})  # as the file writes them
     if missing:
         bad = set(missing)
         lines = sorted({s.where + i if tf.format == "conll" else s.where
