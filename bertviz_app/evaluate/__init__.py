@@ -2,5 +2,7 @@
 
 Metrics with intervals, slices, calibration and the misclassified rows (``evaluation.py``), the run folder
 written and read back, the Evaluate tab's stored evaluations, McNemar's test between two models, and where in
-the encoder the classes become separable. Imports interpret/, train/, models/ and the shared kernel only.
+the encoder the classes become separable. A tagger (token classifier) on a tagged file: strict IOB2 entity
+scores per type with bootstrap intervals, slices, its wrong sentences and two taggers compared with a paired
+bootstrap (``tagger_evaluation.py``). Imports interpret/, train/, models/ and the shared kernel only.
 """
