@@ -10,12 +10,15 @@ taggers are each family's tiny model (``conftest.build_family_model``) with a se
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
 import transformers as tf
 
 import bertviz_app as bv
+from bertviz_app.cli import main
 from bertviz_app.errors import InputError
 from bertviz_app.interpret.attribution import recommended_baseline
 from bertviz_app.interpret.entity_attribution import explain_entities, occlude_entities
@@ -47,14 +50,15 @@ def build_tagger(family: str, path, o_bias: float = 1.5, seed: int = 0):
 @pytest.fixture(scope="module")
 def tagger(tmp_path_factory):
     """``tagger(family, o_bias)``: the loaded tiny tagger, built on first use and kept for the module."""
-    built = {}
+    built, paths = {}, {}
 
     def get(family: str = "bert", o_bias: float = 1.5):
         if (family, o_bias) not in built:
             path = build_tagger(family, tmp_path_factory.mktemp(f"entity-{family}") / family, o_bias)
-            built[family, o_bias] = bv.load_model(str(path), device="cpu")
+            built[family, o_bias], paths[family, o_bias] = bv.load_model(str(path), device="cpu"), path
         return built[family, o_bias]
 
+    get.paths = paths
     return get
 
 
@@ -300,3 +304,36 @@ def test_refusals_say_what_to_send(tagger, tmp_path):
     classifier = bv.load_model(str(build_family_model("bert", tmp_path / "clf")), device="cpu")
     with pytest.raises(InputError, match="sequence classification model.*needs a token classification model"):
         explain_entities(classifier, TEXT)
+
+
+def test_cli_explain_entity_and_token(tagger, tmp_path, capsys):
+    """``explain TEXT --entity K --json``: the library's record as JSON (its shape, its numbers); ``--token I``;
+    the human output's top words and delta; refusals: an entity past the text's (naming how many it has), a
+    classifier given --entity (a classifier without it is explained as before: the positive control)."""
+    lm = tagger("bert")
+    path = str(tagger.paths["bert", 1.5])
+    steps = ["--n-steps", "8", "--tolerance", "0"]
+    assert main(["explain", TEXT, "--model", path, "--entity", "1", "--json", *steps]) == 0
+    out = json.loads(capsys.readouterr().out)
+    rec = explain_entities(lm, TEXT, 1, n_steps=8)[0]
+    assert set(out) >= {"text", "target", "tokens", "scores", "words", "f_x", "f_baseline", "delta", "n_steps",
+                        "tolerance"}
+    assert out["target"] == rec.target.to_dict() | {"objective": "logprob"} and out["target"]["index"] == 1
+    assert out["tokens"] == list(rec.tokens) and out["n_steps"] == 8 and out["tolerance"] is None
+    np.testing.assert_allclose(out["scores"], rec.scores, atol=1e-6)
+    assert [(w["word"], w["start"], w["end"]) for w in out["words"]] == [(w.word, w.start, w.end) for w in rec.words]
+    assert out["delta"] == pytest.approx(sum(out["scores"]) - (out["f_x"] - out["f_baseline"]), abs=1e-5)
+    assert main(["explain", TEXT, "--model", path, "--token", "2", "--label", "O", "--json", *steps]) == 0
+    token = json.loads(capsys.readouterr().out)
+    assert token["target"]["kind"] == "token" and token["target"]["label"] == "O" and token["target"]["index"] == 2
+    assert main(["explain", TEXT, "--model", path, "--entity", "0", *steps]) == 0
+    human = capsys.readouterr().out
+    assert "top words" in human and "convergence delta" in human and "entity 0" in human
+    n = len(bv.tag(lm, TEXT)[0].entities)
+    assert main(["explain", TEXT, "--model", path, "--entity", str(n), *steps]) != 0
+    assert f"it has {n}" in capsys.readouterr().err
+    classifier = str(build_family_model("bert", tmp_path / "clf"))
+    assert main(["explain", TEXT, "--model", classifier, "--entity", "0", *steps]) != 0
+    assert "drop them to explain its class" in capsys.readouterr().err
+    assert main(["explain", TEXT, "--model", classifier, "--json", *steps]) == 0  # positive control
+    assert "target" in json.loads(capsys.readouterr().out.splitlines()[0])

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from ..results import DEFAULT_TOLERANCE, FIXED_N_STEPS, NO_COMPLETENESS
 from .common import fail, ig_steps, model_from_args, one_text, print_json, read_texts
+from .entity_explain import cmd_explain_entity, explains_entities, register_options
 
 
 def cmd_predict(args) -> int:
@@ -76,6 +77,8 @@ def cmd_explain(args) -> int:
             canonical_method(m)
     lm = model_from_args(args)
     text = one_text(args)
+    if explains_entities(args, lm):  # a tagger, or --entity/--token: why an entity or a word-piece is tagged so
+        return cmd_explain_entity(args, lm, text)
     if args.compare:
         if args.window:
             raise SystemExit(fail("--window explains one method over a whole document; --compare takes a text "
@@ -348,6 +351,7 @@ def register(add: Callable) -> None:
     p.add_argument("--stride", type=int, default=None,
                    help="with --window: tokens shared by neighbouring windows (default: 128, at most half the "
                         "model's length)")
+    register_options(p)  # a tagger: --entity K, --token I (entity_explain.py)
     p = add("explain-csv", cmd_explain_csv,
             "predict and explain every row of a CSV/TSV file (several processes with accelerate launch)")
     p.add_argument("data", help="file with a header row (.csv, .tsv, .txt)")
