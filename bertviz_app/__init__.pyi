@@ -32,6 +32,8 @@ from .evaluate.model_comparison import Comparison as Comparison
 from .evaluate.model_comparison import base_of as base_of
 from .evaluate.model_comparison import compare_evaluations as compare_evaluations
 from .evaluate.model_comparison import mcnemar_p as mcnemar_p
+from .evaluate.tagger_evaluation import compare_taggers as compare_taggers
+from .evaluate.tagger_evaluation import evaluate_tagged as evaluate_tagged
 from .interpret.attention_maps import attention as attention
 from .interpret.attention_maps import cls_rows as cls_rows
 from .interpret.attention_maps import mean_heads as mean_heads
@@ -156,8 +158,12 @@ from .train.data import no_text_message as no_text_message
 from .train.data import read_table as read_table
 from .train.data import review_columns as review_columns
 from .train.data import safe_csv_cell as safe_csv_cell
+from .train.data.tagged import TaggedFile as TaggedFile
+from .train.data.tagged import TaggedSentence as TaggedSentence
+from .train.data.tagged import read_tagged as read_tagged
 from .train.default_model import build_default as build_default
 from .train.default_model import ensure_default_model as ensure_default_model
+from .train.entity_metrics import entity_scores as entity_scores
 from .train.finetune import DEFAULT_BASE as DEFAULT_BASE
 from .train.finetune import MODES as MODES
 from .train.finetune import FinetuneJob as FinetuneJob
@@ -174,6 +180,10 @@ from .train.finetune import push_run as push_run
 from .train.finetune import run_folder as run_folder
 from .train.finetune import run_plan as run_plan
 from .train.finetune import zip_run as zip_run
+from .train.finetune.tagger_run import TaggerRunResult as TaggerRunResult
+from .train.finetune.tagger_run import run_tagger as run_tagger
+from .train.tagger_training import tagger_report as tagger_report
+from .train.tagger_training import train_tagger as train_tagger
 from .train.training import TrainConfig as TrainConfig
 
 __version__: str
