@@ -19,7 +19,6 @@ What differs from a classifier, and why:
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 import threading
@@ -51,6 +50,7 @@ from .training import (
     longest_input,
     quiet_hub_logs,
     run_info,
+    trained_labels,
     training_arguments,
 )
 
@@ -170,7 +170,7 @@ def _load(base_path: Path, tags: list[str], config: TrainConfig):
             base_path, num_labels=len(tags), id2label=id2label, label2id={t: i for i, t in id2label.items()},
             ignore_mismatched_sizes=True, use_safetensors=True, trust_remote_code=False,
             attn_implementation="sdpa" if family_type(base_path) != "deberta-v2" else "eager")
-    if _base_tags(base_path) != tuple(tags):
+    if trained_labels(base_path, TOKEN_CLASSIFICATION) != tuple(tags):
         model._init_weights(model.classifier)  # a classifier's or another tagger's head would mislead
     if config.freeze_word_embeddings:
         family_of(model).word_embeddings(model).weight.requires_grad_(False)  # (V, E) stays as pre-trained
@@ -179,18 +179,6 @@ def _load(base_path: Path, tags: list[str], config: TrainConfig):
             if isinstance(module, torch.nn.Dropout):
                 module.p = config.dropout
     return tokenizer, model
-
-
-def _base_tags(path: Path) -> tuple[str, ...] | None:
-    """The tags of a base that is already a token classifier, else None."""
-    try:
-        cfg = json.loads((path / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not TOKEN_CLASSIFICATION.trained(cfg.get("architectures")):
-        return None
-    id2label = cfg.get("id2label") or {}
-    return tuple(str(id2label[k]) for k in sorted(id2label, key=int))
 
 
 def _metrics(tags: list[str]):

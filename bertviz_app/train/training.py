@@ -43,7 +43,8 @@ __all__ = ["TrainConfig", "TrainResult", "train_classifier", "atomic_save", "eva
            "calibration_metrics", "expected_calibration_error", "check_trainable", "choose_max_length",
            "metrics_tables", "ECE_BINS", "SAVE_STEPS", "BestKeeper", "ProgressReporter", "ScaledLrTrainer",
            "training_arguments", "fit_and_evaluate", "run_info", "default_eval_every",
-           "leave_process_group", "family_type", "layer_of", "layer_count", "quiet_hub_logs", "longest_input"]
+           "leave_process_group", "family_type", "trained_labels", "layer_of", "layer_count", "quiet_hub_logs",
+           "longest_input"]
 
 log = logging.getLogger(__name__)
 Progress = Callable[[dict], None]
@@ -547,7 +548,7 @@ def _set_up(model, config: TrainConfig, base_path: Path, id2label: dict[int, str
         for module in model.modules():
             if isinstance(module, torch.nn.Dropout):
                 module.p = config.dropout
-    base_labels = _base_labels(base_path)
+    base_labels = trained_labels(base_path)
     if base_labels is not None and base_labels != tuple(id2label.values()):
         model._init_weights(family_of(model).final_linear(model))  # a head trained for other classes would mislead
 
@@ -695,13 +696,14 @@ def check_trainable(path: Path) -> None:
         )
 
 
-def _base_labels(path: Path) -> tuple[str, ...] | None:
-    """The class names of a base model that already has a classification head, else None."""
+def trained_labels(path: Path, head=SEQUENCE_CLASSIFICATION) -> tuple[str, ...] | None:
+    """The labels of a base that already carries ``head`` (its classes, or a tagger's tags), in id order; else
+    None (a bare encoder, another head)."""
     try:
         cfg = json.loads((path / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if not SEQUENCE_CLASSIFICATION.trained(cfg.get("architectures")):
+    if not head.trained(cfg.get("architectures")):
         return None
     id2label = cfg.get("id2label") or {}
     return tuple(str(id2label[k]) for k in sorted(id2label, key=int))
