@@ -51,6 +51,9 @@ from .interpret.attribution import usable_baselines as usable_baselines
 from .interpret.batch_explain import BATCH_METHODS as BATCH_METHODS
 from .interpret.batch_explain import BatchExplanation as BatchExplanation
 from .interpret.batch_explain import explain_csv as explain_csv
+from .interpret.entity_attribution import EntityAttribution as EntityAttribution
+from .interpret.entity_attribution import explain_entities as explain_entities
+from .interpret.entity_attribution import occlude_entities as occlude_entities
 from .interpret.export import ColourScale as ColourScale
 from .interpret.export import Explanation as Explanation
 from .interpret.export import attribution_tokens_html as attribution_tokens_html
