@@ -286,18 +286,48 @@ def test_evaluate_on_ray_equals_the_single_process_evaluation(local_ray, model, 
     assert seen[-1] == 39 and len(seen) == 5  # 39 rows, 8 a chunk
 
 
-def test_cancel_stops_the_job_frees_the_actors_and_writes_nothing(local_ray, model, data, tmp_path):
+def _slow_after_first(lm, chunk, *args, claim: str, original, **kwargs):
+    """``explain_chunk``, but every chunk after the first one an actor starts (the first claims ``claim``)
+    takes 60 s more, a row every 0.1 s, checking for a cancel between rows as it does: a job that only
+    ends early if it is stopped (pickled by value into the actors)."""
+    try:
+        os.close(os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        for _ in range(600):
+            kwargs["stop_if_cancelled"]()
+            time.sleep(0.1)
+    return original(lm, chunk, *args, **kwargs)
+
+
+@pytest.fixture()
+def by_value(local_ray):
+    """This module's functions reach the actors by value (their module is not importable there)."""
+    from ray import cloudpickle
+
+    module = sys.modules[__name__]
+    cloudpickle.register_pickle_by_value(module)
+    yield
+    cloudpickle.unregister_pickle_by_value(module)
+
+
+def test_cancel_stops_the_job_frees_the_actors_and_writes_nothing(local_ray, by_value, model, data, tmp_path,
+                                                                  monkeypatch):
+    monkeypatch.setattr(batch_explain, "explain_chunk",
+                        partial(_slow_after_first, claim=str(tmp_path / "first"), original=batch_explain.explain_chunk))
     out = tmp_path / "cancelled.csv"
     out.write_text("an earlier file\n", encoding="utf-8")
     cancel = threading.Event()
+    started = time.monotonic()
     with pytest.raises(CancelledError, match="no file was written"):
         explain_csv(model, data, out, n_steps=N_STEPS, tolerance=None, cancel=cancel,
                     progress=lambda done, total: cancel.set(), engine=RayEngine(workers=2))
     assert out.read_text(encoding="utf-8") == "an earlier file\n"
-    deadline = time.monotonic() + 30
-    while local_ray.available_resources().get("CPU", 0) < 2 and time.monotonic() < deadline:
+    # the other chunks sleep 60 s on their actors: their CPUs come back well before that only if the job
+    # was stopped
+    while local_ray.available_resources().get("CPU", 0) < 2 and time.monotonic() - started < 50:
         time.sleep(0.2)
     assert local_ray.available_resources().get("CPU", 0) == 2, "the cancelled job's actors still hold CPUs"
+    assert time.monotonic() - started < 50
     assert local_ray.is_initialized()  # the cluster keeps running
 
 
@@ -318,23 +348,16 @@ def _dies_once(lm, chunk, *args, marker: str, original, **kwargs):
     return original(lm, chunk, *args, **kwargs)
 
 
-def test_an_actor_killed_mid_run_loses_no_row_and_repeats_none(local_ray, model, data, reference, tmp_path,
-                                                               monkeypatch):
-    from ray import cloudpickle
-
+def test_an_actor_killed_mid_run_loses_no_row_and_repeats_none(local_ray, by_value, model, data, reference,
+                                                               tmp_path, monkeypatch):
     marker = tmp_path / f"die-{uuid.uuid4().hex}"
     # the third chunk's first row (rows 2-41 but 5, 16 a chunk): two chunks are done or under way by then
     marker.write_text("35", encoding="utf-8")
-    module = sys.modules[__name__]
-    cloudpickle.register_pickle_by_value(module)
-    try:
-        monkeypatch.setattr(batch_explain, "explain_chunk",
-                            partial(_dies_once, marker=str(marker), original=batch_explain.explain_chunk))
-        out = tmp_path / "after-kill.jsonl"
-        res = explain_csv(model, data, out, methods="ig,saliency", n_steps=N_STEPS, tolerance=None,
-                          engine=RayEngine(workers=2, max_retries=2))
-    finally:
-        cloudpickle.unregister_pickle_by_value(module)
+    monkeypatch.setattr(batch_explain, "explain_chunk",
+                        partial(_dies_once, marker=str(marker), original=batch_explain.explain_chunk))
+    out = tmp_path / "after-kill.jsonl"
+    res = explain_csv(model, data, out, methods="ig,saliency", n_steps=N_STEPS, tolerance=None,
+                      engine=RayEngine(workers=2, max_retries=2))
     assert not marker.exists(), "no actor died: the test did not test a retry"
     assert res.explained == 39
     assert_same_jsonl(reference["explain.jsonl"], out)

@@ -21,6 +21,8 @@ renamed .csv, a text column of numbers...). Then:
 - **predictions**: ``inference.predict_with_logits`` in chunks of ``CHUNK_ROWS`` rows (memory bounded
   by the chunk), ``progress(done, total)`` and ``cancel`` (a ``threading.Event``) checked after every
   batch. The model's raw softmax is evaluated, not a saved temperature's.
+  With ``engine=service.ray_engine.RayEngine(...)`` (``--engine ray``) the chunks go to a pool of Ray
+  actors (``predict_logits`` on a model each loads once); everything below is computed here as without it.
 - **metrics**: accuracy, macro-F1 over the classes that occur in the labels or the predictions
   (scikit-learn's default), per-class precision/recall/F1/support over every class of the model, the
   confusion matrix (true class x predicted class, the model's order).

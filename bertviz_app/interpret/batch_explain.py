@@ -30,6 +30,14 @@ the CSV without the guard; the JSONL is never guarded (JSON is not run by spread
 
 Several processes: under ``accelerate launch --num_processes N`` (or ``torchrun``) each process
 explains every N-th row and writes a shard; the main process merges the shards in row order.
+
+A Ray cluster: ``engine=service.ray_engine.RayEngine(...)`` (``--engine ray``) sends the same chunks to a
+pool of Ray actors that run ``explain_chunk`` on a model each loads once from ``lm.path``; the records
+come back here and are written as above (docs/scale.md).
+
+``predict_csv`` is the same door for predictions alone (``predict-csv``): the same reader, skipped rows,
+output rules and guard, with ``bv_row``, ``bv_prediction``, ``bv_p_<class>``, ``bv_truncated``,
+``bv_status`` and ``bv_guarded`` after the input's columns (``prediction_columns``).
 """
 
 from __future__ import annotations
@@ -220,7 +228,7 @@ def explain_csv(lm, source, out: str | os.PathLike, text_column: str | None = No
         stop_if_cancelled()
         engine.map_chunks(lm, explain_chunk, chunks, dict(keys=keys, target=target, baseline=baseline,
                                                           n_steps=n_steps, tolerance=tolerance),
-                          on_result=arrived, cancel=cancel,
+                          on_result=arrived, cancel=cancel, stoppable=True,
                           cancel_message=lambda _n: f"Explaining cancelled after {len(records)} of {len(mine)} "
                                                     f"rows; no file was written and {path.name} was left as it was.")
     for chunk in chunks if engine is None else ():

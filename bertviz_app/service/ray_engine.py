@@ -36,13 +36,14 @@ import logging
 import math
 import pickle
 import threading
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import partial
 
 from ..errors import BertvizError, CancelledError, InputError
 
-__all__ = ["RayEngine", "ChunkWorker", "EngineError", "INSTALL_HINT", "ENGINES", "import_ray", "make_engine"]
+__all__ = ["RayEngine", "ChunkWorker", "CancelFlag", "EngineError", "INSTALL_HINT", "ENGINES", "import_ray",
+           "make_engine"]
 
 log = logging.getLogger(__name__)
 
@@ -80,23 +81,60 @@ def _decode(text) -> object:
     return pickle.loads(base64.b64decode(str(text)))
 
 
+class CancelFlag:
+    """A job's stop sign, one small Ray actor (no CPU) per job: the driver sets it when the job is cancelled or
+    interrupted, the workers read it between rows. (Ray Data ends an abandoned job's actors only once
+    their running batches are done, which can be minutes of explaining.)"""
+
+    def __init__(self) -> None:
+        self.value = False
+
+    def set(self) -> None:
+        self.value = True
+
+    def is_set(self) -> bool:
+        return self.value
+
+
 class ChunkWorker:
     """One Ray actor: loads the model from ``model`` (a folder) once, then applies ``fn(lm, chunk,
     **kwargs)`` to every chunk of every batch it is given. Used by ``RayEngine`` through
-    ``map_batches``; ``fn`` must be a module-level function (pickled by reference)."""
+    ``map_batches``; ``fn`` must be a module-level function (pickled by reference). With a ``flag``
+    (``CancelFlag``), a chunk is skipped once it is set, and ``stoppable`` functions also get
+    ``stop_if_cancelled`` (raises CancelledError: the chunk gives no result)."""
 
-    def __init__(self, model: str, device: str, settings, fn: Callable, kwargs: dict, threads: int) -> None:
+    def __init__(self, model: str, device: str, settings, fn: Callable, kwargs: dict, threads: int,
+                 flag=None, stoppable: bool = False) -> None:
         import torch
 
         torch.set_num_threads(max(1, int(threads)))  # what Ray gave this actor, not the node's every core
         from ..models.registry import load_model
 
         self.lm = load_model(model, device=device, settings=settings)
-        self.fn, self.kwargs = fn, dict(kwargs)
+        self.fn, self.kwargs, self.flag = fn, dict(kwargs), flag
+        if stoppable:
+            self.kwargs["stop_if_cancelled"] = self.stop_if_cancelled
+
+    def cancelled(self) -> bool:
+        if self.flag is None:
+            return False
+        import ray
+
+        return bool(ray.get(self.flag.is_set.remote()))
+
+    def stop_if_cancelled(self) -> None:
+        if self.cancelled():
+            raise CancelledError("cancelled")
 
     def __call__(self, batch: dict) -> dict:
-        ids = [int(i) for i in batch["id"]]
-        results = [_encode(self.fn(self.lm, _decode(p), **self.kwargs)) for p in batch["payload"]]
+        ids, results = [], []
+        for i, payload in zip(batch["id"], batch["payload"]):
+            try:
+                self.stop_if_cancelled()
+                results.append(_encode(self.fn(self.lm, _decode(payload), **self.kwargs)))
+            except CancelledError:  # the driver has stopped listening: nothing to send
+                continue
+            ids.append(int(i))
         return {"id": ids, "result": results}
 
 
@@ -188,11 +226,14 @@ class RayEngine:
     # ------------------------------------------------------------------ a job
     def map_chunks(self, lm, fn: Callable, chunks: Sequence, kwargs: dict | None = None, *,
                    on_result: Callable[[int, object], None] | None = None,
-                   cancel: threading.Event | None = None, cancel_message: Callable[[int], str] | None = None) -> list:
+                   cancel: threading.Event | None = None, cancel_message: Callable[[int], str] | None = None,
+                   stoppable: bool = False) -> list:
         """``fn(model, chunk, **kwargs)`` of every chunk on the actor pool, each actor holding ``lm``'s model
         loaded from its folder: the results in chunk order. ``on_result(i, result)`` as each one arrives
         (in the order they finish); ``cancel`` set: the job is stopped and CancelledError raised with
-        ``cancel_message(chunks done)``."""
+        ``cancel_message(chunks done)``. Cancelled, interrupted (Ctrl-C) or failed, the job's actors stop
+        at their next chunk, or with ``stoppable`` (``fn`` takes ``stop_if_cancelled``, as
+        ``explain_chunk``) at their next row."""
         if not chunks:
             return []
         ray = self.connect()
@@ -203,32 +244,42 @@ class RayEngine:
         device = "cuda" if self.gpus_per_worker else "cpu"
         threads = max(1, int(self.cpus_per_worker))
         items = [{"id": i, "payload": _encode(c)} for i, c in enumerate(chunks)]
-        ds = ray.data.from_items(items, override_num_blocks=len(items)).map_batches(
-            ChunkWorker, batch_size=1, batch_format="numpy",
-            fn_constructor_kwargs=dict(model=str(lm.path), device=device, settings=lm.settings, fn=fn,
-                                       kwargs=kwargs or {}, threads=threads),
-            compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=float(self.cpus_per_worker),
-            num_gpus=float(self.gpus_per_worker) or None,
-            ray_remote_args_fn=partial(_restarts, self.max_retries))
+        flag = ray.remote(num_cpus=0)(CancelFlag).remote()
+        with warnings.catch_warnings():
+            # Ray 2.60 has no named parameter for an actor's restarts and calls the remote arguments that set
+            # them deprecated (to go in 2.64; the extra pins 2.60): without them a dead actor would be
+            # restarted without end, and a batch that kills its actor every time would never stop
+            warnings.filterwarnings("ignore", message=".*ray_remote_args.* is deprecated")
+            ds = ray.data.from_items(items, override_num_blocks=len(items)).map_batches(
+                ChunkWorker, batch_size=1, batch_format="numpy",
+                fn_constructor_kwargs=dict(model=str(lm.path), device=device, settings=lm.settings, fn=fn,
+                                           kwargs=kwargs or {}, threads=threads, flag=flag, stoppable=stoppable),
+                compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=float(self.cpus_per_worker),
+                num_gpus=float(self.gpus_per_worker) or None, **_restarts(self.max_retries))
         results: dict[int, object] = {}
         done_message = cancel_message or (lambda n: f"Cancelled after {n} of {len(chunks)} chunks.")
-        rows = ds.iter_rows()
-        it = iter(rows)
+        # each block as soon as it is done (iter_rows' prefetch holds one back until the next is done)
+        it = iter(ds.iter_batches(batch_size=None, prefetch_batches=0, batch_format="numpy"))
         try:
-            for row in it:
-                i = int(row["id"])
-                if i in results:  # a retried batch delivered twice: its rows are kept once
-                    log.warning("chunk %d arrived twice (a retried batch); kept once", i)
-                    continue
-                results[i] = _decode(row["result"])
-                if on_result is not None:
-                    on_result(i, results[i])
-                if cancel is not None and cancel.is_set():
-                    raise CancelledError(done_message(len(results)))
+            for batch in it:
+                for i, result in zip(batch["id"], batch["result"]):
+                    i = int(i)
+                    if i in results:  # a retried batch delivered twice: its rows are kept once
+                        log.warning("chunk %d arrived twice (a retried batch); kept once", i)
+                        continue
+                    results[i] = _decode(result)
+                    if on_result is not None:
+                        on_result(i, results[i])
+                    if cancel is not None and cancel.is_set():
+                        raise CancelledError(done_message(len(results)))
+        except BaseException:  # cancelled, Ctrl-C, a failure: the actors stop at their next row or chunk
+            flag.set.remote()
+            raise
         finally:
             close = getattr(it, "close", None)
-            if close is not None:  # stops the execution: the actors end and give back their CPUs
+            if close is not None:  # no more batches are sent; the actors end once their own are done
                 close()
+        ray.kill(flag)
         missing = [i for i in range(len(chunks)) if i not in results]
         if missing:
             raise EngineError(f"The Ray job returned {len(results)} of {len(chunks)} chunks (missing: "
