@@ -1,4 +1,4 @@
-"""models, build-default and finetune: the registered models, and making new ones."""
+"""models, build-default, build-default-tagger and finetune: the registered models, and making new ones."""
 
 from __future__ import annotations
 
@@ -62,6 +62,43 @@ def cmd_build_default(args) -> int:
         print_json({"model": "default", "path": str(dest),
               "metrics": {"accuracy": info["accuracy"], "macro_f1": info["macro_f1"]},
               "build_seconds": info["build_seconds"]})
+    return 0
+
+
+def cmd_build_default_tagger(args) -> int:
+    """build-default-tagger: spaCy's silver labels distilled into models/default-tagger (``build_default_tagger``)."""
+    from pathlib import Path
+
+    # lazily: the build's modules (pandas; torch once training starts) load only for this command
+    from ..models.build_job import EventLog
+    from ..train.default_tagger import NAME, build_default_tagger
+
+    models_dir = Path(args.models_dir) if args.models_dir else args.settings.models_dir
+    dest = models_dir / NAME
+    events = EventLog(args.progress_file) if args.progress_file else None
+    try:
+        info = build_default_tagger(
+            dest, max_sentences=args.max_sentences, epochs=args.epochs,
+            progress=(lambda msg: print(msg, file=sys.stderr, flush=True)) if args.json
+            else (lambda msg: print(msg, flush=True)),
+            events=events)
+    except BaseException as exc:  # a progress file records why the build stopped
+        if events is not None:
+            why = str(exc) if isinstance(exc, BertvizError) else f"{type(exc).__name__}: {exc}"
+            events({"stage": "error", "message": why or type(exc).__name__, "fraction": 0.0, "eta": None})
+        raise
+    m = info["metrics"]
+    if args.json:
+        print_json({"model": NAME, "path": str(dest), "silver": True, "labeller": info["labeller"],
+                    "metrics": {"entity_f1": m["entity_f1"], "interval": m["interval"],
+                                "per_type": {t: v["f1"] for t, v in m["per_type"].items()}},
+                    "train_sentences": info["train_sentences"], "held_out_sentences": info["val_sentences"],
+                    "build_seconds": info["build_seconds"]})
+        return 0
+    print(f"silver entity F1 per type (agreement with {info['labeller']} on held-out documents; not human labels):")
+    for t, v in m["per_type"].items():
+        print(f"  {t:<10} {v['f1']:.3f}  (support {v['support']})")
+    print(f"open it with: bertviz-app tag TEXT --model {NAME}")
     return 0
 
 
@@ -220,6 +257,17 @@ def register(add: Callable) -> None:
                    help="also append progress as JSON lines to this file (what `python app.py` shows while it builds)")
     p.add_argument("--models-dir", default=None, metavar="DIR",
                    help="build into DIR/default (default: the settings' models folder, BERTVIZ_MODELS_DIR)")
+    p = add("build-default-tagger", cmd_build_default_tagger,
+            "distil spaCy's silver entity labels into the offline default tagger, models/default-tagger "
+            '(needs the [tagger-build] extra)')
+    p.add_argument("--max-sentences", type=int, default=None, metavar="N",
+                   help="sentences labelled, training and held out together (default: the full build's; fewer for "
+                        "quick builds)")
+    p.add_argument("--epochs", type=float, default=None, metavar="E", help="passes over the training sentences "
+                   "(default: the full build's)")
+    p.add_argument("--progress-file", default=None, help="also append progress as JSON lines to this file")
+    p.add_argument("--models-dir", default=None, metavar="DIR",
+                   help="build into DIR/default-tagger (default: the settings' models folder, BERTVIZ_MODELS_DIR)")
     p = add("finetune", cmd_finetune, "fine-tune a model on a labelled CSV/TSV/TXT file into models/runs/<name>")
     p.add_argument("data", help="training file: a table with a header row (.csv, .tsv, .txt); with --task "
                                 "token-classification, a CoNLL file, JSON lines or a CSV with tokens and tags columns")
