@@ -119,13 +119,18 @@ def folder_multi_label(path: str | Path) -> bool | None:
 def list_models(models_dir: Path = DEFAULT_MODELS_DIR) -> list[dict]:
     """Registered models: ``default`` first (built or not), then ``models/<name>``, ``runs/<name>``
     newest first, then the shipped models (``SHIPPED_MODELS``; "built": installed). Folders being
-    written (``.tmp-*``) or missing a config are ignored."""
+    written (``.tmp-*``) or missing a config are ignored. A ``models/<name>`` folder whose run.json has an
+    "about" line carries it (``models/default-tagger``'s says its labels are silver)."""
     root = Path(models_dir)
     out = [{"name": "default", "path": str(root / "default"), "built": is_model_folder(root / "default")}]
     for sub in sorted(root.glob("*")) if root.is_dir() else []:
         if sub.name in ("default", "runs") or sub.name.startswith(".") or not is_model_folder(sub):
             continue
-        out.append({"name": sub.name, "path": str(sub), "built": True})
+        entry = {"name": sub.name, "path": str(sub), "built": True}
+        about = (load_run_info(sub) or {}).get("about")  # the default tagger's: its labels are silver
+        if isinstance(about, str) and about:
+            entry["about"] = about
+        out.append(entry)
     runs = root / "runs"
     if runs.is_dir():
         found = [p for p in runs.iterdir() if p.is_dir() and not p.name.startswith(".") and is_model_folder(p)]

@@ -33,8 +33,9 @@ def model_line(lm: core.LoadedModel) -> str:
     kind = "multi-label" if lm.multi_label else "single-label"
     answers = (f"a tag per word ({n} tags)" if lm.head.reads == "every"  # a token classifier: a tagger
                else f"{n} classes ({kind})")
+    silver = " · silver-standard labels" if (core.load_run_info(lm.path) or {}).get("silver") is True else ""
     return (f"**Model:** {esc(lm.name)} · **device:** {esc(lm.device_label)} · {lm.num_layers} layers · "
-            f"{answers} · reads at most {lm.max_length} tokens")
+            f"{answers} · reads at most {lm.max_length} tokens{silver}")
 
 
 def warnings_md(lm: core.LoadedModel) -> str:
