@@ -50,7 +50,9 @@ from .interpret.attribution import steps_mode as steps_mode
 from .interpret.attribution import usable_baselines as usable_baselines
 from .interpret.batch_explain import BATCH_METHODS as BATCH_METHODS
 from .interpret.batch_explain import BatchExplanation as BatchExplanation
+from .interpret.batch_explain import BatchPrediction as BatchPrediction
 from .interpret.batch_explain import explain_csv as explain_csv
+from .interpret.batch_explain import predict_csv as predict_csv
 from .interpret.entity_attribution import EntityAttribution as EntityAttribution
 from .interpret.entity_attribution import explain_entities as explain_entities
 from .interpret.entity_attribution import occlude_entities as occlude_entities
@@ -156,6 +158,7 @@ from .results import TokenInfo as TokenInfo
 from .results import method_label as method_label
 from .service.batching import explain_one as explain_one
 from .service.batching import predict_one as predict_one
+from .service.ray_engine import RayEngine as RayEngine
 from .train.data import guess_columns as guess_columns
 from .train.data import no_text_message as no_text_message
 from .train.data import read_table as read_table
