@@ -120,6 +120,11 @@ def test_every_listing_of_the_model_says_silver(built, monkeypatch):
     with contextlib.redirect_stdout(out):
         assert main(["tag", OBVIOUS, "--model", dt.NAME, "--json"]) == 0
     assert json.loads(out.getvalue().strip())["entities"]
+    listing = io.StringIO()  # the models command's text lists it as silver too, the plain copy as built
+    with contextlib.redirect_stdout(listing):
+        assert main(["models"]) == 0
+    lines = {line.split()[0]: line for line in listing.getvalue().splitlines()}
+    assert "silver" in lines[dt.NAME] and "silver" not in lines["plain-tagger"] and " built " in lines["plain-tagger"]
 
 
 def test_without_spacy_the_build_names_the_extra_to_install(tmp_path, monkeypatch):

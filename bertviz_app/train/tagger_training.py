@@ -46,6 +46,7 @@ from .training import (
     default_eval_every,
     family_type,
     fit_and_evaluate,
+    fresh_linear,
     leave_process_group,
     longest_input,
     quiet_hub_logs,
@@ -171,7 +172,7 @@ def _load(base_path: Path, tags: list[str], config: TrainConfig):
             ignore_mismatched_sizes=True, use_safetensors=True, trust_remote_code=False,
             attn_implementation="sdpa" if family_type(base_path) != "deberta-v2" else "eager")
     if trained_labels(base_path, TOKEN_CLASSIFICATION) != tuple(tags):
-        model._init_weights(model.classifier)  # a classifier's or another tagger's head would mislead
+        fresh_linear(model, model.classifier)  # a classifier's or another tagger's head would mislead
     if config.freeze_word_embeddings:
         family_of(model).word_embeddings(model).weight.requires_grad_(False)  # (V, E) stays as pre-trained
     if config.dropout is not None:

@@ -37,14 +37,14 @@ from transformers import logging as hf_logging
 from ..errors import InputError, TrainingError
 from ..models.eta import RateEta
 from ..models.families import SUPPORTED_MODEL_TYPES, family_of
-from ..models.heads import SEQUENCE_CLASSIFICATION, head_of
+from ..models.heads import SEQUENCE_CLASSIFICATION, TOKEN_CLASSIFICATION, head_of
 
 __all__ = ["TrainConfig", "TrainResult", "train_classifier", "atomic_save", "evaluate_predictions",
            "calibration_metrics", "expected_calibration_error", "check_trainable", "choose_max_length",
            "metrics_tables", "ECE_BINS", "SAVE_STEPS", "BestKeeper", "ProgressReporter", "ScaledLrTrainer",
            "training_arguments", "fit_and_evaluate", "run_info", "default_eval_every",
-           "leave_process_group", "family_type", "trained_labels", "layer_of", "layer_count", "quiet_hub_logs",
-           "longest_input"]
+           "leave_process_group", "family_type", "trained_labels", "fresh_linear", "layer_of", "layer_count",
+           "quiet_hub_logs", "longest_input"]
 
 log = logging.getLogger(__name__)
 Progress = Callable[[dict], None]
@@ -549,8 +549,21 @@ def _set_up(model, config: TrainConfig, base_path: Path, id2label: dict[int, str
             if isinstance(module, torch.nn.Dropout):
                 module.p = config.dropout
     base_labels = trained_labels(base_path)
-    if base_labels is not None and base_labels != tuple(id2label.values()):
-        model._init_weights(family_of(model).final_linear(model))  # a head trained for other classes would mislead
+    other_head = trained_labels(base_path, TOKEN_CLASSIFICATION) is not None  # a tagger's `classifier`, same name
+    if other_head or (base_labels is not None and base_labels != tuple(id2label.values())):
+        fresh_linear(model, family_of(model).final_linear(model))  # a head trained for other classes would mislead
+
+
+def fresh_linear(model, linear: torch.nn.Linear) -> None:
+    """``linear`` drawn afresh as the model's own initialisation draws a new head (weights normal with the config's
+    ``initializer_range``, bias 0), from torch's seeded generator. Not ``model._init_weights``: transformers 5's
+    init functions skip every weight a checkpoint loaded (``_is_hf_initialized``), so it leaves a loaded head as
+    it was."""
+    std = float(getattr(model.config, "initializer_range", 0.02) or 0.02)
+    with torch.no_grad():
+        linear.weight.normal_(0.0, std)  # (C, H)
+        if linear.bias is not None:
+            linear.bias.zero_()
 
 
 def longest_input(tokenizer, model) -> int:
