@@ -63,7 +63,11 @@ def test_a_real_fault_keeps_its_traceback_in_the_log(app, capfd, caplog, monkeyp
     def broken(*args, **kwargs):
         raise RuntimeError(f"boom {MARK}")
 
+    async def broken_async(*args, **kwargs):  # gradio's /predict awaits its batch (service.predict_async)
+        broken()
+
     monkeypatch.setattr(service, "predict", broken)
+    monkeypatch.setattr(service, "predict_async", broken_async)
     out = call(app, "predict", ["the film was good", "", "", False, 128, "mean", True])
     assert "event: error" in out and guards.UNEXPECTED in out and MARK not in out
     log = "".join(capfd.readouterr()) + caplog.text

@@ -188,6 +188,7 @@ class Page:
             baseline = core.recommended_baseline(lm)
         out = {self.state: rec, self.drawn: {}}  # both chart tabs stale until drawn
         out.update(predict_tab.render(p, rec, lm))
+        out.update(predict_tab.hide_tagging(p))
         out.update(attention_tab.controls(a, rec, layer, head))
         out.update(attention_tab.document_reset(a, rec))
         out.update(attribution_tab.controls(t, rec, target))

@@ -80,7 +80,7 @@ def cleared(ui: SimpleNamespace) -> dict:
 
 def render_tagging(ui: SimpleNamespace, tagging: core.Tagging, lm, pair: str | None = None) -> dict:
     """A token classifier's answer: the text with its entities highlighted, and each word's tag and probability;
-    the classifier's outputs hidden (a tagger has no class probabilities to show)."""
+    the classifier's outputs empty (a tagger has no class probabilities to show)."""
     n = len(tagging.entities)
     notice = (f"**A token classifier (a tagger):** {n} entit{'y' if n == 1 else 'ies'} in {len(tagging.words)} words"
               + (f", read in {tagging.windows} overlapping windows" if tagging.windows > 1 else "")
@@ -93,8 +93,7 @@ def render_tagging(ui: SimpleNamespace, tagging: core.Tagging, lm, pair: str | N
     value = {"text": tagging.text, "entities": [{"entity": e.label, "start": e.start, "end": e.end}
                                                 for e in tagging.entities]}
     return {ui.model_info: model_loading.model_line(lm), ui.warnings: model_loading.warnings_md(lm),
-            ui.notice: notice, ui.label: gr.update(value=None, visible=False),
-            ui.bar: gr.update(value=plots.empty_figure(), visible=False), ui.tokens: "",
+            ui.notice: notice, ui.label: None, ui.bar: plots.empty_figure(), ui.tokens: "",
             ui.calibration: gr.update(value="", visible=False), ui.raw: gr.update(value=False, visible=False),
             ui.entities: gr.update(value=value, visible=True),
             ui.tag_words: gr.update(value=pd.DataFrame(rows, columns=list(TAG_COLUMNS)), visible=True)}
@@ -167,12 +166,13 @@ def render(ui: SimpleNamespace, rec: analysis.Record, lm=None) -> dict:
         ui.calibration: gr.update(value=calibration_md(rec), visible=calibrated),
         ui.raw: gr.update(value=False, visible=calibrated),  # a new text opens on what predict reports
         ui.tokens: tokens_html(rec),
-        ui.entities: gr.update(value=None, visible=False),  # a tagger's outputs, hidden for a classifier
-        ui.tag_words: gr.update(value=None, visible=False),
     }
-    out[ui.label] = gr.update(value=out[ui.label], visible=True)  # shown again after a tagger hid it
-    out[ui.bar] = gr.update(value=out[ui.bar], visible=True)
     return out
+
+
+def hide_tagging(ui: SimpleNamespace) -> dict:
+    """A tagger's outputs hidden (a classifier's Analyze after a tagger's)."""
+    return {ui.entities: gr.update(value=None, visible=False), ui.tag_words: gr.update(value=None, visible=False)}
 
 
 def switch_raw(ui: SimpleNamespace, rec: analysis.Record | None, raw: bool) -> dict:
