@@ -10,26 +10,22 @@ NEG entity), so there are errors, partial per-type scores and non-trivial interv
 from __future__ import annotations
 
 import json
-import random
 import threading
 
 import numpy as np
 import pytest
 from seqeval.metrics import classification_report
 from seqeval.scheme import IOB2
+from test_tagger_training import TAGS, _sentences  # the toy task: sentiment words are entities
 
 import bertviz_app as bv
 from bertviz_app.errors import CancelledError, DataError, InputError
 from bertviz_app.evaluate.tagger_evaluation import compare_taggers, evaluate_tagged
-from bertviz_app.train.data.tagged import TaggedSentence
 from bertviz_app.train.tagger_training import train_tagger
 from bertviz_app.train.training import TrainConfig
 
 from conftest import build_family_model
 
-TAGS = ["O", "B-NEG", "I-NEG", "B-POS", "I-POS"]
-FILLER = ["the", "film", "movie", "was", "is", "a", "it"]
-POS, NEG = ["good", "great", "fun"], ["bad", "awful", "tedious"]
 # sentences the tagger cannot get right: "joy" and "slog" are in the vocabulary but never tagged in training,
 # and "not good" is one NEG entity here while the tagger learned "good" as POS
 HARD = [(("it", "was", "joy"), ("O", "O", "B-POS")),
@@ -37,28 +33,6 @@ HARD = [(("it", "was", "joy"), ("O", "O", "B-POS")),
         (("the", "movie", "was", "a", "joy"), ("O", "O", "O", "O", "B-POS")),
         (("the", "film", "was", "not", "good"), ("O", "O", "O", "B-NEG", "I-NEG")),
         (("a", "slog", "it", "is"), ("O", "B-NEG", "O", "O"))]
-
-
-def _sentences(n: int, seed: int) -> list[TaggedSentence]:
-    """The toy task (as tests/test_tagger_training.py writes it): sentiment words are entities."""
-    rng = random.Random(seed)
-    out = []
-    for k in range(n):
-        tokens, tags = [], []
-        for _ in range(rng.randint(3, 7)):
-            roll = rng.random()
-            if roll < 0.15:
-                tokens += ["gorgeous", "moving"]
-                tags += ["B-POS", "I-POS"]
-            elif roll < 0.35:
-                kind = rng.choice(["POS", "NEG"])
-                tokens.append(rng.choice(POS if kind == "POS" else NEG))
-                tags.append("B-" + kind)
-            else:
-                tokens.append(rng.choice(FILLER))
-                tags.append("O")
-        out.append(TaggedSentence(tuple(tokens), tuple(tags), k + 1))
-    return out
 
 
 def _write_conll(path, sentences: list[tuple[tuple[str, ...], tuple[str, ...]]]) -> list[int]:
