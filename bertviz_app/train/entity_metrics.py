@@ -1,6 +1,7 @@
 """Entity-level scores of a token classifier: precision, recall and F1 over whole entities, per type and in all,
 as seqeval computes them in strict IOB2 mode (an entity counts only when its type, start and end all match; an
-``I-X`` that starts no entity is no entity), with 95% bootstrap intervals over sentences.
+``I-X`` that starts no entity is no entity), with 95% bootstrap intervals over sentences. The entity sets are read
+here (``entities_of``) and tests compare every number with seqeval's own report.
 
 ``entity_scores(true, pred)`` takes the tag sequences of each sentence (IOB2, or IO: plain types, each run of one
 type an entity, converted to IOB2 first). The point values equal seqeval's ``classification_report``; the
@@ -13,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from seqeval.scheme import IOB2, Entities
 
 __all__ = ["entity_scores", "entities_of", "io_to_iob2", "BOOTSTRAP_SAMPLES"]
 
@@ -32,10 +32,23 @@ def io_to_iob2(tags: Sequence[str]) -> list[str]:
 
 
 def entities_of(sentences: Sequence[Sequence[str]]) -> list[set[tuple[str, int, int]]]:
-    """Each sentence's entities as seqeval's strict IOB2 reads them: {(type, start token, end token exclusive)}."""
-    seqs = [io_to_iob2(s) for s in sentences]
-    found = Entities(seqs, IOB2, suffix=False).entities
-    return [{(e.tag, e.start, e.end) for e in sent} for sent in found]
+    """Each sentence's entities as seqeval's strict IOB2 reads them: {(type, start token, end token exclusive)}.
+    An entity starts at ``B-X`` and runs over the ``I-X`` that follow it; an ``I-X`` that continues no ``X`` (after
+    ``O``, another type, or at the start) belongs to no entity. Written here rather than imported: seqeval ships
+    only as a source package whose build fetches setuptools-scm at install time, which fails in the Docker image
+    (tests check these sets against seqeval's own report)."""
+    out = []
+    for tags in sentences:
+        found, start, kind = set(), None, None
+        for i, tag in enumerate([*io_to_iob2(tags), "O"]):  # a last O closes an entity at the end
+            continues = tag.startswith("I-") and kind == tag[2:]
+            if start is not None and not continues:
+                found.add((kind, start, i))
+                start, kind = None, None
+            if tag.startswith("B-"):
+                start, kind = i, tag[2:]
+        out.append(found)
+    return out
 
 
 def entity_scores(true: Sequence[Sequence[str]], pred: Sequence[Sequence[str]], *, seed: int = 0,
