@@ -199,7 +199,9 @@ def test_a_fine_tune_runs_on_after_its_browser_closes_and_is_found_on_return(bro
         ctx_a, a = open_finetune(browser, url)
         a.locator("#bv-ft-upload input[type=file]").set_input_files(str(write_csv(tmp_path / "long.csv", n=120)))
         expect(a.locator("#bv-ft-report")).to_contain_text("Ready to train")
-        start_finetune(a, tiny_model_dir, "walked-away", epochs=8, batch=2, patience=0)
+        # long enough to outlast the browser's close on a loaded CI machine (8 epochs, ~400 tiny steps, ended first
+        # in two CI runs of 2026-11-27): ~1,900 steps, still seconds
+        start_finetune(a, tiny_model_dir, "walked-away", epochs=40, batch=2, patience=0)
         expect(a.locator("#bv-ft-status")).to_contain_text("loss", timeout=TIMEOUT_MS)  # training now
         state = ctx_a.storage_state()  # the browser's stored owner token
         ctx_a.close()  # the visitor walks away mid-training
