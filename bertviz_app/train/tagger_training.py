@@ -19,10 +19,8 @@ What differs from a classifier, and why:
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 import threading
-import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -38,19 +36,15 @@ from .data.messages import format_rows
 from .data.tagged import TaggedSentence
 from .entity_metrics import entity_scores
 from .training import (
-    BestKeeper,
     Progress,
-    ProgressReporter,
     TrainConfig,
     check_trainable,
     default_eval_every,
     family_type,
-    fit_and_evaluate,
     fresh_linear,
-    leave_process_group,
     longest_input,
     quiet_hub_logs,
-    run_info,
+    train_keeping_best,
     trained_labels,
     training_arguments,
 )
@@ -136,22 +130,12 @@ def train_tagger(base_path: str | Path, tags: Sequence[str], train: Sequence[Tag
     tmp_out = Path(work_dir) if work_dir else Path(tempfile.gettempdir()) / f"bertviz-tag-{uuid.uuid4().hex[:8]}"
     eval_every = config.eval_every or default_eval_every(len(train_ds), config, world_size)
     args = training_arguments(config, tmp_out, eval_ds is not None, eval_every, bf16, multi_label=False)
-    started = time.time()
-    reporter = ProgressReporter(progress, cancel, started, after_evals=after_evals, after_steps=after_steps)
-    keeper = BestKeeper("entity_f1", config.early_stopping_patience, config.stop_on, config.min_delta)
     collator = DataCollatorForTokenClassification(tokenizer, label_pad_token_id=IGNORE)
-    trainer, out = fit_and_evaluate(model, tokenizer, args, config, train_ds, eval_ds,
-                                    _metrics(tags) if eval_ds is not None else None, reporter, keeper, tmp_out,
-                                    collator=collator)
-    seconds = time.time() - started
-    shutil.rmtree(tmp_out, ignore_errors=True)
-    if keeper.best_state is not None:
-        model.load_state_dict(keeper.best_state)
-    model.eval()
-    info = run_info(trainer, out, args, reporter, keeper, config, n_train=len(train_ds), seconds=seconds,
-                    max_length=max_length, bf16=bf16, eval_every=eval_every)
+    info = train_keeping_best(model, tokenizer, args, config, train_ds, eval_ds, _metrics(tags), metric="entity_f1",
+                              progress=progress, cancel=cancel, after_evals=after_evals, after_steps=after_steps,
+                              tmp_out=tmp_out, max_length=max_length, bf16=bf16, eval_every=eval_every,
+                              collator=collator)
     info["config"]["metric"] = "entity_f1"
-    leave_process_group(args)
     return model, tokenizer, info
 
 

@@ -43,8 +43,8 @@ __all__ = ["TrainConfig", "TrainResult", "train_classifier", "atomic_save", "eva
            "calibration_metrics", "expected_calibration_error", "check_trainable", "choose_max_length",
            "metrics_tables", "ECE_BINS", "SAVE_STEPS", "BestKeeper", "ProgressReporter", "ScaledLrTrainer",
            "training_arguments", "fit_and_evaluate", "run_info", "default_eval_every",
-           "leave_process_group", "family_type", "trained_labels", "fresh_linear", "layer_of", "layer_count",
-           "quiet_hub_logs", "longest_input"]
+           "leave_process_group", "train_keeping_best", "family_type", "trained_labels", "fresh_linear", "layer_of",
+           "layer_count", "quiet_hub_logs", "longest_input"]
 
 log = logging.getLogger(__name__)
 Progress = Callable[[dict], None]
@@ -472,20 +472,33 @@ def train_classifier(
     eval_every = config.eval_every or default_eval_every(len(train_ds), config, world_size)
     args = training_arguments(config, tmp_out, eval_ds is not None, eval_every, bf16, multi_label)
     compute_metrics = _metrics_of(multi_label, [id2label[i] for i in range(len(labels))])
+    info = train_keeping_best(model, tokenizer, args, config, train_ds, eval_ds, compute_metrics, metric=config.metric,
+                              progress=progress, cancel=cancel, after_evals=after_evals, after_steps=after_steps,
+                              tmp_out=tmp_out, max_length=max_length, bf16=bf16, eval_every=eval_every)
+    return model, tokenizer, info
+
+
+def train_keeping_best(model, tokenizer, args: TrainingArguments, config: TrainConfig, train_ds, eval_ds,
+                       compute_metrics, *, metric: str, progress: Progress | None, cancel: threading.Event | None,
+                       after_evals: float, after_steps: float, tmp_out: Path, max_length: int, bf16: bool,
+                       eval_every: int, collator=None) -> dict:
+    """The run every trainer shares: progress and cancel, the best evaluation by ``metric`` kept and restored,
+    early stopping, the work folder removed, the model left in eval mode; returns ``run_info``'s record."""
     started = time.time()
     reporter = ProgressReporter(progress, cancel, started, after_evals=after_evals, after_steps=after_steps)
-    keeper = BestKeeper(config.metric, config.early_stopping_patience, config.stop_on, config.min_delta)
+    keeper = BestKeeper(metric, config.early_stopping_patience, config.stop_on, config.min_delta)
     trainer, out = fit_and_evaluate(model, tokenizer, args, config, train_ds, eval_ds,
-                        compute_metrics if eval_ds is not None else None, reporter, keeper, tmp_out)
+                                    compute_metrics if eval_ds is not None else None, reporter, keeper, tmp_out,
+                                    collator=collator)
     seconds = time.time() - started
     shutil.rmtree(tmp_out, ignore_errors=True)
     if keeper.best_state is not None:
         model.load_state_dict(keeper.best_state)
     model.eval()
     info = run_info(trainer, out, args, reporter, keeper, config, n_train=len(train_ds), seconds=seconds,
-                 max_length=max_length, bf16=bf16, eval_every=eval_every)
+                    max_length=max_length, bf16=bf16, eval_every=eval_every)
     leave_process_group(args)
-    return model, tokenizer, info
+    return info
 
 
 def _load(base_path: Path, labels: Sequence[str], config: TrainConfig, multi_label: bool):
