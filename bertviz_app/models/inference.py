@@ -8,15 +8,15 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from .encoding import check_texts
 from ..errors import InputError
+from ..results import Prediction
+from .encoding import check_texts
 from .forward import classifier_logits
 from .heads import SEQUENCE_CLASSIFICATION
 from .registry import LoadedModel
-from ..results import Prediction
 
-__all__ = ["predict", "predict_with_logits", "predict_windows", "probabilities", "applied_temperature", "window_plan",
-           "window_logits", "pool_logits", "check_window", "WINDOW_POOLS"]
+__all__ = ["length_batches", "predict", "predict_with_logits", "predict_windows", "probabilities", "applied_temperature",
+           "window_plan", "window_logits", "pool_logits", "check_window", "WINDOW_POOLS"]
 
 # Attention kernel "auto" (settings' predict_attention, predict's ``attention=``) uses SDPA for
 # batches padded to at least SDPA_MIN_TOKENS and eager below. Measured on 2 cores (bench/): SDPA
@@ -56,15 +56,15 @@ def _options(lm: LoadedModel, attention, sort_by_length, cls_only_last_layer):
     return attention, sort_by_length, cls_only
 
 
-def _batched_logits(lm: LoadedModel, enc, batch_size: int, attention: str, sort_by_length: bool,
-                    cls_only: bool, on_batch: Callable[[int, int], None] | None = None) -> torch.Tensor:
-    """Logits (N, C) of every row of the tokenizer output ``enc``, in its order, computed in batches
-    (sorted by token count so each batch pads to nearly its own length: on 300 reviews, character
-    sorting padded 34% extra tokens, this pads 9%). ``on_batch(done, total)`` after each batch."""
+def length_batches(lm: LoadedModel, enc, batch_size: int, attention: str, cls_only: bool, sort_by_length: bool = True):
+    """The model's logits over the tokenizer output ``enc`` in batches, as ``(rows, logits)``: ``rows`` the indices
+    of ``enc``'s rows in the batch, ``logits`` (B, C) at [CLS] or (B, T, C) per position as the head reads. Rows
+    are sorted by token count so each batch pads to nearly its own length (on 300 reviews, character sorting
+    padded 34% extra tokens, this pads 9%); ``attention`` "auto": SDPA from ``SDPA_MIN_TOKENS`` padded tokens.
+    Holds the model's run lock while the caller consumes the batches."""
     lengths = [len(ids) for ids in enc["input_ids"]]
     order = np.argsort(lengths, kind="stable") if sort_by_length else np.arange(len(lengths))
     keys = [k for k in ("input_ids", "token_type_ids", "attention_mask") if k in enc]
-    out = torch.zeros(len(lengths), len(lm.labels))  # (N, C)
     model = lm.predict_model()
     with lm.run_lock, torch.inference_mode():
         for start in range(0, len(lengths), batch_size):
@@ -74,10 +74,21 @@ def _batched_logits(lm: LoadedModel, enc, batch_size: int, attention: str, sort_
             impl = attention
             if impl == "auto":
                 impl = "sdpa" if inputs["input_ids"].shape[1] >= SDPA_MIN_TOKENS else "eager"
-            logits = classifier_logits(model, **inputs, attention=impl, cls_only=cls_only)  # (B, C)
-            out[torch.as_tensor(idx)] = logits.float().cpu()
-            if on_batch is not None:
-                on_batch(min(start + batch_size, len(lengths)), len(lengths))
+            yield idx, classifier_logits(model, **inputs, attention=impl, cls_only=cls_only)
+
+
+def _batched_logits(lm: LoadedModel, enc, batch_size: int, attention: str, sort_by_length: bool,
+                    cls_only: bool, on_batch: Callable[[int, int], None] | None = None) -> torch.Tensor:
+    """Logits (N, C) of every row of the tokenizer output ``enc``, in its order (``length_batches``).
+    ``on_batch(done, total)`` after each batch."""
+    n = len(enc["input_ids"])
+    out = torch.zeros(n, len(lm.labels))  # (N, C)
+    done = 0
+    for idx, logits in length_batches(lm, enc, batch_size, attention, cls_only, sort_by_length):
+        out[torch.as_tensor(idx)] = logits.float().cpu()  # (B, C)
+        done += len(idx)
+        if on_batch is not None:
+            on_batch(done, n)
     return out
 
 

@@ -39,13 +39,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from ..errors import InputError
 from .encoding import check_texts
-from .forward import classifier_logits
 from .heads import TOKEN_CLASSIFICATION
-from .inference import PREDICT_ATTENTIONS, SDPA_MIN_TOKENS, check_window, window_plan
+from .inference import PREDICT_ATTENTIONS, check_window, length_batches, window_plan
 from .registry import LoadedModel
 
 __all__ = ["tag", "Tagging", "TaggedWord", "Entity", "AGGREGATIONS", "OUTSIDE", "default_stride", "split_tag",
@@ -150,22 +148,11 @@ def window_probabilities(lm: LoadedModel, enc, batch_size: int, attention: str =
     """Each row of the tokenizer output ``enc`` (a text or a window): its label probabilities (T, C) float32 at
     every position, specials included, no padding. Rows are sorted by length and padded per batch."""
     lengths = [len(ids) for ids in enc["input_ids"]]
-    order = np.argsort(lengths, kind="stable")
-    keys = [k for k in ("input_ids", "token_type_ids", "attention_mask") if k in enc]
     out: list[np.ndarray | None] = [None] * len(lengths)
-    model = lm.predict_model()
-    with lm.run_lock, torch.inference_mode():
-        for start in range(0, len(lengths), batch_size):
-            idx = order[start : start + batch_size]
-            batch = lm.tokenizer.pad({k: [enc[k][i] for i in idx] for k in keys}, padding=True, return_tensors="pt")
-            inputs = {k: v.to(lm.device) for k, v in batch.items()}
-            impl = attention
-            if impl == "auto":
-                impl = "sdpa" if inputs["input_ids"].shape[1] >= SDPA_MIN_TOKENS else "eager"
-            logits = classifier_logits(model, **inputs, attention=impl, cls_only=False)  # (B, T, C)
-            probs = lm.head.decode(logits).cpu().numpy()  # (B, T, C) float32
-            for row, i in enumerate(idx):
-                out[i] = probs[row, : lengths[i]]
+    for idx, logits in length_batches(lm, enc, batch_size, attention, cls_only=False):
+        probs = lm.head.decode(logits).cpu().numpy()  # (B, T, C) float32
+        for row, i in enumerate(idx):
+            out[i] = probs[row, : lengths[i]]
     return out
 
 
