@@ -4,6 +4,9 @@ so the loading path the app uses is the real one. No downloads, runs in a second
 from __future__ import annotations
 
 import os
+import shutil
+import signal as signals
+import subprocess
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -510,6 +513,27 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def run_launch(cmd: list[str], env: dict, timeout: float, cwd=None) -> subprocess.CompletedProcess:
+    """``cmd`` (a multi-process launch) in its own process group. Past ``timeout`` every process of the group
+    has its Python stacks printed (py-spy, where installed) into the failure, then the group is killed: one CI
+    run hung here for 600 s and left nothing to read."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd, env=env,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        stacks = []
+        pids = subprocess.run(["pgrep", "-g", str(proc.pid)], capture_output=True, text=True).stdout.split()
+        for pid in pids:
+            dump = subprocess.run(["py-spy", "dump", "--pid", pid], capture_output=True, text=True, timeout=60) \
+                if shutil.which("py-spy") else None
+            stacks.append(f"--- pid {pid}\n" + (dump.stdout + dump.stderr if dump else "(py-spy not installed)"))
+        os.killpg(proc.pid, signals.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"{cmd[3:6]} still running after {timeout} s\n{err[-3000:]}\n" + "\n".join(stacks))
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 @contextmanager

@@ -19,6 +19,8 @@ import pytest
 import bertviz_app as bv
 from bertviz_app.interpret.faithfulness_eval import faithfulness
 
+from conftest import free_port, run_launch
+
 ROOT = Path(__file__).resolve().parent.parent
 
 ROWS = [
@@ -132,9 +134,9 @@ def test_two_processes_through_accelerate_launch_give_the_same_file(tiny_model_d
     base = ["-m", "bertviz_app", "explain-csv", str(table), "--model", str(tiny_model_dir)]
     subprocess.run([sys.executable, *base, "--out", str(single)], env=env, check=True, capture_output=True, timeout=300)
     launch = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "2", "--num_machines", "1",
-              "--mixed_precision", "no", "--dynamo_backend", "no", "--multi_gpu"]
-    run = subprocess.run([*launch, *base, "--out", str(double), "--json"], env=env, capture_output=True, text=True,
-                         timeout=600)
+              "--mixed_precision", "no", "--dynamo_backend", "no", "--multi_gpu",
+              "--main_process_port", str(free_port())]
+    run = run_launch([*launch, *base, "--out", str(double), "--json"], env, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     summary = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
     assert len(summary) == 1 and summary[0]["processes"] == 2, run.stdout  # the main process reports, once

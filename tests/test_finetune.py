@@ -23,6 +23,8 @@ from bertviz_app.train.data import build_dataset, read_table
 from bertviz_app.train.finetune import list_runs, run_finetune
 from bertviz_app.train.training import BestKeeper, TrainConfig
 
+from conftest import free_port, run_launch
+
 ROOT = Path(__file__).resolve().parent.parent
 POS = ["good", "great", "fun", "gorgeous", "moving"]
 NEG = ["bad", "awful", "tedious", "slog", "joyless"]
@@ -419,10 +421,10 @@ def test_two_process_gloo_training_produces_the_same_kind_of_folder(tiny_model_d
     env = {**os.environ, "BERTVIZ_MODELS_DIR": str(tmp_path / "models"), "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
            "--num_machines", "1",
-           "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "29517",
+           "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port()),
            "-m", "bertviz_app", "finetune", str(data), "--base", str(tiny_model_dir), "--epochs", "2",
            "--batch-size", "8", "--name", "ddp", "--json"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+    proc = run_launch(cmd, env, timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     info = json.loads((Path(result["path"]) / "run.json").read_text())
