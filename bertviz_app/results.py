@@ -267,11 +267,13 @@ class ModelSummary:
     num_heads: int
     hidden_size: int
     max_length: int
+    head: str = "sequence classification"  # what the head outside the encoder answers (heads.Head.name)
 
     def to_dict(self) -> dict:
         return {
             "name": self.name,
             "architecture": self.architecture,
+            "head": self.head,
             "components": [{"name": n, "params": p} for n, p in self.components],
             "encoder_params": self.encoder_params,
             "classifier_params": self.classifier_params,

@@ -333,7 +333,7 @@ def test_each_piece_is_read_in_the_window_where_it_is_most_central(tagger_dir):
 
 
 # --------------------------------------------------------------------------- the head seam
-def test_a_token_checkpoint_opens_with_the_token_head(tagger_dir, family):
+def test_a_token_checkpoint_opens_with_the_token_head(tagger_dir, family, signal_model_dir):
     """The registry opens it as its own class (no fresh-head warning), the composed forward gives the model's own
     (B, T, C) logits with padding, and the summary's rows add up with the token classifier's counted."""
     lm = open_tagger(tagger_dir, family)
@@ -352,6 +352,8 @@ def test_a_token_checkpoint_opens_with_the_token_head(tagger_dir, family):
     assert sum(n for _, n in s.components) == s.total_params == sum(p.numel() for p in lm.model.parameters())
     head = lm.model.classifier.weight.numel() + len(BIO)  # (C, D) weights and C biases
     assert dict(s.components)["token classifier"] == s.classifier_params == head
+    assert s.head == "token classification" == s.to_dict()["head"]  # the summary names the head it counts
+    assert bv.summary(bv.load_model(str(signal_model_dir(family)), device="cpu")).head == "sequence classification"
 
 
 def test_a_tagger_and_a_classifier_are_each_refused_by_the_others_doors(tagger_dir, signal_model_dir):

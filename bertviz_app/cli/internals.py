@@ -70,7 +70,7 @@ def cmd_summary(args) -> int:
     for name, n in s.components:
         print(f"  {name:<{width}} {n:>12,}")
     print(f"  {'encoder':<{width}} {s.encoder_params:>12,}")
-    print(f"  {'classification head':<{width}} {s.classifier_params:>12,}")
+    print(f"  {s.head + ' head':<{width}} {s.classifier_params:>12,}")
     print(f"  {'total':<{width}} {s.total_params:>12,}")
     return 0
 

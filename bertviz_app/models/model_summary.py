@@ -5,10 +5,10 @@ from __future__ import annotations
 import torch
 
 from ..errors import InputError
+from ..results import ModelSummary
 from .families import family_of
 from .heads import head_of
 from .registry import LoadedModel
-from ..results import ModelSummary
 
 __all__ = ["summary", "count_components"]
 
@@ -66,4 +66,5 @@ def summary(lm: LoadedModel | torch.nn.Module, name: str | None = None) -> Model
         num_heads=cfg.num_attention_heads,
         hidden_size=cfg.hidden_size,
         max_length=max_len,
+        head=head_of(model).name,
     )

@@ -207,6 +207,7 @@ class CompareResponse(_Answer):
 class SummaryResponse(_Answer):
     name: str
     architecture: str
+    head: str = Field(description="What the model answers: sequence classification or token classification.")
     labels: list[str]
     total_params: int
     num_layers: int

@@ -49,7 +49,7 @@ def summary_md(s: core.ModelSummary, lm: core.LoadedModel) -> str:
         f"hidden size {s.hidden_size} · reads at most {s.max_length} tokens",
         f"**Device:** {esc(lm.device_label)} · **dtype:** {esc(s.dtype)}",
         f"**Parameters:** {s.total_params:,} in all = {s.encoder_params:,} encoder "
-        f"+ {s.classifier_params:,} classification head outside it (the table splits both by component)",
+        f"+ {s.classifier_params:,} {esc(s.head)} head outside it (the table splits both by component)",
         f"**Labels:** {', '.join(esc(x) for x in s.labels)}",
     ]
     if lm.warnings:
