@@ -109,11 +109,15 @@ def reference_ig(lm, text, at, label_ids, baseline="pad", gauss_legendre=None, s
 
 
 def label_ids_of(lm, rec):
-    """The label ids the record says it summed, checked against the B-X / I-X rule by hand."""
+    """The label ids the record says it summed, checked by hand against the rule: each piece the label the tagger
+    gave it where that names the entity (B-X, I-X), else B-X at the first piece and I-X at the later ones."""
     names = list(rec.target.piece_labels)
     if rec.target.kind == "entity":
-        n = rec.target.pieces[1] - rec.target.pieces[0]
-        assert names == [f"B-{rec.target.label}"] + [f"I-{rec.target.label}"] * (n - 1)
+        a, b = rec.target.pieces
+        x = rec.target.label
+        given = bv.tag(lm, rec.text)[0].labels[a:b]
+        assert names == [g if g in (f"B-{x}", f"I-{x}") else (f"B-{x}" if j == 0 else f"I-{x}")
+                         for j, g in enumerate(given)]
     return [BIO.index(n) for n in names]
 
 
@@ -337,3 +341,31 @@ def test_cli_explain_entity_and_token(tagger, tmp_path, capsys):
     assert "drop them to explain its class" in capsys.readouterr().err
     assert main(["explain", TEXT, "--model", classifier, "--json", *steps]) == 0  # positive control
     assert "target" in json.loads(capsys.readouterr().out.splitlines()[0])
+
+
+def test_an_entity_the_tagger_starts_with_i_is_explained_as_the_tagger_read_it(tagger, tmp_path):
+    """An entity the tagger starts with I-PER (the words' aggregation still reads it as an entity) is explained as
+    the tagger read it: F(x) is the sum of the log-probabilities of the labels the tagger gave its pieces, not of
+    B-PER on the first piece. The tiny tagger and the same with its B-PER and I-PER rows swapped give PER
+    entities starting with each: both kinds are checked (the test says so if either is missing)."""
+    lm = tagger("bert")
+    folder = tmp_path / "swapped"
+    model = tf.AutoModelForTokenClassification.from_pretrained(tagger.paths["bert", 1.5])
+    b, i = BIO.index("B-PER"), BIO.index("I-PER")
+    with torch.no_grad():
+        for p in (model.classifier.weight, model.classifier.bias):
+            p[[b, i]] = p[[i, b]].clone()
+    model.save_pretrained(folder, safe_serialization=True)
+    lm.tokenizer.save_pretrained(folder)
+    starts = set()
+    for m in (lm, bv.load_model(str(folder), device="cpu")):
+        t = bv.tag(m, TEXT)[0]
+        per = [k for k, e in enumerate(t.entities) if e.label == "PER"]
+        for k, rec in zip(per, explain_entities(m, TEXT, per, n_steps=8)):
+            assert rec.target.entity == k
+            a, z = rec.target.pieces
+            starts.add(t.labels[a])
+            assert rec.target.piece_labels == tuple(t.labels[a:z])
+            own = [BIO.index(n) for n in t.labels[a:z]]
+            assert rec.f_x == pytest.approx(sum(np.log(t.probs[p, c]) for p, c in zip(range(a, z), own)), abs=1e-4)
+    assert starts == {"B-PER", "I-PER"}, f"PER entities starting with {starts} only"

@@ -62,7 +62,7 @@ from ..results import TokenInfo
 from .attribution import AttributionEngine, check_args, steps_mode
 
 __all__ = ["explain_entities", "occlude_entities", "EntityAttribution", "WordScore", "TARGETS", "Target",
-           "entity_pieces", "piece_labels"]
+           "entity_pieces", "piece_labels", "own_piece_labels"]
 
 TARGETS = ("logprob", "prob")
 
@@ -150,6 +150,15 @@ def piece_labels(labels: Sequence[str], label: str, n: int) -> tuple[str, ...]:
     return (first,) + (later,) * (n - 1)
 
 
+def own_piece_labels(labels: Sequence[str], label: str, given: Sequence[str]) -> tuple[str, ...]:
+    """``piece_labels`` with the tagger's own reading kept where it names this entity: a piece the tagger gave B-X,
+    I-X or X keeps that label (an entity the tagger started with I-X, which the words' aggregation reads as one
+    entity, is explained as the tagger read it); a piece it gave anything else takes the rule's label."""
+    rule = piece_labels(labels, label, len(given))
+    mine = {f"B-{label}", f"I-{label}", label}
+    return tuple(g if g in mine else r for g, r in zip(given, rule))
+
+
 def entity_pieces(offsets: Sequence[tuple[int, int]], start: int, end: int) -> tuple[int, int]:
     """[a, b): the pieces whose characters overlap [start, end) (an entity's pieces; DeBERTa-v2's pieces count the
     space before a word, so overlap, not containment)."""
@@ -172,7 +181,7 @@ def _targets(lm: LoadedModel, t: Tagging, entities, token, label) -> list[Target
         e = t.entities[k]
         a, b = entity_pieces(t.offsets, e.start, e.end)
         chosen.append(Target("entity", e.text, e.label, e.start, e.end, (a, b),
-                             piece_labels(lm.labels, e.label, b - a), entity=k))
+                             own_piece_labels(lm.labels, e.label, t.labels[a:b]), entity=k))
     for i in _indices(token, "token"):
         if i >= len(t.tokens):
             raise InputError(f"token {i} is past this text's word-pieces: it has {len(t.tokens)} (numbered from 0, "
