@@ -5,6 +5,7 @@ API callers), and what it offers runs. The same controls in a real browser: test
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from types import SimpleNamespace
 
@@ -138,7 +139,7 @@ def test_evaluate_greys_its_button_for_a_multi_label_model_and_lists_none_to_com
 
     make_tiny_model(models_dir / "multi", multi_label=True)
     shutil.copytree(tiny_model_dir, models_dir / "single")
-    ui = SimpleNamespace(**{k: k for k in ("compare", "start", "model_note", "stored")})
+    ui = SimpleNamespace(**{k: k for k in ("compare", "start", "model_note", "stored", *HEAD_FOLLOWERS)})
     h = evaluate_events.Handlers(ui, default="x", settings=bv.Settings(models_dir=models_dir, memo_size=0),
                                  predict_text="t", predict_pair="p", tabs="tabs")
     out = h.suggest("multi")
@@ -205,6 +206,12 @@ def test_save_temperature_is_offered_only_for_a_model_it_can_be_saved_into(tiny_
     assert drawn["save_t"]["visible"] is False and "only into your own" in drawn["save_t_md"]
 
 
+# the Evaluate tab's components that follow the model's head, and those a tagger's evaluation is drawn in
+HEAD_FOLLOWERS = ("upload", "file_hint", "columns_row", "geometry", "words")
+TAGGER_RESULTS = ("classifier_box", "tagger_box", "tag_summary", "tag_types", "tag_comparison", "tag_slices",
+                  "tag_errors")
+
+
 def folder_of(models_dir, view):
     return models_dir / "evaluations" / view.name
 
@@ -217,7 +224,112 @@ def evaluate_handlers(models_dir, public=False):
              "compare", "view", "selected", "selected_md", "summary", "per_class", "confusion", "slices", "slice_md",
              "slice_rows", "wrong", "calibration", "save_t", "save_t_md", "reliability", "geometry_box", "layer",
              "scatter", "probes", "dims", "colour", "vector", "compare_box", "comparison", "disagreements",
-             "compare_slices", "start", "model_note")
+             "compare_slices", "start", "model_note", *HEAD_FOLLOWERS, *TAGGER_RESULTS)
     settings = bv.Settings(models_dir=models_dir, memo_size=0, public=public)
     return evaluate_events.Handlers(SimpleNamespace(**{k: k for k in names}), default="x", settings=settings,
                                     predict_text="t", predict_pair="p", tabs="tabs")
+
+
+# --------------------------------------------------------------------------- Evaluate and Explain a file by head
+ENTITIES = {"joy": "PER", "slog": "LOC"}  # test_tagging's toy task: these words are entities, the rest O
+
+
+def write_entity_conll(path, n: int = 24, seed: int = 5):
+    """``n`` sentences of test_tagging's toy task as CoNLL (a word and its tag per line, a blank line between)."""
+    from test_tagging import entity_rows
+
+    lines = []
+    for text in entity_rows(n, seed=seed):
+        lines += [f"{w}\t{'B-' + ENTITIES[w] if w in ENTITIES else 'O'}" for w in text.split(" ")] + [""]
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def heads_registry(tiny_model_dir, models_dir):
+    """A registry of two taggers with the same tags, one with other tags, and a classifier."""
+    from test_tagging import BIO, IO, build_tagger
+
+    build_tagger("bert", models_dir / "tagger-a", BIO)
+    build_tagger("bert", models_dir / "tagger-b", BIO, seed=1)
+    build_tagger("bert", models_dir / "tagger-io", IO)
+    shutil.copytree(tiny_model_dir, models_dir / "single")
+    return models_dir
+
+
+def test_compare_with_lists_only_models_of_the_same_head_and_says_why_not_the_others(heads_registry):
+    """Compare with compared label sets only: a tagger with two tags could be offered to a two-class classifier
+    (which compare_taggers and evaluate_file refuse), and a classifier to a tagger. Now each head is offered its
+    own kind, and the note names the others with the reason."""
+    from bertviz_app.ui import evaluate_tagger
+
+    h = evaluate_handlers(heads_registry)
+    out = h.suggest("tagger-a")
+    values = [v for _, v in out["compare"]["choices"] if v]
+    assert values == ["tagger-b"]  # the same tags, never itself, no classifier
+    info = out["compare"]["info"]
+    assert "another tagger with the tags O, B-PER, I-PER, B-LOC, I-LOC" in info
+    assert re.search(r"Not listed: [^;]*\bsingle\b[^;]*\(a sequence classifier\)", info), info
+    assert "tagger-io (other tags)" in info
+    assert "tagger-a (the model evaluated)" in info
+    assert out["start"]["interactive"] is True and out["file_hint"] == evaluate_tagger.TAGGER_FILE
+    assert out["columns_row"]["visible"] is False and out["geometry"]["visible"] is False
+    assert out["upload"]["label"] == evaluate_tagger.TAGGER_UPLOAD
+    out = h.suggest("single")  # a classifier: the taggers left out, as token classifiers
+    assert not [v for _, v in out["compare"]["choices"] if v.startswith("tagger")]
+    assert re.search(r"tagger-a, tagger-b, tagger-io \(a token classifier\)", out["compare"]["info"]), out["compare"]
+    assert out["file_hint"] == evaluate_tagger.CLASSIFIER_FILE and out["columns_row"]["visible"] is True
+
+
+def test_evaluate_reads_a_tagged_file_for_a_tagger_and_shows_its_scores_unstored(heads_registry, tmp_path):
+    from bertviz_app.evaluate.tagger_evaluation import compare_taggers, evaluate_tagged
+    from bertviz_app.ui import evaluate_events
+    from bertviz_app.ui.streaming import CancelFlag
+
+    from conftest import as_uploaded
+
+    h = evaluate_handlers(heads_registry)
+    path = write_entity_conll(tmp_path / "test.conll")
+    up = h.on_upload(as_uploaded(path), "tagger-a")
+    assert "24 sentences" in up["notices"] and "entity types: LOC, PER" in up["notices"]
+    run = lambda model, table, compare="": list(h.run(  # noqa: E731
+        CancelFlag(), model, table, None, None, None, "", "", compare, False))
+    outs = run("tagger-a", up["table"])
+    out = outs[-1]
+    want = evaluate_tagged(load(heads_registry / "tagger-a"), str(path))
+    assert out["tagger_box"]["visible"] is True and out["classifier_box"]["visible"] is False
+    assert f"**{want.entity_f1:.3f}**" in out["tag_summary"] and "not stored" in out["tag_summary"]
+    assert "Not stored" in out["status"] and "stored" not in out  # the stored list is not touched
+    assert list(out["tag_types"]["type"]) == list(want.per_type)
+    assert outs[0]["status"].startswith("**Starting")  # then the progress, counted in sentences:
+    assert "5 of 10 sentences" in evaluate_events.progress_line(5, 10, None, unit="sentences")
+    assert not (heads_registry / "evaluations").is_dir() or not any((heads_registry / "evaluations").iterdir())
+    # with a second tagger of the same tags: the paired comparison
+    out = run("tagger-a", up["table"], compare="tagger-b")[-1]
+    cmp = compare_taggers(load(heads_registry / "tagger-a"), load(heads_registry / "tagger-b"), str(path))
+    assert f"B − A **{cmp.difference:+.3f}**" in out["tag_comparison"]
+    # the file read for a tagger, then a classifier chosen: said plainly, nothing run
+    out = run("single", up["table"])[-1]
+    assert "read as tagged words" in out["status"] and "tag_summary" not in out
+    # a classifier's table given to the tagger: the library's refusal (it names the other task), no traceback
+    table = tmp_path / "reviews.csv"
+    table.write_text("text,label\nthe film was joy,positive\nthe film was a slog,negative\n", encoding="utf-8")
+    up = h.on_upload(as_uploaded(table), "tagger-a")
+    assert up["table"] is None and "text-classification" in up["status"] and "Traceback" not in up["status"]
+
+
+def test_explain_a_file_greys_start_for_a_tagger_and_offers_it_for_a_classifier(heads_registry, tmp_path):
+    from bertviz_app.ui import batch_tab
+
+    ui = SimpleNamespace(start="start", model_note="model_note")
+    h = batch_tab.Handlers(ui, default="x", settings=bv.Settings(models_dir=heads_registry, memo_size=0))
+    out = h.model_state("tagger-a")
+    assert out["start"]["interactive"] is False
+    assert "tagger-a is a tagger" in out["model_note"] and "Explain a file reads sequence classifiers" in (
+        out["model_note"])
+    table = tmp_path / "texts.csv"
+    table.write_text("text\nthe film was joy\nthe film was a slog\n", encoding="utf-8")
+    with pytest.raises(bv.InputError, match="sequence classification"):  # what Start met: it reads classifiers
+        bv.explain_csv(load(heads_registry / "tagger-a"), str(table), tmp_path / "out.csv")
+    out = h.model_state("single")  # positive control
+    assert out["start"]["interactive"] is True and out["model_note"] == ""

@@ -253,7 +253,8 @@ def test_public_mode_lists_and_opens_only_the_visitors_own(stored, monkeypatch, 
     ui = SimpleNamespace(stored="stored", compare="compare", status="status", **{k: k for k in (
         "view", "selected", "selected_md", "summary", "per_class", "confusion", "slices", "slice_md", "slice_rows",
         "wrong", "calibration", "save_t", "save_t_md", "reliability", "geometry_box", "layer", "scatter", "probes",
-        "dims", "colour", "vector", "compare_box", "comparison", "disagreements", "compare_slices")})
+        "dims", "colour", "vector", "compare_box", "comparison", "disagreements", "compare_slices", "classifier_box",
+        "tagger_box")})
     h = evaluate_events.Handlers(ui, default="x", settings=settings, predict_text="t", predict_pair="p", tabs="tabs")
     monkeypatch.setattr(visitor, "owner", lambda: alice)
     assert [v for _, v in h.choices()] == [mine.name]
@@ -281,7 +282,8 @@ def _handlers(models_dir, public=False):
              "selected", "selected_md", "summary", "per_class", "confusion", "slices", "slice_md", "slice_rows",
              "wrong", "calibration", "save_t", "save_t_md", "reliability", "geometry_box", "layer", "scatter", "probes",
              "dims", "colour", "vector", "compare_box", "comparison", "disagreements", "compare_slices", "start",
-             "model_note")
+             "model_note", "file_hint", "columns_row", "geometry", "words", "classifier_box", "tagger_box",
+             "tag_summary", "tag_types", "tag_comparison", "tag_slices", "tag_errors")
     ui = SimpleNamespace(**{k: k for k in ("upload", *names)})
     settings = bv.Settings(models_dir=models_dir, memo_size=0, public=public)
     return evaluate_events.Handlers(ui, default="x", settings=settings, predict_text="t", predict_pair="p", tabs="tabs")

@@ -14,7 +14,8 @@ from ..config import PROJECT_ROOT
 from ..errors import ModelLoadError
 
 __all__ = ["BUILD_INFO", "DEFAULT_MODELS_DIR", "ENCODER", "RUN_INFO", "SHIPPED_MODELS", "ShippedModel", "folder_labels",
-           "folder_multi_label", "is_model_folder", "list_models", "load_run_info", "package_dir", "shipped_model"]
+           "folder_head", "folder_multi_label", "is_model_folder", "list_models", "load_run_info", "package_dir",
+           "shipped_model"]
 
 # Where registered models live unless the caller names another folder (Settings.models_dir).
 DEFAULT_MODELS_DIR = PROJECT_ROOT / "models"
@@ -114,6 +115,20 @@ def folder_multi_label(path: str | Path) -> bool | None:
         return cfg.get("problem_type") == "multi_label_classification"
     except (OSError, ValueError, AttributeError):
         return None
+
+
+def folder_head(path: str | Path):
+    """The head a saved model opens with (``heads.Head``), read from its config.json's ``architectures`` as
+    ``load_model`` reads it, without loading it: a ``...ForTokenClassification`` checkpoint is a tagger, anything
+    else (a bare encoder too) a sequence classifier; None when the config cannot be read."""
+    from .heads import SEQUENCE_CLASSIFICATION, head_for  # lazily: heads imports torch
+
+    try:
+        cfg = json.loads((Path(path) / "config.json").read_text(encoding="utf-8"))
+        architectures = cfg.get("architectures")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return head_for(architectures if isinstance(architectures, list) else ()) or SEQUENCE_CLASSIFICATION
 
 
 def list_models(models_dir: Path = DEFAULT_MODELS_DIR) -> list[dict]:

@@ -500,7 +500,7 @@ class Page:
     def wire_other_tabs(self, demo: gr.Blocks, after_load: tuple) -> None:
         """The other tabs, and the public API (stable names)."""
         p, m = self.p, self.m
-        batch_tab.wire(self.b, model_dd=m.model, default=self.default, settings=self.settings)
+        batch_tab.wire(self.b, model_dd=m.model, default=self.default, settings=self.settings, demo=demo)
         finetune_tab.wire(self.f, demo=demo, default=self.default, model_dd=m.model, predict_text=p.text,
                           predict_pair=p.pair, tabs=self.tabs, heavy=HEAVY, after_run=after_load,
                           settings=self.settings)

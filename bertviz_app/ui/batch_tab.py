@@ -2,7 +2,10 @@
 every row (``core.explain_csv`` in a worker thread, progress streamed, cancel), download the
 results, read each method's mean faithfulness and seconds per text, and the per-class table of the
 words with the largest mean attribution. Event wiring and rendering only: each event's handler is
-a method of ``Handlers``, which holds the tab's components and the server's ``Settings``."""
+a method of ``Handlers``, which holds the tab's components and the server's ``Settings``.
+
+It reads sequence classifiers: for a tagger chosen in the Model tab, Start is greyed with a line saying why and
+where a tagger's entities are shown (``Handlers.model_state``, run when the model changes and on page load)."""
 
 from __future__ import annotations
 
@@ -15,9 +18,11 @@ import pandas as pd
 
 import bertviz_app as core
 from bertviz_app.interpret.export import prune
+from bertviz_app.models.heads import TOKEN_CLASSIFICATION
 
 from . import attribution_tab, guards, model_loading, streaming, visitor
 from .control_values import METHOD_LABELS
+from .finetune_view import shown_name
 from .markup import esc
 from .streaming import CancelFlag
 
@@ -56,13 +61,14 @@ def build(*, settings: core.Settings | None = None) -> SimpleNamespace:
     with gr.Row():
         start = gr.Button("Explain every row", variant="primary", elem_id="bv-bx-start")
         cancel = gr.Button("Cancel", variant="stop", elem_id="bv-bx-cancel")
+    model_note = gr.Markdown(elem_id="bv-bx-model-note")  # why Start is greyed for the chosen model
     status = gr.Markdown(elem_id="bv-bx-status")
     result = gr.File(label="Results", interactive=False, elem_id="bv-bx-file", height=90)
     words = gr.Dataframe(value=words_frame(None), label="Words with the largest mean attribution towards each class "
                                                         "(at least 2 occurrences)",
                          interactive=False, elem_id="bv-bx-words")
     return SimpleNamespace(upload=upload, text_col=text_col, pair_col=pair_col, fmt=fmt, raw=raw, methods=methods,
-                           start=start, cancel=cancel, status=status, result=result, words=words,
+                           start=start, cancel=cancel, model_note=model_note, status=status, result=result, words=words,
                            flag=gr.State(CancelFlag()))
 
 
@@ -150,6 +156,25 @@ class Handlers:
             return {ui.upload: None, ui.text_col: gr.update(choices=[], value=None),
                     ui.pair_col: gr.update(choices=[NONE], value=NONE), ui.status: guards.upload_refused(path, exc)}
 
+    def model_state(self, model_name) -> dict:
+        """Start for the chosen model: offered for a sequence classifier; greyed for a tagger (a token classifier),
+        with the line under it saying why and where the page shows a tagger's entities. A model that does not
+        open leaves Start offered (the Model tab says why; a run would say it too)."""
+        ui = self.ui
+        try:
+            lm = model_loading.load(model_name, self.default, self.settings)
+        except core.BertvizError:
+            lm = None
+        if lm is None or lm.head is not TOKEN_CLASSIFICATION:
+            return {ui.start: gr.update(interactive=True), ui.model_note: ""}
+        shown = esc(shown_name((model_name or "").strip() or self.default))
+        return {ui.start: gr.update(interactive=False),
+                ui.model_note: f"**{shown} is a tagger (token classification):** Explain a file reads sequence "
+                               "classifiers (each row's class and the words behind it); a tagger's entities are read "
+                               "one text at a time: type it in the Predict tab and press Analyze. Its entities are "
+                               "explained by `python -m bertviz_app explain TEXT --model MODEL --entity K`. Choose a "
+                               "sequence classifier in the Model tab to explain a file."}
+
     @staticmethod
     def arm(flag: CancelFlag):
         flag.arm()
@@ -208,9 +233,17 @@ class Handlers:
         flag.event.set()
 
 
-def wire(ui: SimpleNamespace, model_dd, default: str, *, settings: core.Settings | None = None) -> Handlers:
-    """Connect the tab's events to ``Handlers``' methods; ``settings``: the server's (default ``Settings()``)."""
+def wire(ui: SimpleNamespace, model_dd, default: str, *, settings: core.Settings | None = None,
+         demo: gr.Blocks | None = None) -> Handlers:
+    """Connect the tab's events to ``Handlers``' methods; ``settings``: the server's (default ``Settings()``);
+    ``demo``: the page, whose load sets Start for the model it opens with."""
     h = Handlers(ui, default=default, settings=settings if settings is not None else core.Settings())
+    # Start follows the chosen model's head (a tagger is greyed, with why): on each model change and page load
+    state = dict(inputs=[model_dd], outputs=[ui.start, ui.model_note], api_visibility="private", concurrency_limit=1,
+                 concurrency_id="explain-file-model", show_progress="hidden")
+    model_dd.change(guards.guard(h.model_state), **state)
+    if demo is not None:
+        demo.load(guards.guard(h.model_state), **state)
     # .upload and .clear, not .change: clearing a refused file (on_upload) must not run the handler again
     # and wipe the status line that says why
     gr.on([ui.upload.upload, ui.upload.clear], h.on_upload, inputs=[ui.upload],

@@ -8,6 +8,12 @@ and the page is drawn FROM that folder (``evaluate_view.load_run``), so reopenin
 evaluation draws the same page. The geometry's layer, dimensions and colouring redraw from the
 loaded folder (``gr.State``), never from the model. A row chosen in a table, or a point clicked in
 the scatter, opens in the Predict tab (or the Attributions tab) as the Fine-tune tab sends its rows.
+
+A tagger (a token classifier) chosen in the Model tab: the upload is read as tagged words (``read_tagged``), the
+evaluation is ``evaluate_tagged`` (``compare_taggers`` with a second tagger) with the same progress and cancel,
+and the result is drawn by ``evaluate_tagger`` and not stored (the page says so). The file asked for, the
+controls offered and the models to compare with follow the chosen model's head (``model_state``,
+``compare_options``).
 """
 
 from __future__ import annotations
@@ -21,9 +27,13 @@ import gradio as gr
 
 import bertviz_app as core
 from bertviz_app.evaluate import evaluation_runs
+from bertviz_app.evaluate.tagger_evaluation import compare_taggers, evaluate_tagged
 from bertviz_app.models import visitors
+from bertviz_app.models.catalog import folder_head
+from bertviz_app.models.heads import TOKEN_CLASSIFICATION
+from bertviz_app.train.data.tagged import TaggedFile, read_tagged
 
-from . import evaluate_view, figures, guards, model_loading, plots, streaming, visitor
+from . import evaluate_tagger, evaluate_view, figures, guards, model_loading, plots, streaming, visitor
 from .evaluate_view import RunView
 from .finetune_view import load_base, shown_name
 from .markup import esc
@@ -54,13 +64,14 @@ def parse_words(value: str | None) -> list[str]:
 
 
 def progress_line(done: int, total: int, left: float | None, what: str = "Evaluating",
-                  cancelling: bool = False) -> str:
-    """The status line while rows are evaluated: rows done of all and the time left (or "measuring")."""
+                  cancelling: bool = False, unit: str = "rows") -> str:
+    """The status line while rows (a tagger's: sentences) are evaluated: done of all and the time left (or
+    "measuring")."""
     if not total:
         return f"**{what}:** starting…"
     eta = f"{streaming.AnalyzeProgress.duration(left)} left" if left is not None else f"time left: {core.MEASURING}"
     note = " · cancelling after this batch…" if cancelling else ""
-    return f"**{what}:** {done:,} of {total:,} rows ({done / total:.0%}) · {eta}{note}"
+    return f"**{what}:** {done:,} of {total:,} {unit} ({done / total:.0%}) · {eta}{note}"
 
 
 def rows_table(rows: list[dict], pairs: bool = False):
@@ -90,11 +101,12 @@ class Handlers:
         self.link_tab = link_tab  # the page link's tab (ui.links), which a tab opened from here must follow
 
     # ---------------------------------------------------------------- upload
-    def on_upload(self, path):
+    def on_upload(self, path, model_name=None):
         """A file: read it (kept in the session; public mode: the upload is deleted once read), its
         columns offered and guessed as the evaluation would guess them. A refused file (unreadable, too
         big, a zip renamed .csv, over the upload quota...) is cleared from the File component, so it does
-        not look uploaded, and the status line says why and what to fix (no toast, no badge)."""
+        not look uploaded, and the status line says why and what to fix (no toast, no badge). With
+        ``model_name`` a tagger (the model chosen when the file arrives), the file is read as tagged words."""
         ui = self.ui
         empty = gr.update(choices=[], value=None)
         if not path:
@@ -108,6 +120,11 @@ class Handlers:
             why = guards.upload_refused(path, exc)
             return {**cleared, ui.refused: None, ui.notices: why, ui.status: why}
         try:
+            if self.reads_tags(model_name):
+                tagged = read_tagged(path, max_upload_mb=self.settings.max_upload_mb,
+                                     max_sentences=self.settings.max_rows)
+                return {**cleared, ui.upload: gr.skip(), ui.table: tagged, ui.refused: None, ui.status: "",
+                        ui.notices: evaluate_tagger.tagged_md(tagged)}
             table = core.read_table(path, max_upload_mb=self.settings.max_upload_mb, max_rows=self.settings.max_rows)
         except core.DataError as exc:
             return {**cleared, ui.refused: guards.refused_file(path, exc),
@@ -129,6 +146,16 @@ class Handlers:
                 ui.label_col: gr.update(choices=cols, value=guess.label),
                 ui.pair_col: gr.update(choices=[*NO_PAIR, *[(c, c) for c in cols]], value=guess.pair or NONE)}
 
+    def reads_tags(self, model_name) -> bool:
+        """Is ``model_name`` (the chosen model) a tagger, so its file is tagged words? A model that does not open
+        reads as a classifier here (Evaluate says why it cannot be evaluated)."""
+        if model_name is None:
+            return False
+        try:
+            return model_loading.load(model_name, self.default, self.settings).head is TOKEN_CLASSIFICATION
+        except core.BertvizError:
+            return False
+
     # ---------------------------------------------------------------- evaluate
     @staticmethod
     def arm(flag: CancelFlag):
@@ -147,14 +174,19 @@ class Handlers:
     def evaluate(self, flag, model_name, table, refused, text_col, label_col, pair_col, words, compare, geometry):
         ui, cancel = self.ui, flag.event
         if table is None:
-            raise core.DataError(refused or "Upload a labelled file first (.csv, .tsv or .txt with a header row).")
+            raise core.DataError(refused or ("Upload a tagged file first (CoNLL, JSON lines with tokens and tags, or a "
+                                             "tokens/tags CSV)." if self.reads_tags(model_name) else
+                                             "Upload a labelled file first (.csv, .tsv or .txt with a header row)."))
+        owner = visitor.owner()
+        lm = model_loading.load(model_name, self.default, self.settings)
+        if lm.head is TOKEN_CLASSIFICATION or isinstance(table, TaggedFile):
+            yield from self.evaluate_tagger(flag, lm, table, words, compare)
+            return
         if not label_col:
             raise core.DataError(f"Choose the label column: an evaluation compares each row's label with the "
                                  f"model's prediction (columns: {', '.join(table.columns)}).")
-        owner = visitor.owner()
         if owner == visitors.NOBODY:
             raise core.InputError("This page has no owner token yet: reload the page, then evaluate again.")
-        lm = model_loading.load(model_name, self.default, self.settings)
         other = load_base(compare, self.default, self.settings) if compare else None
         what = f"Evaluating with {shown_name(lm.name)}, then {shown_name(other.name)}" if other else "Evaluating"
         track = {"what": what, "done": 0, "total": 0, "eta": core.RateEta(min_units=1, min_seconds=2.0, window=60.0)}
@@ -193,9 +225,70 @@ class Handlers:
         out[ui.stored] = gr.update(choices=self.choices(), value=saved.name)
         yield out
 
+    def evaluate_tagger(self, flag, lm, tagged, words, compare):
+        """A tagger's evaluation of the tagged file read at upload (``evaluate_tagged``; with ``compare``, both
+        taggers on the same sentences: ``compare_taggers``), in a worker thread with the progress in sentences;
+        drawn, not stored (``evaluate_tagger.NOT_STORED`` says so)."""
+        ui, cancel = self.ui, flag.event
+        shown = shown_name(lm.name)  # in a refusal, escaped where it is shown (guards.refusal_md)
+        if lm.head is not TOKEN_CLASSIFICATION:
+            raise core.DataError(f"The file shown was read as tagged words, for a tagger; {shown} is a sequence "
+                                 "classifier, evaluated on a table with a text and a label column. Remove the file "
+                                 "(×) and upload a labelled table.")
+        if not isinstance(tagged, TaggedFile):
+            raise core.DataError(f"{shown} is a tagger (token classification), evaluated on tagged words, and the "
+                                 "file shown was read as a classifier's table when it was uploaded. Remove it (×) "
+                                 "and upload it again (CoNLL, JSON lines with tokens and tags, or a tokens/tags CSV).")
+        other = load_base(compare, self.default, self.settings) if compare else None
+        what = f"Evaluating with {shown_name(lm.name)}, then {shown_name(other.name)}" if other else "Evaluating"
+        track = {"what": what, "done": 0, "total": 0, "unit": "sentences",
+                 "eta": core.RateEta(min_units=1, min_seconds=2.0, window=60.0)}
+
+        def progress(done, total):
+            track["done"], track["total"] = done, total
+            track["eta"].update(done)
+
+        def work():
+            run = dict(words=parse_words(words), progress=progress, cancel=cancel)
+            if other is None:
+                return evaluate_tagged(lm, tagged, **run), None
+            comparison = compare_taggers(lm, other, tagged, **run)
+            return comparison.a, comparison
+
+        yield {ui.status: "**Starting…** loading the model"}
+        try:
+            ev, comparison = yield from streaming.stream_work(work, lambda: self.progress(track, cancel),
+                                                              on_abandon=cancel.set)
+        except core.CancelledError as exc:
+            yield {ui.status: f"**Cancelled:** {esc(exc)}"}
+            return
+        finally:
+            if flag.event is cancel:
+                flag.arm()
+        out = self.render_tagged(ev, comparison)
+        out[ui.status] = (f"**Done:** {ev.n_sentences:,} sentences evaluated; entity F1 {ev.entity_f1:.3f}. "
+                          "Not stored: a tagger's evaluation is shown below only.")
+        yield out
+
+    def tagger_outputs(self) -> list:
+        """The components a tagger's evaluation is drawn in (after the classifier's in the run's outputs)."""
+        ui = self.ui
+        return [ui.tagger_box, ui.tag_summary, ui.tag_types, ui.tag_comparison, ui.tag_slices, ui.tag_errors]
+
+    def render_tagged(self, ev, comparison=None) -> dict:
+        """A tagger's evaluation drawn; the classifier's results (and a stored evaluation's view) hidden."""
+        ui = self.ui
+        return {ui.view: None, ui.selected: None, ui.selected_md: "", ui.classifier_box: gr.update(visible=False),
+                ui.geometry_box: gr.update(visible=False), ui.compare_box: gr.update(visible=False),
+                ui.tagger_box: gr.update(visible=True), ui.tag_summary: evaluate_tagger.summary_md(ev),
+                ui.tag_types: evaluate_tagger.types_frame(ev),
+                ui.tag_comparison: evaluate_tagger.comparison_md(comparison),
+                ui.tag_slices: evaluate_tagger.slices_frame(ev), ui.tag_errors: evaluate_tagger.errors_frame(ev)}
+
     def progress(self, track: dict, cancel) -> dict:
         return {self.ui.status: progress_line(track["done"], track["total"], track["eta"].left(track["total"])
-                                              if track["total"] else None, track["what"], cancel.is_set())}
+                                              if track["total"] else None, track["what"], cancel.is_set(),
+                                              track.get("unit", "rows"))}
 
     @staticmethod
     def on_cancel(flag: CancelFlag) -> None:
@@ -213,7 +306,7 @@ class Handlers:
                ui.slice_rows: rows_table([], v.pairs),
                ui.wrong: rows_table(evaluate_view.wrong_rows(v), v.pairs),
                ui.calibration: evaluate_view.calibration_md(v), ui.reliability: evaluate_view.reliability_figure(v),
-               ui.save_t_md: ""}
+               ui.save_t_md: "", ui.classifier_box: gr.update(visible=True), ui.tagger_box: gr.update(visible=False)}
         # offered only for a temperature that helped on the rows it was measured on (NLL lower, ECE not higher),
         # for a model it can be saved into; else the line under the button says why not
         refused = self.save_refused(v) if evaluate_view.temperature_judgement(v)[0] else ""
@@ -303,7 +396,7 @@ class Handlers:
         """The stored list and the compare-with choices for the chosen model (page load: the visitor's own)."""
         ui = self.ui
         if not visitor.ready():
-            return {ui.stored: gr.skip(), ui.compare: gr.skip(), ui.start: gr.skip(), ui.model_note: gr.skip()}
+            return dict.fromkeys([ui.stored, ui.compare, *self.head_outputs()], gr.skip())
         try:
             choices = self.choices()
         except OSError:
@@ -313,37 +406,64 @@ class Handlers:
                 **self.suggest(model_name, suggest_base=False)}
 
     def compare_options(self, lm: core.LoadedModel) -> tuple[list[tuple[str, str]], str]:
-        """(choices, note) of the compare-with control for ``lm``: the listed models with its classes (read
-        from each folder's config.json, nothing loaded), never ``lm`` itself; the note names the ones left
-        out and why, so no choice is offered that the evaluation would refuse."""
+        """(choices, note) of the compare-with control for ``lm``: the listed models with its head and its
+        classes (a tagger: its tags), read from each folder's config.json, nothing loaded; never ``lm`` itself;
+        the note names the ones left out and why, so no choice is offered that the evaluation would refuse."""
         own = Path(lm.path).resolve()
-        keep, other, multi, itself = [], [], [], []
+        tagger = lm.head is TOKEN_CLASSIFICATION
+        keep, other, multi, head, itself = [], [], [], [], []
         for m in visitor.visible(core.list_models(self.settings.models_dir)):
             if not m["built"] or not m["path"]:
                 continue
             if Path(m["path"]).resolve() == own:
                 itself.append(m["name"])
                 continue
+            if folder_head(m["path"]) not in (lm.head, None):  # a tagger beside a classifier, or the reverse
+                head.append(m["name"])
+                continue
             labels = core.folder_labels(m["path"])
             if labels is None or set(labels) != set(lm.labels):
                 other.append(m["name"])
-            elif core.folder_multi_label(m["path"]):  # evaluate reads single-label classifiers only
+            elif not tagger and core.folder_multi_label(m["path"]):  # evaluate reads single-label classifiers only
                 multi.append(m["name"])
             else:
                 keep.append(m["name"])
-        note = f"another model with the classes {', '.join(lm.labels)}, on the same rows (optional)"
-        left = [(names, why) for names, why in ((other, "other classes"), (multi, "multi-label"),
-                                                (itself[:1], "the model evaluated")) if names]
+        if tagger:
+            note = f"another tagger with the tags {', '.join(lm.labels)}, on the same sentences (optional)"
+        else:
+            note = f"another model with the classes {', '.join(lm.labels)}, on the same rows (optional)"
+        left = [(names, why) for names, why in (
+            (head, "a sequence classifier" if tagger else "a token classifier"),
+            (other, "other tags" if tagger else "other classes"), (multi, "multi-label"),
+            (itself[:1], "the model evaluated")) if names]
         if left:
             note += ". Not listed: " + "; ".join(
                 ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "") + f" ({why})"
                 for names, why in left)
         return [*NO_COMPARE, *[(shown_name(n), n) for n in keep]], note + "."
 
+    def head_outputs(self) -> list:
+        """What ``model_state`` sets: Evaluate's button and the line under it, and what follows the model's head
+        (the upload's label and hint, the table's columns, the geometry switch, the words box's label)."""
+        ui = self.ui
+        return [ui.start, ui.model_note, ui.upload, ui.file_hint, ui.columns_row, ui.geometry, ui.words]
+
+    def head_state(self, lm: core.LoadedModel) -> dict:
+        """The controls that follow the head: a tagger's file is tagged words (no columns to choose, no [CLS]
+        geometry: it reads every token), a classifier's a table of texts and labels."""
+        ui, et = self.ui, evaluate_tagger
+        tagger = lm.head is TOKEN_CLASSIFICATION
+        return {ui.upload: gr.update(label=et.TAGGER_UPLOAD if tagger else et.CLASSIFIER_UPLOAD),
+                ui.file_hint: et.TAGGER_FILE if tagger else et.CLASSIFIER_FILE,
+                ui.columns_row: gr.update(visible=not tagger),
+                ui.geometry: gr.update(visible=not tagger, **({"value": False} if tagger else {})),
+                ui.words: gr.update(label="Slice by sentences containing" if tagger else "Slice by rows containing")}
+
     def model_state(self, name: str | None, lm: core.LoadedModel | None = None,
                     exc: BaseException | None = None) -> dict:
-        """Evaluate's button for the chosen model: offered for a single-label classifier that opens; else
-        greyed, with the line under it saying why (the evaluation would refuse it: ``evaluate``)."""
+        """Evaluate's button for the chosen model: offered for a single-label classifier or a tagger that opens;
+        else greyed, with the line under it saying why (the evaluation would refuse it: ``evaluate``). With a
+        model that opens, the controls that follow its head (``head_state``)."""
         ui, shown = self.ui, esc(shown_name((name or "").strip() or self.default))
         if exc is not None:
             why = f"**{shown} cannot be opened**, so it cannot be evaluated: {esc(exc)} Choose another model in " \
@@ -352,7 +472,8 @@ class Handlers:
             why = f"**{shown} is a multi-label model:** an evaluation reads single-label classifiers only (one " \
                   "class per row, softmax outputs). Choose another model in the Model tab."
         else:
-            return {ui.start: gr.update(interactive=True), ui.model_note: ""}
+            return {ui.start: gr.update(interactive=True), ui.model_note: "",
+                    **(self.head_state(lm) if lm is not None else {})}
         return {ui.start: gr.update(interactive=False), ui.model_note: why}
 
     def suggest(self, model_name, suggest_base: bool = True):
@@ -372,7 +493,8 @@ class Handlers:
             # a base the list does not hold (a folder, a Hub id): offered when it opens with the run's classes
             try:
                 other = load_base(base, self.default, self.settings) if base != core.ENCODER else None
-                ok = other is not None and not other.multi_label and set(other.labels) == set(lm.labels)
+                ok = (other is not None and other.head is lm.head and not other.multi_label
+                      and set(other.labels) == set(lm.labels))
             except core.BertvizError:
                 ok = False
             if ok:

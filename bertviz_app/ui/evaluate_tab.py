@@ -1,6 +1,8 @@
 """Evaluate tab: the chosen model on an uploaded labelled file (.csv, .tsv, .txt): metrics, slices
 worst first, the rows it gets wrong, calibration before/after a temperature, and optionally the
-[CLS] geometry by layer and a comparison with another model.
+[CLS] geometry by layer and a comparison with another model. A tagger (token classifier) chosen in the
+Model tab is evaluated on a tagged file instead (CoNLL, JSON lines, a tokens/tags CSV): entity scores with
+their intervals, per type, slices, the sentences it gets wrong (``evaluate_tagger``), shown and not stored.
 
 This module lays the tab out (``build``) and connects its events (``wire``) to the handlers of
 ``evaluate_events.Handlers`` (how an evaluation runs, is stored and is drawn: see there).
@@ -14,7 +16,7 @@ import gradio as gr
 
 import bertviz_app as core
 
-from . import evaluate_view, figures, guards, visitor
+from . import evaluate_tagger, evaluate_view, figures, guards, visitor
 from .evaluate_events import NO_COMPARE, NO_PAIR, NONE, Handlers
 from .evaluate_view import COLOURINGS, DIMENSIONS, VECTORS, RunView
 from .streaming import CancelFlag
@@ -32,9 +34,11 @@ def build(default: str, *, settings: core.Settings | None = None) -> SimpleNames
                 "row): accuracy with its 95% interval, macro-F1, per-class scores, the confusion matrix, the slices "
                 "where it does worst, the rows it gets wrong, and how honest its confidence is (calibration before "
                 "and after a temperature). Each evaluation is stored and can be reopened below. The same as "
-                "`python -m bertviz_app evaluate FILE --out folder/`.")
+                "`python -m bertviz_app evaluate FILE --out folder/`. A tagger (a token classifier) is evaluated on a "
+                "tagged file instead: entity precision, recall and F1 with their intervals, per entity type, against "
+                "tagging every word O.")
     return SimpleNamespace(**_states(), **_file_fields(), **_run_fields(settings), **_results_fields(),
-                           **_geometry_fields(), **_comparison_fields())
+                           **_tagger_fields(), **_geometry_fields(), **_comparison_fields())
 
 
 def _components(scope: dict) -> dict:
@@ -56,11 +60,14 @@ def _file_fields() -> dict:
     """The labelled file, its column mapping, the slice words, the model to compare with, the geometry switch."""
     with gr.Row():
         with gr.Column(scale=1):
-            upload = gr.File(label="Labelled file (.csv, .tsv, .txt)", file_types=[".csv", ".tsv", ".txt"],
+            # the types of both heads' files: gradio checks an upload against the types the component was built
+            # with; the label and the hint under it follow the chosen model's head (Handlers.model_state)
+            upload = gr.File(label=evaluate_tagger.CLASSIFIER_UPLOAD, file_types=evaluate_tagger.FILE_TYPES,
                              type="filepath", elem_id="bv-ev-upload")
+            file_hint = gr.Markdown(evaluate_tagger.CLASSIFIER_FILE, elem_id="bv-ev-file-hint")
         with gr.Column(scale=2):
             notices = gr.Markdown(elem_id="bv-ev-notices")
-            with gr.Row():
+            with gr.Row() as columns_row:  # a classifier's table's columns (hidden for a tagger)
                 text_col = gr.Dropdown(choices=[], label="Text column", elem_id="bv-ev-text-col")
                 label_col = gr.Dropdown(choices=[], label="Label column", elem_id="bv-ev-label-col")
                 pair_col = gr.Dropdown(choices=NO_PAIR, value=NONE, label="Second text (optional)",
@@ -94,6 +101,12 @@ def _run_fields(settings: core.Settings) -> dict:
 
 def _results_fields() -> dict:
     """The shown evaluation: summary, per-class scores, confusion, slices, wrong rows, calibration."""
+    with gr.Column() as classifier_box:  # hidden while a tagger's evaluation is shown
+        scope = _classifier_results()
+    return {**scope, "classifier_box": classifier_box}
+
+
+def _classifier_results() -> dict:
     summary = gr.Markdown(elem_id="bv-ev-summary")
     with gr.Row():
         per_class = gr.Dataframe(value=evaluate_view.per_class_frame(None), label="Per-class scores",
@@ -119,6 +132,21 @@ def _results_fields() -> dict:
             save_t = gr.Button("Save this temperature to the model", visible=False, elem_id="bv-ev-save-t")
             save_t_md = gr.Markdown(elem_id="bv-ev-save-t-md")
         reliability = figures.plot(label="Reliability diagram", elem_id="bv-ev-reliability")
+    return _components(locals())
+
+
+def _tagger_fields() -> dict:
+    """A tagger's evaluation (shown when one is): entity scores, per type, slices, wrong sentences, comparison."""
+    with gr.Column(visible=False, elem_id="bv-ev-tagger") as tagger_box:
+        tag_summary = gr.Markdown(elem_id="bv-ev-tag-summary")
+        tag_types = gr.Dataframe(value=evaluate_tagger.types_frame(None), label="Entity scores per type",
+                                 interactive=False, elem_id="bv-ev-tag-types")
+        tag_comparison = gr.Markdown(elem_id="bv-ev-tag-comparison")
+        tag_slices = gr.Dataframe(value=evaluate_tagger.slices_frame(None), label="Slices by sentence length and by "
+                                  "the words asked for, worst first", interactive=False, elem_id="bv-ev-tag-slices")
+        tag_errors = gr.Dataframe(value=evaluate_tagger.errors_frame(None), label="Sentences with a wrong tag (the "
+                                  "first 200, in file order): word[true→predicted]", interactive=False, wrap=True,
+                                  max_height=400, elem_id="bv-ev-tag-errors", elem_classes=["bv-table"])
     return _components(locals())
 
 
@@ -166,13 +194,13 @@ def wire(ui: SimpleNamespace, *, demo: gr.Blocks | None, model_dd, default: str,
     private = dict(api_visibility="private")
     # .upload and .clear, not .change: clearing a refused file (on_upload) must not run the handler again
     # and wipe the status line that says why
-    gr.on([ui.upload.upload, ui.upload.clear], guards.guard(h.on_upload), inputs=[ui.upload],
+    gr.on([ui.upload.upload, ui.upload.clear], guards.guard(h.on_upload), inputs=[ui.upload, model_dd],
           outputs=[ui.upload, ui.table, ui.refused, ui.notices, ui.text_col, ui.label_col, ui.pair_col, ui.status],
           concurrency_limit=2, **private)
     results = [ui.view, ui.selected, ui.selected_md, ui.summary, ui.per_class, ui.confusion, ui.slices, ui.slice_md,
                ui.slice_rows, ui.wrong, ui.calibration, ui.save_t, ui.save_t_md, ui.reliability, ui.geometry_box,
                ui.layer, ui.scatter, ui.probes, ui.dims, ui.colour, ui.vector, ui.compare_box, ui.comparison,
-               ui.disagreements, ui.compare_slices]
+               ui.disagreements, ui.compare_slices, ui.classifier_box, *h.tagger_outputs()]
     ui.start.click(h.arm, inputs=[ui.flag], outputs=None, queue=False, **private).then(
         guards.guard_stream(h.run), inputs=[ui.flag, model_dd, ui.table, ui.refused, ui.text_col, ui.label_col,
                                             ui.pair_col, ui.words, ui.compare, ui.geometry],
@@ -186,13 +214,14 @@ def wire(ui: SimpleNamespace, *, demo: gr.Blocks | None, model_dd, default: str,
                     concurrency_limit=1, concurrency_id="evaluate-save-t", **private)
     if demo is not None:
         visitor.on_page_load(demo, h.refresh, inputs=[ui.stored, model_dd],
-                             outputs=[ui.stored, ui.compare, ui.start, ui.model_note])
+                             outputs=[ui.stored, ui.compare, *h.head_outputs()])
     if link_run is not None:
         link_run.change(guards.to_status(h.restore_run, ui.status), inputs=[link_run],
                         outputs=[ui.status, ui.stored, *results],
                         concurrency_limit=2, concurrency_id="evaluate-open", **private)
     # another model chosen (a fine-tune's new run too): its base offered for the comparison (may load both)
-    model_dd.change(guards.guard(h.suggest), inputs=[model_dd], outputs=[ui.compare, ui.start, ui.model_note],
+    # a tagger or a classifier: the file asked for, the controls and the comparisons follow its head
+    model_dd.change(guards.guard(h.suggest), inputs=[model_dd], outputs=[ui.compare, *h.head_outputs()],
                     concurrency_limit=1,
                     concurrency_id="evaluate-suggest", show_progress="hidden", **private)
     ui.slices.select(guards.guard(h.on_slice), inputs=[ui.view], outputs=[ui.slice_md, ui.slice_rows], queue=False,
