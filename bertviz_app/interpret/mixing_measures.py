@@ -104,8 +104,11 @@ VZ_CHUNK_FLOATS = 1 << 26
 ROW_CHUNK_FLOATS = 1 << 24
 
 def _family(lm):
+    """The model's family when its layers can be decomposed. The head asks (``Head.composable``): BERT's and
+    ALBERT's own check also wants the pooler a sequence head reads, which a tagger lacks though its layers are the
+    same."""
     fam = family_of(lm.model)
-    return fam if fam is not None and fam.composable(lm.model) else None
+    return fam if fam is not None and lm.head.composable(fam, lm.model) else None
 
 
 def supported_measures(lm) -> tuple[str, ...]:

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 import bertviz_app as core
+from bertviz_app.interpret.entity_attribution import EntityAttribution, entity_pieces
 from bertviz_app.interpret.mixing_measures import MixingMaps, check_measure, context_mixing, supported_measures
 from bertviz_app.models.encoding import check_has_words
 from bertviz_app.models.inference import applied_temperature
@@ -56,6 +57,41 @@ class Record:
     mixing: MixingMaps | None = None
     # the prediction is temperature-scaled (calibration.json): T, the raw probabilities; None: they are raw
     calibration: Calibration | None = None
+
+    @property
+    def text(self) -> str:
+        return self.prediction.text
+
+    @property
+    def pair(self) -> str | None:
+        return self.prediction.pair
+
+
+@dataclass(frozen=True, eq=False)
+class TagRecord:
+    """A token classifier's (a tagger's) Analyze, kept per user in gr.State as ``Record`` is: its tagging, the text's
+    attention (one forward pass: attention does not depend on the head), the Attention tab's measure, and the
+    Attributions tab's last explained target (``explain_entities``: one entity, or one word's tag). No [CLS] lens,
+    path or class: a tagger reads every token, not [CLS]."""
+
+    model: str
+    labels: tuple[str, ...]
+    device_label: str
+    tagging: core.Tagging
+    maps: core.AttentionMaps
+    min_change: float = core.Settings.min_change
+    mixing: MixingMaps | None = None
+    explained: EntityAttribution | None = None  # None until a target is explained (or while it is computed)
+    target: str | None = None  # the target choice ``explained`` answers (``tag_choices``' value)
+    ig_failed: bool = False  # Analyze's Integrated Gradients ended in an error
+
+    @property
+    def text(self) -> str:
+        return self.tagging.text
+
+    @property
+    def pair(self) -> None:
+        return None  # a tagger reads one text
 
 
 def calibrated_prediction(lm: core.LoadedModel, raw: core.Prediction) -> tuple[core.Prediction, Calibration | None]:
@@ -105,6 +141,81 @@ def analyze_fast(lm: core.LoadedModel, text: str, pair: str | None,
     return rec
 
 
+def analyze_tagged(lm: core.LoadedModel, text: str, progress: Callable[[float, str], Any] | None = None,
+                   measure: str | None = "raw") -> TagRecord:
+    """A tagger's quick part: its tagging (the Predict tab's entities and words) and the text's attention in every
+    layer and head (one forward pass each), with the Attention tab's ``measure`` where the family supports it."""
+    step = progress or (lambda *_: None)
+    check_has_words(lm, text, None)  # an empty text: one clear message before any work
+    step(0.05, "Tagging")
+    tagging = core.tag(lm, text)[0]
+    step(0.1, "Reading attention")
+    maps = core.attention(lm, text)
+    maps = core.AttentionMaps(info=maps.info, weights=maps.weights.astype(np.float16))  # halves per-user memory
+    rec = TagRecord(lm.name, lm.labels, lm.device_label, tagging, maps, min_change=lm.settings.min_change)
+    if measure and measure != "raw" and measure in supported_measures(lm):
+        step(0.17, "Context mixing")
+        rec = with_measure(lm, rec, measure)
+    return rec
+
+
+ENTITY, WORD = "entity:", "word:"  # a tagger's target values: "entity:K" (its K-th entity), "word:K" (its K-th word)
+
+
+def entity_words(t: core.Tagging, k: int) -> tuple[int, int]:
+    """The first and last word (numbered from 1, as the Predict tab's table lists them) of entity ``k``: the words
+    whose pieces overlap the entity's."""
+    e = t.entities[k]
+    a, b = entity_pieces(t.offsets, e.start, e.end)
+    hit = [i for i, w in enumerate(t.words, start=1) if w.pieces[0] < b and w.pieces[1] > a]
+    return (hit[0], hit[-1]) if hit else (0, 0)
+
+
+def tag_choices(t: core.Tagging) -> list[tuple[str, str]]:
+    """(label, value) of what the Attributions tab can explain for a tagging: each entity as a whole
+    ("Paris · LOC (words 3-3)", value "entity:K"), then each word's tag (the predicted label of its first piece, the
+    one the word is tagged by: "why “film” is O (word 2)", value "word:K")."""
+    out = []
+    for k, e in enumerate(t.entities):
+        a, b = entity_words(t, k)
+        out.append((f"{e.text} · {e.label} (words {a}-{b})", f"{ENTITY}{k}"))
+    for k, w in enumerate(t.words):
+        out.append((f"why “{w.text}” is {t.labels[w.pieces[0]]} (word {k + 1})", f"{WORD}{k}"))
+    return out
+
+
+def tag_target(t: core.Tagging, value) -> str | None:
+    """The target a tagger's Analyze explains: ``value`` when this tagging offers it, else its first entity, else
+    None (a text without entities: nothing is explained until a word is chosen)."""
+    values = [v for _, v in tag_choices(t)]
+    if value in values:
+        return value
+    return f"{ENTITY}0" if t.entities else None
+
+
+def tag_target_args(t: core.Tagging, value) -> dict:
+    """``explain_entities``' arguments for a target value: ``entities=K``, or ``token=`` the first piece of word K
+    (its predicted label explained). Anything this tagging does not offer: InputError saying what to choose."""
+    kind, _, index = str(value or "").partition(":")
+    n = {ENTITY[:-1]: len(t.entities), WORD[:-1]: len(t.words)}.get(kind)
+    if n is None or not index.isdigit() or int(index) >= n:
+        what = "an entity or a word" if t.entities else "a word (this text has no entities)"
+        raise core.InputError(f"Choose {what} in the target list to explain, then press Explain.")
+    k = int(index)
+    return {"entities": k} if kind == ENTITY[:-1] else {"token": t.words[k].pieces[0]}
+
+
+def explain_target(lm: core.LoadedModel, rec: TagRecord, target, baseline: str, n_steps: int,
+                   auto: bool = False) -> TagRecord:
+    """Integrated Gradients of a tagger's target (``tag_target_args``) on ``rec``'s text (``explain_entities``):
+    ``auto``: steps chosen for a relative delta within the page's tolerance, else exactly ``n_steps``."""
+    args = tag_target_args(rec.tagging, target)
+    tolerance = tolerance_arg(auto)
+    [a] = core.explain_entities(lm, rec.text, **args, baseline=baseline, tolerance=tolerance,
+                                n_steps=None if tolerance is not None else int(n_steps))
+    return dataclasses.replace(rec, explained=a, target=target, ig_failed=False)
+
+
 def with_measure(lm: core.LoadedModel, rec: Record, measure: str | None) -> Record:
     """``rec`` with the Attention tab's ``measure`` computed for its text (``Record.mixing``; raw
     attention: None, the record's own maps). An unknown or unsupported measure: InputError saying
@@ -114,7 +225,7 @@ def with_measure(lm: core.LoadedModel, rec: Record, measure: str | None) -> Reco
         return dataclasses.replace(rec, mixing=None) if rec.mixing is not None else rec
     if rec.mixing is not None and rec.mixing.measure == measure:
         return rec
-    mm = context_mixing(lm, rec.prediction.text, rec.prediction.pair, measure)
+    mm = context_mixing(lm, rec.text, rec.pair, measure)
     mm = dataclasses.replace(mm, weights=mm.weights.astype(np.float16))  # per-head maps: half the per-user memory
     return dataclasses.replace(rec, mixing=mm)
 
