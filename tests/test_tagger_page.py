@@ -6,6 +6,8 @@ tag "joy" as a person and "slog" as a place."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 from test_tagging import BIO, build_tagger, train_tagger
@@ -86,3 +88,165 @@ def test_a_text_without_entities_offers_its_words_and_explains_nothing_by_itself
     assert analysis.tag_target(t, "entity:0") is None and analysis.tag_target(t, None) is None
     with pytest.raises(bv.InputError, match="this text has no entities"):
         analysis.tag_target_args(t, "entity:0")
+
+
+# --------------------------------------------------------------------------- the Attention tab
+def test_the_attention_tab_marks_the_entities_rows_and_has_no_cls_row(tagger):
+    from bertviz_app.ui import analysis, attention_tab, token_views
+
+    rec = analysis.analyze_tagged(tagger, TEXT)
+    np.testing.assert_allclose(rec.maps.weights.astype(np.float32), bv.attention(tagger, TEXT).weights, atol=1e-3)
+    info = rec.maps.info
+    assert info.tokens[4] == "joy" and info.tokens[9] == "slog"  # [CLS] is token 0
+    view = token_views.token_view(info, False)
+    assert attention_tab.entity_rows(rec, view, view.keep(False)) == [(4, 4, "joy · PER"), (9, 9, "slog · LOC")]
+    assert attention_tab.entity_rows(rec, view, view.keep(True)) == [(3, 3, "joy · PER"), (8, 8, "slog · LOC")]
+    note = attention_tab.tagger_note(rec)
+    assert "“joy” · PER (token 4)" in note and "“slog” · LOC (token 9)" in note
+    fig, cls_fig, roll = attention_tab.render_focus(rec, 2, "head 1", False, False)
+    outlined = sorted((s.y0, s.y1) for s in fig.layout.shapes)
+    assert outlined == [(3.5, 4.5), (8.5, 9.5)]
+    np.testing.assert_allclose(np.asarray(fig.data[0].z), np.round(rec.maps.weights[1, 0].astype(np.float32), 4))
+    assert not cls_fig.data and "No [CLS] row for a tagger" in cls_fig.layout.annotations[0].text
+    assert roll.data  # rollout reads every row: drawn as for a classifier
+    # a measure: computed for the tagger's text, drawn the same way
+    alti = analysis.with_measure(tagger, rec, "alti")
+    fig, cls_fig, _ = attention_tab.render_focus(alti, 1, attention_tab.LAYER, False, False)
+    assert len(fig.layout.shapes) == 2 and not cls_fig.data
+    # negative check: a classifier's record has no note and its [CLS] row drawn
+    assert attention_tab.tagger_note(None) == "" and not attention_tab.is_long(rec)
+
+
+def test_a_text_without_entities_says_so_on_the_attention_tab(tagger):
+    from bertviz_app.ui import analysis, attention_tab
+
+    rec = analysis.analyze_tagged(tagger, "the film was good")
+    assert not rec.tagging.entities
+    assert "no entities" in attention_tab.tagger_note(rec)
+    fig, _, _ = attention_tab.render_focus(rec, 1, attention_tab.MEAN, False, False)
+    assert not fig.layout.shapes
+
+
+# --------------------------------------------------------------------------- the Attributions tab
+def attr_ui():
+    cmp = SimpleNamespace(methods="methods", panel="cmp_panel")
+    doc = SimpleNamespace(panel="doc_panel")
+    return SimpleNamespace(target="target", baseline="baseline", cmp=cmp, doc=doc, delta="delta", tokens="tokens",
+                           bar="bar", path="path", lens="lens", tagger_note="tagger_note", explain="explain",
+                           cls_row="cls_row", cls_note="cls_note")
+
+
+def score_of(html: str, word: str) -> float:
+    """The score a coloured word's hover gives (``title="word: +1.2345"``)."""
+    import re
+
+    return float(re.search(rf'title="{word}: ([-+][0-9.]+)"', html).group(1))
+
+
+@pytest.mark.parametrize("target, args", [("entity:1", {"entities": 1}), ("word:1", {"token": 1})])
+def test_an_explained_target_shows_the_librarys_numbers(tagger, target, args):
+    from bertviz_app.ui import analysis, attribution_tab
+
+    rec = analysis.explain_target(tagger, analysis.analyze_tagged(tagger, TEXT), target, "pad", 50, auto=True)
+    [ref] = bv.explain_entities(tagger, TEXT, **args, tolerance=attribution_tab.DELTA_WARN)
+    a = rec.explained
+    assert rec.target == target and a.target == ref.target
+    np.testing.assert_allclose(a.scores, ref.scores, rtol=1e-5, atol=1e-7)
+    out = attribution_tab.render(attr_ui(), rec, True)
+    md = out["delta"]
+    for number in (f"{ref.f_x:.6g}", f"{ref.f_baseline:.6g}", f"{ref.delta:+.3e}", f"**steps** {ref.n_steps}"):
+        assert number in md
+    biggest = max(ref.words, key=lambda w: abs(w.score))
+    assert score_of(out["tokens"], biggest.word) == pytest.approx(biggest.score, abs=5e-5)
+    bar = out["bar"].data[0]
+    assert len(bar.x) == len(ref.words) and bar.x[3].startswith("joy")  # one bar per word (repeats numbered)
+    np.testing.assert_allclose(bar.y, [w.score for w in ref.words], rtol=1e-5, atol=1e-7)
+    # the pieces' view: one bar per word-piece
+    pieces = attribution_tab.render(attr_ui(), rec, False)["bar"].data[0]
+    assert len(pieces.x) == len(ref.tokens)
+    np.testing.assert_allclose(pieces.y, ref.scores, rtol=1e-5, atol=1e-7)
+    if target.startswith("entity"):
+        assert "Explaining the entity “slog” · LOC** (words 9-9)" in md and "log p(B-LOC)" in md
+    else:
+        assert "Explaining why “film” (word 2) is tagged O" in md
+
+
+def test_the_tab_offers_a_tagger_its_targets_and_hides_the_classifiers_parts(tagger, tiny):
+    from bertviz_app.ui import analysis, attribution_tab, control_values
+
+    ui = attr_ui()
+    rec = analysis.analyze_tagged(tagger, TEXT)
+    out = attribution_tab.choices_for(ui, tagger, "positive", "pad", ["integrated_gradients"], rec)
+    values = [v for _, v in out["target"]["choices"]]
+    assert values[:2] == ["entity:0", "entity:1"] and out["target"]["value"] == "entity:0"
+    assert control_values.PREDICTED not in values and "positive" not in values  # no class for a tagger
+    mode = attribution_tab.mode_for(ui, tagger)
+    assert mode["tagger_note"]["visible"] is True and mode["explain"]["value"] == attribution_tab.TAGGER_EXPLAIN_LABEL
+    assert all(mode[k]["visible"] is False for k in ("cls_row", "cls_note", "cmp_panel", "doc_panel"))
+    # before a text is analysed: nothing to choose
+    assert attribution_tab.choices_for(ui, tagger, None, "pad", [], None)["target"]["choices"] == []
+    # positive control: a classifier gets its classes and every part back
+    out = attribution_tab.choices_for(ui, tiny, "entity:0", "pad", ["integrated_gradients"], None)
+    assert out["target"]["choices"] == [control_values.PREDICTED, *tiny.labels]
+    assert out["target"]["value"] == control_values.PREDICTED and out["target"]["label"] == "Target class"
+    mode = attribution_tab.mode_for(ui, tiny)
+    assert mode["tagger_note"]["visible"] is False and mode["explain"]["value"] == attribution_tab.EXPLAIN_LABEL
+    assert all(mode[k]["visible"] is True for k in ("cls_row", "cls_note", "cmp_panel", "doc_panel"))
+
+
+def test_the_classifiers_parts_refuse_a_taggers_text_in_words(tagger):
+    from bertviz_app.ui import analysis, attention_tab, attribution_tab
+
+    rec = analysis.analyze_tagged(tagger, TEXT)
+    with pytest.raises(bv.InputError, match="Comparing methods reads a sequence classifier"):
+        attribution_tab.compare(rec, ["integrated_gradients"], None, "pad", 20, True, 3, bv.Settings())
+    with pytest.raises(bv.InputError, match="whole-document explanation reads a sequence classifier"):
+        attribution_tab.explain_document(rec, None, "pad", 20, True, 128, bv.Settings())
+    with pytest.raises(bv.InputError, match="whole-document part reads a classifier"):
+        attention_tab.read_document(rec, 0, 128, bv.Settings())
+    off = attribution_tab.export_files(rec, True)
+    assert all(o["interactive"] is False for o in off)
+    pending = attribution_tab.render(attr_ui(), rec, True)
+    assert "being computed" in pending["delta"] and pending["tokens"] == ""
+    assert "skipped" in attribution_tab.render(attr_ui(), rec, True, skipped=True)["delta"]
+    empty = analysis.analyze_tagged(tagger, "the film was good")
+    assert "no entities" in attribution_tab.render(attr_ui(), empty, True)["delta"]
+
+
+# --------------------------------------------------------------------------- the page's handlers
+def test_analyze_on_a_tagger_then_a_classifier(tagger_dir, tiny_model_dir, settings):
+    """One page: Analyze on the tagger gives its record, its entities as targets and the first one explained; the
+    classifier's Analyze after it gives its classes and parts back."""
+    import gradio as gr
+
+    from bertviz_app.ui import Page, analysis, attention_tab, attribution_tab, control_values
+
+    with gr.Blocks():
+        page = Page(settings, str(tagger_dir))
+    t = page.t
+
+    def analyze(model, text, target):
+        out = {}
+        for step in page.analyze(model, text, "", target, "pad", 50, True, 1, attention_tab.MEAN, False, False, True,
+                                 False, False, {"tab": "attention"}, {"measure": "raw"}):
+            out.update(step)
+        return out
+
+    out = analyze(str(tagger_dir), TEXT, control_values.PREDICTED)
+    rec = out[page.state]
+    assert isinstance(rec, analysis.TagRecord) and rec.target == "entity:0"
+    assert rec.explained.target.text == "joy" and out[t.target]["value"] == "entity:0"
+    assert out[page.a.heatmap].layout.shapes and "token 4" in out[page.a.note]  # the open Attention tab drawn
+    follow = page.follow_choices(rec, str(tagger_dir), "entity:0", "pad", [])
+    assert follow[t.tagger_note]["visible"] is True and follow[t.cmp.panel]["visible"] is False
+    again = page.explain_again(rec, "entity:1", "pad", 50, True, {}, 1, attention_tab.MEAN, False, False, True,
+                               progress=lambda *a, **k: None)
+    assert again[page.state].explained.target.text == "slog" and "slog" in again[t.tokens]
+
+    out = analyze(str(tiny_model_dir), "a gorgeous film", "entity:0")
+    rec = out[page.state]
+    assert isinstance(rec, analysis.Record) and out[t.target]["choices"] == [control_values.PREDICTED, *rec.labels]
+    assert out[page.a.note] == "" and not out[page.a.heatmap].layout.shapes
+    follow = page.follow_choices(rec, str(tiny_model_dir), control_values.PREDICTED, "pad", [])
+    assert follow[t.tagger_note]["visible"] is False and follow[t.cmp.panel]["visible"] is True
+    assert follow[t.explain]["value"] == attribution_tab.EXPLAIN_LABEL

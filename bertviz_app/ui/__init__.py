@@ -109,15 +109,15 @@ class Page:
         self.analyze_outputs = {self.state, p.model_info, p.warnings, p.notice, p.label, p.bar, p.tokens,
                                 p.calibration, p.raw, p.entities, p.tag_words,
                                 a.layer, a.head, a.heatmap, a.cls_rows, a.rollout, a.overview, a.overview_notice,
-                                a.status, t.target, t.status, t.delta, t.tokens, t.bar, t.path, t.lens, t.cmp.shown,
-                                t.cmp.state, t.cmp.status}
+                                a.note, a.status, t.target, t.status, t.delta, t.tokens, t.bar, t.path, t.lens,
+                                t.cmp.shown, t.cmp.state, t.cmp.status}
         # the Attention tab's whole-document part: shown for a long text, emptied for each new one (read on its
         # own button, never here)
         self.document_outputs = {a.doc.panel, a.doc.state, a.doc.status, a.doc.reading, a.doc.window, a.doc.heatmap,
                                  a.doc.cls, a.doc.agg}
         self.analyze_outputs |= self.document_outputs
         self.chart_inputs = [self.open_tab, self.drawn, a.layer, a.head, a.hide, a.merge, t.merge, p.skip_ig]
-        self.attention_charts = {a.heatmap, a.cls_rows, a.rollout, a.overview, a.overview_notice}
+        self.attention_charts = {a.heatmap, a.cls_rows, a.rollout, a.overview, a.overview_notice, a.note}
         self.attribution_charts = {t.delta, t.tokens, t.bar, t.path, t.lens}
         self.ig_outputs = {self.state, self.drawn, p.tokens} | self.attention_charts | self.attribution_charts
         self.model_outputs = {m.status, m.loaded, m.info, m.table, m.config, t.target, t.baseline, p.model_info,
@@ -170,8 +170,8 @@ class Page:
         def work():
             lm = self.load(model_name)
             track.n_layers = lm.num_layers
-            if lm.head is TOKEN_CLASSIFICATION:  # a tagger answers with entities (the quick part is all it has)
-                return lm, core.tag(lm, text)[0]
+            if lm.head is TOKEN_CLASSIFICATION:  # a tagger: its tags and the text's attention
+                return lm, analysis.analyze_tagged(lm, text, progress=track.step, measure=measure)
             return lm, analysis.analyze_fast(lm, text, pair, progress=track.step, window=bool(window), measure=measure)
 
         try:
@@ -179,20 +179,22 @@ class Page:
         except Exception as exc:  # its message stays in the status line under the button (the toast vanishes)
             yield {**self.analysis_failed(), self.p.status: guards.refusal_md(exc, logged=False)}
             raise
-        if isinstance(rec, core.Tagging):
-            yield self.tagged(lm, rec, pair)
-            return
         p, a, t = self.p, self.a, self.t
-        target = target if target in lm.labels else PREDICTED
         if baseline not in core.usable_baselines(lm):  # chosen for the last text's model (follow_choices)
             baseline = core.recommended_baseline(lm)
         out = {self.state: rec, self.drawn: {}}  # both chart tabs stale until drawn
-        out.update(predict_tab.render(p, rec, lm))
-        out.update(predict_tab.hide_tagging(p))
+        if isinstance(rec, analysis.TagRecord):  # a tagger explains an entity (the first, or the one still chosen)
+            target = analysis.tag_target(rec.tagging, target)
+            out.update(self.tagged(lm, rec, pair, target, skip_ig))
+            skip_ig = skip_ig or target is None  # a text without entities: nothing explained until a word is chosen
+        else:
+            target = target if target in lm.labels else PREDICTED
+            out.update(predict_tab.render(p, rec, lm))
+            out.update(predict_tab.hide_tagging(p))
+            out.update(attribution_tab.controls(t, rec, target))
+            out[t.delta] = attribution_tab.pending_md(bool(skip_ig))
         out.update(attention_tab.controls(a, rec, layer, head))
         out.update(attention_tab.document_reset(a, rec))
-        out.update(attribution_tab.controls(t, rec, target))
-        out[t.delta] = attribution_tab.pending_md(bool(skip_ig))
         out.update({t.cmp.shown: gr.update(visible=False), t.cmp.state: None})  # a comparison of the last text
         out.update({a.status: "", t.status: "", t.cmp.status: ""})  # refusals about the last text are answered
         drawn = self.draw_open_tab(rec, live["tab"], {}, layer, head, hide, merge, attr_merge, skip_ig)
@@ -219,22 +221,27 @@ class Page:
         if rec is None:
             raise core.InputError("Press Analyze first: there is no text to explain yet.")
         step(0.2, streaming.AnalyzeProgress.IG_PHASES[0])
-        new = analysis.analyze_ig(self.load(rec.model), rec, target, baseline, n_steps, progress=step, auto=bool(auto),
-                                on_attribution=on_attribution)
+        if isinstance(rec, analysis.TagRecord):  # a tagger: the chosen entity (or word's tag), explain_entities
+            new = analysis.explain_target(self.load(rec.model), rec, target, baseline, n_steps, auto=bool(auto))
+            tokens = ""
+        else:
+            new = analysis.analyze_ig(self.load(rec.model), rec, target, baseline, n_steps, progress=step,
+                                      auto=bool(auto), on_attribution=on_attribution)
+            tokens = predict_tab.tokens_html(new)
         # same analysis, same attention maps: an attention tab drawn for ``rec`` stays drawn
         kept = {"attention": id(new)} if (shown or {}).get("attention") == id(rec) else {}
-        out = {self.state: new, self.drawn: kept, self.p.tokens: predict_tab.tokens_html(new)}
+        out = {self.state: new, self.drawn: kept, self.p.tokens: tokens}
         out.update(self.draw_open_tab(new, tab, kept, layer, head, hide, merge, attr_merge, False))
         return out
 
-    def tagged(self, lm, tagging, pair) -> dict:
-        """A tagger's Analyze: the previous text's outputs cleared (the chart tabs read classifiers), its entities
-        and words on the Predict tab, the chart tabs saying where a tagger's attention is."""
-        note = ("This model is a token classifier (a tagger): its entities are on the Predict tab. These charts read "
-                "sequence classifiers.")
-        out = self.analysis_failed()
-        out.update(predict_tab.render_tagging(self.p, tagging, lm, pair if pair and pair.strip() else None))
-        out.update({self.a.status: note, self.t.status: note})
+    def tagged(self, lm, rec, pair, target, skip_ig) -> dict:
+        """A tagger's Analyze (``rec``: an ``analysis.TagRecord``): its entities and words on the Predict tab, its
+        entities and words as the Attributions tab's targets (``target`` chosen), that tab's line while the chosen
+        target is explained (or why nothing is); the Attention tab draws its maps as a classifier's."""
+        t = self.t
+        out = predict_tab.render_tagging(self.p, rec.tagging, lm, pair if pair and pair.strip() else None)
+        out[t.target] = attribution_tab.tag_target_update(rec, target)
+        out[t.delta] = attribution_tab.tag_pending_md(dataclasses.replace(rec, target=target), bool(skip_ig))
         return out
 
     def analysis_failed(self):
@@ -253,8 +260,10 @@ class Page:
     def ig_failed(self, rec):
         """Integrated Gradients failed: the button is back, and the Attributions tab says so
         (now, and when it is opened later) instead of "being computed"."""
-        out = {self.t.delta: attribution_tab.IG_FAILED, **predict_tab.idle(self.p)}
-        if rec is not None and rec.attribution is None:
+        tagger = isinstance(rec, analysis.TagRecord)
+        out = {self.t.delta: attribution_tab.TAG_IG_FAILED if tagger else attribution_tab.IG_FAILED,
+               **predict_tab.idle(self.p)}
+        if rec is not None and (rec.explained if tagger else rec.attribution) is None:
             out[self.state] = dataclasses.replace(rec, ig_failed=True)
         return out
 
@@ -364,13 +373,15 @@ class Page:
         A model that cannot be opened changes nothing (the Model tab says why)."""
         t = self.t
         name = rec.model if rec is not None else loaded
+        skip = {c: gr.skip() for c in [t.target, t.baseline, t.cmp.methods, *attribution_tab.mode_outputs(t)]}
         if not name:
-            return {t.target: gr.skip(), t.baseline: gr.skip(), t.cmp.methods: gr.skip()}
+            return skip
         try:
             lm = model_loading.load(name, name, self.settings) if rec is not None else self.load(name)
         except core.BertvizError:
-            return {t.target: gr.skip(), t.baseline: gr.skip(), t.cmp.methods: gr.skip()}
-        return attribution_tab.choices_for(t, lm, target, baseline, methods)
+            return skip
+        # a tagger's targets are its text's entities and words; its tab has not the classifier's parts (mode_for)
+        return {**attribution_tab.choices_for(t, lm, target, baseline, methods, rec), **attribution_tab.mode_for(t, lm)}
 
     def choose_model(self, model_name, target, baseline, loaded):
         """**Load model**: the model shown, or a refusal said in the Model tab's status line (no toast, no
@@ -478,7 +489,8 @@ class Page:
         # the Attributions tab's choices follow the model they act on: after each analysis and each model shown
         gr.on([self.state.change, m.loaded.change], guards.guard(self.follow_choices),
               inputs=[self.state, m.loaded, t.target, t.baseline, t.cmp.methods],
-              outputs=[t.target, t.baseline, t.cmp.methods], trigger_mode="always_last", queue=False,
+              outputs=[t.target, t.baseline, t.cmp.methods, *attribution_tab.mode_outputs(t)],
+              trigger_mode="always_last", queue=False,
               api_visibility="private", show_progress="hidden")  # the model is open already: no queue
 
     def wire_model(self, demo: gr.Blocks) -> tuple:

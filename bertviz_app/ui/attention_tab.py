@@ -61,6 +61,8 @@ def build() -> SimpleNamespace:
         hide = gr.Checkbox(value=False, label="Hide [CLS]/[SEP]", info="rows then no longer sum to 1")
         merge = gr.Checkbox(value=False, label="Merge word pieces into words",
                             info="attention to a word is summed, from a word averaged")
+    # a tagger's line: every row is read by its head, and which rows are its entities' (empty for a classifier)
+    note = gr.Markdown(elem_id="bv-attn-note")
     heatmap = figures.plot(label="Attention (token × token)", elem_id="bv-heatmap")
     with gr.Row():
         cls_rows = figures.plot(label="[CLS] row across layers", elem_id="bv-cls-rows")
@@ -70,7 +72,7 @@ def build() -> SimpleNamespace:
     doc = build_document()
     return SimpleNamespace(layer=layer, head=head, hide=hide, merge=merge, heatmap=heatmap, cls_rows=cls_rows,
                            rollout=rollout, overview=overview, overview_notice=overview_notice, measure=measure,
-                           measure_note=measure_note_md, status=status, doc=doc)
+                           measure_note=measure_note_md, status=status, doc=doc, note=note)
 
 
 def measure_control(ui: SimpleNamespace, lm: core.LoadedModel) -> dict:
@@ -112,13 +114,85 @@ def controls(ui: SimpleNamespace, rec: analysis.Record, layer: int, head: str) -
     }
 
 
+# What a tagger's Attention tab shows where a classifier's has the [CLS] row by layer
+NO_CLS_ROW = ("No [CLS] row for a tagger: its head reads every token's own last state, not [CLS]'s. The entities' "
+              "rows are outlined in the map above.")
+ENTITY_LINE = "#d62728"  # the outline of an entity's rows
+
+
+def entity_rows(rec: analysis.TagRecord, view: token_views.TokenView, keep) -> list[tuple[int, int, str]]:
+    """(first row, last row, "text · LABEL") of each of the tagging's entities among the heatmap's rows (``view``'s
+    units restricted to ``keep``): the rows of the tokens whose characters overlap the entity's. An entity past the
+    tokens drawn (a long text's) has none."""
+    info = rec.maps.info
+    groups = view.groups.groups if view.groups is not None else [(i,) for i in range(len(info.tokens))]
+    row_of = {int(u): r for r, u in enumerate(keep)}
+    out = []
+    for e in rec.tagging.entities:
+        toks = {p for p, ((a, b), sid) in enumerate(zip(info.offsets, info.sequence_ids))
+                if sid is not None and a < e.end and b > e.start}
+        rows = [row_of[u] for u, g in enumerate(groups) if u in row_of and toks.intersection(g)]
+        if rows:
+            out.append((min(rows), max(rows), f"{e.text} · {e.label}"))
+    return out
+
+
+def mark_rows(fig, rows: list[tuple[int, int, str]]):
+    """``fig`` (a token heatmap) with each (first, last, name) run of rows outlined, its name in the hover."""
+    for a, b, name in rows:
+        fig.add_shape(type="rect", xref="x domain", x0=0, x1=1, yref="y", y0=a - 0.5, y1=b + 0.5,
+                      line=dict(color=ENTITY_LINE, width=2), fillcolor="rgba(0,0,0,0)", name=name)
+    return fig
+
+
+def token_span(info: core.TokenInfo, start: int, end: int) -> str:
+    """"token 4" / "tokens 4-5": the positions ([CLS] is 0) whose characters overlap [start, end)."""
+    hit = [p for p, ((a, b), sid) in enumerate(zip(info.offsets, info.sequence_ids))
+           if sid is not None and a < end and b > start]
+    if not hit:
+        return "past the tokens drawn"
+    return f"token {hit[0]}" if len(hit) == 1 else f"tokens {hit[0]}-{hit[-1]}"
+
+
+def tagger_note(rec) -> str:
+    """The Attention tab's line for a tagger's record: what its rows mean and where its entities are; "" for a
+    classifier's."""
+    if not isinstance(rec, analysis.TagRecord):
+        return ""
+    t, info = rec.tagging, rec.maps.info
+    head = ("**A token classifier (a tagger):** its head labels every token from that token's own last state, so "
+            "each row of the map is one label's reading, not [CLS]'s alone. ")
+    if not t.entities:
+        line = head + "This text has no entities: every word is tagged O."
+    else:
+        shown = [f"“{esc(e.text)}” · {esc(e.label)} ({token_span(info, e.start, e.end)})" for e in t.entities[:20]]
+        more = f", and {len(t.entities) - 20} more" if len(t.entities) > 20 else ""
+        line = head + f"The entities' rows are outlined in red: {', '.join(shown)}{more}."
+    if t.windows > 1 or t.truncated or info.truncated:
+        line += (f"  \n**Long text:** the charts read its first {len(info.tokens)} tokens; the tags were read in "
+                 f"{t.windows} overlapping window{'s' if t.windows > 1 else ''}.")
+    return line
+
+
 def render_focus(rec: analysis.Record, layer: int, head: str, hide: bool, merge: bool):
-    """-> (token heatmap, [CLS] rows, rollout) for the chosen layer/head."""
+    """-> (token heatmap, [CLS] rows, rollout) for the chosen layer/head. A tagger's record (``TagRecord``): its
+    entities' rows outlined in the heatmap, and no [CLS] row (its head does not read [CLS]; ``NO_CLS_ROW``)."""
     if rec is None:
         empty = plots.empty_figure()
         return empty, empty, empty
     if rec.mixing is not None:
-        return render_mixing_focus(rec, layer, head, hide, merge)
+        fig, cls_fig, roll_fig = render_mixing_focus(rec, layer, head, hide, merge)
+    else:
+        fig, cls_fig, roll_fig = render_raw_focus(rec, layer, head, hide, merge)
+    if isinstance(rec, analysis.TagRecord):
+        view = token_views.token_view(rec.maps.info, merge)
+        mark_rows(fig, entity_rows(rec, view, view.keep(hide)))
+        cls_fig = plots.empty_figure(NO_CLS_ROW)
+    return fig, cls_fig, roll_fig
+
+
+def render_raw_focus(rec: analysis.Record, layer: int, head: str, hide: bool, merge: bool):
+    """``render_focus`` for raw attention."""
     n_layers = rec.maps.num_layers
     li = min(max(int(layer or 1), 1), n_layers) - 1
     hi = head_index(head)
@@ -193,7 +267,8 @@ def render_overview(rec: analysis.Record, hide: bool, merge: bool):
 def render(ui: SimpleNamespace, rec: analysis.Record, layer: int, head: str, hide: bool, merge: bool) -> dict:
     fig, cls_fig, roll_fig = render_focus(rec, layer, head, hide, merge)
     over, notice = render_overview(rec, hide, merge)
-    return {ui.heatmap: fig, ui.cls_rows: cls_fig, ui.rollout: roll_fig, ui.overview: over, ui.overview_notice: notice}
+    return {ui.heatmap: fig, ui.cls_rows: cls_fig, ui.rollout: roll_fig, ui.overview: over, ui.overview_notice: notice,
+            ui.note: tagger_note(rec)}
 
 
 # --------------------------------------------------------------------------- whole document (windows)
@@ -241,7 +316,7 @@ def build_document() -> SimpleNamespace:
 
 def is_long(rec: analysis.Record | None) -> bool:
     """Whether the analysed text is longer than the model reads (cut, or classified in several windows)."""
-    if rec is None:
+    if rec is None or isinstance(rec, analysis.TagRecord):  # a tagger's text is read whole by tag, in windows
         return False
     p = rec.prediction
     return bool(p.truncated or (p.windows or 1) > 1)
@@ -281,11 +356,19 @@ def _small(mm):
                                aggregated=mm.aggregated.astype(np.float16))
 
 
+def check_document(rec) -> None:
+    """InputError unless ``rec`` is a classifier's analysed text (the part reads [CLS] rows over a document)."""
+    if rec is None:
+        raise core.InputError("Press Analyze first: there is no text to read yet.")
+    if isinstance(rec, analysis.TagRecord):
+        raise core.InputError("The whole-document part reads a classifier's [CLS] rows; a tagger's text is read "
+                              "whole by its tags (the Predict tab), and its attention is drawn above.")
+
+
 def read_document(rec: analysis.Record | None, window, stride, settings: core.Settings) -> DocumentView:
     """The analysed text read whole in windows (``attention_windows``) with the tab's measure: window
     ``window``'s maps and the [CLS] rows merged over the document."""
-    if rec is None:
-        raise core.InputError("Press Analyze first: there is no text to read yet.")
+    check_document(rec)
     index = window_arg(window)
     lm = model_loading.load(rec.model, rec.model, settings)
     stride = window_stride(lm, stride)
@@ -298,8 +381,7 @@ def pick_window(rec: analysis.Record | None, view: DocumentView | None, window, 
                 settings: core.Settings) -> DocumentView:
     """Another window picked: that window alone read (``window_maps``) when the document was read for this
     text, measure and stride; else the whole document read again (``read_document``)."""
-    if rec is None:
-        raise core.InputError("Press Analyze first: there is no text to read yet.")
+    check_document(rec)
     lm = model_loading.load(rec.model, rec.model, settings)
     stride = window_stride(lm, stride)
     p, measure = rec.prediction, record_measure(rec)

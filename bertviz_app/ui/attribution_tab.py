@@ -30,6 +30,15 @@ from .control_values import (
 from .markup import esc
 
 BASELINE_INFO = "what the text is compared against"
+TARGET_LABEL, TAGGER_TARGET_LABEL = "Target class", "Target (an entity, or a word's tag)"
+EXPLAIN_LABEL, TAGGER_EXPLAIN_LABEL = "Explain again with these settings", "Explain this target"
+TAGGER_NOTE = (
+    "**A token classifier (a tagger)** labels every word-piece, so this tab explains one entity at a time (as a "
+    "whole) or one word's tag: pick it in **Target** and press **Explain this target**. The score is Integrated "
+    "Gradients on the word vectors of F = the sum, over the entity's word-pieces, of the log-probability of its label "
+    "there (B- at the first piece, I- after): the log-probability that these pieces are that entity. Not offered for "
+    "a tagger: comparing methods and their faithfulness, the whole-document explanation (both read one class of the "
+    "whole text), the [CLS] path and lens (a tagger reads every token, not [CLS]), and the downloads.")
 
 
 def build() -> SimpleNamespace:
@@ -43,7 +52,9 @@ def build() -> SimpleNamespace:
                            info=f"as few as it takes for a relative delta <= {DELTA_WARN:.0%}; "
                                 "off: exactly n_steps")
         merge = gr.Checkbox(value=True, label="Merge word pieces into words", info="a word's pieces are summed")
-    explain = gr.Button("Explain again with these settings", elem_id="bv-explain")
+    explain = gr.Button(EXPLAIN_LABEL, elem_id="bv-explain")
+    # a tagger's line: what its target is and which of the tab's parts it has not (hidden for a classifier)
+    tagger_note = gr.Markdown(TAGGER_NOTE, visible=False, elem_id="bv-attr-tagger")
     status = gr.Markdown(elem_id="bv-attr-status")  # why Explain again was refused, under its button
     delta = gr.Markdown(elem_id="bv-delta")
     tokens = gr.HTML(label="Tokens coloured by attribution", elem_id="bv-attr-tokens")
@@ -56,10 +67,10 @@ def build() -> SimpleNamespace:
                 "(vector, text stays text) and PNG files are the coloured words as a figure for a paper; each chart "
                 "has its own SVG and PNG buttons under it.", elem_classes=["bv-note"])
     bar = figures.plot(label="Attribution by token", elem_id="bv-attr-bar")
-    with gr.Row():
+    with gr.Row() as cls_row:
         path = figures.plot(label="[CLS] path", elem_id="bv-cls-path")
         lens = figures.plot(label="[CLS] lens", elem_id="bv-cls-lens")
-    gr.Markdown(
+    cls_note = gr.Markdown(
         "**[CLS] path:** the same attribution taken at the output of the embeddings and of every layer: "
         "evidence starts on the word positions and ends up in [CLS], the only position the classifier reads. "
         f"({analysis.PATH_STEPS} steps per layer; the zero baseline is taken as [PAD] here.)  \n"
@@ -71,7 +82,7 @@ def build() -> SimpleNamespace:
     return SimpleNamespace(target=target, baseline=baseline, n_steps=n_steps, auto=auto, merge=merge, explain=explain,
                            status=status, delta=delta, tokens=tokens, bar=bar, path=path, lens=lens,
                            html_file=html_file, json_file=json_file, svg_file=svg_file, png_file=png_file, cmp=cmp,
-                           doc=doc)
+                           doc=doc, tagger_note=tagger_note, cls_row=cls_row, cls_note=cls_note)
 
 
 # --------------------------------------------------------------------------- whole document (windows)
@@ -81,7 +92,7 @@ DOCUMENT_LABEL = "Explain the whole document (windows)"
 def build_document() -> SimpleNamespace:
     """A text longer than the model reads, explained whole: predict's overlapping windows, each
     explained with the settings above, merged into one coloured view (``core.explain_windows``)."""
-    with gr.Accordion("Whole document (windows)", open=False, elem_id="bv-doc-panel"):
+    with gr.Accordion("Whole document (windows)", open=False, elem_id="bv-doc-panel") as panel:
         gr.Markdown(
             "The view above explains the first tokens the model reads only. This explains **every token** of a longer "
             "text: it is read in the same overlapping windows as the prediction's *whole text* option, each window "
@@ -100,18 +111,26 @@ def build_document() -> SimpleNamespace:
             html_file = gr.DownloadButton("Download as HTML", interactive=False, size="sm", elem_id="bv-doc-html")
             json_file = gr.DownloadButton("Download as JSON", interactive=False, size="sm", elem_id="bv-doc-json")
     return SimpleNamespace(stride=stride, run=run, status=status, reading=reading, tokens=tokens, table=table,
-                           html_file=html_file, json_file=json_file)
+                           html_file=html_file, json_file=json_file, panel=panel)
 
 
 DOCUMENT_COLUMNS = ["window", "document tokens", "prediction", "probabilities", "f(x) − f(baseline)",
                     "relative delta"]
 
 
+def check_classifier(rec, what: str) -> None:
+    """InputError unless ``rec`` is a classifier's analysed text: ``what`` reads one class of the whole text."""
+    if rec is None:
+        raise core.InputError("Press Analyze first: there is no text to explain yet.")
+    if isinstance(rec, analysis.TagRecord):
+        raise core.InputError(f"{what} reads a sequence classifier's class of the whole text; a tagger's entities "
+                              "are explained one at a time by the Target and Explain controls above.")
+
+
 def explain_document(rec: analysis.Record | None, target: str, baseline: str, n_steps: int, auto: bool, stride,
                      settings: core.Settings):
     """``core.explain_windows`` on the analysed text with the tab's settings."""
-    if rec is None:
-        raise core.InputError("Press Analyze first: there is no text to explain yet.")
+    check_classifier(rec, "The whole-document explanation")
     lm = model_loading.load(rec.model, rec.model, settings)
     info = rec.prediction
     return core.explain_windows(lm, info.text, target=target_arg(target), baseline=baseline, pair=info.pair,
@@ -156,7 +175,7 @@ COMPARE_LABEL = "Compare methods"
 
 
 def build_compare() -> SimpleNamespace:
-    with gr.Accordion("Compare attribution methods on this text", open=True, elem_id="bv-compare-panel"):
+    with gr.Accordion("Compare attribution methods on this text", open=True, elem_id="bv-compare-panel") as panel:
         gr.Markdown(
             "Every method explains the same class with the same baseline (the settings above). **Cost**: wall time "
             "and model passes. **Faithfulness** (ERASER, DeYoung et al. 2020), averaged over removing or keeping "
@@ -189,7 +208,7 @@ def build_compare() -> SimpleNamespace:
                 heat = figures.plot(label="Methods side by side", elem_id="bv-compare-heatmap")
                 agree = figures.plot(label="Rank agreement", elem_id="bv-compare-agreement")
     return SimpleNamespace(methods=methods, top_k=top_k, run=run, status=status, shown=shown, reading=reading,
-                           table=table,
+                           table=table, panel=panel,
                            tokens=tokens, heat=heat, agree=agree, state=gr.State(None, time_to_live=3600))
 
 
@@ -277,8 +296,7 @@ def compare(rec: analysis.Record | None, methods, target: str, baseline: str, n_
             top_k: int, settings: core.Settings) -> core.MethodComparison:
     """``core.compare_methods`` on the analysed text with the tab's settings (the same target,
     baseline and step rule as the Integrated Gradients above)."""
-    if rec is None:
-        raise core.InputError("Press Analyze first: there is no text to explain yet.")
+    check_classifier(rec, "Comparing methods")
     methods = [m for m in (methods or []) if m]
     if not methods:
         raise core.InputError("Tick at least one method to compare.")
@@ -352,7 +370,137 @@ def calibration_md(rec: analysis.Record, attr: core.Attribution | None = None) -
 
 def controls(ui: SimpleNamespace, rec: analysis.Record, target: str) -> dict:
     choices = [PREDICTED, *rec.labels]
-    return {ui.target: gr.update(choices=choices, value=target if target in choices else PREDICTED)}
+    return {ui.target: gr.update(choices=choices, value=target if target in choices else PREDICTED,
+                                 label=TARGET_LABEL, info=None)}
+
+
+# --------------------------------------------------------------------------- a tagger (token classifier)
+def is_tagger(lm: core.LoadedModel) -> bool:
+    return lm.head.reads == "every"
+
+
+def tag_target_update(rec, target) -> dict:
+    """The target control for a tagger: the entities and words of its analysed text (``analysis.tag_choices``),
+    ``target`` kept where offered, else the first entity (``analysis.tag_target``); before a text is analysed,
+    nothing to choose."""
+    if not isinstance(rec, analysis.TagRecord):
+        return gr.update(choices=[], value=None, label=TAGGER_TARGET_LABEL, info="Analyze a text to list its entities")
+    t = rec.tagging
+    info = ("an entity is explained as a whole; a word's tag at its first piece" if t.entities else
+            "this text has no entities: choose a word to see why it is tagged as it is")
+    return gr.update(choices=analysis.tag_choices(t), value=analysis.tag_target(t, target), label=TAGGER_TARGET_LABEL,
+                     info=info)
+
+
+def mode_outputs(ui: SimpleNamespace) -> list:
+    """What ``mode_for`` sets: the parts of the tab a tagger has not, and its own line."""
+    return [ui.tagger_note, ui.explain, ui.cls_row, ui.cls_note, ui.cmp.panel, ui.doc.panel]
+
+
+def mode_for(ui: SimpleNamespace, lm: core.LoadedModel) -> dict:
+    """The tab's parts for ``lm``'s head: for a tagger its line shown (``TAGGER_NOTE``: what it explains and why the
+    rest is not offered), and the classifier's parts hidden (the [CLS] path and lens, comparing methods, the whole
+    document: each reads one class of the whole text); for a classifier everything as it was."""
+    tagger = is_tagger(lm)
+    return {ui.tagger_note: gr.update(visible=tagger),
+            ui.explain: gr.update(value=TAGGER_EXPLAIN_LABEL if tagger else EXPLAIN_LABEL),
+            ui.cls_row: gr.update(visible=not tagger), ui.cls_note: gr.update(visible=not tagger),
+            ui.cmp.panel: gr.update(visible=not tagger), ui.doc.panel: gr.update(visible=not tagger)}
+
+
+NO_ENTITIES = ("**This text has no entities** (every word is tagged O): there is no entity to explain. Choose a word "
+               "in **Target** to see why it is tagged as it is, and press **Explain this target**.")
+TAG_IG_FAILED = ("**Integrated Gradients did not finish** for this target (the message says why); the tags and the "
+                 "attention are complete. Press **Explain this target** to try again.")
+
+
+def tag_pending_md(rec: analysis.TagRecord, skipped: bool) -> str:
+    """The tab's line while a tagger's text has no explanation yet."""
+    if rec.ig_failed:
+        return TAG_IG_FAILED
+    if rec.target is None and not rec.tagging.entities:
+        return NO_ENTITIES
+    if skipped:
+        return ("**Integrated Gradients skipped** (\u201cSkip Integrated Gradients\u201d is on). Choose a target and "
+                "press **Explain this target**.")
+    return "**Integrated Gradients are being computed\u2026** the tags and attention are ready."
+
+
+def target_name(a) -> str:
+    """What an entity explanation's scores push towards: "joy · PER", or "O at “film”" for a word's tag."""
+    tg = a.target
+    return f"{tg.text} · {tg.label}" if tg.kind == "entity" else f"{tg.label} at “{tg.text}”"
+
+
+def entity_md(rec: analysis.TagRecord, min_change: float) -> str:
+    """What a tagger's explanation explains, in words, and the numbers that say how far to trust it: F(x),
+    F(baseline), their change, the convergence delta (absolute and as a share of the change) and the steps."""
+    a = rec.explained
+    tg = a.target
+    t = rec.tagging
+    if tg.kind == "entity":
+        first, last = analysis.entity_words(t, tg.entity)
+        labels = " then ".join(dict.fromkeys(tg.piece_labels))
+        n = len(tg.piece_labels)
+        f_is = (f"log p({esc(labels)}) at its one word-piece" if n == 1 else
+                f"the sum over its {n} word-pieces of log p(label) ({esc(labels)})")
+        what = (f"**Explaining the entity “{esc(tg.text)}” · {esc(tg.label)}** (words {first}-{last}) as a whole: "
+                f"F = {f_is}, the log-probability that the model tags this span as this one entity.")
+    else:
+        kind, _, k = str(rec.target or "").partition(":")
+        where = f" (word {int(k) + 1})" if kind == "word" and k.isdigit() else ""
+        what = (f"**Explaining why “{esc(tg.text)}”{where} is tagged {esc(tg.label)}**: F = log p({esc(tg.label)}) "
+                "at its first word-piece, the one the word is tagged by.")
+    gap = a.f_x - a.f_baseline
+    base = dict((v, k) for k, v in BASELINE_CHOICES).get(a.baseline, a.baseline)
+    steps = (f"adaptive, for a relative delta within {a.tolerance:.0%}" if a.tolerance is not None else "fixed")
+    line = (f"{what} Each word's score is its share of the change F(x) \u2212 F(baseline); the scores add up to it "
+            f"up to the convergence delta.  \n"
+            f"**F(x)** = {a.f_x:.6g} (p = {np.exp(a.f_x):.4g}) · **F(baseline)** = {a.f_baseline:.6g} "
+            f"({esc(base)}) · change **{gap:+.6g}** · **convergence delta** {a.delta:+.3e}")
+    rel = a.relative_delta
+    if rel is None or not np.isfinite(rel):
+        return line + f" · **steps** {a.n_steps}.  \n**Warning:** the text and the baseline give the same F, so " \
+            "the scores cannot be checked."
+    line += f" ({rel:.1%} of the change) · **steps** {a.n_steps} ({steps})."
+    scale = core.colour_scale(a, min_change, output="log-probability")
+    if scale.too_small:
+        line += (f"  \n**Warning: the change is too small to read anything into** (below {scale.threshold:g}).")
+    if rel > DELTA_WARN:
+        return line + (f"  \n**Warning: take these scores with caution.** The integral was approximated with too few "
+                       f"steps ({rel:.0%} error, above {DELTA_WARN:.0%}). Raise n_steps (or choose them "
+                       "automatically) and explain again.")
+    return line + "  \n**Converged:** the scores account for the whole change."
+
+
+def render_tagged(ui: SimpleNamespace, rec: analysis.TagRecord, merge: bool, skipped: bool = False) -> dict:
+    """A tagger's explanation drawn with the classifier's views: its words (or word-pieces) coloured on the absolute
+    scale of F(x) - F(baseline), the bar by word, and the line saying what it explains and how far to trust it.
+    No [CLS] path or lens (their row is hidden for a tagger: ``mode_for``)."""
+    no_cls = plots.empty_figure("A tagger has no [CLS] path or lens: it reads every token, not [CLS].")
+    a = rec.explained
+    if a is None:
+        return {ui.delta: tag_pending_md(rec, skipped), ui.tokens: "", ui.bar: plots.empty_figure(), ui.path: no_cls,
+                ui.lens: no_cls}
+    if merge:
+        labels, scores = [w.word for w in a.words], np.array([w.score for w in a.words], dtype=np.float64)
+    else:
+        labels, scores = list(a.tokens), np.asarray(a.scores, dtype=np.float64)
+    special = np.zeros(len(labels), dtype=bool)  # the record leaves special tokens out
+    name = target_name(a)
+    scale = core.colour_scale(a, rec.min_change, output="log-probability")
+    unit = "word" if merge else "word-piece"
+    warning = core.change_warning(SimpleNamespace(target=name, scores=scores), scale, scores)
+    return {
+        ui.delta: entity_md(rec, rec.min_change),
+        ui.tokens: core.tokens_html(labels, scores, special, name, scale, f"Each {unit}'s share of F for “{name}”",
+                                    warning),
+        ui.bar: plots.attribution_bar(labels, scores, title=f"Attribution to “{name}” by {unit}",
+                                      full=scale.full if scale.absolute else None,
+                                      note="The change is too small to read anything into." if scale.too_small else ""),
+        ui.path: no_cls,
+        ui.lens: no_cls,
+    }
 
 
 # --------------------------------------------------------------------------- what the model can be asked
@@ -382,10 +530,11 @@ def method_options(lm: core.LoadedModel) -> tuple[list[tuple[str, str]], str]:
                      f"projection and LayerNorm, which this tool cannot locate in this {kind} model).")
 
 
-def choices_for(ui: SimpleNamespace, lm: core.LoadedModel, target, baseline, methods) -> dict:
+def choices_for(ui: SimpleNamespace, lm: core.LoadedModel, target, baseline, methods, rec=None) -> dict:
     """The tab's choices for ``lm``, the model whose text the tab explains: its classes as targets, the
     baselines its tokenizer builds, the methods it can run; each value kept where it is still offered, else
-    the predicted class, the model's recommended baseline, the offered ticks."""
+    the predicted class, the model's recommended baseline, the offered ticks. A tagger's targets are the entities
+    and words of its analysed text (``rec``, a ``TagRecord``; none before one: ``tag_target_update``)."""
     targets = [PREDICTED, *lm.labels]
     b_choices, b_note = baseline_options(lm)
     b_values = [v for _, v in b_choices]
@@ -394,7 +543,12 @@ def choices_for(ui: SimpleNamespace, lm: core.LoadedModel, target, baseline, met
         baseline = baseline if baseline in b_values else b_values[0]
     m_choices, m_note = method_options(lm)
     offered = {v for _, v in m_choices}
-    return {ui.target: gr.update(choices=targets, value=target if target in targets else PREDICTED),
+    if is_tagger(lm):
+        target_update = tag_target_update(rec, target)
+    else:
+        target_update = gr.update(choices=targets, value=target if target in targets else PREDICTED,
+                                  label=TARGET_LABEL, info=None)
+    return {ui.target: target_update,
             ui.baseline: gr.update(choices=b_choices, value=baseline, info=b_note),
             ui.cmp.methods: gr.update(choices=m_choices, value=[m for m in (methods or []) if m in offered],
                                       info=m_note or None)}
@@ -415,6 +569,8 @@ def render(ui: SimpleNamespace, rec: analysis.Record, merge: bool, skipped: bool
     if rec is None:
         empty = plots.empty_figure()
         return {ui.delta: "", ui.tokens: "", ui.bar: empty, ui.path: empty, ui.lens: empty}
+    if isinstance(rec, analysis.TagRecord):
+        return render_tagged(ui, rec, merge, skipped)
     lens = plots.cls_lens_chart(rec.lens.layer_names, rec.lens.labels, rec.lens.probs)
     attr = rec.attribution
     if attr is None:  # Analyze shows everything else first; IG follows (or was skipped, or failed)
@@ -454,7 +610,7 @@ def export_files(rec: analysis.Record | None, merge: bool):
     """The four download buttons: the explanation's HTML and JSON files (``core.export_files``) and
     the coloured words as SVG and PNG (``core.figure_files``), or disabled buttons while there is no
     attribution."""
-    if rec is None or rec.attribution is None:
+    if rec is None or isinstance(rec, analysis.TagRecord) or rec.attribution is None:  # no file for a tagger's yet
         off = gr.update(value=None, interactive=False)
         return off, off, off, off
     page, data = core.export_files(export_folder(), rec.attribution, rec.prediction, rec.model, merge=bool(merge),

@@ -30,7 +30,7 @@ from bertviz_app.errors import BertvizError
 from bertviz_app.interpret.mixing_measures import supported_measures
 from bertviz_app.service.links import PER_LAYER_MEASURES, ModelShape, View, read_link, share_query
 
-from . import attention_tab, guards, visitor
+from . import attention_tab, attribution_tab, guards, visitor
 from .control_values import PREDICTED, target_arg
 from .markup import esc
 
@@ -95,7 +95,9 @@ def current_view(rec, model, text, pair, tab, target, methods, measure, layer, h
     the controls' values, and on the Evaluate tab the stored evaluation it shows (``shown``: its view,
     anything with a ``name``)."""
     if rec is not None:
-        model, text, pair = rec.model, rec.prediction.text, rec.prediction.pair
+        model, text, pair = rec.model, rec.text, rec.pair
+        if getattr(rec, "tagging", None) is not None:  # a tagger's target is one of its text's entities: no class
+            target = None
     k = attention_tab.head_index(head)
     try:
         layer = int(float(layer or 1))  # the slider's raw value may come as 2.0
@@ -218,7 +220,8 @@ def restore_view(page, query: str | None, model: str | None, target, baseline) -
                 page.chosen_measure: {"measure": view.measure},
                 a.layer: gr.update(maximum=lm.num_layers, value=view.layer),
                 a.head: gr.update(choices=choices, value=choices[0] if view.head is None else f"head {view.head}"),
-                t.target: gr.update(choices=[PREDICTED, *lm.labels], value=view.target or PREDICTED)})
+                t.target: (attribution_tab.tag_target_update(None, None) if attribution_tab.is_tagger(lm) else
+                           gr.update(choices=[PREDICTED, *lm.labels], value=view.target or PREDICTED))})
     if view.methods:
         out[t.cmp.methods] = list(view.methods)
     out.update({ln.pending: bool(view.text.strip()), ln.run: view.run})

@@ -85,8 +85,7 @@ def render_tagging(ui: SimpleNamespace, tagging: core.Tagging, lm, pair: str | N
     notice = (f"**A token classifier (a tagger):** {n} entit{'y' if n == 1 else 'ies'} in {len(tagging.words)} words"
               + (f", read in {tagging.windows} overlapping windows" if tagging.windows > 1 else "")
               + (", **cut at the model's length**" if tagging.truncated else "") + ". "
-              "The Attention and Attributions tabs read sequence classifiers; a tagger's attention is at "
-              "`bertviz-app attention TEXT --model M` and `POST /v1/attention`.")
+              "Its attention is on the Attention tab; why it tags each entity (or a word) on the Attributions tab.")
     if pair:
         notice += " The second text is not read: a tagger tags one text."
     rows = [[w.text, w.label, round(float(w.score), 4), f"{w.start}-{w.end}"] for w in tagging.words]
