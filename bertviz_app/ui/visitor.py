@@ -182,7 +182,7 @@ def claim(plan):
     tag = visitors.owner_tag(who)
     names = []
     for mode, name in zip(plan.modes, plan.names):
-        stem = f"{tag}-{name or run_stem(mode, plan.train.data_hash)}"
+        stem = f"{tag}-{name or run_stem(mode, plan.data_hash)}"
         if len(stem) > 64:
             raise core.InputError(f"Run names may be at most {64 - len(tag) - 1} characters here; "
                                   f"{name!r} is longer.")

@@ -6,6 +6,7 @@ The web app's Fine-tune tab and the ``finetune`` command both run exactly this c
     results = run_plan(plan, progress=print, cancel=ev)   # train, evaluate, judge, save atomically
     job = FinetuneJob(plan).start()                       # the same in a worker thread (the web app)
     jobs.submit(owner, plan)                              # as a visitor's one job (FinetuneJobs: the web app)
+    plan = plan_tagger(read_tagged(path), settings=settings)  # a tagger: the same job, queue and pages
     push_run(results[-1].name, "me/model", token, models_dir=settings.models_dir)  # optional: to the Hub
 
 Two modes share the data, the split and the metrics, so they can be compared side by side:
@@ -39,6 +40,7 @@ from .plan import plan_finetune
 from .records import DEFAULT_BASE, MODES, RUN_MODES, FinetunePlan, RunResult, Verdict
 from .runner import run_finetune, run_plan
 from .runs import base_model_path, list_runs, run_folder, run_stem, valid_run_name, zip_run
+from .tagger_plan import TaggerPlan, plan_tagger, run_tagger_plan
 from .verdict import judge, majority_baseline
 
 __all__ = [
@@ -51,6 +53,7 @@ __all__ = [
     "FinetuneJobs",
     "FinetunePlan",
     "RunResult",
+    "TaggerPlan",
     "Verdict",
     "auto_config",
     "base_model_path",
@@ -59,11 +62,13 @@ __all__ = [
     "load_run_info",
     "majority_baseline",
     "plan_finetune",
+    "plan_tagger",
     "push_run",
     "review_columns",
     "run_finetune",
     "run_folder",
     "run_plan",
+    "run_tagger_plan",
     "run_stem",
     "valid_run_name",
     "zip_run",

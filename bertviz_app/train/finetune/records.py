@@ -95,3 +95,8 @@ class FinetunePlan:
     device: str = "auto"  # where the probe computes its features ("auto": cuda, then mps, then cpu)
     world_size: int = 1  # processes training together (accelerate launch / torchrun)
 
+    @property
+    def data_hash(self) -> str:
+        """The training data's hash (a ``TaggerPlan`` has one too: what names a run nobody named)."""
+        return self.train.data_hash
+

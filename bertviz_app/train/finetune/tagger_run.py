@@ -24,7 +24,7 @@ from ..training import TrainConfig, atomic_save
 from .records import DEFAULT_BASE
 from .runs import base_model_path, free_name, run_stem, runs_dir, valid_run_name
 
-__all__ = ["TaggerRunResult", "run_tagger", "TASK", "MAX_WRONG_SENTENCES"]
+__all__ = ["TaggerRunResult", "run_tagger", "data_hash_of", "TASK", "MAX_WRONG_SENTENCES"]
 
 TASK = "token-classification"
 MAX_WRONG_SENTENCES = 200  # validation sentences with a wrong tag kept in run.json (the page lists them)
@@ -68,7 +68,7 @@ def run_tagger(train: TaggedFile, val: TaggedFile | None = None, base: str = DEF
     wrong = [{"where": s.where, "tokens": list(s.tokens), "tags": list(s.tags), "predicted": p}
              for s, p in zip(val_s, pred) if list(s.tags) != p]
     seconds = time.time() - started
-    data_hash = _hash(train, val)
+    data_hash = data_hash_of(train, val)
     name = name or free_name(run_stem("tagger", data_hash), models_dir)
     cancelled = bool(info.get("cancelled"))
     verdict = (f"Cancelled at step {info.get('steps')} of {info.get('max_steps')}, so not judged: the metrics are "
@@ -121,7 +121,8 @@ def _tags(train: TaggedFile, val: TaggedFile | None) -> list[str]:
     return ordered
 
 
-def _hash(train: TaggedFile, val: TaggedFile | None) -> str:
+def data_hash_of(train: TaggedFile, val: TaggedFile | None) -> str:
+    """The first 16 hex digits of sha256 over both files' tokens and tags: what identifies "the same data"."""
     payload = json.dumps([[(s.tokens, s.tags) for s in f.sentences] for f in (train, val) if f is not None],
                          ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
