@@ -104,6 +104,9 @@ from .interpret.words import merge_attention as merge_attention
 from .interpret.words import merge_rows as merge_rows
 from .interpret.words import merge_scores as merge_scores
 from .interpret.words import word_groups as word_groups
+from .models.answering import Answer as Answer
+from .models.answering import AnswerSpan as AnswerSpan
+from .models.answering import answer as answer
 from .models.build_job import EXPECTED_BUILD_TEXT as EXPECTED_BUILD_TEXT
 from .models.build_job import BuildStatus as BuildStatus
 from .models.build_job import default_build_status as default_build_status

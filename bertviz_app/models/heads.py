@@ -16,9 +16,10 @@ and the training read the head from here and never ask which task a model has. A
 - which parameters are the head's (``parameter_prefixes``: training gives them their own learning rate);
 - which metric judges it and which file trains it (``metric``, ``training_file``: what the docs and pages say).
 
-Two heads are registered: sequence classification (one class per text) and token classification (one label per
-word-piece; ``tagging.py`` merges them into words and entities). ``registry.load_model`` opens a checkpoint with the
-head its config's ``architectures`` name; question answering (issue 33) is one more adapter here.
+Three heads are registered: sequence classification (one class per text), token classification (one label per
+word-piece; ``tagging.py`` merges them into words and entities) and extractive question answering (a start and an end
+logit per word-piece; ``answering.py`` decodes them into answer spans of the context). ``registry.load_model`` opens a
+checkpoint with the head its config's ``architectures`` name.
 """
 
 from __future__ import annotations
@@ -26,12 +27,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
+from transformers import (
+    AutoModelForQuestionAnswering,
+    AutoModelForSequenceClassification,
+    AutoModelForTokenClassification,
+)
 
 from .families import Family
 
 __all__ = ["Head", "HEADS", "SEQUENCE_CLASSIFICATION", "SequenceClassification", "TOKEN_CLASSIFICATION",
-           "TokenClassification", "head_of", "head_for", "parameters"]
+           "TokenClassification", "QUESTION_ANSWERING", "QuestionAnswering", "head_of", "head_for", "parameters"]
 
 
 def parameters(module: torch.nn.Module | None) -> int:
@@ -144,17 +149,23 @@ class TokenClassification(Head):
     def components(self, family, model):
         """The encoder's rows (embeddings, each layer; a layer shared by several calls says how many: ALBERT), what
         else the encoder holds (DeBERTa's relative position embeddings and convolution), then the classifier."""
-        rows = [("embeddings", family.embedding_params(model))]
-        unique = family.unique_layers(model)
-        uses = len(family.layers(model)) // max(1, len(unique))
-        for i, layer in enumerate(unique, start=1):
-            rows += [(f"{name} (used {uses}x)" if uses > 1 else name, n) for name, n in family.layer_rows(i, layer)]
-        rest = parameters(family.base(model)) - sum(n for _, n in rows)
-        if rest:
-            rows.append(("other encoder parts", rest))
-        rows.append(("token classifier", parameters(model.classifier)))
-        other = parameters(model) - sum(n for _, n in rows)
-        return rows + ([("other", other)] if other else [])
+        return _encoder_rows(family, model, "token classifier", model.classifier)
+
+
+def _encoder_rows(family, model, head_name: str, head_module) -> list[tuple[str, int]]:
+    """A model without a pooler (a head over every position): the encoder's rows, then ``head_name``'s, then what
+    is left ("other")."""
+    rows = [("embeddings", family.embedding_params(model))]
+    unique = family.unique_layers(model)
+    uses = len(family.layers(model)) // max(1, len(unique))
+    for i, layer in enumerate(unique, start=1):
+        rows += [(f"{name} (used {uses}x)" if uses > 1 else name, n) for name, n in family.layer_rows(i, layer)]
+    rest = parameters(family.base(model)) - sum(n for _, n in rows)
+    if rest:
+        rows.append(("other encoder parts", rest))
+    rows.append((head_name, parameters(head_module)))
+    other = parameters(model) - sum(n for _, n in rows)
+    return rows + ([("other", other)] if other else [])
 
 
 TOKEN_CLASSIFICATION = TokenClassification(
@@ -164,7 +175,46 @@ TOKEN_CLASSIFICATION = TokenClassification(
     training_file="a CoNLL-style file: one word and its BIO/IOB2 (or IO) tag per line, a blank line between sentences",
     doors="tag (bertviz-app tag, POST /v1/tag, bertviz_app.tag)")
 
-HEADS: tuple[Head, ...] = (SEQUENCE_CLASSIFICATION, TOKEN_CLASSIFICATION)
+
+class QuestionAnswering(Head):
+    """Extractive question answering: a start and an end logit at every position, ``qa_outputs`` (a linear layer to
+    2) over the last hidden states, the same in each of the seven families' ``*ForQuestionAnswering`` (DistilBERT's
+    dropout before it is the identity at inference; no pooler). The answer is a span of the context, scored
+    p(start) x p(end) over the context's positions (``answering.py``)."""
+
+    @property
+    def auto_class(self):
+        return AutoModelForQuestionAnswering
+
+    def logits(self, family, model, hidden):
+        if getattr(model, "dropout", None) is not None:  # DistilBERT's (identity in eval mode)
+            hidden = model.dropout(hidden)
+        return model.qa_outputs(hidden)  # (B, T, 2): start, end
+
+    def decode(self, logits, multi_label=False, temperature=1.0):
+        """(B, T, 2) logits -> the softmax over positions of the start and of the end logits, unmasked (B, T, 2);
+        ``answering.py`` masks the question and the special tokens before its own softmax."""
+        return torch.softmax(logits.float(), dim=1)
+
+    def parameter_prefixes(self, family):
+        return ("qa_outputs.",)
+
+    def composable(self, family, model):
+        """As a token classifier: no pooler, so the encoder's own check where the family's asks for one."""
+        return Family.composable(family, model) if family.kernels else family.composable(model)
+
+    def components(self, family, model):
+        return _encoder_rows(family, model, "span head (qa_outputs)", model.qa_outputs)
+
+
+QUESTION_ANSWERING = QuestionAnswering(
+    name="question answering", suffix="ForQuestionAnswering", reads="span",
+    target="an answer span's p(start) x p(end)",
+    metric="SQuAD exact match and F1 (the best of the gold answers)",
+    training_file="a SQuAD-style JSON file: contexts, their questions and answers with character starts",
+    doors="answer (bertviz-app answer, POST /v1/answer, bertviz_app.answer)")
+
+HEADS: tuple[Head, ...] = (SEQUENCE_CLASSIFICATION, TOKEN_CLASSIFICATION, QUESTION_ANSWERING)
 
 
 def head_of(model) -> Head:

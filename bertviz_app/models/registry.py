@@ -29,11 +29,11 @@ from transformers import (
 )
 from transformers import logging as hf_logging
 
+from ..config import Settings
+from ..errors import InputError, ModelLoadError, ModelNotFoundError
 from .build_job import not_built_message
 from .calibration import load_temperature
 from .catalog import BUILD_INFO, DEFAULT_MODELS_DIR, is_model_folder, list_models, load_run_info, shipped_model
-from ..config import Settings
-from ..errors import InputError, ModelLoadError, ModelNotFoundError
 from .families import SUPPORTED_MODEL_TYPES, family_for_type, family_of
 from .heads import SEQUENCE_CLASSIFICATION, Head, head_for, head_of
 
@@ -108,8 +108,9 @@ class LoadedModel:
         if has is head:
             return
         labels = ", ".join(self.labels[:8]) + (", ..." if len(self.labels) > 8 else "")
+        labels = "" if has.reads == "span" else f"; labels {labels}"  # a span head's two logits are no labels
         raise InputError(
-            f"{self.name} is a {has.name} model ({type(self.model).__name__}; labels {labels}): {doing}, which needs a "
+            f"{self.name} is a {has.name} model ({type(self.model).__name__}{labels}): {doing}, which needs a "
             f"{head.name} model (...{head.suffix}). Use {has.doors or 'another command'} for this model, or choose a "
             f"...{head.suffix} model.")
 
