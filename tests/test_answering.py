@@ -16,8 +16,10 @@ stands) or to the first position (the model says "no answer")."""
 
 from __future__ import annotations
 
+import json
 import random
 
+import httpx
 import numpy as np
 import pytest
 import torch
@@ -25,6 +27,7 @@ import transformers as tf
 
 import bertviz_app as bv
 from bertviz_app import service
+from bertviz_app.cli import main
 from bertviz_app.errors import InputError, ModelNotFoundError
 from bertviz_app.models import forward
 from bertviz_app.models.heads import QUESTION_ANSWERING, head_of
@@ -376,3 +379,96 @@ def test_bad_input_gets_one_clear_message_each(qa_dir):
             bv.answer(lm, question, context, **kwargs)
     with pytest.raises(ModelNotFoundError):
         bv.load_model("./no-such-qa-model", device="cpu")
+
+
+# --------------------------------------------------------------------------- the CLI
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_answer_json_and_lines(capsys, qa_dir):
+    folder = str(qa_dir("electra"))
+    want = bv.answer(bv.load_model(folder, device="cpu"), QUESTION, CONTEXT, n_best=3, stride=16)[0].to_dict()
+    code, out, _ = run(capsys, "answer", "--question", QUESTION, "--context", CONTEXT, "--model", folder,
+                       "--n-best", "3", "--stride", "16", "--json")
+    assert code == 0
+    got = json.loads(out)
+    assert set(got) == {"question", "answer", "start", "end", "score", "no_answer", "no_answer_score", "n_best",
+                        "windows"}
+    assert {k: v for k, v in got.items() if "score" not in k and k != "n_best"} == {
+        k: v for k, v in want.items() if "score" not in k and k != "n_best"}
+    assert [(s["answer"], s["start"], s["end"]) for s in got["n_best"]] == [
+        (s["answer"], s["start"], s["end"]) for s in want["n_best"]] and len(got["n_best"]) == 3
+    np.testing.assert_allclose([got["score"], got["no_answer_score"]] + [s["score"] for s in got["n_best"]],
+                               [want["score"], want["no_answer_score"]] + [s["score"] for s in want["n_best"]],
+                               rtol=1e-6)
+    assert CONTEXT[got["start"] : got["end"]] == got["answer"]
+    code, out, _ = run(capsys, "answer", "--question", QUESTION, "--context", CONTEXT, "--model", folder)
+    assert code == 0 and out.splitlines()[0].endswith(want["answer"]) and f"{want['start']}-{want['end']}" in out
+
+
+def test_cli_answer_refusals_are_one_line(capsys, qa_dir, signal_model_dir):
+    folder = str(qa_dir("bert"))
+    for argv, message in ((["--question", "", "--context", CONTEXT, "--model", folder], "The question is empty"),
+                          (["--question", QUESTION, "--context", " ", "--model", folder], "The context is empty"),
+                          (["--question", QUESTION, "--context", CONTEXT, "--model", str(signal_model_dir("bert"))],
+                           "is a sequence classification model"),
+                          (["--question", QUESTION, "--context", CONTEXT, "--model", "./no-such-qa"],
+                           "does not exist")):
+        code, out, err = run(capsys, "answer", *argv)
+        assert code == 2 and out == "" and err.startswith("error: ") and message in err, err
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    code, out, err = run(capsys, "predict", "the film", "--model", folder)
+    assert code == 2 and "is a question answering model" in err and "Use answer" in err
+
+
+# --------------------------------------------------------------------------- the JSON API and gradio's API
+def test_v1_answer_over_http_answers_the_librarys_json_and_refuses_clearly(qa_dir, signal_model_dir, tmp_path):
+    from conftest import served_app
+
+    folder = str(qa_dir("deberta-v2"))
+    want = bv.answer(bv.load_model(folder, device="cpu"), QUESTION, CONTEXT, n_best=2, max_answer_len=6,
+                     stride=16)[0].to_dict()
+    with served_app(folder, BERTVIZ_MODELS_DIR=tmp_path) as url:
+        r = httpx.post(f"{url}v1/answer", json={"question": QUESTION, "context": CONTEXT, "n_best": 2,
+                                                "max_answer_len": 6, "stride": 16}, timeout=60)
+        assert r.status_code == 200, r.text
+        got = r.json()
+        assert {k: v for k, v in got.items() if "score" not in k and k != "n_best"} == {
+            k: v for k, v in want.items() if "score" not in k and k != "n_best"}
+        assert [(s["answer"], s["start"], s["end"]) for s in got["n_best"]] == [
+            (s["answer"], s["start"], s["end"]) for s in want["n_best"]]
+        np.testing.assert_allclose([got["score"]] + [s["score"] for s in got["n_best"]],
+                                   [want["score"]] + [s["score"] for s in want["n_best"]], rtol=1e-6)
+        for body, status, message in (({"question": "", "context": CONTEXT}, 400, "The question is empty"),
+                                      ({"question": QUESTION, "context": ""}, 400, "The context is empty"),
+                                      ({"question": QUESTION, "context": CONTEXT, "model":
+                                        str(signal_model_dir("bert"))}, 400, "is a sequence classification model"),
+                                      ({"question": QUESTION, "context": CONTEXT, "model": "nobody/no-such-model"},
+                                       404, ""),
+                                      ({"question": QUESTION, "context": CONTEXT, "n_best": 0}, 400, "n_best must be"),
+                                      ({"question": QUESTION, "context": CONTEXT, "topk": 2}, 422, "topk")):
+            r = httpx.post(f"{url}v1/answer", json=body, timeout=60)
+            assert r.status_code == status, (body, r.text)
+            assert set(r.json()) == {"error"} and message in r.json()["error"] and "Traceback" not in r.text
+        r = httpx.post(f"{url}v1/predict", json={"text": "the film"}, timeout=60)  # the QA model at predict
+        assert r.status_code == 400 and "is a question answering model" in r.json()["error"]
+        schema = httpx.get(f"{url}openapi.json", timeout=30).json()
+        assert "/v1/answer" in schema["paths"] and "AnswerResponse" in schema["components"]["schemas"]
+
+        # gradio's /answer over raw HTTP: POST the call, then read its event stream
+        def call(data):
+            started = httpx.post(f"{url}gradio_api/call/answer", json={"data": data}, timeout=60)
+            started.raise_for_status()
+            text = httpx.get(f"{url}gradio_api/call/answer/{started.json()['event_id']}", timeout=120).text
+            event, _, payload = text.strip().rpartition("\ndata:")
+            return event.rsplit("event:", 1)[-1].strip(), json.loads(payload)
+
+        event, data = call([QUESTION, CONTEXT, folder, 2, 6, 0.0, 16])
+        assert event == "complete", data
+        assert {k: v for k, v in data[0].items() if "score" not in k and k != "n_best"} == {
+            k: v for k, v in want.items() if "score" not in k and k != "n_best"}
+        event, data = call(["", CONTEXT, folder, 2, 6, 0.0, 16])
+        assert event == "error" and "The question is empty" in json.dumps(data), data

@@ -53,9 +53,9 @@ def error_message(excinfo) -> str:
     return str(excinfo.value)
 
 
-def test_public_endpoints_are_the_stable_seven(client):
+def test_public_endpoints_are_the_stable_eight(client):
     named = client.view_api(return_format="dict", print_info=False)["named_endpoints"]
-    assert set(named) == {"/predict", "/attention", "/explain", "/compare", "/summary", "/evaluate", "/tag"}
+    assert set(named) == {"/predict", "/attention", "/explain", "/compare", "/summary", "/evaluate", "/tag", "/answer"}
 
 
 def test_predict_with_text_alone(client):
@@ -481,11 +481,11 @@ def test_fifty_fixed_steps_stay_an_option_everywhere(app_url, client, signal_mod
 V1 = {"predict": {"text": "good"}, "attention": {"text": "good"}, "explain": {"text": "good", "n_steps": 4},
       "compare": {"text": "good", "methods": "saliency"}, "summary": {}, "delete_my_data": {},
       "evaluate": {"csv": "text,label\nthe film was good,positive\nthe film was bad,negative\n"},
-      "tag": {"text": "good"}}
+      "tag": {"text": "good"}, "answer": {"question": "good", "context": "the film"}}
 REQUIRED = {"predict": "text", "attention": "text", "explain": "text", "compare": "text", "evaluate": "csv",
-            "tag": "text"}
+            "tag": "text", "answer": "question"}
 TYPED = {"predict": ("window", [1]), "attention": ("layer", "two"), "explain": ("tolerance", "small"),
-         "compare": ("top_k", [3]), "summary": ("model", 7), "tag": ("window", [1])}
+         "compare": ("top_k", [3]), "summary": ("model", 7), "tag": ("window", [1]), "answer": ("n_best", [1])}
 
 
 def test_openapi_lists_every_v1_route_and_docs_answer(app_url):

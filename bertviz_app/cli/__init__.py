@@ -3,6 +3,7 @@ each with its commands' arguments (``register``) beside the commands; here, ``ma
 
     analyses   predict, explain (windows, --compare), explain-csv
     tagging    tag (a token classifier's entities)
+    answering  answer (a question answering model's span of a context)
     internals  attention, summary
     models     models, build-default, finetune
     evaluate   evaluate, layers
@@ -17,6 +18,7 @@ each with its commands' arguments (``register``) beside the commands; here, ``ma
     python -m bertviz_app evaluate reviews.csv --word not --json --out eval-run/
     python -m bertviz_app layers reviews.csv --json
     python -m bertviz_app tag "Ada Lovelace met Babbage in London." --model ./my-tagger --json
+    python -m bertviz_app answer --question "Who met Babbage?" --context "Ada Lovelace met Babbage." --model ./my-qa
 
 Errors print one line on stderr and exit with status 2; no traceback reaches the user
 (set BERTVIZ_DEBUG=1 to see one). A reader that stops early (``| head -1``) is not an error:
@@ -33,7 +35,7 @@ import traceback
 
 from ..config import Settings
 from ..errors import BertvizError
-from . import analyses, evaluate, internals, models, serve, tagging
+from . import analyses, answering, evaluate, internals, models, serve, tagging
 from .common import EXIT_ERROR, fail
 from .internals import MEASURE_NAMES as MEASURE_NAMES  # re-exported: a test checks it against the core's
 
@@ -76,6 +78,7 @@ def build_parser(settings: Settings | None = None) -> argparse.ArgumentParser:
     # in the order of `bertviz-app --help`'s list of commands
     analyses.register(add)  # predict, explain, explain-csv
     tagging.register(add)  # tag
+    answering.register(add)  # answer
     internals.register(add)  # attention, summary
     models.register(add)  # models, build-default, finetune
     evaluate.register(add)  # evaluate, layers

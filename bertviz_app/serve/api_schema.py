@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 __all__ = ["PredictRequest", "TagRequest", "AttentionRequest", "ExplainRequest", "CompareRequest", "SummaryRequest",
            "DeleteRequest", "EvaluateRequest", "PredictResponse", "AttentionResponse", "ExplainResponse",
            "CompareResponse", "SummaryResponse", "EvaluateResponse", "MessageResponse", "ErrorResponse", "TagResponse",
-           "EntityAnswer"]
+           "EntityAnswer", "AnswerRequest", "AnswerResponse", "SpanAnswer"]
 
 
 class _Body(BaseModel):
@@ -50,6 +50,23 @@ class TagRequest(_Body):
                                            "truncated=true).")
     stride: int | None = Field(None, description="With window: tokens shared by neighbouring windows (null: a "
                                                  "quarter of the window).")
+
+
+class AnswerRequest(_Body):
+    question: str = Field(description="The question.", examples=["Who met Charles Babbage?"])
+    context: str = Field(description="The text the answer is a span of.",
+                         examples=["Ada Lovelace met Charles Babbage in London."])
+    model: str | None = Field(None, description="A question answering (...ForQuestionAnswering) model: a registered "
+                                                "name, a run, a folder (where allowed) or a Hub id; null or \"\": the "
+                                                "app's default model (a classifier or a tagger is refused with a "
+                                                "message naming its head).")
+    n_best: int = Field(5, description="How many of the best spans to list (n_best).")
+    max_answer_len: int = Field(30, description="The longest answer, in tokens.")
+    no_answer_threshold: float | None = Field(0.0, description="Answer \"no answer\" (\"\" at 0:0) when its score "
+                                                               "beats the best span's by more than this (SQuAD 2.0's "
+                                                               "null threshold); null: always the best span.")
+    stride: int | None = Field(None, description="Context tokens shared by neighbouring windows of a context longer "
+                                                 "than the model reads (null: 128, or half the window).")
 
 
 class AttentionRequest(_Body):
@@ -159,6 +176,26 @@ class TagResponse(_Answer):
     tokens: list[str] = Field(description="The text's word-pieces (special tokens left out).")
     labels: list[str] = Field(description="Each word-piece's most probable label, with its B-/I- prefix.")
     truncated: bool = Field(description="The text was cut at the model's length (window=false only).")
+
+
+class SpanAnswer(_Answer):
+    answer: str = Field(description="The span's characters: context[start:end].")
+    start: int
+    end: int
+    score: float = Field(description="p(start) x p(end) over the context's positions (summed over spans of the same "
+                                     "text, as transformers' question-answering pipeline sums them).")
+
+
+class AnswerResponse(_Answer):
+    question: str
+    answer: str = Field(description="The answer, context[start:end]; \"\" (at 0:0) where the context holds none.")
+    start: int
+    end: int
+    score: float = Field(description="The answer's score (the no-answer score where there is none).")
+    no_answer: bool = Field(description="The no-answer score beat the best span's by more than the threshold.")
+    no_answer_score: float = Field(description="p(start = [CLS]) x p(end = [CLS]), the lowest over the windows.")
+    n_best: list[SpanAnswer] = Field(description="The best spans, best first.")
+    windows: int = Field(description="How many windows the context was read in.")
 
 
 class AttentionResponse(_Answer):

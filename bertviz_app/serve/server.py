@@ -1,7 +1,7 @@
 """The serving layer: one FastAPI app with the typed JSON API and the web page mounted on it.
 
-- ``POST /v1/predict``, ``/v1/tag``, ``/v1/attention``, ``/v1/explain``, ``/v1/compare``, ``/v1/summary``,
-  ``/v1/delete_my_data``: pydantic request models (a wrong type, a missing or an unknown field is
+- ``POST /v1/predict``, ``/v1/tag``, ``/v1/answer``, ``/v1/attention``, ``/v1/explain``, ``/v1/compare``,
+  ``/v1/summary``, ``/v1/delete_my_data``: pydantic request models (a wrong type, a missing or an unknown field is
   refused with 422 and a message naming the field) and pydantic response models; the schema at
   ``/openapi.json``, interactive docs at ``/docs``. The work is the same as the gradio endpoints'
   (``bertviz_app.service``), outside gradio's queue and event stream.
@@ -45,6 +45,8 @@ from ..models import visitors
 from ..models.build_job import start_default_build
 from .allocator import tune_allocator
 from .api_schema import (
+    AnswerRequest,
+    AnswerResponse,
     AttentionRequest,
     AttentionResponse,
     CompareRequest,
@@ -69,7 +71,8 @@ __all__ = ["create_app", "serve", "start", "Running", "error_response", "REST_PR
            "BATCHED_CONCURRENCY", "EXPLAIN_CONCURRENCY", "UNEXPECTED", "BodyTooLarge", "ServerBusy", "Gate",
            "PredictRequest", "AttentionRequest", "ExplainRequest", "CompareRequest", "SummaryRequest", "DeleteRequest",
            "EvaluateRequest", "PredictResponse", "AttentionResponse", "ExplainResponse", "CompareResponse",
-           "SummaryResponse", "EvaluateResponse", "MessageResponse", "ErrorResponse", "TagRequest", "TagResponse"]
+           "SummaryResponse", "EvaluateResponse", "MessageResponse", "ErrorResponse", "TagRequest", "TagResponse",
+           "AnswerRequest", "AnswerResponse"]
 
 log = logging.getLogger("bertviz_app.serve.server")
 
@@ -149,6 +152,7 @@ def _validation_message(request: Request, exc: RequestValidationError) -> tuple[
 SPECS: dict[str, tuple[type[BaseModel], type[BaseModel], int]] = {
     "predict": (PredictRequest, PredictResponse, BATCHED_CONCURRENCY * 2),
     "tag": (TagRequest, TagResponse, 2),
+    "answer": (AnswerRequest, AnswerResponse, 2),
     "attention": (AttentionRequest, AttentionResponse, 1),
     "explain": (ExplainRequest, ExplainResponse, EXPLAIN_CONCURRENCY),
     "compare": (CompareRequest, CompareResponse, 1),
@@ -314,6 +318,15 @@ class Api:
         out = await self.gates["tag"].run(lambda: self.service.tag(
             self.open(body.model, who), body.text, body.aggregation, body.window, body.stride))
         return _answer(TagResponse, out)
+
+    async def answer(self, body: AnswerRequest, request: Request) -> Response:
+        """A question answering model's answer: the span of the context (characters, score), the n-best spans and
+        the no-answer score. A long context is read in overlapping windows, the question in each."""
+        who = self.owner(request)
+        out = await self.gates["answer"].run(lambda: self.service.answer(
+            self.open(body.model, who), body.question, body.context, body.n_best, body.max_answer_len,
+            body.no_answer_threshold, body.stride))
+        return _answer(AnswerResponse, out)
 
     async def attention(self, body: AttentionRequest, request: Request) -> Response:
         """Attention weights of every layer and head (or one layer), or another context-mixing measure

@@ -27,6 +27,7 @@ from ..interpret.long_documents import attention_windows, explain_windows
 from ..interpret.methods import METHODS, compare_methods
 from ..interpret.mixing_measures import check_measure, context_mixing
 from ..models import visitors
+from ..models.answering import answer as answer_questions
 from ..models.catalog import list_models
 from ..models.heads import SEQUENCE_CLASSIFICATION
 from ..models.model_summary import summary as model_summary
@@ -35,7 +36,8 @@ from ..models.tagging import tag as tag_texts
 from ..results import FIXED_N_STEPS
 from .batching import explain_one, predict_future
 
-__all__ = ["open_model", "delete_visitor_data", "deleted_message", "predict", "predict_async", "tag", "attention",
+__all__ = ["open_model", "delete_visitor_data", "deleted_message", "predict", "predict_async", "tag", "answer",
+           "attention",
            "explain", "compare", "summary", "evaluate", "steps_args", "method_names", "whole_number", "number",
            "finite"]
 
@@ -123,6 +125,20 @@ def tag(lm: LoadedModel, text: str, aggregation: str | None = "simple", window: 
     head; a long text is read in overlapping windows unless ``window`` is False (then it is cut: truncated)."""
     stride = None if stride is None else whole_number(stride, "stride")
     return tag_texts(lm, text, aggregation=aggregation or "simple", window=bool(window), stride=stride)[0].to_dict()
+
+
+def answer(lm: LoadedModel, question: str, context: str, n_best: int = 5, max_answer_len: int = 30,
+           no_answer_threshold: float | None = 0.0, stride: int | None = None) -> dict:
+    """A question answering model's answer to one question in a context (``answering.answer``): {"question",
+    "answer", "start", "end", "score", "no_answer", "no_answer_score", "n_best": [{"answer", "start", "end",
+    "score"}], "windows"}, ``context[start:end] == answer``. A classifier or a tagger: InputError naming its head;
+    a long context is read in overlapping windows (``stride`` context tokens shared, None: 128 or half the
+    window); ``no_answer_threshold`` None: never "no answer"."""
+    threshold = None if no_answer_threshold is None else number(no_answer_threshold, "no_answer_threshold")
+    return answer_questions(lm, question, context, n_best=whole_number(n_best, "n_best"),
+                            max_answer_len=whole_number(max_answer_len, "max_answer_len"),
+                            no_answer_threshold=threshold,
+                            stride=None if stride is None else whole_number(stride, "stride"))[0].to_dict()
 
 
 def attention(lm: LoadedModel, text: str, pair: str | None = "", layer: int = 0, measure: str | None = "raw",

@@ -1,5 +1,6 @@
 """The public API as gradio endpoints (``/predict``, ``/attention``, ``/explain``, ``/compare``,
-``/summary``, ``/evaluate``, ``/tag``) for ``gradio_client`` / ``@gradio/client``: queued, with server-sent events.
+``/summary``, ``/evaluate``, ``/tag``, ``/answer``) for ``gradio_client`` / ``@gradio/client``: queued, with
+server-sent events.
 
 The work is ``bertviz_app.service``'s, the same as the typed JSON routes of ``bertviz_app.serve.server``
 (``POST /v1/predict`` ...), which skip gradio's queue and event stream. Concurrent /predict calls
@@ -109,8 +110,17 @@ def _model_endpoints(default: str, load: Callable) -> dict[str, Callable]:
         a quarter of the model's length) unless window=false. A classifier model: refused, naming its head."""
         return service.tag(load(model), text, aggregation, window, stride)
 
+    def answer(question: str, context: str, model: str = default, n_best: int = 5, max_answer_len: int = 30,
+               no_answer_threshold: float | None = 0.0, stride: int | None = None) -> dict:
+        """A question answering model's answer, a span of the context: {"question", "answer", "start", "end",
+        "score", "no_answer", "no_answer_score", "n_best": [{"answer", "start", "end", "score"}], "windows"}, with
+        context[start:end] == answer. "No answer" ("" at 0:0) when its score beats the best span's by more than
+        no_answer_threshold (null: never). A long context is read in overlapping windows (stride context tokens
+        shared, null: 128 or half the window). A classifier or a tagger: refused, naming its head."""
+        return service.answer(load(model), question, context, n_best, max_answer_len, no_answer_threshold, stride)
+
     return {"predict": predict, "attention": attention, "explain": explain, "compare": compare, "summary": summary,
-            "tag": tag}
+            "tag": tag, "answer": answer}
 
 
 def _evaluate_endpoint(default: str, settings: Settings, load: Callable) -> Callable:
@@ -154,6 +164,8 @@ def register(default: str, settings: Settings, heavy: dict) -> None:
     gr.api(guards.guard(fns["compare"]), api_name="compare", **heavy)
     gr.api(guards.guard(fns["summary"]), api_name="summary", concurrency_limit=2)
     gr.api(guards.guard(fns["tag"]), api_name="tag", concurrency_limit=EXPLAIN_CONCURRENCY, concurrency_id="tag")
+    gr.api(guards.guard(fns["answer"]), api_name="answer", concurrency_limit=EXPLAIN_CONCURRENCY,
+           concurrency_id="answer")
     gr.api(guards.guard(fns["evaluate"]), api_name="evaluate", concurrency_limit=1, concurrency_id="evaluate")
 
 
