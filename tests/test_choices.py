@@ -327,6 +327,7 @@ def test_explain_a_file_greys_start_for_a_tagger_and_offers_it_for_a_classifier(
     assert out["start"]["interactive"] is False
     assert "tagger-a is a tagger" in out["model_note"] and "Explain a file reads sequence classifiers" in (
         out["model_note"])
+    assert "press Analyze, then open Attributions" in out["model_note"]  # where the page explains its entities
     table = tmp_path / "texts.csv"
     table.write_text("text\nthe film was joy\nthe film was a slog\n", encoding="utf-8")
     with pytest.raises(bv.InputError, match="sequence classification"):  # what Start met: it reads classifiers

@@ -5,7 +5,7 @@ words with the largest mean attribution. Event wiring and rendering only: each e
 a method of ``Handlers``, which holds the tab's components and the server's ``Settings``.
 
 It reads sequence classifiers: for a tagger chosen in the Model tab, Start is greyed with a line saying why and
-where a tagger's entities are shown (``Handlers.model_state``, run when the model changes and on page load)."""
+where a tagger's entities are explained (``Handlers.model_state``, run when the model changes and on page load)."""
 
 from __future__ import annotations
 
@@ -170,10 +170,10 @@ class Handlers:
         shown = esc(shown_name((model_name or "").strip() or self.default))
         return {ui.start: gr.update(interactive=False),
                 ui.model_note: f"**{shown} is a tagger (token classification):** Explain a file reads sequence "
-                               "classifiers (each row's class and the words behind it); a tagger's entities are read "
-                               "one text at a time: type it in the Predict tab and press Analyze. Its entities are "
-                               "explained by `python -m bertviz_app explain TEXT --model MODEL --entity K`. Choose a "
-                               "sequence classifier in the Model tab to explain a file."}
+                               "classifiers (each row's class and the words behind it). A tagger's entities are "
+                               "explained one text at a time: type it in the Predict tab and press Analyze, then "
+                               "open Attributions and choose an entity or a word. Choose a sequence classifier in the "
+                               "Model tab to explain a file."}
 
     @staticmethod
     def arm(flag: CancelFlag):
