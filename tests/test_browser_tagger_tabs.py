@@ -69,6 +69,10 @@ def test_evaluate_and_explain_a_file_follow_the_models_head(browser, tmp_path_fa
         expect(page.locator("#bv-ev-upload")).to_contain_text("Tagged file")
         expect(page.locator("#bv-ev-text-col")).to_be_hidden()
         expect(page.locator("#bv-ev-start")).to_be_enabled()
+        bad = root / "bad.conll"  # a token without its tag: the reader's refusal, with the line, in the status
+        bad.write_text("the\tO\njoy\n\nit\tO\n", encoding="utf-8")
+        page.locator("#bv-ev-upload input[type=file]").set_input_files(str(bad))
+        expect(page.locator("#bv-ev-status")).to_contain_text("line 2 hold a token but no tag")
         page.locator("#bv-ev-upload input[type=file]").set_input_files(str(data))
         expect(page.locator("#bv-ev-notices")).to_contain_text("24 sentences")
         page.locator("#bv-ev-start").click()

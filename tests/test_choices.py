@@ -292,8 +292,8 @@ def test_evaluate_reads_a_tagged_file_for_a_tagger_and_shows_its_scores_unstored
     path = write_entity_conll(tmp_path / "test.conll")
     up = h.on_upload(as_uploaded(path), "tagger-a")
     assert "24 sentences" in up["notices"] and "entity types: LOC, PER" in up["notices"]
-    run = lambda model, table, compare="": list(h.run(  # noqa: E731
-        CancelFlag(), model, table, None, None, None, "", "", compare, False))
+    run = lambda model, table, compare="", refused=None: list(h.run(  # noqa: E731
+        CancelFlag(), model, table, refused, None, None, "", "", compare, False))
     outs = run("tagger-a", up["table"])
     out = outs[-1]
     want = evaluate_tagged(load(heads_registry / "tagger-a"), str(path))
@@ -311,6 +311,13 @@ def test_evaluate_reads_a_tagged_file_for_a_tagger_and_shows_its_scores_unstored
     # the file read for a tagger, then a classifier chosen: said plainly, nothing run
     out = run("single", up["table"])[-1]
     assert "read as tagged words" in out["status"] and "tag_summary" not in out
+    # a bad tagged file: the reader's refusal with its line, in the status line; the file cleared
+    bad = tmp_path / "bad.conll"
+    bad.write_text("the\tO\njoy\n\nit\tO\n", encoding="utf-8")
+    up = h.on_upload(as_uploaded(bad), "tagger-a")
+    assert up["table"] is None and up["upload"] is None and "line 2" in up["status"] and "no tag" in up["status"]
+    out = run("tagger-a", None, refused=up["refused"])[-1]  # Evaluate then: the refusal again, not "upload a file"
+    assert "no tag" in out["status"] and "Nothing was stored" in out["status"]
     # a classifier's table given to the tagger: the library's refusal (it names the other task), no traceback
     table = tmp_path / "reviews.csv"
     table.write_text("text,label\nthe film was joy,positive\nthe film was a slog,negative\n", encoding="utf-8")
