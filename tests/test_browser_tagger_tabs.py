@@ -100,6 +100,8 @@ def test_evaluate_and_explain_a_file_follow_the_models_head(browser, tmp_path_fa
         expect(page.locator("#bv-bx-model-note")).to_have_text("")
         page.get_by_role("tab", name="Evaluate").click()
         expect(page.locator("#bv-ev-file-hint")).to_contain_text("File for this classifier")
+        expect(page.locator("#bv-ev-notices")).to_contain_text("the tagged file read for a tagger was put away")
+        expect(page.locator("#bv-ev-upload")).not_to_contain_text("test.conll")
         expect(page.locator("#bv-ev-text-col")).to_be_visible()
         expect(page.locator("#bv-ev-status")).not_to_contain_text("Error")
         assert not own_toasts(page)

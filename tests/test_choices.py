@@ -282,6 +282,8 @@ def test_compare_with_lists_only_models_of_the_same_head_and_says_why_not_the_ot
 
 
 def test_evaluate_reads_a_tagged_file_for_a_tagger_and_shows_its_scores_unstored(heads_registry, tmp_path):
+    import gradio as gr
+
     from bertviz_app.evaluate.tagger_evaluation import compare_taggers, evaluate_tagged
     from bertviz_app.ui import evaluate_events
     from bertviz_app.ui.streaming import CancelFlag
@@ -311,6 +313,12 @@ def test_evaluate_reads_a_tagged_file_for_a_tagger_and_shows_its_scores_unstored
     # the file read for a tagger, then a classifier chosen: said plainly, nothing run
     out = run("single", up["table"])[-1]
     assert "read as tagged words" in out["status"] and "tag_summary" not in out
+    # ... and put away as soon as the classifier is chosen (Evaluate is not offered a file it would refuse)
+    put = h.file_for_model("single", up["table"])
+    assert put["table"] is None and put["upload"] is None and "tagged file read for a tagger was put away" in (
+        put["notices"])
+    kept = h.file_for_model("tagger-b", up["table"])  # positive control: another tagger keeps it
+    assert all(v == gr.skip() for v in kept.values()), kept
     # a bad tagged file: the reader's refusal with its line, in the status line; the file cleared
     bad = tmp_path / "bad.conll"
     bad.write_text("the\tO\njoy\n\nit\tO\n", encoding="utf-8")

@@ -146,6 +146,31 @@ class Handlers:
                 ui.label_col: gr.update(choices=cols, value=guess.label),
                 ui.pair_col: gr.update(choices=[*NO_PAIR, *[(c, c) for c in cols]], value=guess.pair or NONE)}
 
+    def file_for_model(self, model_name, table):
+        """Another model chosen while a file is shown: a file read for the other head (tagged words for a
+        classifier, a table for a tagger) is put away, and the line under the upload says why and what to upload,
+        so Evaluate is not offered a file it would refuse. A file of the model's kind, or a model that does not
+        open, leaves it as it is."""
+        ui = self.ui
+        kept = dict.fromkeys([ui.upload, ui.table, ui.refused, ui.notices, ui.text_col, ui.label_col, ui.pair_col],
+                             gr.skip())
+        if table is None:
+            return kept
+        try:
+            tagger = model_loading.load(model_name, self.default, self.settings).head is TOKEN_CLASSIFICATION
+        except core.BertvizError:
+            return kept
+        if tagger == isinstance(table, TaggedFile):
+            return kept
+        shown = esc(shown_name((model_name or "").strip() or self.default))
+        why = (f"**{shown} is a tagger:** the table read for a classifier was put away. Upload a tagged file (CoNLL, "
+               "JSON lines with tokens and tags, or a tokens/tags CSV)." if tagger else
+               f"**{shown} is a sequence classifier:** the tagged file read for a tagger was put away. Upload a "
+               "labelled table (a text and a label column).")
+        empty = gr.update(choices=[], value=None)
+        return {ui.upload: None, ui.table: None, ui.refused: None, ui.notices: why, ui.text_col: empty,
+                ui.label_col: empty, ui.pair_col: gr.update(choices=NO_PAIR, value=NONE)}
+
     def reads_tags(self, model_name) -> bool:
         """Is ``model_name`` (the chosen model) a tagger, so its file is tagged words? A model that does not open
         reads as a classifier here (Evaluate says why it cannot be evaluated)."""

@@ -224,6 +224,10 @@ def wire(ui: SimpleNamespace, *, demo: gr.Blocks | None, model_dd, default: str,
     model_dd.change(guards.guard(h.suggest), inputs=[model_dd], outputs=[ui.compare, *h.head_outputs()],
                     concurrency_limit=1,
                     concurrency_id="evaluate-suggest", show_progress="hidden", **private)
+    # a file read for the other head (a tagger's tagged words, a classifier's table) put away, and why
+    model_dd.change(guards.guard(h.file_for_model), inputs=[model_dd, ui.table],
+                    outputs=[ui.upload, ui.table, ui.refused, ui.notices, ui.text_col, ui.label_col, ui.pair_col],
+                    concurrency_limit=1, concurrency_id="evaluate-file-model", show_progress="hidden", **private)
     ui.slices.select(guards.guard(h.on_slice), inputs=[ui.view], outputs=[ui.slice_md, ui.slice_rows], queue=False,
                      **private)
     for table in (ui.wrong, ui.slice_rows, ui.disagreements):
