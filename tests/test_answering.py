@@ -470,5 +470,7 @@ def test_v1_answer_over_http_answers_the_librarys_json_and_refuses_clearly(qa_di
         assert event == "complete", data
         assert {k: v for k, v in data[0].items() if "score" not in k and k != "n_best"} == {
             k: v for k, v in want.items() if "score" not in k and k != "n_best"}
+        assert [(s["answer"], s["start"], s["end"]) for s in data[0]["n_best"]] == [
+            (s["answer"], s["start"], s["end"]) for s in want["n_best"]]
         event, data = call(["", CONTEXT, folder, 2, 6, 0.0, 16])
         assert event == "error" and "The question is empty" in json.dumps(data), data
