@@ -76,6 +76,10 @@ def test_json_routes_answer_another_visitors_run_as_a_missing_one(public_app):
     for name in ("summary", "explain", "attention", "compare"):
         body = {"model": "runs/a-secret"} | ({} if name == "summary" else {"text": "good"})
         assert post(url, name, body, token=B_TOKEN)[0] == 404
+    qa = {"question": "good", "context": "the film", "model": "runs/a-secret"}  # A's run is a classifier: past the
+    assert post(url, "answer", qa, token=B_TOKEN)[0] == 404  # ownership check for A alone, to the head's refusal
+    status, out = post(url, "answer", qa, token=A_TOKEN)
+    assert status == 400 and "is a sequence classification model" in out["error"]
     # an unknown model's "Available: ..." list names no visitor's run
     status, out = post(url, "predict", {"text": "good", "model": "no-such-model"}, token=B_TOKEN)
     assert status == 404 and "runs/" not in out["error"]
@@ -171,7 +175,8 @@ def test_the_gradio_api_over_raw_http_reaches_the_apps_ownership_check(public_ap
                 return call(url, door, door_inputs(spec, slot, model, file), token)
 
             mine = ask("runs/a-secret", A_TOKEN)
-            if door == "tag":  # A's run is a classifier: the owner gets past the ownership check to the head's refusal
+            if door in ("tag", "answer"):  # A's run is a classifier: the owner gets past the ownership check to the
+                # head's refusal
                 assert mine[0] == "error" and "is a sequence classification model" in str(mine[1]), (door, mine)
             else:
                 assert mine[0] == "complete", (door, slot, mine)
