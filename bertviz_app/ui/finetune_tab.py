@@ -29,6 +29,7 @@ import pandas as pd
 import bertviz_app as core
 
 from . import figures, guards, model_loading, plots, visitor
+from . import finetune_tagger as tagger
 from .finetune_view import (
     COMPARE_STEPS,
     RUNS_WIDTHS,
@@ -50,6 +51,7 @@ from .finetune_view import (
     runs_frame,
     settings_line,
     shown_name,
+    table_notes,
     verdict_md,
     wrong_csv,
     wrong_frame,
@@ -70,6 +72,7 @@ PREVIEW_ROWS = 10
 AUTO = "blank = automatic (from the data size)"
 EMPTY_PREVIEW = pd.DataFrame(columns=["row"])  # the preview before a file is read
 NO_PAIR = [("(none)", NONE)]
+NOT_USED = [("(not used by a tagger)", NONE)]  # the column fields' one choice while a tagged file is shown
 
 
 # --------------------------------------------------------------------------- layout
@@ -79,6 +82,8 @@ def build(default: str, *, settings: core.Settings | None = None) -> SimpleNames
     settings = settings if settings is not None else core.Settings()
     gr.Markdown("Fine-tune a classifier on your own labelled texts: upload a table with a text column and a label "
                 "column (.csv, .tsv or .txt with a header row), check the columns, and press **Start training**. "
+                "Or train a tagger (token classification, e.g. named entities) on tagged words: a CoNLL file, JSON "
+                "lines with tokens and tags, or a CSV with tokens and tags columns. "
                 "The new model is saved under `runs/` and opens in the explorer tabs.")
     return SimpleNamespace(**_states(), **_data_fields(), **_training_fields(default, settings), **_results_fields(),
                            **_runs_fields(settings), **_compare_fields(), **_hub_fields(), **_runs_table(settings))
@@ -99,6 +104,15 @@ def _states() -> dict:
     val_refused = gr.State(None)  # the same for the validation file
     results = gr.State(None, time_to_live=3600)  # misclassified rows of the last run(s), for "send to explorer"
     selected = gr.State(None, time_to_live=3600)
+    # the tagger (token classification): the upload read as tagged sentences, or why not; the task the tab is
+    # set to (None: a file both readers take, waiting for the user's choice) and the one the user picked by hand
+    tagged = gr.State(None, time_to_live=3600)
+    val_tagged = gr.State(None, time_to_live=3600)
+    tagged_refused = gr.State(None)
+    val_tagged_refused = gr.State(None)
+    task_now = gr.State(tagger.SEQUENCE)
+    task_pick = gr.State(None)
+    sample = gr.State(None, time_to_live=3600)  # a tagger run's name and a sentence, for "send to explorer"
     return _components(locals())
 
 
@@ -106,13 +120,15 @@ def _data_fields() -> dict:
     """The training and validation uploads, their column mapping, the read report and the preview."""
     with gr.Row():
         with gr.Column(scale=1):
-            upload = gr.File(label="Training data (.csv, .tsv, .txt)", file_types=[".csv", ".tsv", ".txt"],
-                             type="filepath", elem_id="bv-ft-upload")
+            upload = gr.File(label="Training data (.csv, .tsv, .txt; tagged words: .conll, .jsonl)",
+                             file_types=tagger.FILE_TYPES, type="filepath", elem_id="bv-ft-upload")
             val_upload = gr.File(label="Validation data (optional; else 20% of the training data is held out)",
-                                 file_types=[".csv", ".tsv", ".txt"], type="filepath", elem_id="bv-ft-val-upload")
+                                 file_types=tagger.FILE_TYPES, type="filepath", elem_id="bv-ft-val-upload")
         with gr.Column(scale=2):
+            task = gr.Radio(tagger.TASK_CHOICES, value=tagger.SEQUENCE, label="Task", elem_id="bv-ft-task",
+                            info="set from the file when only one task can read it")
             notices = gr.Markdown(elem_id="bv-ft-notices")
-            with gr.Row():
+            with gr.Row(elem_id="bv-ft-columns") as columns:  # the classifier's fields (hidden for a tagger)
                 text_col = gr.Dropdown(choices=[], label="Text column", elem_id="bv-ft-text-col")
                 label_col = gr.Dropdown(choices=[], label="Label column", elem_id="bv-ft-label-col")
                 pair_col = gr.Dropdown(choices=[("(none)", NONE)], value=NONE, label="Second text (optional)",
@@ -269,42 +285,114 @@ class Handlers:
         self.jobs = core.FinetuneJobs(max_waiting=settings.finetune_queue if settings.public else 0)
 
     # ---------------------------------------------------------------- upload + mapping
-    def on_upload(self, path, note: guards.Refusal | None = None):
+    def on_upload(self, path, note: guards.Refusal | None = None, pick: str | None = None):
         """A training file: read it, guess the columns, show the preview and the report. A file refused with
         an error (not an upload, over the quota: raised on, so an API caller gets it) is noted in ``note``
-        for ``after_upload``; one that cannot be read is the ``refused`` state's message."""
+        for ``after_upload``; one that cannot be read is the ``refused`` state's message. The file is also read
+        as tagged sentences (a tagger's), and the task set from what read it (``pick``: the user's choice)."""
         if note is not None:
             note.message = ""
         try:
-            return self.read_training_file(path)
+            return self.read_training_file(path, pick)
         except Exception as exc:
             if note is not None:
                 note.message = guards.upload_refused(path, exc, logged=False)
             raise
 
-    def after_upload(self, refused, note: guards.Refusal, status):
+    def after_upload(self, refused, note: guards.Refusal, status, task=tagger.SEQUENCE, tagged_refused=None):
         """After each training upload (page only): a refused file is cleared from the File component, so it
         does not look uploaded, and the status line says why and what to fix (no "Error" badge is left: this
-        event touches the upload's outputs); a good file clears an earlier refusal from that line."""
+        event touches the upload's outputs); a good file clears an earlier refusal from that line. The task
+        control and the fields shown follow the task the file was read for (``task``)."""
         f = self.f
+        refused = tagged_refused if task == tagger.TOKEN else refused if task == tagger.SEQUENCE else None
         why = note.message or (f"**Error:** {esc(refused)}" if refused else "")
+        out = self.task_view(task) if not note.message else {}
         if why:
-            return {f.upload: None, f.status: why}
-        return {f.status: "" if str(status or "").startswith("**Error:**") else gr.skip()}
+            return {**out, f.upload: None, f.status: why}
+        return {**out, f.status: "" if str(status or "").startswith("**Error:**") else gr.skip()}
 
-    def read_training_file(self, path):
+    def task_view(self, task: str | None) -> dict:
+        """The task control set to ``task``; a tagger's: the classifier's column fields hidden, the mode fixed at
+        full and max length greyed, each saying why."""
+        f = self.f
+        token = task == tagger.TOKEN
+        # "hidden", not False: a component gradio unmounts keeps sending the value it had (a table's label
+        # column), which gradio then refuses at Start as not among the choices set since
+        return {f.task: gr.update(value=task), f.columns: gr.update(visible="hidden" if token else True),
+                f.mode: gr.update(value="full", interactive=False, info=tagger.MODE_NOTE) if token
+                else gr.update(interactive=True, info=None),
+                f.max_len: gr.update(interactive=False, value="", info=tagger.MAX_LEN_NOTE) if token
+                else gr.update(interactive=True, info=f"{core_train_help('max_length')} {AUTO}")}
+
+    def on_task(self, task, table, tagged, refused, tagged_refused, status):
+        """The user picked the task: the file shown as that task reads it (both readings were made on upload), the
+        fields it needs shown, the pick kept for the next upload that both tasks could read."""
+        f = self.f
+        out = self.tagged_outputs(tagged, tagged_refused) if task == tagger.TOKEN else \
+            self.table_outputs(table, None, None, refused)
+        why = tagged_refused if task == tagger.TOKEN else refused
+        out.update(self.task_view(task))
+        out.update({f.task_now: task, f.task_pick: task,
+                    f.status: f"**Error:** {esc(why)}" if why else
+                    "" if str(status or "").startswith("**Error:**") else gr.skip()})
+        return out
+
+    def read_training_file(self, path, pick: str | None = None):
         f = self.f
         visitor.upload(path)  # public mode: counted, and deleted once read
-        table, guess, notes, refused = read_upload(path, self.settings)
-        visitor.discard(path)
+        try:
+            table, guess, notes, refused = read_upload(path, self.settings)
+            tagged, tagged_refused = tagger.read_tagged_upload(path, self.settings)
+        finally:
+            visitor.discard(path)
+        task = tagger.choose_task(table, tagged, refused, pick, path)
+        out = self.tagged_outputs(tagged, tagged_refused) if task == tagger.TOKEN else \
+            self.table_outputs(table, guess, notes, refused)
+        if task is None:  # both tasks read it: the user chooses
+            out[f.notices] = tagger.CHOOSE + "  \n" + out[f.notices]
+        out.update({f.table: table, f.refused: refused, f.tagged: tagged, f.tagged_refused: tagged_refused,
+                    f.task_now: task})
+        return out
+
+    def tagged_outputs(self, tagged, tagged_refused) -> dict:
+        """The upload's outputs for a tagger: what was read (sentences, entities per type, the scheme) or why
+        not. The classifier's column fields (hidden, ``task_view``) hold one choice, "not used": a page whose
+        dropdown was emptied (choices [], value None) went on sending its old value, which gradio then refused at
+        Start as not among the choices."""
+        f = self.f
+        # one update each: gradio takes the value out of an update it applies, so a shared one left the label
+        # column's old value in place
+        out = {f.text_col: gr.update(choices=NOT_USED, value=NONE),
+               f.label_col: gr.update(choices=NOT_USED, value=NONE),
+               f.pair_col: gr.update(choices=NO_PAIR, value=NONE), f.multi: False}
+        if tagged is None:
+            out.update({f.notices: f"**Error:** {esc(tagged_refused)}" if tagged_refused else "",
+                        f.preview: EMPTY_PREVIEW, f.report: ""})
+        else:
+            out.update({f.notices: tagger.summary_md(tagged), f.preview: tagger.preview_frame(tagged),
+                        f.report: tagger.report_md(tagged)})
+        return out
+
+    def table_outputs(self, table, guess, notes, refused) -> dict:
+        """The upload's outputs for a classifier: the notices, the preview, the columns guessed and the report
+        (``guess``/``notes`` None: made again from ``table``), or why the table was refused."""
+        f = self.f
+        if table is not None and guess is None:
+            guess = core.guess_columns(table)
+            notes = table_notes(table, guess)
+        if table is None and notes is None:
+            notes = f"**Error:** {esc(refused)}" if refused else ""
         if table is None:
-            empty = gr.update(choices=[], value=None)
-            return {f.table: None, f.refused: refused, f.notices: notes, f.preview: EMPTY_PREVIEW, f.text_col: empty,
-                    f.label_col: empty, f.pair_col: gr.update(choices=NO_PAIR, value=NONE), f.multi: False,
+            # one update each: gradio takes the value out of an update it applies (a shared one left the label
+            # column's old value on the page, sent at Start and refused as not among the choices)
+            return {f.notices: notes, f.preview: EMPTY_PREVIEW, f.text_col: gr.update(choices=[], value=None),
+                    f.label_col: gr.update(choices=[], value=None),
+                    f.pair_col: gr.update(choices=NO_PAIR, value=NONE), f.multi: False,
                     f.report: ""}
         cols = list(table.columns)
         return {
-            f.table: table, f.refused: None, f.notices: notes,
+            f.notices: notes,
             f.preview: table.preview(PREVIEW_ROWS),
             f.text_col: gr.update(choices=cols, value=guess.text),
             f.label_col: gr.update(choices=cols, value=guess.label),
@@ -317,27 +405,47 @@ class Handlers:
         """The columns changed: the report again."""
         return report_md(table, text_col, label_col, pair_col, multi_label, self.settings)
 
-    def on_val_upload(self, path):
-        """A validation file: its table, refusal and notices. A refused file is cleared from the File
-        component and the status line says why and what to fix."""
+    def on_val_upload(self, path, task=tagger.SEQUENCE):
+        """A validation file: its table, refusal and notices (and, for a tagger, its tagged sentences). A file
+        neither task can read is cleared from the File component and the status line says why and what to fix."""
         f = self.f
         if not path:
-            return {f.val_table: None, f.val_refused: None, f.notices: ""}
+            return {f.val_table: None, f.val_refused: None, f.val_tagged: None, f.val_tagged_refused: None,
+                    f.notices: ""}
+        tagged, tagged_refused = None, None
         try:
             visitor.upload(path)
             try:
+                tagged, tagged_refused = tagger.read_tagged_upload(path, self.settings, "validation file")
                 t = core.read_table(path, max_upload_mb=self.settings.max_upload_mb, max_rows=self.settings.max_rows)
             finally:
                 visitor.discard(path)
         except Exception as exc:  # noqa: BLE001 - this is the translation edge (upload_refused logs the unexpected)
             why = guards.upload_refused(path, exc)
-            return {f.val_table: None, f.val_upload: None, f.status: why,
-                    f.val_refused: refusal(path, exc, "validation file") if isinstance(exc, core.DataError) else None,
-                    f.notices: f"**Error in the validation file:** {esc(exc)}" if isinstance(exc, core.DataError)
-                    else why}
+            out = {f.val_table: None, f.status: why, f.val_tagged: tagged, f.val_tagged_refused: tagged_refused,
+                   f.val_refused: refusal(path, exc, "validation file") if isinstance(exc, core.DataError) else None,
+                   f.notices: f"**Error in the validation file:** {esc(exc)}" if isinstance(exc, core.DataError)
+                   else why}
+            if tagged is None or not isinstance(exc, core.DataError):  # neither task reads it
+                if task == tagger.TOKEN and tagged_refused:
+                    out.update({f.status: f"**Error:** {esc(tagged_refused)}",
+                                f.notices: f"**Error in the validation file:** {esc(tagged_refused)}"})
+                return {**out, f.val_upload: None}
+            return {**out, f.status: gr.skip(), f.notices: self.val_tagged_notes(tagged)}
+        out = {f.val_tagged: tagged, f.val_tagged_refused: tagged_refused}
+        if task == tagger.TOKEN:
+            return {**out, f.val_table: t, f.val_refused: None,
+                    f.notices: self.val_tagged_notes(tagged) if tagged is not None else
+                    f"**Error in the validation file:** {esc(tagged_refused)}"}
         notes = [f"Validation file **{esc(t.name)}**: {t.n_rows:,} rows."]
         notes += [f"Note: {esc(n)}" for n in t.notices]
-        return {f.val_table: t, f.val_refused: None, f.notices: "  \n".join(notes)}
+        return {**out, f.val_table: t, f.val_refused: None, f.notices: "  \n".join(notes)}
+
+    @staticmethod
+    def val_tagged_notes(tagged) -> str:
+        notes = [f"Validation file **{esc(tagged.name)}**: {len(tagged.sentences):,} tagged sentences "
+                 f"({esc(tagged.format)}, {esc(tagged.scheme)})."]
+        return "  \n".join(notes + [f"Note: {esc(n)}" for n in tagged.notices])
 
     # ---------------------------------------------------------------- training (streamed)
     @staticmethod
@@ -345,7 +453,8 @@ class Handlers:
         flag.arm()
 
     def train(self, flag: CancelFlag, table, val_table, text_col, label_col, pair_col, multi_label, base, mode, name,
-              epochs, lr, batch, max_len, seed, patience, val_fraction, warmup=None, refused=None, val_refused=None):
+              epochs, lr, batch, max_len, seed, patience, val_fraction, warmup=None, refused=None, val_refused=None,
+              task=tagger.SEQUENCE, tagged=None, val_tagged=None, tagged_refused=None, val_tagged_refused=None):
         """Start the visitor's fine-tune as a job and stream its progress; the final yield shows the results
         and the verdict. The job is not this event: a page that goes away (its event cancelled, this
         generator closed) leaves it training; only Cancel stops it. A visitor with a fine-tune queued or
@@ -359,9 +468,16 @@ class Handlers:
         try:
             self.jobs.check(key)  # before reading anything: theirs is still queued or running
             visitor.check_model(base, self.default)  # public mode: another visitor's run is no base
-            plan = plan_from_fields(table, val_table, text_col, label_col, pair_col, multi_label, base, mode, name,
-                                    epochs, lr, batch, max_len, seed, patience, val_fraction, warmup, refused,
-                                    val_refused, settings=self.settings)
+            if task == tagger.TOKEN:  # a tagger: the tagged files, no columns, every weight trained
+                plan = tagger.plan_from_fields(tagged, val_tagged, base, name, epochs, lr, batch, seed, patience,
+                                               val_fraction, warmup, tagged_refused, val_tagged_refused,
+                                               settings=self.settings)
+            elif task is None and table is not None:
+                raise core.InputError(tagger.CHOOSE.replace("**", ""))
+            else:
+                plan = plan_from_fields(table, val_table, text_col, label_col, pair_col, multi_label, base, mode,
+                                        name, epochs, lr, batch, max_len, seed, patience, val_fraction, warmup,
+                                        refused, val_refused, settings=self.settings)
             plan = visitor.claim(plan)  # public mode: quota checked, the runs saved as this visitor's
             job = self.jobs.submit(key, plan, cancel=cancel)  # refused: theirs runs, or the queue is full
         except core.LimitError as exc:
@@ -405,7 +521,8 @@ class Handlers:
                 f.curves: plots.empty_figure("The curves appear after the first logged steps."), f.metrics: "",
                 f.per_class: per_class_frame([]),
                 f.confusion: plots.empty_figure("The confusion matrix appears at the end."),
-                f.wrong: wrong_frame([]), f.wrong_csv: None, f.results: None, f.selected: None, f.selected_md: ""}
+                f.wrong: wrong_frame([]), f.wrong_csv: None, f.results: None, f.selected: None, f.selected_md: "",
+                f.sample: None}
 
     def follow(self, job, live: Live):
         """The job's events as page updates, at most one every UPDATE_EVERY seconds, then its outcome. Once
@@ -442,6 +559,8 @@ class Handlers:
     def finished(self, plan, results: list, live: Live) -> dict:
         """The page after a run: verdict, metrics, curves, confusion, misclassified rows, the new run chosen."""
         f = self.f
+        if isinstance(plan, core.TaggerPlan):
+            return self.finished_tagger(plan, results[-1], live)
         out = {
             f.status: ("**Cancelled.** " if any(r.cancelled for r in results) else "**Done.** ")
             + ", ".join(f"{esc(r.name)} saved" for r in results) + ".",
@@ -460,7 +579,29 @@ class Handlers:
         out[f.wrong] = wrong_frame(rows)
         out[f.wrong_csv] = visitor.own_file(wrong_csv(rows))  # public mode: validation texts, for this visitor only
         out[f.results] = rows
-        newest = results[-1].name
+        out[f.sample] = None
+        return {**out, **self.new_run(results[-1].name)}
+
+    def finished_tagger(self, plan, r, live: Live) -> dict:
+        """The page after a tagger run: the verdict against tagging every word O, entity F1 per type, the curves,
+        the validation sentences with a wrong tag, the new run chosen (and one sentence to open it on)."""
+        f = self.f
+        rows = tagger.wrong_rows(r)
+        out = {
+            f.status: ("**Cancelled.** " if r.cancelled else "**Done.** ") + f"{esc(r.name)} saved.",
+            f.bar: progress_html(live.max_steps, live.max_steps, None, live.mode + ", done"),
+            f.verdict: tagger.verdict_md(r) + "  \n" + settings_line(plan),
+            f.metrics: tagger.metrics_md(r, plan.notices), f.per_class: tagger.per_type_frame(r),
+            f.curves: live.figure(),
+            f.confusion: plots.empty_figure("A tagger has no confusion matrix here: see the entity scores per type."),
+            f.wrong: tagger.wrong_frame(rows), f.wrong_csv: None, f.results: rows,
+            f.sample: {"run": r.name, "text": tagger.sample_text(r, plan.train)},
+        }
+        return {**out, **self.new_run(r.name)}
+
+    def new_run(self, newest: str) -> dict:
+        """The new run chosen in the explorer's model list and the runs list; the lists and the bases again."""
+        f, out = self.f, {}
         runs = run_choices(self.settings.models_dir)
         out[self.model_dd] = gr.update(choices=model_loading.model_choices(self.default, self.settings), value=newest)
         out[f.run] = gr.update(choices=runs, value=newest)
@@ -488,7 +629,9 @@ class Handlers:
                f"**{esc(w['predicted'])}**."
         return w, what, w["text"], w.get("pair") or "", gr.update(value=w["run"])
 
-    def send_to_explorer(self, w):
+    def send_to_explorer(self, w, sample=None):
+        """The selected row's text (a tagger run: else one of its sentences) and its run, on the Predict tab."""
+        w = w or sample
         if not w:
             raise core.InputError("Select a row of the misclassified table first.")
         return {self.predict_text: w["text"], self.predict_pair: w.get("pair") or "",
@@ -572,28 +715,35 @@ def wire(f: SimpleNamespace, *, demo: gr.Blocks | None = None, default: str, mod
 
 def _wire_intake(f: SimpleNamespace, h: Handlers) -> None:
     # .upload and .clear, not .change: clearing a refused file (after_upload) must not run the handler again
-    upload_outputs = [f.table, f.refused, f.notices, f.preview, f.text_col, f.label_col, f.pair_col, f.multi, f.report]
-    gr.on([f.upload.upload, f.upload.clear], guards.guard(h.on_upload), inputs=[f.upload, f.upload_note],
+    upload_outputs = [f.table, f.refused, f.notices, f.preview, f.text_col, f.label_col, f.pair_col, f.multi, f.report,
+                      f.tagged, f.tagged_refused, f.task_now]  # the API's: the visible ones (states are not)
+    task_outputs = [f.task, f.columns, f.mode, f.max_len]
+    gr.on([f.upload.upload, f.upload.clear], guards.guard(h.on_upload), inputs=[f.upload, f.upload_note, f.task_pick],
           outputs=upload_outputs, api_name="finetune_upload", api_visibility="undocumented",
-          concurrency_limit=2).then(h.after_upload, inputs=[f.refused, f.upload_note, f.status],
-                                    outputs=[*upload_outputs, f.upload, f.status], api_visibility="private",
-                                    queue=False, show_progress="hidden")
+          concurrency_limit=2).then(h.after_upload, inputs=[f.refused, f.upload_note, f.status, f.task_now,
+                                                            f.tagged_refused],
+                                    outputs=[*upload_outputs, *task_outputs, f.upload, f.status],
+                                    api_visibility="private", queue=False, show_progress="hidden")
+    f.task.input(h.on_task, inputs=[f.task, f.table, f.tagged, f.refused, f.tagged_refused, f.status],
+                 outputs=[*upload_outputs, *task_outputs, f.task_pick, f.status], api_visibility="private",
+                 queue=False, show_progress="hidden")
     gr.on([f.text_col.input, f.label_col.input, f.pair_col.input, f.multi.input], guards.guard(h.on_mapping),
           inputs=[f.table, f.text_col, f.label_col, f.pair_col, f.multi], outputs=f.report,
           api_name="finetune_report", api_visibility="undocumented", trigger_mode="always_last",
           show_progress="minimal")
-    gr.on([f.val_upload.upload, f.val_upload.clear], guards.guard(h.on_val_upload), inputs=[f.val_upload],
-          outputs=[f.val_table, f.val_refused, f.notices, f.val_upload, f.status], api_visibility="private",
-          concurrency_limit=2)
+    gr.on([f.val_upload.upload, f.val_upload.clear], guards.guard(h.on_val_upload), inputs=[f.val_upload, f.task_now],
+          outputs=[f.val_table, f.val_refused, f.notices, f.val_upload, f.status, f.val_tagged, f.val_tagged_refused],
+          api_visibility="private", concurrency_limit=2)
 
 
 def _wire_training(f: SimpleNamespace, h: Handlers, heavy: dict, after_run, demo: gr.Blocks | None = None) -> None:
     # a stable API order
     train_outputs = [f.status, f.bar, f.verdict, f.curves, f.metrics, f.per_class, f.confusion, f.wrong, f.wrong_csv,
-                     f.results, f.selected, f.selected_md, h.model_dd, f.run, f.runs_table, f.base]
+                     f.results, f.selected, f.selected_md, h.model_dd, f.run, f.runs_table, f.base, f.sample]
     train_inputs = [f.flag, f.table, f.val_table, f.text_col, f.label_col, f.pair_col, f.multi, f.base, f.mode, f.name,
                     f.epochs, f.lr, f.batch, f.max_len, f.seed, f.patience, f.val_fraction, f.warmup, f.refused,
-                    f.val_refused]  # the two states are not part of the API
+                    f.val_refused, f.task_now, f.tagged, f.val_tagged, f.tagged_refused,
+                    f.val_tagged_refused]  # the states are not part of the API
     # Start is greyed while this page's fine-tune runs: a second one would only be refused (one per visitor)
     quick = dict(queue=False, api_visibility="private", show_progress="hidden")
     f.start.click(lambda: gr.update(interactive=False), outputs=[f.start], **quick)
@@ -618,7 +768,7 @@ def _wire_training(f: SimpleNamespace, h: Handlers, heavy: dict, after_run, demo
 def _wire_results(f: SimpleNamespace, h: Handlers, heavy: dict, model_dd, predict_text, predict_pair, tabs) -> None:
     f.wrong.select(h.on_select, inputs=[f.results], outputs=[f.selected, f.selected_md, f.cmp_text, f.cmp_pair, f.run],
                    api_visibility="private", queue=False)
-    f.send.click(guards.guard(h.send_to_explorer), inputs=[f.selected],
+    f.send.click(guards.guard(h.send_to_explorer), inputs=[f.selected, f.sample],
                  outputs={predict_text, predict_pair, tabs, model_dd}, api_visibility="private", queue=False)
     f.zip_btn.click(guards.guard(h.download), inputs=[f.run], outputs=[f.zip_file], api_name="finetune_zip",
                     api_visibility="undocumented", concurrency_limit=1, concurrency_id="zip")

@@ -42,12 +42,17 @@ def read_upload(path: str | None, settings: core.Settings | None = None):
     except core.DataError as exc:
         return None, None, f"**Error:** {esc(exc)}", refusal(path, exc)
     guess = core.guess_columns(table)
+    return table, guess, table_notes(table, guess), None
+
+
+def table_notes(table, guess) -> str:
+    """The notices line of a table read for the classifier: its size, what the reader did, the columns guessed."""
     lines = [f"**{esc(table.name)}**: {table.n_rows:,} rows, {len(table.columns)} columns."]
     lines += [f"Note: {esc(n)}" for n in table.notices]
     if guess.reasons:
         lines.append("Guessed columns: " + "; ".join(esc(r) for r in guess.reasons)
                      + ". Change them below if they are wrong.")
-    return table, guess, "  \n".join(lines), None
+    return "  \n".join(lines)
 
 
 def refusal(path: str | None, exc: Exception, what: str = "training file") -> str:
@@ -91,7 +96,7 @@ def _blank(v):
     return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
 
 
-def _number(v, name: str, whole: bool = False, example: str = "2"):
+def setting_number(v, name: str, whole: bool = False, example: str = "2"):
     """A setting typed in a text box (or given as a number by an API caller): None when blank or
     "auto"; else the number, or InputError saying what to type. Ranges are the core's to check."""
     v = _blank(v)
@@ -131,17 +136,18 @@ def plan_from_fields(table, val_table, text_col, label_col, pair_col, multi_labe
         raise core.DataError(why)
     if not text_col or not label_col:
         raise core.DataError("Choose two different columns for the text and the label.")
-    seed = _number(seed, "Seed", whole=True, example="42")
-    max_len = _number(max_len, "Max length", whole=True, example="128")
+    seed = setting_number(seed, "Seed", whole=True, example="42")
+    max_len = setting_number(max_len, "Max length", whole=True, example="128")
     return core.plan_finetune(
         table, text_column=text_col, label_column=label_col, pair_column=pair_col or None,
         multi_label=bool(multi_label),
-        val_table=val_table, base=base, mode=mode or "full", name=name, epochs=_number(epochs, "Epochs", example="3"),
-        learning_rate=_number(lr, "Learning rate", example="5e-5"),
-        batch_size=_number(batch, "Batch size", whole=True, example="16"),
-        warmup_ratio=_number(warmup, "Warm-up fraction", example="0.1"),
+        val_table=val_table, base=base, mode=mode or "full", name=name,
+        epochs=setting_number(epochs, "Epochs", example="3"),
+        learning_rate=setting_number(lr, "Learning rate", example="5e-5"),
+        batch_size=setting_number(batch, "Batch size", whole=True, example="16"),
+        warmup_ratio=setting_number(warmup, "Warm-up fraction", example="0.1"),
         max_length=max_len or None, seed=42 if seed is None else seed,
-        patience=_number(patience, "Early-stopping patience", whole=True, example="3"),
+        patience=setting_number(patience, "Early-stopping patience", whole=True, example="3"),
         val_fraction=float(val_fraction or 0.2), settings=settings,
     )
 
@@ -165,6 +171,8 @@ def runs_frame(models_dir: Path | None = core.Settings.models_dir) -> pd.DataFra
     except Exception:  # noqa: BLE001
         runs = []
     groups: dict[str, dict[str, list[dict]]] = {}
+    taggers = [tagger_runs_row(r) for r in runs if tagger_run(r)]  # a row each (entity F1, not accuracy)
+    runs = [r for r in runs if not tagger_run(r)]
     for r in runs:  # newest first
         groups.setdefault(r.get("data_hash", "?"), {}).setdefault(r.get("mode", "?"), []).append(r)
     rows = []
@@ -181,7 +189,23 @@ def runs_frame(models_dir: Path | None = core.Settings.models_dir) -> pd.DataFra
                 tag = " (cancelled)" if r and r.get("cancelled") else ""
                 row += [(r["name"] + tag) if r else "", _pct(m.get("accuracy")), _pct(m.get("macro_f1"))]
             rows.append(row)
-    return pd.DataFrame(rows, columns=cols)
+    return pd.DataFrame(rows + taggers, columns=cols)
+
+
+def tagger_run(info: dict) -> bool:
+    """A token classifier's run (``run.json``'s task)."""
+    return info.get("task") == "token-classification"
+
+
+def tagger_runs_row(info: dict) -> list[str]:
+    """A tagger run as a row of the past-runs table: its entity F1 beside its name (the accuracy and macro-F1
+    columns are a classifier's: left blank)."""
+    f1 = (info.get("metrics") or {}).get("entity_f1")
+    what = "tagger" + (f", entity F1 {f1:.3f}" if isinstance(f1, (int, float)) else "")
+    name = f"{info.get('name', '?')} ({what})" + (" (cancelled)" if info.get("cancelled") else "")
+    types = dict.fromkeys(t[2:] if t[:2] in ("B-", "I-") else t for t in info.get("labels") or [] if t != "O")
+    return [f"{info.get('source') or 'data'} · {str(info.get('data_hash', '?'))[:8]}", ", ".join(types),
+            f"{info.get('train_sentences', '?')}/{info.get('val_sentences', '?')} sentences", "", "", "", name, "", ""]
 
 
 # runs_frame's column widths (shares of the table's width, adding up to all of it): each header fits on one line
@@ -457,6 +481,8 @@ class Live:
                 bits.append(f"validation accuracy {e['eval_accuracy']:.1%}")
             if e.get("eval_macro_f1") is not None:
                 bits.append(f"macro-F1 {e['eval_macro_f1']:.3f}")
+            if e.get("eval_entity_f1") is not None:  # a tagger's
+                bits.append(f"validation entity F1 {e['eval_entity_f1']:.3f}")
         return " · ".join(bits)
 
     def figure(self):

@@ -459,7 +459,7 @@ def training_curves(train_points: Sequence[tuple[float, float]], eval_points: Se
     """Loss by step (training loss and validation loss) beside the validation metrics by step.
 
     ``train_points``: (step, loss); ``eval_points``: dicts with step and any of eval_loss,
-    eval_accuracy, eval_macro_f1 (the Trainer's log keys)."""
+    eval_accuracy, eval_macro_f1 (a tagger's: eval_entity_f1, eval_token_accuracy; the Trainer's log keys)."""
     fig = make_subplots(rows=1, cols=2, subplot_titles=("Loss", "Validation metrics"), horizontal_spacing=0.12,
                         figure=_figure())
     if train_points:
@@ -473,7 +473,9 @@ def training_curves(train_points: Sequence[tuple[float, float]], eval_points: Se
         fig.add_trace(go.Scatter(x=list(xs), y=list(ys), mode="lines+markers", name="validation loss",
                                  line=dict(color="#ff7f0e", dash="dash"), marker=dict(size=7),
                                  hovertemplate="step %{x}: %{y:.4f}<extra>validation loss</extra>"), row=1, col=1)
-    for key, name, color in (("eval_accuracy", "accuracy", "#2ca02c"), ("eval_macro_f1", "macro-F1", "#9467bd")):
+    for key, name, color in (("eval_accuracy", "accuracy", "#2ca02c"), ("eval_macro_f1", "macro-F1", "#9467bd"),
+                             ("eval_entity_f1", "entity F1", "#9467bd"),  # a tagger's
+                             ("eval_token_accuracy", "words tagged right", "#2ca02c")):
         pts = [(e["step"], e[key]) for e in eval_points if e.get(key) is not None]
         if pts:
             xs, ys = zip(*pts)
