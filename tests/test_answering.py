@@ -30,6 +30,7 @@ from bertviz_app import service
 from bertviz_app.cli import main
 from bertviz_app.errors import InputError, ModelNotFoundError
 from bertviz_app.models import forward
+from bertviz_app.models.catalog import folder_head
 from bertviz_app.models.heads import QUESTION_ANSWERING, head_of
 
 from conftest import FAMILIES, build_family_model
@@ -216,6 +217,7 @@ def test_a_qa_checkpoint_opens_with_the_span_head(qa_dir, family):
     lm = open_qa(qa_dir, family)
     assert lm.head is QUESTION_ANSWERING is head_of(lm.model) and lm.head.reads == "span"
     assert type(lm.model).__name__.endswith("ForQuestionAnswering")
+    assert folder_head(qa_dir(family)) is QUESTION_ANSWERING  # read from config.json, as the model lists read it
     enc = lm.tokenizer([QUESTION, "is it"], [CONTEXT, "the film"], padding=True, return_tensors="pt")
     with torch.no_grad():
         out = lm.model(**enc)

@@ -119,8 +119,9 @@ def folder_multi_label(path: str | Path) -> bool | None:
 
 def folder_head(path: str | Path):
     """The head a saved model opens with (``heads.Head``), read from its config.json's ``architectures`` as
-    ``load_model`` reads it, without loading it: a ``...ForTokenClassification`` checkpoint is a tagger, anything
-    else (a bare encoder too) a sequence classifier; None when the config cannot be read."""
+    ``load_model`` reads it, without loading it: a ``...ForTokenClassification`` checkpoint is a tagger, a
+    ``...ForQuestionAnswering`` one a question answering model, anything else (a bare encoder too) a sequence
+    classifier; None when the config cannot be read."""
     from .heads import SEQUENCE_CLASSIFICATION, head_for  # lazily: heads imports torch
 
     try:

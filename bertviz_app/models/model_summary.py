@@ -30,8 +30,8 @@ def count_components(model) -> list[tuple[str, int]]:
 
 
 def summary(lm: LoadedModel | torch.nn.Module, name: str | None = None) -> ModelSummary:
-    """Works on a loaded model, or on a bare ``*ForSequenceClassification`` or ``*ForTokenClassification`` of a
-    supported family
+    """Works on a loaded model, or on a bare ``*ForSequenceClassification``, ``*ForTokenClassification`` or
+    ``*ForQuestionAnswering`` of a supported family
     (e.g. built from a config on the meta device, to count bert-base without allocating it)."""
     if isinstance(lm, LoadedModel):
         model, device, dtype, max_len = lm.model, lm.device_label, str(lm.dtype).replace("torch.", ""), lm.max_length
