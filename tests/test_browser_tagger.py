@@ -1,6 +1,6 @@
 """A tagger (a token classifier) opened as the app's model in a real browser: Analyze shows its entities
-highlighted in the text and each word's tag, the classifier's outputs stay hidden, the chart tabs say what they
-read, and the Model tab counts the token head. The tagger is test_tagging's tiny BERT trained to tag "joy" as a
+highlighted in the text and each word's tag, the classifier's outputs stay hidden, the Attention tab says what
+its rows are, and the Model tab counts the token head. The tagger is test_tagging's tiny BERT trained to tag "joy" as a
 person and "slog" as a place."""
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def test_a_tagger_shows_its_entities_and_words_on_the_predict_tab(browser, tmp_p
         expect(page.locator("#bv-model-info")).to_contain_text("a tag per word")
         expect(page.locator("#bv-analyze")).to_have_text("Analyze")  # the button is back
         page.get_by_role("tab", name="Attention").click()
-        expect(page.locator("#bv-attn-status")).to_contain_text("token classifier")
+        expect(page.locator("#bv-attn-note")).to_contain_text("token classifier")  # its attention is drawn there
         page.get_by_role("tab", name="Model").click()
         expect(page.locator("#bv-model-summary")).to_contain_text("BertForTokenClassification")
         expect(page.locator("#bv-model-summary")).to_contain_text("Labels: O, B-PER, I-PER, B-LOC, I-LOC")

@@ -184,7 +184,10 @@ def test_the_tab_offers_a_tagger_its_targets_and_hides_the_classifiers_parts(tag
     assert mode["tagger_note"]["visible"] is True and mode["explain"]["value"] == attribution_tab.TAGGER_EXPLAIN_LABEL
     assert all(mode[k]["visible"] is False for k in ("cls_row", "cls_note", "cmp_panel", "doc_panel"))
     # before a text is analysed: nothing to choose
-    assert attribution_tab.choices_for(ui, tagger, None, "pad", [], None)["target"]["choices"] == []
+    before = attribution_tab.choices_for(ui, tagger, None, "pad", [], None)["target"]
+    assert before["choices"] == [(attribution_tab.NO_TEXT, "")] and before["value"] == ""  # a value among its choices
+    empty = attribution_tab.tag_target_update(analysis.analyze_tagged(tagger, "the film was good"), "entity:0")
+    assert empty["value"] == "" and [v for _, v in empty["choices"]] == ["", "word:0", "word:1", "word:2", "word:3"]
     # positive control: a classifier gets its classes and every part back
     out = attribution_tab.choices_for(ui, tiny, "entity:0", "pad", ["integrated_gradients"], None)
     assert out["target"]["choices"] == [control_values.PREDICTED, *tiny.labels]

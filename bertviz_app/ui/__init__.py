@@ -486,11 +486,14 @@ class Page:
         # the download buttons follow the analysis; methods compared
         attribution_tab.wire(t, self.state, HEAVY, self.settings)
 
-        # the Attributions tab's choices follow the model they act on: after each analysis and each model shown
+        # the Attributions tab's choices follow the model they act on: after each analysis and each model shown.
+        # preprocess=False: the two triggers fire together, and the second carries the target shown before the
+        # first swapped its choices (a tagger's entities for a classifier's classes), which gradio's check refused
+        # with a traceback in the log; the handler keeps a value only where it is still offered
         gr.on([self.state.change, m.loaded.change], guards.guard(self.follow_choices),
               inputs=[self.state, m.loaded, t.target, t.baseline, t.cmp.methods],
               outputs=[t.target, t.baseline, t.cmp.methods, *attribution_tab.mode_outputs(t)],
-              trigger_mode="always_last", queue=False,
+              trigger_mode="always_last", queue=False, preprocess=False,
               api_visibility="private", show_progress="hidden")  # the model is open already: no queue
 
     def wire_model(self, demo: gr.Blocks) -> tuple:

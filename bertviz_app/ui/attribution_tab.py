@@ -371,7 +371,7 @@ def calibration_md(rec: analysis.Record, attr: core.Attribution | None = None) -
 def controls(ui: SimpleNamespace, rec: analysis.Record, target: str) -> dict:
     choices = [PREDICTED, *rec.labels]
     return {ui.target: gr.update(choices=choices, value=target if target in choices else PREDICTED,
-                                 label=TARGET_LABEL, info=None)}
+                                 label=TARGET_LABEL, info="")}
 
 
 # --------------------------------------------------------------------------- a tagger (token classifier)
@@ -379,17 +379,26 @@ def is_tagger(lm: core.LoadedModel) -> bool:
     return lm.head.reads == "every"
 
 
+NO_TEXT, CHOOSE_WORD = "(analyze a text to list its entities)", "(this text has no entities: choose a word)"
+
+
 def tag_target_update(rec, target) -> dict:
     """The target control for a tagger: the entities and words of its analysed text (``analysis.tag_choices``),
-    ``target`` kept where offered, else the first entity (``analysis.tag_target``); before a text is analysed,
-    nothing to choose."""
+    ``target`` kept where offered, else the first entity (``analysis.tag_target``); before a text is analysed, or for
+    a text without entities, a placeholder ("") that explains nothing until a word is chosen."""
     if not isinstance(rec, analysis.TagRecord):
-        return gr.update(choices=[], value=None, label=TAGGER_TARGET_LABEL, info="Analyze a text to list its entities")
+        return gr.update(choices=[(NO_TEXT, "")], value="", label=TAGGER_TARGET_LABEL,
+                         info="Analyze a text to list its entities")
     t = rec.tagging
-    info = ("an entity is explained as a whole; a word's tag at its first piece" if t.entities else
-            "this text has no entities: choose a word to see why it is tagged as it is")
-    return gr.update(choices=analysis.tag_choices(t), value=analysis.tag_target(t, target), label=TAGGER_TARGET_LABEL,
-                     info=info)
+    if t.entities:
+        return gr.update(choices=analysis.tag_choices(t), value=analysis.tag_target(t, target),
+                         label=TAGGER_TARGET_LABEL, info="an entity is explained as a whole; a word's tag at its first "
+                                                          "piece")
+    # a value among the choices always (the page sends the value it shows, which must be one of them): a placeholder
+    choices = [(CHOOSE_WORD, ""), *analysis.tag_choices(t)]
+    return gr.update(choices=choices, value=target if target in {v for _, v in choices} else "",
+                     label=TAGGER_TARGET_LABEL, info="this text has no entities: choose a word to see why it is "
+                                                     "tagged as it is")
 
 
 def mode_outputs(ui: SimpleNamespace) -> list:
@@ -547,7 +556,7 @@ def choices_for(ui: SimpleNamespace, lm: core.LoadedModel, target, baseline, met
         target_update = tag_target_update(rec, target)
     else:
         target_update = gr.update(choices=targets, value=target if target in targets else PREDICTED,
-                                  label=TARGET_LABEL, info=None)
+                                  label=TARGET_LABEL, info="")
     return {ui.target: target_update,
             ui.baseline: gr.update(choices=b_choices, value=baseline, info=b_note),
             ui.cmp.methods: gr.update(choices=m_choices, value=[m for m in (methods or []) if m in offered],

@@ -172,9 +172,11 @@ def wire(page, started, heavy: dict) -> None:
         yield from page.analyze(*args)
 
     analyse_all = page.analyze_outputs | {page.drawn, p.analyze, p.status}
+    # preprocess=False: the target may still show a value the page has just replaced (a tagger's placeholder for a
+    # classifier's class), which gradio's check would refuse with a traceback in the log; restore_view reads it raw
     restored = started.then(restore, inputs=[ln.query, m.model, t.target, t.baseline], outputs=restore_outputs,
                             js="(q, m, t, b) => [window.bvStartQuery || '', m, t, b]", api_visibility="private",
-                            show_progress="hidden", **heavy)
+                            show_progress="hidden", preprocess=False, **heavy)
     analysed = restored.success(analyse, inputs=[ln.pending, *page.analyze_inputs], outputs=analyse_all,
                                 api_visibility="private", show_progress="hidden", **heavy)
     analysed.failure(page.after_failure, outputs=analyse_all, **quick)
