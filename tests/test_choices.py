@@ -247,9 +247,11 @@ def write_entity_conll(path, n: int = 24, seed: int = 5):
 
 @pytest.fixture
 def heads_registry(tiny_model_dir, models_dir):
-    """A registry of two taggers with the same tags, one with other tags, and a classifier."""
+    """A registry of two taggers with the same tags, one with other tags, a classifier and a question answerer."""
+    from test_answering import build_qa
     from test_tagging import BIO, IO, build_tagger
 
+    build_qa("bert", models_dir / "qa")
     build_tagger("bert", models_dir / "tagger-a", BIO)
     build_tagger("bert", models_dir / "tagger-b", BIO, seed=1)
     build_tagger("bert", models_dir / "tagger-io", IO)
@@ -269,8 +271,8 @@ def test_compare_with_lists_only_models_of_the_same_head_and_says_why_not_the_ot
     assert values == ["tagger-b"]  # the same tags, never itself, no classifier
     info = out["compare"]["info"]
     assert "another tagger with the tags O, B-PER, I-PER, B-LOC, I-LOC" in info
-    assert re.search(r"Not listed: [^;]*\bsingle\b[^;]*\(a sequence classifier\)", info), info
-    assert "tagger-io (other tags)" in info
+    assert re.search(r"(: |; )[^;]*\bsingle\b[^;]*\(a sequence classifier\)", info), info
+    assert "tagger-io (other tags)" in info and "qa (a question answering model)" in info
     assert "tagger-a (the model evaluated)" in info
     assert out["start"]["interactive"] is True and out["file_hint"] == evaluate_tagger.TAGGER_FILE
     assert out["columns_row"]["visible"] is False and out["geometry"]["visible"] is False
@@ -278,7 +280,10 @@ def test_compare_with_lists_only_models_of_the_same_head_and_says_why_not_the_ot
     out = h.suggest("single")  # a classifier: the taggers left out, as token classifiers
     assert not [v for _, v in out["compare"]["choices"] if v.startswith("tagger")]
     assert re.search(r"tagger-a, tagger-b, tagger-io \(a token classifier\)", out["compare"]["info"]), out["compare"]
+    assert "qa (a question answering model)" in out["compare"]["info"]
     assert out["file_hint"] == evaluate_tagger.CLASSIFIER_FILE and out["columns_row"]["visible"] is True
+    out = h.suggest("qa")  # a head an evaluation does not read: greyed, and why
+    assert out["start"]["interactive"] is False and "qa is a question answering model" in out["model_note"]
 
 
 def test_evaluate_reads_a_tagged_file_for_a_tagger_and_shows_its_scores_unstored(heads_registry, tmp_path):
@@ -347,5 +352,7 @@ def test_explain_a_file_greys_start_for_a_tagger_and_offers_it_for_a_classifier(
     table.write_text("text\nthe film was joy\nthe film was a slog\n", encoding="utf-8")
     with pytest.raises(bv.InputError, match="sequence classification"):  # what Start met: it reads classifiers
         bv.explain_csv(load(heads_registry / "tagger-a"), str(table), tmp_path / "out.csv")
+    out = h.model_state("qa")  # another head: greyed too, named
+    assert out["start"]["interactive"] is False and "qa is a question answering model" in out["model_note"]
     out = h.model_state("single")  # positive control
     assert out["start"]["interactive"] is True and out["model_note"] == ""

@@ -18,7 +18,7 @@ import pandas as pd
 
 import bertviz_app as core
 from bertviz_app.interpret.export import prune
-from bertviz_app.models.heads import TOKEN_CLASSIFICATION
+from bertviz_app.models.heads import SEQUENCE_CLASSIFICATION, TOKEN_CLASSIFICATION
 
 from . import attribution_tab, guards, model_loading, streaming, visitor
 from .control_values import METHOD_LABELS
@@ -158,16 +158,21 @@ class Handlers:
 
     def model_state(self, model_name) -> dict:
         """Start for the chosen model: offered for a sequence classifier; greyed for a tagger (a token classifier),
-        with the line under it saying why and where the page shows a tagger's entities. A model that does not
-        open leaves Start offered (the Model tab says why; a run would say it too)."""
+        with the line under it saying why and where the page explains a tagger's entities, and for any other head.
+        A model that does not open leaves Start offered (the Model tab says why; a run would say it too)."""
         ui = self.ui
         try:
             lm = model_loading.load(model_name, self.default, self.settings)
         except core.BertvizError:
             lm = None
-        if lm is None or lm.head is not TOKEN_CLASSIFICATION:
+        if lm is None or lm.head is SEQUENCE_CLASSIFICATION:
             return {ui.start: gr.update(interactive=True), ui.model_note: ""}
         shown = esc(shown_name((model_name or "").strip() or self.default))
+        if lm.head is not TOKEN_CLASSIFICATION:  # another head (question answering): no file explanation either
+            return {ui.start: gr.update(interactive=False),
+                    ui.model_note: f"**{shown} is a {esc(lm.head.name)} model:** Explain a file reads sequence "
+                                   "classifiers (each row's class and the words behind it). Choose a sequence "
+                                   "classifier in the Model tab to explain a file."}
         return {ui.start: gr.update(interactive=False),
                 ui.model_note: f"**{shown} is a tagger (token classification):** Explain a file reads sequence "
                                "classifiers (each row's class and the words behind it). A tagger's entities are "

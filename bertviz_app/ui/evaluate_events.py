@@ -30,7 +30,7 @@ from bertviz_app.evaluate import evaluation_runs
 from bertviz_app.evaluate.tagger_evaluation import compare_taggers, evaluate_tagged
 from bertviz_app.models import visitors
 from bertviz_app.models.catalog import folder_head
-from bertviz_app.models.heads import TOKEN_CLASSIFICATION
+from bertviz_app.models.heads import SEQUENCE_CLASSIFICATION, TOKEN_CLASSIFICATION
 from bertviz_app.train.data.tagged import TaggedFile, read_tagged
 
 from . import evaluate_tagger, evaluate_view, figures, guards, model_loading, plots, streaming, visitor
@@ -42,6 +42,13 @@ from .streaming import CancelFlag
 __all__ = ["Handlers", "NONE", "NO_COMPARE", "NO_PAIR", "parse_words", "progress_line", "rows_table"]
 
 NONE = ""  # the "no second text" / "compare with nothing" choice
+EVALUATED = (SEQUENCE_CLASSIFICATION, TOKEN_CLASSIFICATION)  # the heads an evaluation reads (a table, a tagged file)
+
+
+def head_kind(head) -> str:
+    """A model of ``head`` in a few words, as a reason names it ("a token classifier")."""
+    return {SEQUENCE_CLASSIFICATION: "a sequence classifier", TOKEN_CLASSIFICATION: "a token classifier"}.get(
+        head, f"a {head.name} model")
 NO_PAIR = [("(none)", NONE)]
 NO_COMPARE = [("(none)", NONE)]
 
@@ -436,15 +443,16 @@ class Handlers:
         the note names the ones left out and why, so no choice is offered that the evaluation would refuse."""
         own = Path(lm.path).resolve()
         tagger = lm.head is TOKEN_CLASSIFICATION
-        keep, other, multi, head, itself = [], [], [], [], []
+        keep, other, multi, itself, heads = [], [], [], [], {}
         for m in visitor.visible(core.list_models(self.settings.models_dir)):
             if not m["built"] or not m["path"]:
                 continue
             if Path(m["path"]).resolve() == own:
                 itself.append(m["name"])
                 continue
-            if folder_head(m["path"]) not in (lm.head, None):  # a tagger beside a classifier, or the reverse
-                head.append(m["name"])
+            head = folder_head(m["path"])
+            if head not in (lm.head, None):  # a tagger beside a classifier, the reverse, a question answerer...
+                heads.setdefault(head, []).append(m["name"])
                 continue
             labels = core.folder_labels(m["path"])
             if labels is None or set(labels) != set(lm.labels):
@@ -458,7 +466,7 @@ class Handlers:
         else:
             note = f"another model with the classes {', '.join(lm.labels)}, on the same rows (optional)"
         left = [(names, why) for names, why in (
-            (head, "a sequence classifier" if tagger else "a token classifier"),
+            *((names, head_kind(head)) for head, names in heads.items()),
             (other, "other tags" if tagger else "other classes"), (multi, "multi-label"),
             (itself[:1], "the model evaluated")) if names]
         if left:
@@ -493,6 +501,9 @@ class Handlers:
         if exc is not None:
             why = f"**{shown} cannot be opened**, so it cannot be evaluated: {esc(exc)} Choose another model in " \
                   "the Model tab."
+        elif lm is not None and lm.head not in EVALUATED:
+            why = f"**{shown} is {esc(head_kind(lm.head))}:** an evaluation reads sequence classifiers (a labelled " \
+                  "table) and taggers (a tagged file). Choose another model in the Model tab."
         elif lm is not None and lm.multi_label:
             why = f"**{shown} is a multi-label model:** an evaluation reads single-label classifiers only (one " \
                   "class per row, softmax outputs). Choose another model in the Model tab."
