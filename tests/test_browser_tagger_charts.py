@@ -102,6 +102,18 @@ def test_a_taggers_attention_and_entity_attributions(browser, tmp_path_factory, 
         assert word_score(page, "slog") == pytest.approx(slog.score, rel=1e-3)
         page.wait_for_selector("#bv-attr-bar .js-plotly-plot .barlayer")
         assert page.locator(".toast-title").count() == 0
+        # a text without entities: said, nothing explained by itself, its words offered ("why O")
+        analyze(page, "the film was good")
+        page.get_by_role("tab", name="Attributions").click()
+        expect(delta).to_contain_text("This text has no entities")
+        offered = wait_options(page, "#bv-target", lambda o: "why “good” is O (word 4)" in o)
+        assert not set(entities) & set(offered), offered
+        choose(page, "#bv-target", "why “film” is O (word 2)")
+        page.locator("#bv-explain").click()
+        expect(delta).to_contain_text("Explaining why “film” (word 2) is tagged O")
+        expect(page.locator("#bv-attr-status")).to_have_text("")
+        [why_o] = bv.explain_entities(lm, "the film was good", token=1, tolerance=DELTA_WARN)
+        assert shown_number(delta.inner_text(), "F(baseline)") == pytest.approx(why_o.f_baseline, rel=1e-4)
         # positive control: a classifier analysed after it gets its classes and every part back
         load_model(page, "clf")
         analyze(page, "a gorgeous film")
