@@ -55,9 +55,11 @@ def test_evaluate_and_explain_a_file_follow_the_models_head(browser, tmp_path_fa
     registry = root / "models"
     registry.mkdir()
     shutil.copytree(tiny_model_dir, registry / "clf")  # a sequence classifier to switch to
-    data = write_entity_conll(root / "test.conll", n=24, seed=5)
+    data = write_entity_conll(root / "test.conll", n=24, seed=5, noisy=True)
     want = evaluate_tagged(bv.load_model(str(folder), device="cpu"), str(data))
-    assert want.entity_f1 > 0.5  # the reference finds the entities (a number worth comparing)
+    # a number worth comparing: the tagger finds entities, misses some, finds some the file lacks
+    assert 0.3 < want.entity_f1 < 0.95, want.report
+    assert len({round(x, 3) for x in (want.entity_f1, want.precision, want.recall)}) == 3, want.report
     with served_app(str(folder), BERTVIZ_MODELS_DIR=registry) as url:
         ctx = browser.new_context(viewport={"width": 1280, "height": 900})
         page = ctx.new_page()
@@ -79,12 +81,13 @@ def test_evaluate_and_explain_a_file_follow_the_models_head(browser, tmp_path_fa
         status = page.locator("#bv-ev-status")
         expect(status).to_contain_text("Done")
         expect(status).to_contain_text("Not stored")
-        assert shown_f1(page) == pytest.approx(want.entity_f1, rel=1e-2)
+        assert shown_f1(page) == pytest.approx(want.entity_f1, rel=2e-3)  # shown to 3 decimals
         expect(page.locator("#bv-ev-tag-summary")).to_contain_text("not stored")
         expect(page.locator("#bv-ev-tag-summary")).to_contain_text(want.report["verdict"].split(":")[0])
         types = page.locator("#bv-ev-tag-types")
-        for t in want.per_type:
+        for t, scores in want.per_type.items():  # each type with its F1, as the table rounds it
             expect(types).to_contain_text(t)
+            expect(types).to_contain_text(str(round(scores["f1"], 3)))
         expect(page.locator("#bv-ev-summary")).to_be_hidden()  # the classifier's results are not shown
         # Explain a file: Start greyed, and why
         page.get_by_role("tab", name="Explain a file").click()

@@ -234,13 +234,21 @@ def evaluate_handlers(models_dir, public=False):
 ENTITIES = {"joy": "PER", "slog": "LOC"}  # test_tagging's toy task: these words are entities, the rest O
 
 
-def write_entity_conll(path, n: int = 24, seed: int = 5):
-    """``n`` sentences of test_tagging's toy task as CoNLL (a word and its tag per line, a blank line between)."""
+def write_entity_conll(path, n: int = 24, seed: int = 5, noisy: bool = False):
+    """``n`` sentences of test_tagging's toy task as CoNLL (a word and its tag per line, a blank line between).
+    ``noisy``: tags the toy tagger gets wrong, so precision, recall and F1 differ: in every 3rd sentence the first
+    "film" or "movie" is a B-LOC (a miss), in every 4th the entities are O (found where the file has none)."""
     from test_tagging import entity_rows
 
     lines = []
-    for text in entity_rows(n, seed=seed):
-        lines += [f"{w}\t{'B-' + ENTITIES[w] if w in ENTITIES else 'O'}" for w in text.split(" ")] + [""]
+    for i, text in enumerate(entity_rows(n, seed=seed)):
+        words = text.split(" ")
+        tags = ["B-" + ENTITIES[w] if w in ENTITIES and not (noisy and i % 4 == 0) else "O" for w in words]
+        if noisy and i % 3 == 0:
+            first = next((k for k, w in enumerate(words) if w in ("film", "movie")), None)
+            if first is not None:
+                tags[first] = "B-LOC"
+        lines += [f"{w}\t{t}" for w, t in zip(words, tags)] + [""]
     path.write_text("\n".join(lines), encoding="utf-8")
     return path
 
