@@ -258,3 +258,39 @@ def test_public_mode_saves_a_tagger_run_as_the_visitors_own(tiny_model_dir, conl
         assert mine.status_code == 200, mine.text  # the owner opens it
         theirs = httpx.post(f"{url}v1/tag", json=asked, headers={"X-Bertviz-Owner": other}, timeout=60)
         assert theirs.status_code == 404 and "among your runs" in theirs.json()["error"]  # to another: unknown
+
+
+def test_a_tagged_validation_file_is_kept_for_a_tagger_and_a_broken_one_refused_with_its_lines(conll, tmp_path,
+                                                                                               settings):
+    """The validation upload's handler, called with the tab's components as their names (its event is the page's
+    only): a tagged file is read as sentences for the token task; a file neither task reads is cleared, with the
+    tagged reader's refusal for a tagger and the table reader's for a classifier (the control)."""
+    from types import SimpleNamespace
+
+    from bertviz_app.ui import finetune_tab
+
+    from conftest import as_uploaded
+
+    names = ["val_table", "val_refused", "val_tagged", "val_tagged_refused", "notices", "val_upload", "status"]
+    h = finetune_tab.Handlers(SimpleNamespace(**{k: k for k in names}), settings=settings, default="x",
+                              model_dd="model", predict_text="text", predict_pair="pair", tabs="tabs")
+    out = h.on_val_upload(as_uploaded(write_conll(tmp_path / "val.conll", n=20, seed=9)), ft.TOKEN)
+    assert len(out["val_tagged"].sentences) == 20 and out["val_tagged_refused"] is None
+    assert "20 tagged sentences" in out["notices"] and "val_upload" not in out  # kept
+    out = h.on_val_upload(as_uploaded(write_tokens_csv(tmp_path / "val.csv", n=12)), ft.TOKEN)  # both read it
+    assert len(out["val_tagged"].sentences) == 12 and "12 tagged sentences" in out["notices"]
+    bad = tmp_path / "bad.conll"
+    bad.write_text("EU\tB-ORG\nrejects\tO\nGerman\nlamb\tO\ncall\tO\nto\tO\n", encoding="utf-8")
+    out = h.on_val_upload(as_uploaded(bad), ft.TOKEN)
+    assert out["val_upload"] is None and out["val_tagged"] is None  # cleared
+    assert "line 3 hold" in out["notices"] and "line 3 hold" in out["val_tagged_refused"]
+    assert "validation file bad.conll was refused" in out["status"]
+    out = h.on_val_upload(as_uploaded(bad), ft.SEQUENCE)  # a classifier: the table reader's refusal, as before
+    assert out["val_upload"] is None and "is not a .csv, .tsv or .txt file" in out["notices"]
+    plan_val = ft.plan_from_fields(bv.read_tagged(conll), None, "encoder", "", None, None, None, 42, None, 0.2,
+                                   settings=settings)
+    assert plan_val.val is None
+    with pytest.raises(DataError, match="or remove it to hold out part of the training data"):
+        ft.plan_from_fields(bv.read_tagged(conll), None, "encoder", "", None, None, None, 42, None, 0.2,
+                            val_refused=out["val_tagged_refused"] or "The validation file bad.conll was refused: x. "
+                            "Fix the file and upload it again.", settings=settings)
