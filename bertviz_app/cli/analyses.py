@@ -9,6 +9,8 @@ import sys
 from collections.abc import Callable
 
 from ..results import DEFAULT_TOLERANCE, FIXED_N_STEPS, NO_COMPLETENESS
+from .answer_explain import cmd_explain_answer, explains_answer
+from .answer_explain import register_options as register_answer_options
 from .common import fail, ig_steps, model_from_args, one_text, print_json, read_texts
 from .entity_explain import cmd_explain_entity, explains_entities, register_options
 
@@ -75,6 +77,8 @@ def cmd_explain(args) -> int:
     for m in (args.methods or "").split(",") if args.compare else ():
         if m.strip():
             canonical_method(m)
+    if explains_answer(args):  # --question/--context: why a question answering model answers a span (no text)
+        return cmd_explain_answer(args)
     lm = model_from_args(args)
     text = one_text(args)
     if explains_entities(args, lm):  # a tagger, or --entity/--token: why an entity or a word-piece is tagged so
@@ -352,6 +356,7 @@ def register(add: Callable) -> None:
                    help="with --window: tokens shared by neighbouring windows (default: 128, at most half the "
                         "model's length)")
     register_options(p)  # a tagger: --entity K, --token I (entity_explain.py)
+    register_answer_options(p)  # question answering: --question, --context, --span... (answer_explain.py)
     p = add("explain-csv", cmd_explain_csv,
             "predict and explain every row of a CSV/TSV file (several processes with accelerate launch)")
     p.add_argument("data", help="file with a header row (.csv, .tsv, .txt)")

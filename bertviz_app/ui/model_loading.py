@@ -32,6 +32,7 @@ def model_line(lm: core.LoadedModel) -> str:
     n = len(lm.labels)
     kind = "multi-label" if lm.multi_label else "single-label"
     answers = (f"a tag per word ({n} tags)" if lm.head.reads == "every"  # a token classifier: a tagger
+               else "answer spans from a context" if lm.head.reads == "span"  # question answering
                else f"{n} classes ({kind})")
     silver = " · silver-standard labels" if (core.load_run_info(lm.path) or {}).get("silver") is True else ""
     return (f"**Model:** {esc(lm.name)} · **device:** {esc(lm.device_label)} · {lm.num_layers} layers · "
