@@ -294,3 +294,35 @@ def test_a_tagged_validation_file_is_kept_for_a_tagger_and_a_broken_one_refused_
         ft.plan_from_fields(bv.read_tagged(conll), None, "encoder", "", None, None, None, 42, None, 0.2,
                             val_refused=out["val_tagged_refused"] or "The validation file bad.conll was refused: x. "
                             "Fix the file and upload it again.", settings=settings)
+
+
+def test_the_result_shows_each_number_in_its_place():
+    """A run whose F1, precision, recall and per-type scores all differ (a trained run of the tiny task scores 1.000
+    on each, where a page showing precision as F1 would pass): each is read from its own field."""
+    per_type = {"NEG": {"precision": 0.61, "recall": 0.52, "f1": 0.5616, "support": 25, "predicted": 21,
+                        "interval": {"f1": (0.41, 0.69)}},
+                "POS": {"precision": 0.93, "recall": 0.88, "f1": 0.9043, "support": 33, "predicted": 31,
+                        "interval": {"f1": (0.8, 0.97)}}}
+    metrics = {"entity_f1": 0.7544, "precision": 0.7812, "recall": 0.7293, "support": 58, "per_type": per_type,
+               "interval": {"f1": (0.6611, 0.8322)}, "token_accuracy": 0.9123, "baseline": {"token_accuracy": 0.6234}}
+    wrong = [{"where": 7, "tokens": ["it", "was", "awful"], "tags": ["O", "O", "B-NEG"], "predicted": ["O", "O", "O"]}]
+    r = bv.TaggerRunResult(name="runs/ner", path=Path("runs/ner"), tags=("O", "B-NEG", "I-NEG", "B-POS", "I-POS"),
+                           metrics=metrics, wrong=wrong, log_history=[], seconds=12.0, notices=(), learned=True,
+                           verdict="Learned: entity F1 0.754 (95% interval 0.661 and up) against 0 ...",
+                           cancelled=False)
+    md = ft.metrics_md(r)
+    assert "**Entity F1 0.754** (95% interval 0.661–0.832) · precision 0.781 · recall 0.729 on 58" in md
+    assert "words tagged right 91.2% (tagging every word O: 62.3%) · 1 validation sentences" in md
+    assert "| NEG | 0.610 | 0.520 | 0.562 | 0.410–0.690 | 25 |" in md and "| POS | 0.930 | 0.880 | 0.904 |" in md
+    assert ft.verdict_md(r).startswith("**Learned.** runs/ner (tagger): entity F1 0.754")
+    assert ft.per_type_frame(r).values.tolist() == [["tagger", "NEG", 0.61, 0.52, 0.562, 25],
+                                                    ["tagger", "POS", 0.93, 0.88, 0.904, 33]]
+    [row] = ft.wrong_rows(r)
+    assert (row["row"], row["true"], row["predicted"], row["text"]) == (7, "awful (NEG)", "(none)", "it was awful")
+    from dataclasses import replace
+
+    cancelled = replace(r, cancelled=True, learned=False, verdict="Cancelled at step 3 of 72, so not judged: ...")
+    assert ft.verdict_md(cancelled).startswith("**Cancelled: not judged.**")
+    assert "holds the best weights found before the cancel" in ft.metrics_md(cancelled)
+    assert ft.verdict_md(replace(r, learned=False, verdict="Not learned: entity F1 0.1 ...")).startswith(
+        "**Not learned.** runs/ner (tagger): entity F1 0.1")
