@@ -99,6 +99,9 @@ from .interpret.mixing_measures import check_measure as check_measure
 from .interpret.mixing_measures import context_mixing as context_mixing
 from .interpret.mixing_measures import context_mixing_inputs as context_mixing_inputs
 from .interpret.mixing_measures import supported_measures as supported_measures
+from .interpret.span_attribution import SpanAttribution as SpanAttribution
+from .interpret.span_attribution import explain_answer as explain_answer
+from .interpret.span_attribution import occlude_answer as occlude_answer
 from .interpret.words import WordGroups as WordGroups
 from .interpret.words import merge_attention as merge_attention
 from .interpret.words import merge_rows as merge_rows

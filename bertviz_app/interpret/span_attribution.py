@@ -7,7 +7,7 @@ or its end alone, each part one record, all the parts of a call in one batched c
 
 The target (the scalar explained). In the window the span is read in, the start and the end logits outside the
 context are set to -10000 but for the first position ([CLS] / <s>), and each goes through a softmax over the
-window's positions, exactly as ``answer`` computes them (``answering._probabilities``). For a span whose first
+window's positions, exactly as ``answer`` computes them (``answering.span_probabilities``). For a span whose first
 token is at position s and last at e:
 
     F(x) = log p(start = s) + log p(end = e)
@@ -47,15 +47,15 @@ import torch
 from ..errors import InputError
 from ..models.answering import (
     MASKED_LOGIT,
-    _best_spans,
-    _characters,
-    _check_room,
-    _pairs,
-    _probabilities,
-    _whole,
-    _window_logits,
+    answer,
+    best_spans,
+    check_room,
     default_stride,
+    span_characters,
+    span_probabilities,
+    window_logits,
 )
+from ..models.encoding import check_text
 from ..models.families import family_of
 from ..models.forward import classifier_logits
 from ..models.heads import QUESTION_ANSWERING
@@ -171,6 +171,14 @@ class _Plan:
     allowed: np.ndarray  # (T,) bool: the positions answer's softmax reads unmasked
 
 
+def _whole(value, name: str, low: int) -> int:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise InputError(f"{name} must be a whole number of at least {low}, got {value!r}.")
+    return value
+
+
 def _parts(part) -> list[str]:
     items = [part] if isinstance(part, str) else list(part) if part is not None else []
     if not items or any(p not in PARTS for p in items):
@@ -202,18 +210,16 @@ def _span_chars(span, context: str) -> tuple[int, int]:
 
 def _plan(lm: LoadedModel, question: str, context: str, span, max_answer_len: int, stride: int) -> _Plan:
     """Windows as ``answer`` reads them, their probabilities, and the window and tokens of the span explained."""
-    _check_room(lm, [question], stride)
+    check_room(lm, [question], stride)
     enc = lm.tokenizer([question], [context], truncation="only_second", max_length=lm.max_length, stride=stride,
                        return_overflowing_tokens=True, return_offsets_mapping=True)
-    logits = _window_logits(lm, enc, 32, lm.settings.predict_attention)
-    probs = [_probabilities(lm, enc.encodings[w], logits[w]) for w in range(len(logits))]
+    logits = window_logits(lm, enc, 32, lm.settings.predict_attention)
+    probs = [span_probabilities(lm, enc.encodings[w], logits[w]) for w in range(len(logits))]
     if isinstance(span, str) and span in ("no-answer", "no_answer", "none"):
         w = min(range(len(probs)), key=lambda k: (probs[k][0][0] * probs[k][1][0], k))
         ps, pe, allowed = probs[w]
         return _Plan(enc, w, "no-answer", 0, 0, "", 0, 0, float(ps[0]), float(pe[0]), allowed)
     if span is None:
-        from ..models.answering import answer  # the answer as answer gives it: the predicted span's text
-
         top = answer(lm, question, context, n_best=1, max_answer_len=max_answer_len, no_answer_threshold=None,
                      stride=stride)[0]
         if not top.n_best:
@@ -222,8 +228,8 @@ def _plan(lm: LoadedModel, question: str, context: str, span, max_answer_len: in
         for w, (ps, pe, allowed) in enumerate(probs):
             ps, pe = ps.copy(), pe.copy()
             ps[0] = pe[0] = 0.0
-            for s, e, score in _best_spans(ps, pe, allowed, 12, max_answer_len):
-                a, b = _characters(enc.encodings[w], s, e)
+            for s, e, score in best_spans(ps, pe, allowed, 12, max_answer_len):
+                a, b = span_characters(enc.encodings[w], s, e)
                 if context[a:b].lower() == top.text.lower() and (best is None or score > best[0]):
                     best = (score, w, s, e, a, b)
         _, w, s, e, a, b = best
@@ -315,7 +321,8 @@ def _prepare(lm, question, context, span, part, target, baseline, max_answer_len
     parts = _parts(part)
     max_answer_len = _whole(max_answer_len, "max_answer_len", 1)
     stride = default_stride(lm) if stride is None else _whole(stride, "stride", 0)
-    [question], [context] = _pairs(question, context, lm.settings.max_chars, 1)
+    question = check_text(question, "The question", lm.settings.max_chars)
+    context = check_text(context, "The context", lm.settings.max_chars)
     if not (span is None or isinstance(span, str) and span in ("no-answer", "no_answer", "none")
             or not isinstance(span, str)):
         raise InputError(f"span must be None (the predicted answer), \"no-answer\", or (start, end) characters of "

@@ -40,7 +40,8 @@ from .heads import QUESTION_ANSWERING
 from .inference import PREDICT_ATTENTIONS, length_batches
 from .registry import LoadedModel
 
-__all__ = ["answer", "Answer", "AnswerSpan", "default_stride", "MASKED_LOGIT"]
+__all__ = ["answer", "Answer", "AnswerSpan", "default_stride", "MASKED_LOGIT", "check_room", "window_logits",
+           "span_probabilities", "best_spans", "span_characters"]
 
 MASKED_LOGIT = -10000.0  # the logit the pipeline gives positions outside the context before its softmax
 
@@ -117,7 +118,7 @@ def _pairs(questions, contexts, max_chars: int, max_batch: int) -> tuple[list[st
     return qs, cs
 
 
-def _check_room(lm: LoadedModel, questions: list[str], stride: int) -> None:
+def check_room(lm: LoadedModel, questions: list[str], stride: int) -> None:
     """InputError unless each question leaves the context room in a window, more than ``stride`` tokens (else no
     window would read a new context token)."""
     specials = lm.tokenizer.num_special_tokens_to_add(pair=True)
@@ -166,11 +167,11 @@ def answer(lm: LoadedModel, questions: str | Sequence[str], contexts: str | Sequ
     if lm.tokenizer.padding_side != "right":  # none of the seven families; the pipeline would put the context first
         raise InputError(f"{lm.name}'s tokenizer pads on the left; answer reads the question first and needs one "
                          "that pads on the right.")
-    _check_room(lm, questions, stride)
+    check_room(lm, questions, stride)
     enc = lm.tokenizer(questions, contexts, truncation="only_second", max_length=lm.max_length, stride=stride,
                        return_overflowing_tokens=True, return_offsets_mapping=True)
     owner = list(enc["overflow_to_sample_mapping"])  # window -> question
-    logits = _window_logits(lm, enc, batch_size, attention)
+    logits = window_logits(lm, enc, batch_size, attention)
     by_question: list[list[int]] = [[] for _ in questions]
     for w, i in enumerate(owner):
         by_question[i].append(w)
@@ -178,7 +179,7 @@ def answer(lm: LoadedModel, questions: str | Sequence[str], contexts: str | Sequ
             for i, (q, c) in enumerate(zip(questions, contexts))]
 
 
-def _window_logits(lm: LoadedModel, enc, batch_size: int, attention: str) -> list[np.ndarray]:
+def window_logits(lm: LoadedModel, enc, batch_size: int, attention: str) -> list[np.ndarray]:
     """Each window's (T, 2) float32 start and end logits, no padding (``inference.length_batches``)."""
     lengths = [len(ids) for ids in enc["input_ids"]]
     out: list[np.ndarray | None] = [None] * len(lengths)
@@ -189,7 +190,7 @@ def _window_logits(lm: LoadedModel, enc, batch_size: int, attention: str) -> lis
     return out
 
 
-def _probabilities(lm: LoadedModel, encoding, logits: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def span_probabilities(lm: LoadedModel, encoding, logits: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(p(start), p(end), allowed) over one window's positions: the logits outside the context (but for [CLS]) set
     to ``MASKED_LOGIT``, then a softmax over the positions (the pipeline's ``select_starts_ends``)."""
     allowed = np.array([s == 1 for s in encoding.sequence_ids])  # (T,): the context's tokens
@@ -202,7 +203,7 @@ def _probabilities(lm: LoadedModel, encoding, logits: np.ndarray) -> tuple[np.nd
     return p[:, 0].copy(), p[:, 1].copy(), allowed
 
 
-def _best_spans(p_start: np.ndarray, p_end: np.ndarray, allowed: np.ndarray, k: int, max_len: int):
+def best_spans(p_start: np.ndarray, p_end: np.ndarray, allowed: np.ndarray, k: int, max_len: int):
     """The ``k`` best (start, end, score) of one window, best first: start <= end < start + max_len, both in the
     context, score p(start) x p(end) > 0."""
     scores = np.triu(np.tril(np.outer(p_start, p_end), max_len - 1))  # (T, T): [s, e], s <= e < s + max_len
@@ -215,7 +216,7 @@ def _best_spans(p_start: np.ndarray, p_end: np.ndarray, allowed: np.ndarray, k: 
     return [(int(s), int(e), float(flat[t])) for s, e, t in zip(starts, ends, top)]
 
 
-def _characters(encoding, s: int, e: int) -> tuple[int, int]:
+def span_characters(encoding, s: int, e: int) -> tuple[int, int]:
     """A token span's characters in the context, widened to the tokenizer's whole words (the pipeline's
     ``align_to_words``); a token of no word: its own offsets."""
     try:
@@ -232,11 +233,11 @@ def _answer(lm: LoadedModel, question: str, context: str, enc, windows: list[int
     no_answer_score = math.inf
     for w in windows:
         encoding = enc.encodings[w]
-        p_start, p_end, allowed = _probabilities(lm, encoding, logits[w])
+        p_start, p_end, allowed = span_probabilities(lm, encoding, logits[w])
         no_answer_score = min(no_answer_score, float(p_start[0] * p_end[0]))
         p_start[0] = p_end[0] = 0.0  # the first position is "no answer", never a span's end
-        for s, e, score in _best_spans(p_start, p_end, allowed, 2 * n_best + 10, max_answer_len):
-            a, b = _characters(encoding, s, e)
+        for s, e, score in best_spans(p_start, p_end, allowed, 2 * n_best + 10, max_answer_len):
+            a, b = span_characters(encoding, s, e)
             text = context[a:b]
             same = by_text.get(text.lower())
             if same is not None:
