@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -220,12 +221,7 @@ class Handlers:
         if owner == visitors.NOBODY:
             raise core.InputError("This page has no owner token yet: reload the page, then evaluate again.")
         other = load_base(compare, self.default, self.settings) if compare else None
-        what = f"Evaluating with {shown_name(lm.name)}, then {shown_name(other.name)}" if other else "Evaluating"
-        track = {"what": what, "done": 0, "total": 0, "eta": core.RateEta(min_units=1, min_seconds=2.0, window=60.0)}
-
-        def progress(done, total):
-            track["done"], track["total"] = done, total
-            track["eta"].update(done)
+        track, progress = self.tracker(lm, other)
 
         def work():
             with tempfile.TemporaryDirectory(prefix="bertviz-vectors-") as scratch:
@@ -236,15 +232,9 @@ class Handlers:
                 return evaluation_runs.save(ev, self.settings.models_dir, owner,
                                             keep_per_owner=self.settings.max_evaluations_per_visitor)
 
-        yield {ui.status: "**Starting…** loading the model"}
-        try:
-            saved = yield from streaming.stream_work(work, lambda: self.progress(track, cancel), on_abandon=cancel.set)
-        except core.CancelledError as exc:
-            yield {ui.status: f"**Cancelled:** {esc(exc)}"}
+        saved = yield from self.run_work(flag, work, track)
+        if saved is None:  # cancelled: the status says so
             return
-        finally:
-            if flag.event is cancel:
-                flag.arm()
         out = self.render(evaluation_runs.open_evaluation(self.settings.models_dir, saved.name, owner), saved.name)
         lines = [f"**Done:** stored as **{esc(saved.name)}** (reopen it below)."]
         if geometry and not out[ui.view].projections:
@@ -272,13 +262,7 @@ class Handlers:
                                  "file shown was read as a classifier's table when it was uploaded. Remove it (×) "
                                  "and upload it again (CoNLL, JSON lines with tokens and tags, or a tokens/tags CSV).")
         other = load_base(compare, self.default, self.settings) if compare else None
-        what = f"Evaluating with {shown_name(lm.name)}, then {shown_name(other.name)}" if other else "Evaluating"
-        track = {"what": what, "done": 0, "total": 0, "unit": "sentences",
-                 "eta": core.RateEta(min_units=1, min_seconds=2.0, window=60.0)}
-
-        def progress(done, total):
-            track["done"], track["total"] = done, total
-            track["eta"].update(done)
+        track, progress = self.tracker(lm, other, unit="sentences")
 
         def work():
             run = dict(words=parse_words(words), progress=progress, cancel=cancel)
@@ -287,20 +271,42 @@ class Handlers:
             comparison = compare_taggers(lm, other, tagged, **run)
             return comparison.a, comparison
 
-        yield {ui.status: "**Starting…** loading the model"}
-        try:
-            ev, comparison = yield from streaming.stream_work(work, lambda: self.progress(track, cancel),
-                                                              on_abandon=cancel.set)
-        except core.CancelledError as exc:
-            yield {ui.status: f"**Cancelled:** {esc(exc)}"}
+        done = yield from self.run_work(flag, work, track)
+        if done is None:  # cancelled: the status says so
             return
-        finally:
-            if flag.event is cancel:
-                flag.arm()
+        ev, comparison = done
         out = self.render_tagged(ev, comparison)
         out[ui.status] = (f"**Done:** {ev.n_sentences:,} sentences evaluated; entity F1 {ev.entity_f1:.3f}. "
                           "Not stored: a tagger's evaluation is shown below only.")
         yield out
+
+    @staticmethod
+    def tracker(lm, other=None, **extra) -> tuple[dict, Callable[[int, int], None]]:
+        """The progress record an evaluation of ``lm`` (then ``other``) fills, and the callback that fills it."""
+        what = f"Evaluating with {shown_name(lm.name)}, then {shown_name(other.name)}" if other else "Evaluating"
+        track = {"what": what, "done": 0, "total": 0, **extra,
+                 "eta": core.RateEta(min_units=1, min_seconds=2.0, window=60.0)}
+
+        def progress(done, total):
+            track["done"], track["total"] = done, total
+            track["eta"].update(done)
+
+        return track, progress
+
+    def run_work(self, flag, work, track: dict):
+        """``work`` in a worker thread behind the Starting line and then its progress: its result, or None when it
+        was cancelled (the status line then says so); the Cancel flag re-armed either way."""
+        ui, cancel = self.ui, flag.event
+        yield {ui.status: "**Starting…** loading the model"}
+        try:
+            return (yield from streaming.stream_work(work, lambda: self.progress(track, cancel),
+                                                     on_abandon=cancel.set))
+        except core.CancelledError as exc:
+            yield {ui.status: f"**Cancelled:** {esc(exc)}"}
+            return None
+        finally:
+            if flag.event is cancel:
+                flag.arm()
 
     def tagger_outputs(self) -> list:
         """The components a tagger's evaluation is drawn in (after the classifier's in the run's outputs)."""
