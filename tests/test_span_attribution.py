@@ -16,7 +16,8 @@ import json
 import numpy as np
 import pytest
 import torch
-from test_answering import CONTEXT, build_qa, build_steered, long_context
+import transformers as tf
+from test_answering import CONTEXT, build_steered, long_context
 
 import bertviz_app as bv
 from bertviz_app.cli import main
@@ -24,21 +25,40 @@ from bertviz_app.errors import InputError
 from bertviz_app.interpret.attribution import recommended_baseline
 from bertviz_app.interpret.span_attribution import explain_answer, occlude_answer
 
-from conftest import FAMILIES
+from conftest import FAMILIES, build_family_model
 
 QUESTION = "what was the film"  # "what" is unknown to the tiny tokenizers: an [UNK] word still gets a score
 
 
+def build_mixing_qa(family: str, path, seed: int = 0):
+    """``family``'s tiny span model whose encoder mixes its tokens: every weight drawn at ``initializer_range`` 0.2
+    (the tiny config's 0.02 leaves each position nearly alone, so the question's tokens would move the answer by
+    ~1e-5 and their scores would test nothing), ``qa_outputs`` normal x 2 (its spans stand out), bias normal x
+    0.5."""
+    build_family_model(family, path)
+    cfg = tf.AutoConfig.from_pretrained(path)
+    cfg.initializer_range = 0.2
+    torch.manual_seed(seed)
+    model = tf.AutoModelForQuestionAnswering.from_config(cfg)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        model.qa_outputs.weight.copy_(2.0 * torch.randn(model.qa_outputs.weight.shape, generator=gen))
+        model.qa_outputs.bias.copy_(0.5 * torch.randn(2, generator=gen))
+    (path / "model.safetensors").unlink()
+    model.save_pretrained(path, safe_serialization=True)
+    return path
+
+
 @pytest.fixture(scope="module")
 def qa(tmp_path_factory):
-    """``qa(family, kind)``: the loaded tiny span model ("random": a seeded head, twice test_answering's scale so
-    its spans stand out; "joy": steered to "joy")."""
+    """``qa(family, kind)``: the loaded tiny span model ("random": ``build_mixing_qa``; "joy": steered to "joy",
+    test_answering's)."""
     built, paths = {}, {}
 
     def get(family: str = "bert", kind: str = "random"):
         if (family, kind) not in built:
             path = tmp_path_factory.mktemp(f"span-{family}-{kind}") / family
-            build_qa(family, path, scale=2.0) if kind == "random" else build_steered(family, path, kind)
+            build_mixing_qa(family, path) if kind == "random" else build_steered(family, path, kind)
             built[family, kind], paths[family, kind] = bv.load_model(str(path), device="cpu"), path
         return built[family, kind]
 
@@ -101,10 +121,12 @@ def reference_ig(lm, rec, gauss_legendre=None, steps=1024, stride=None):
     return total.numpy(), f_x, f_b
 
 
-def check_record(lm, rec, n_steps=None, tolerance=None, stride=None):
+def check_record(lm, rec, n_steps=None, tolerance=None, stride=None, question_signal=True):
     """``rec`` against the reference: its tokens and sides are the window's, F(x) and F(baseline) from separate
     forward passes, the completeness identity, and the scores: the same Gauss-Legendre rule to 1e-4 of what they
-    share out (fixed steps) or the integral within ``tolerance`` (adaptive)."""
+    share out (fixed steps; the question's tokens also to 1e-2 of their own largest) or the integral within
+    ``tolerance`` (adaptive). ``question_signal``: the question's largest score must be above 1e-4 of the scale.
+    """
     ids, _, seq = _window(lm, rec.question, rec.context, rec.window, stride)
     assert rec.tokens == tuple(lm.tokenizer.convert_ids_to_tokens(ids[0]))
     assert rec.sides == tuple(None if s is None else ("question", "context")[s] for s in seq)
@@ -116,6 +138,9 @@ def check_record(lm, rec, n_steps=None, tolerance=None, stride=None):
     assert rec.delta == pytest.approx(float(rec.scores.sum()) - gap, abs=1e-4 * scale)
     if n_steps is not None:
         np.testing.assert_allclose(rec.scores, ref, rtol=0, atol=1e-4 * scale)
+        q = [i for i, side in enumerate(rec.sides) if side == "question"]  # also on their own scale
+        assert np.abs(ref[q]).max() > (1e-4 * scale if question_signal else 0), "the question carries no signal"
+        np.testing.assert_allclose(rec.scores[q], ref[q], rtol=0, atol=1e-2 * np.abs(ref[q]).max())
     if tolerance is not None:
         assert abs(gap) > 0.05, f"F(x) - F(baseline) = {gap:.3g}: too small to test anything"
         assert abs(float(rec.scores.sum()) - gap) <= tolerance * abs(gap)
@@ -159,11 +184,23 @@ def test_the_predicted_span_its_start_and_end_equal_the_reference(family, qa):
     assert abs(gaps[0]) > 0.5, f"F(x) - F(baseline) = {gaps[0]:.3g}: too little signal"
     assert np.abs(span.scores).max() > 0.05
     np.testing.assert_allclose(span.scores, start.scores + end.scores, rtol=0, atol=1e-5 * abs(gaps[0]))
-    assert span.side_total("question") != 0 and span.side_total("context") != 0
+    q = [i for i, side in enumerate(span.sides) if side == "question"]
+    assert np.abs(span.scores[q]).max() > 0.01, "the question's tokens hardly move the span: nothing to test"
     assert {w.side for w in span.words} == {"question", "context"}
     adaptive = explain_answer(lm, QUESTION, CONTEXT, baseline=baseline, tolerance=0.02)[0]
     assert adaptive.tolerance == 0.02 and adaptive.relative_delta <= 0.02 and adaptive.n_steps > 5
     check_record(lm, adaptive, tolerance=0.02)
+
+
+def test_a_tight_tolerance_refines_the_steps(qa):
+    """Adaptive steps at a tolerance the first segments miss: more steps, the relative delta within it, the scores
+    the integral's (a 1024-point midpoint sum)."""
+    lm = qa("xlm-roberta")
+    loose = explain_answer(lm, QUESTION, CONTEXT, tolerance=0.02)[0]
+    tight = explain_answer(lm, QUESTION, CONTEXT, tolerance=1e-5)[0]
+    assert loose.relative_delta > 1e-5, "the first segments already meet the tight tolerance: nothing is refined"
+    assert tight.n_steps > loose.n_steps and tight.relative_delta <= 1e-5
+    _, ref = check_record(lm, tight, tolerance=1e-3)
 
 
 @pytest.mark.parametrize("family", ["bert", "roberta", "deberta-v2"])
@@ -220,12 +257,12 @@ def test_a_long_context_is_explained_on_the_window_of_the_answer(qa):
             ls, le = by_hand(lm, QUESTION, context, at[0], at[0], w, 16)
             probs.append((ls + le, w))
     assert len(probs) >= 1 and rec.window == max(probs)[1] and rec.window > 0
-    check_record(lm, rec, n_steps=16, stride=16)
+    check_record(lm, rec, n_steps=16, stride=16, question_signal=False)  # steered to "joy" whatever is asked
     none = explain_answer(lm, QUESTION, context, "no-answer", stride=16, n_steps=16)[0]
     nulls = [sum(by_hand(lm, QUESTION, context, 0, 0, w, 16)) for w in range(rec.windows)]
     assert none.window == int(np.argmin(nulls)) and len(set(np.round(nulls, 3))) > 1
     assert none.target.p_start * none.target.p_end == pytest.approx(a.no_answer_score, rel=1e-4)
-    check_record(lm, none, n_steps=16, stride=16)
+    check_record(lm, none, n_steps=16, stride=16, question_signal=False)
 
 
 def test_occlusion_removes_each_word(qa):

@@ -120,7 +120,18 @@ SEQUENCE_CLASSIFICATION = SequenceClassification(
     training_file="a CSV or JSONL table: a text column, a label column and an optional second text column",
     doors="predict, explain and the page's classifier tabs (bertviz-app predict, POST /v1/predict)")
 
-class TokenClassification(Head):
+
+class PoolerlessHead(Head):
+    """A head over every position's last hidden state, with no pooler (token classification, question answering)."""
+
+    def composable(self, family, model):
+        """The family's check of its encoder. BERT's and ALBERT's checks also ask for the pooler their sequence
+        head reads, which a head over every position has not (``add_pooling_layer=False``): for the families whose
+        layers are composed here (``kernels``) the base check is the encoder's."""
+        return Family.composable(family, model) if family.kernels else family.composable(model)
+
+
+class TokenClassification(PoolerlessHead):
     """One answer per word-piece: label logits at every position, dropout -> ``classifier`` (a linear layer) over
     the last hidden states, the same in each of the seven families' ``*ForTokenClassification`` (no pooler, no
     dense layer before it)."""
@@ -139,12 +150,6 @@ class TokenClassification(Head):
 
     def parameter_prefixes(self, family):
         return ("classifier.",)
-
-    def composable(self, family, model):
-        """The family's check of its encoder. BERT's and ALBERT's checks also ask for the pooler their sequence
-        head reads, which a token classifier has not (``add_pooling_layer=False``): for the families whose layers
-        are composed here (``kernels``) the base check is the encoder's."""
-        return Family.composable(family, model) if family.kernels else family.composable(model)
 
     def components(self, family, model):
         """The encoder's rows (embeddings, each layer; a layer shared by several calls says how many: ALBERT), what
@@ -176,7 +181,7 @@ TOKEN_CLASSIFICATION = TokenClassification(
     doors="tag (bertviz-app tag, POST /v1/tag, bertviz_app.tag)")
 
 
-class QuestionAnswering(Head):
+class QuestionAnswering(PoolerlessHead):
     """Extractive question answering: a start and an end logit at every position, ``qa_outputs`` (a linear layer to
     2) over the last hidden states, the same in each of the seven families' ``*ForQuestionAnswering`` (DistilBERT's
     dropout before it is the identity at inference; no pooler). The answer is a span of the context, scored
@@ -199,20 +204,17 @@ class QuestionAnswering(Head):
     def parameter_prefixes(self, family):
         return ("qa_outputs.",)
 
-    def composable(self, family, model):
-        """As a token classifier: no pooler, so the encoder's own check where the family's asks for one."""
-        return Family.composable(family, model) if family.kernels else family.composable(model)
-
     def components(self, family, model):
         return _encoder_rows(family, model, "span head (qa_outputs)", model.qa_outputs)
 
 
 QUESTION_ANSWERING = QuestionAnswering(
     name="question answering", suffix="ForQuestionAnswering", reads="span",
-    target="an answer span's p(start) x p(end)",
+    target="an answer span's log p(start) + log p(end) (its start's and end's, or p(start) x p(end))",
     metric="SQuAD exact match and F1 (the best of the gold answers)",
     training_file="a SQuAD-style JSON file: contexts, their questions and answers with character starts",
-    doors="answer (bertviz-app answer, POST /v1/answer, bertviz_app.answer)")
+    doors="answer (bertviz-app answer, POST /v1/answer, bertviz_app.answer), and explain_answer for why (bertviz-app "
+          "explain --question Q --context C)")
 
 HEADS: tuple[Head, ...] = (SEQUENCE_CLASSIFICATION, TOKEN_CLASSIFICATION, QUESTION_ANSWERING)
 
