@@ -23,7 +23,8 @@ def register_options(p) -> None:
                    help="with --token: the label to explain there (default: the predicted one)")
     p.add_argument("--objective", default="logprob", choices=["logprob", "prob"],
                    help="a tagger: explain the sum of the entity's pieces' log-probabilities of its labels (default), "
-                        "or its exponent, the probability of the labelled span")
+                        "or its exponent, the probability of the labelled span; with --question: the answer span's "
+                        "log p(start) + log p(end), or p(start) x p(end)")
 
 
 def explains_entities(args, lm) -> bool:
