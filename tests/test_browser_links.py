@@ -77,9 +77,10 @@ def test_a_copied_link_opens_the_same_view_in_a_fresh_browser(browser, app_url, 
     fresh = open_page(browser, TIMEOUT_MS)  # another browser context: nothing shared but the link
     try:
         fresh.goto(url)
-        expect(fresh.locator("#bv-text textarea")).to_have_value(text)
+        # the link is read by the page's load event and the view drawn by a queued analysis: seconds under load
+        expect(fresh.locator("#bv-text textarea")).to_have_value(text, timeout=TIMEOUT_MS)
         expect(fresh.get_by_role("tab", name="Attention")).to_have_attribute("aria-selected", "true")
-        expect(heatmap_title(fresh)).to_have_text("Attention-norm, layer 2, head 2")
+        expect(heatmap_title(fresh)).to_have_text("Attention-norm, layer 2, head 2", timeout=TIMEOUT_MS)
         expect(fresh.locator("#bv-layer input[type=number]")).to_have_value("2")
         expect(fresh.locator("#bv-head input")).to_have_value("head 2")
         expect(fresh.locator("#bv-measure input")).to_have_value("attention-norm")

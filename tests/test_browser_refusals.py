@@ -118,7 +118,7 @@ def test_a_refused_upload_leaves_the_file_input_empty_and_says_why(page, app_url
     expect(line).not_to_contain_text("refused")
     box.locator("button[aria-label=Clear]").click()
     box.locator("input[type=file]").set_input_files(str(bad))
-    expect(line).to_contain_text("zipped.csv was refused")
+    expect(line).to_contain_text("zipped.csv was refused", timeout=30_000)  # the answer of a queued event
     expect(line).to_contain_text("is a ZIP archive")
     expect(line).to_contain_text("Fix the file and upload it again")
     expect(box).not_to_contain_text(re.compile(r"zipped\s*\.csv"))  # cleared: it does not look uploaded

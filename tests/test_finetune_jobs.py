@@ -28,7 +28,7 @@ def handlers(settings):
     from bertviz_app.ui.finetune_tab import Handlers
 
     keys = ["status", "bar", "verdict", "curves", "metrics", "per_class", "confusion", "wrong", "wrong_csv", "results",
-            "selected", "selected_md", "run", "runs_table", "base"]
+            "selected", "selected_md", "run", "runs_table", "base", "sample"]
     f = SimpleNamespace(**{k: k for k in keys})  # the components, by name: the handler's outputs are dicts
     return Handlers(f, settings=settings, default="default", model_dd="model", predict_text="text",
                     predict_pair="pair", tabs="tabs")

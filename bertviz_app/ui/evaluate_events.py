@@ -165,7 +165,7 @@ class Handlers:
         if table is None:
             return kept
         try:
-            tagger = model_loading.load(model_name, self.default, self.settings).head is TOKEN_CLASSIFICATION
+            tagger = model_loading.chosen_head(model_name, self.default, self.settings) is TOKEN_CLASSIFICATION
         except core.BertvizError:
             return kept
         if tagger == isinstance(table, TaggedFile):
@@ -185,7 +185,7 @@ class Handlers:
         if model_name is None:
             return False
         try:
-            return model_loading.load(model_name, self.default, self.settings).head is TOKEN_CLASSIFICATION
+            return model_loading.chosen_head(model_name, self.default, self.settings) is TOKEN_CLASSIFICATION
         except core.BertvizError:
             return False
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import bertviz_app as core
 from bertviz_app import service
 from bertviz_app.config import Settings
+from bertviz_app.models.catalog import folder_head
 
 from . import visitor
 from .markup import esc
@@ -26,6 +27,19 @@ def model_choices(default: str, settings: Settings, first: tuple[str, ...] = ())
     if default not in names:
         names.insert(0, default)
     return list(dict.fromkeys([*first, *names]))
+
+
+def chosen_head(name: str | None, default: str, settings: Settings):
+    """The head (``heads.Head``) of the model ``name`` names, for choosing how a tab reads a file: a listed model's
+    from its folder's config (nothing loaded, so an upload does not wait for a model to open), any other (a folder,
+    a Hub id) from the model loaded as ``load`` loads it (its refusals raised)."""
+    wanted = (name or "").strip() or default
+    for m in visitor.visible(core.list_models(settings.models_dir)):
+        if m["name"] == wanted and m["built"] and m["path"]:
+            head = folder_head(m["path"])
+            if head is not None:
+                return head
+    return load(name, default, settings).head
 
 
 def model_line(lm: core.LoadedModel) -> str:
