@@ -304,7 +304,14 @@ def cmd_predict_csv(args) -> int:
 
 
 def register(add: Callable) -> None:
-    """The arguments of predict, explain and explain-csv (``add`` gives each the common ones)."""
+    """The arguments of predict, explain, explain-csv and predict-csv (``add`` gives each the common ones)."""
+    register_predict(add)
+    register_explain(add)
+    register_explain_csv(add)
+    register_predict_csv(add)
+
+
+def register_predict(add: Callable) -> None:
     p = add("predict", cmd_predict, "class probabilities for each text", "many")
     p.add_argument("--window", action="store_true",
                    help="read a text longer than the model's limit whole, in overlapping windows whose logits "
@@ -315,6 +322,9 @@ def register(add: Callable) -> None:
                    help="with --window: how window logits are combined")
     p.add_argument("--raw-probabilities", action="store_true",
                    help="the model's own softmax, without the temperature of the folder's calibration.json")
+
+
+def register_explain(add: Callable) -> None:
     p = add("explain", cmd_explain, "attribution of each token (Integrated Gradients or --method)", "one")
     p.add_argument("--method", default="integrated_gradients",
                    help="integrated_gradients (default; or ig), gradient_x_input, saliency, occlusion, kernel_shap, "
@@ -357,6 +367,9 @@ def register(add: Callable) -> None:
                         "model's length)")
     register_options(p)  # a tagger: --entity K, --token I (entity_explain.py)
     register_answer_options(p)  # question answering: --question, --context, --span... (answer_explain.py)
+
+
+def register_explain_csv(add: Callable) -> None:
     p = add("explain-csv", cmd_explain_csv,
             "predict and explain every row of a CSV/TSV file (several processes with accelerate launch)")
     p.add_argument("data", help="file with a header row (.csv, .tsv, .txt)")
@@ -382,6 +395,9 @@ def register(add: Callable) -> None:
                         "lime; each gets its top words, comprehensiveness, sufficiency and seconds per row "
                         "(default: %(default)s)")
     add_engine_options(p)
+
+
+def register_predict_csv(add: Callable) -> None:
     p = add("predict-csv", cmd_predict_csv, "predict every row of a CSV/TSV file into a CSV or JSONL file")
     p.add_argument("data", help="file with a header row (.csv, .tsv, .txt)")
     p.add_argument("--out", required=True, metavar="PATH",
