@@ -7,6 +7,7 @@ import bertviz_app as core
 from bertviz_app import service
 from bertviz_app.config import Settings
 from bertviz_app.models.catalog import folder_head
+from bertviz_app.models.heads import QUESTION_ANSWERING
 
 from . import visitor
 from .markup import esc
@@ -20,10 +21,12 @@ def load(name: str | None, default: str, settings: Settings) -> core.LoadedModel
 
 
 def model_choices(default: str, settings: Settings, first: tuple[str, ...] = ()) -> list[str]:
-    """The openable models (``default`` even when not built yet), each once; ``first``: names put
-    before them (the fine-tune tab's base: ``encoder``, which the registry lists too)."""
+    """The openable models the page has views for (``default`` even when not built yet), each once: a question
+    answering model is left out (the page has no view of answers yet: ``bertviz-app answer``, ``POST /v1/answer``);
+    ``first``: names put before them (the fine-tune tab's base: ``encoder``, which the registry lists too)."""
     models = core.list_models(settings.models_dir)
-    names = [m["name"] for m in visitor.visible(models) if m["built"]]  # public mode: own runs only
+    names = [m["name"] for m in visitor.visible(models)  # public mode: own runs only
+             if m["built"] and not (m["path"] and folder_head(m["path"]) is QUESTION_ANSWERING)]
     if default not in names:
         names.insert(0, default)
     return list(dict.fromkeys([*first, *names]))
