@@ -62,7 +62,7 @@ from ..results import TokenInfo
 from .attribution import AttributionEngine, check_args, steps_mode
 
 __all__ = ["explain_entities", "occlude_entities", "EntityAttribution", "WordScore", "TARGETS", "Target",
-           "entity_pieces", "piece_labels", "own_piece_labels"]
+           "entity_pieces", "piece_labels", "own_piece_labels", "variant_values"]
 
 TARGETS = ("logprob", "prob")
 
@@ -397,7 +397,7 @@ def occlude_entities(lm: LoadedModel, text: str, entities: int | Sequence[int] |
             words = [x for x in t.words if x.pieces[0] in span and x.pieces[1] - 1 in span]
             variants = [[], list(win.positions)] + [[p] for p in win.positions] + [
                 win.positions[x.pieces[0] - win.first : x.pieces[1] - win.first] for x in words]
-            f = _variant_values(engine, variants, batch_size)  # (V, K)
+            f = variant_values(engine, variants, batch_size)  # (V, K)
             n = len(win.positions)
             for j, r in enumerate(rows):
                 token_scores = np.zeros(engine.ids.shape[1], dtype=np.float32)
@@ -409,10 +409,11 @@ def occlude_entities(lm: LoadedModel, text: str, entities: int | Sequence[int] |
     return out  # type: ignore[return-value]
 
 
-def _variant_values(engine: TargetEngine, variants: list[list[int]], batch_size: int) -> np.ndarray:
-    """(V, K): every target's F on the input with each variant's positions given the baseline's word vectors (the
-    engine's ``base``: [PAD]/[MASK]/[UNK]'s, or zero vectors), through the same composed forward from word vectors
-    as Integrated Gradients (so RoBERTa's positions never shift at a [PAD] id)."""
+def variant_values(engine: AttributionEngine, variants: list[list[int]], batch_size: int) -> np.ndarray:
+    """(V, K): every target's F (the engine's ``target_values``: an entity's, an answer span's) on the input with each
+    variant's positions given the baseline's word vectors (the engine's ``base``: [PAD]/[MASK]/[UNK]'s, or zero
+    vectors), through the same composed forward from word vectors as Integrated Gradients (so RoBERTa's positions
+    never shift at a [PAD] id)."""
     k = len(engine)
     rows = torch.arange(k, device=engine.ids.device)
     values = []

@@ -62,6 +62,7 @@ from ..models.heads import QUESTION_ANSWERING
 from ..models.registry import LoadedModel
 from ..results import TokenInfo
 from .attribution import AttributionEngine, baseline_token, check_args, steps_mode
+from .entity_attribution import variant_values
 
 __all__ = ["explain_answer", "occlude_answer", "SpanAttribution", "SpanTarget", "SideWord", "PARTS", "TARGETS"]
 
@@ -411,22 +412,7 @@ def occlude_answer(lm: LoadedModel, question: str, context: str, span: tuple[int
     variants = [[], positions] + [[p] for p in positions] + [list(range(a, b)) for *_, a, b in words]
     with lm.run_lock:
         engine = SpanEngine.for_parts(lm, plan, parts, target, baseline, question, context)
-        k = len(parts)
-        rows = torch.arange(k, device=engine.ids.device)
-        values = []
-        with torch.no_grad():
-            for s in range(0, len(variants), batch_size):
-                chunk = variants[s : s + batch_size]
-                x = engine.emb[:1].repeat(len(chunk), 1, 1)  # (B, T, D)
-                for i, at in enumerate(chunk):
-                    x[i, at] = engine.base[0, at]
-                n = len(chunk)
-                logits = classifier_logits(engine.model, inputs_embeds=x, attention_mask=engine.mask[:1].expand(n, -1),
-                                           token_type_ids=engine.types[:1].expand(n, -1), attention=engine.attention,
-                                           cls_only=False)  # (B, T, 2)
-                values.append(torch.stack([engine.target_values(logits[i : i + 1].expand(k, -1, -1), rows)[:, 0]
-                                           for i in range(n)]).cpu().numpy())  # (B, K)
-    f = np.concatenate(values)  # (V, K)
+        f = variant_values(engine, variants, batch_size)  # (V, K): one column per part
     n = len(positions)
     out = []
     for j, p in enumerate(parts):
