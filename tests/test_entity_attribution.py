@@ -336,6 +336,13 @@ def test_cli_explain_entity_and_token(tagger, tmp_path, capsys):
     n = len(bv.tag(lm, TEXT)[0].entities)
     assert main(["explain", TEXT, "--model", path, "--entity", str(n), *steps]) != 0
     assert f"it has {n}" in capsys.readouterr().err
+    assert main(["explain", TEXT, "--model", path, "--entity", "1", "--method", "occlusion", "--json"]) == 0
+    occluded = json.loads(capsys.readouterr().out)  # --method occlusion: the library's occlusion record
+    want = occlude_entities(lm, TEXT, 1)[0]
+    assert occluded["method"] == "occlusion" and occluded["delta"] is None
+    np.testing.assert_allclose(occluded["scores"], want.scores, rtol=1e-5, atol=1e-6 * np.abs(want.scores).max())
+    assert main(["explain", TEXT, "--model", path, "--entity", "1", "--method", "lime"]) != 0
+    assert "a tagger is explained with --method integrated_gradients or occlusion, not lime" in capsys.readouterr().err
     classifier = str(build_family_model("bert", tmp_path / "clf"))
     assert main(["explain", TEXT, "--model", classifier, "--entity", "0", *steps]) != 0
     assert "drop them to explain its class" in capsys.readouterr().err

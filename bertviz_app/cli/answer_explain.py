@@ -4,7 +4,7 @@ hands over here when --question or --context is given, before it reads a text: n
 
 from __future__ import annotations
 
-from .common import fail, ig_steps, model_from_args, print_json
+from .common import explain_by_method, fail, model_from_args
 from .entity_explain import CLASSIFIER_ONLY
 
 TOP_WORDS = 10
@@ -61,22 +61,11 @@ def cmd_explain_answer(args, lm=None) -> int:
     span = _span(args)
     parts = [p for p, on in (("start", args.start), ("end", args.end)) if on] or ["span"]
     lm = model_from_args(args) if lm is None else lm
-    method = getattr(args, "method", "integrated_gradients")
     common = dict(part=parts, target=args.objective, baseline=args.baseline, stride=getattr(args, "stride", None))
-    if method == "integrated_gradients":
-        n_steps, tolerance = ig_steps(args)
-        records = explain_answer(lm, args.question, args.context, span, n_steps=n_steps, tolerance=tolerance,
-                                 **common)
-    elif method == "occlusion":
-        records = occlude_answer(lm, args.question, args.context, span, **common)
-    else:
-        return fail(f"an answer is explained with --method integrated_gradients or occlusion, not {method}")
-    for i, rec in enumerate(records):
-        if args.json:
-            print_json(rec.to_dict())
-        else:
-            print_record(rec, first=i == 0)
-    return 0
+    return explain_by_method(args, lambda **steps: explain_answer(lm, args.question, args.context, span, **steps,
+                                                                  **common),
+                             lambda: occlude_answer(lm, args.question, args.context, span, **common), "an answer",
+                             print_record)
 
 
 def print_record(rec, first: bool = True) -> None:

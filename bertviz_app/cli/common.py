@@ -48,6 +48,26 @@ def ig_steps(args) -> tuple[int | None, float | None]:
     return args.n_steps, args.tolerance
 
 
+def explain_by_method(args, ig, occlude, what: str, show) -> int:
+    """``--method integrated_gradients`` (``ig(n_steps=, tolerance=)`` with ``ig_steps``) or ``occlusion``
+    (``occlude()``): each record as a JSON line (--json) or by ``show(rec, first=)``; another method refused,
+    naming ``what`` is explained."""
+    method = getattr(args, "method", "integrated_gradients")
+    if method == "integrated_gradients":
+        n_steps, tolerance = ig_steps(args)
+        records = ig(n_steps=n_steps, tolerance=tolerance)
+    elif method == "occlusion":
+        records = occlude()
+    else:
+        return fail(f"{what} is explained with --method integrated_gradients or occlusion, not {method}")
+    for i, rec in enumerate(records):
+        if args.json:
+            print_json(rec.to_dict())
+        else:
+            show(rec, first=i == 0)
+    return 0
+
+
 def model_from_args(args):
     """The model of --model on --device, loaded with the settings ``main`` read."""
     from .. import load_model  # lazily: `bertviz-app --help` and `models` import no torch

@@ -4,7 +4,7 @@ classifier or either option is given; a sequence classifier given them is refuse
 
 from __future__ import annotations
 
-from .common import fail, ig_steps, model_from_args, one_text, print_json
+from .common import explain_by_method, model_from_args, one_text
 
 # explain's options that draw or compare a classifier's explanation: not (yet) for a tagger's
 CLASSIFIER_ONLY = (("compare", "--compare"), ("html", "--html"), ("out", "--out"), ("svg", "--svg"), ("png", "--png"))
@@ -51,22 +51,10 @@ def cmd_explain_entity(args, lm=None, text: str | None = None) -> int:
         raise InputError(f"{', '.join(used)} draw or compare a classifier's explanation; for a tagger use --json.")
     if args.label is not None and args.token is None:
         raise InputError("--label names the label explained at a word-piece: give --token I with it.")
-    method = getattr(args, "method", "integrated_gradients")
     common = dict(token=args.token, label=args.label, target=args.objective, baseline=args.baseline,
                   stride=getattr(args, "stride", None))
-    if method == "integrated_gradients":
-        n_steps, tolerance = ig_steps(args)
-        records = explain_entities(lm, text, args.entity, n_steps=n_steps, tolerance=tolerance, **common)
-    elif method == "occlusion":
-        records = occlude_entities(lm, text, args.entity, **common)
-    else:
-        return fail(f"a tagger is explained with --method integrated_gradients or occlusion, not {method}")
-    for i, rec in enumerate(records):
-        if args.json:
-            print_json(rec.to_dict())
-        else:
-            print_record(rec, first=i == 0)
-    return 0
+    return explain_by_method(args, lambda **steps: explain_entities(lm, text, args.entity, **steps, **common),
+                             lambda: occlude_entities(lm, text, args.entity, **common), "a tagger", print_record)
 
 
 def print_record(rec, first: bool = True) -> None:
