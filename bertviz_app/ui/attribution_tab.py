@@ -43,7 +43,12 @@ TAGGER_NOTE = (
 
 def build() -> SimpleNamespace:
     with gr.Row():
-        target = gr.Dropdown(choices=[PREDICTED], value=PREDICTED, label="Target class",
+        # allow_custom_value: the page's events (page load, a link, a model change, Analyze) each set this box's
+        # choices and value together, but one event can read it between another's two halves, and gradio would then
+        # refuse that whole event (Analyze with it) on a value "not in the list of choices" (seen in a loaded CI run
+        # with a tagger). The handlers check the value themselves: a class the model lacks is the predicted class,
+        # a tagger's unknown target is refused naming what to choose (analysis.tag_target, tag_target_args).
+        target = gr.Dropdown(choices=[PREDICTED], value=PREDICTED, label="Target class", allow_custom_value=True,
                              elem_id="bv-target")
         baseline = gr.Dropdown(choices=BASELINE_CHOICES, value="pad", label="Baseline", info=BASELINE_INFO,
                                elem_id="bv-baseline")
