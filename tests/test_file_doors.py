@@ -233,3 +233,24 @@ def test_gradio_never_copies_or_serves_the_models_folder(tmp_path):
     blocked = uploads.blocked_paths(Settings(models_dir=tmp_path / "models"))
     assert str((tmp_path / "models").resolve()) in blocked
     assert str(Path(uploads.__file__).resolve().parent.parent) in blocked  # the package's own files
+
+
+def test_a_file_dropped_while_the_last_ones_clear_runs_is_read_too(tiny_model_dir, settings):
+    """Every upload box's listener (its upload and its clear) runs a trigger that comes while one is pending
+    after it ("always_last"), not gradio's default "once", which dropped it: in a loaded CI run a refused file put
+    in after Clear was never read and its refusal never shown. Control: Analyze keeps "once" (no second click
+    queued while one runs)."""
+    from bertviz_app.ui import build_app
+
+    demo = build_app(settings, str(tiny_model_dir))
+    deps = demo.get_config_file()["dependencies"]
+    ids = {c._id: getattr(c, "elem_id", None) for c in demo.blocks.values()}
+    boxes = {"bv-ft-upload", "bv-ft-val-upload", "bv-ev-upload", "bv-bx-upload"}
+    found = {}
+    for d in deps:
+        for target, event in d["targets"]:
+            if ids.get(target) in boxes and event in ("upload", "clear"):
+                found[ids[target], event] = d["trigger_mode"]
+    assert set(found) == {(b, e) for b in boxes for e in ("upload", "clear")}, found
+    assert set(found.values()) == {"always_last"}, found
+    assert next(d for d in deps if d.get("api_name") == "analyze")["trigger_mode"] == "once"

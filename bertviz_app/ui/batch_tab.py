@@ -251,7 +251,9 @@ def wire(ui: SimpleNamespace, model_dd, default: str, *, settings: core.Settings
         demo.load(guards.guard(h.model_state), **state)
     # .upload and .clear, not .change: clearing a refused file (on_upload) must not run the handler again
     # and wipe the status line that says why
-    gr.on([ui.upload.upload, ui.upload.clear], h.on_upload, inputs=[ui.upload],
+    gr.on([ui.upload.upload, ui.upload.clear], h.on_upload,
+          trigger_mode="always_last",  # a file put in while the last one's clear runs is read too
+          inputs=[ui.upload],
           outputs=[ui.upload, ui.text_col, ui.pair_col, ui.status], api_visibility="private", concurrency_limit=2)
     ui.start.click(h.arm, inputs=[ui.flag], outputs=None, queue=False, api_visibility="private").then(
         guards.guard_stream(h.run), inputs=[ui.flag, model_dd, ui.upload, ui.text_col, ui.pair_col, ui.fmt, ui.raw,

@@ -194,7 +194,9 @@ def wire(ui: SimpleNamespace, *, demo: gr.Blocks | None, model_dd, default: str,
     private = dict(api_visibility="private")
     # .upload and .clear, not .change: clearing a refused file (on_upload) must not run the handler again
     # and wipe the status line that says why
-    gr.on([ui.upload.upload, ui.upload.clear], guards.guard(h.on_upload), inputs=[ui.upload, model_dd],
+    gr.on([ui.upload.upload, ui.upload.clear], guards.guard(h.on_upload),
+          trigger_mode="always_last",  # a file put in while the last one's clear runs is read too
+          inputs=[ui.upload, model_dd],
           outputs=[ui.upload, ui.table, ui.refused, ui.notices, ui.text_col, ui.label_col, ui.pair_col, ui.status],
           concurrency_limit=2, **private)
     results = [ui.view, ui.selected, ui.selected_md, ui.summary, ui.per_class, ui.confusion, ui.slices, ui.slice_md,
