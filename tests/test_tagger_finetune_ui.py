@@ -326,3 +326,28 @@ def test_the_result_shows_each_number_in_its_place():
     assert "holds the best weights found before the cancel" in ft.metrics_md(cancelled)
     assert ft.verdict_md(replace(r, learned=False, verdict="Not learned: entity F1 0.1 ...")).startswith(
         "**Not learned.** runs/ner (tagger): entity F1 0.1")
+
+
+def test_compare_with_the_base_is_offered_for_a_classifier_run_only(settings, tiny_model_dir):
+    """The past run chosen: Compare (class probabilities beside the base's) is greyed for a tagger's run with the
+    line saying why; a classifier's run gets it (the control); downloads and the rest stay offered for both."""
+    import shutil
+    from types import SimpleNamespace
+
+    from test_tagging import BIO, build_tagger
+
+    from bertviz_app.ui.finetune_tab import Handlers
+
+    runs = settings.models_dir / "runs"
+    build_tagger("bert", runs / "ner", BIO)
+    shutil.copytree(tiny_model_dir, runs / "clf")
+    keys = ["status", "bar", "verdict", "curves", "metrics", "per_class", "confusion", "wrong", "wrong_csv", "results",
+            "selected", "selected_md", "run", "runs_table", "base", "sample"]
+    h = Handlers(SimpleNamespace(**{k: k for k in keys}), settings=settings, default="default", model_dd="model",
+                 predict_text="text", predict_pair="pair", tabs="tabs")
+    zip_btn, cmp_btn, _, _, note = h.on_run("runs/ner")
+    assert zip_btn["interactive"] is True and cmp_btn["interactive"] is False
+    assert "runs/ner is a token classification run" in note
+    zip_btn, cmp_btn, _, _, note = h.on_run("runs/clf")
+    assert zip_btn["interactive"] is True and cmp_btn["interactive"] is True and note == ""
+    assert [b["interactive"] for b in h.on_run(None)[:4]] == [False] * 4

@@ -27,6 +27,8 @@ import gradio as gr
 import pandas as pd
 
 import bertviz_app as core
+from bertviz_app.models.catalog import folder_head
+from bertviz_app.models.heads import SEQUENCE_CLASSIFICATION
 
 from . import figures, guards, model_loading, plots, visitor
 from . import finetune_tagger as tagger
@@ -677,11 +679,22 @@ class Handlers:
                 f.run: gr.update(choices=runs, value=chosen if chosen in runs else None),
                 self.model_dd: gr.update(choices=model_loading.model_choices(self.default, self.settings))}
 
-    @staticmethod
-    def on_run(run):
-        """Download, compare, push and delete need a run: enabled once one is chosen."""
+    def on_run(self, run):
+        """Download, compare, push and delete need a run: enabled once one is chosen; Compare (a classifier's class
+        probabilities and attributions beside its base's) only for a sequence classifier's run, the line under it
+        saying why for a run of another head (a tagger: Send to explorer shows its entities)."""
         on = gr.update(interactive=bool(run))
-        return on, on, on, on
+        try:
+            if run:
+                visitor.check(run)  # public mode: another visitor's run says nothing of its head
+            head = folder_head(core.run_folder(run, self.settings.models_dir)) if run else None
+        except core.BertvizError:  # not a saved run (any more), or not this visitor's: the buttons say so when pressed
+            head = None
+        if head is None or head is SEQUENCE_CLASSIFICATION:
+            return on, on, on, on, ""
+        return (on, gr.update(interactive=False), on, on,
+                f"**{esc(run)} is a {esc(head.name)} run:** Compare shows a sequence classifier's class probabilities "
+                "beside its base's. Open the run with Send to explorer to see what it answers.")
 
     # ---------------------------------------------------------------- public mode: delete runs and data
     def delete_one(self, run):
@@ -718,7 +731,9 @@ def _wire_intake(f: SimpleNamespace, h: Handlers) -> None:
     upload_outputs = [f.table, f.refused, f.notices, f.preview, f.text_col, f.label_col, f.pair_col, f.multi, f.report,
                       f.tagged, f.tagged_refused, f.task_now]  # the API's: the visible ones (states are not)
     task_outputs = [f.task, f.columns, f.mode, f.max_len]
-    gr.on([f.upload.upload, f.upload.clear], guards.guard(h.on_upload), inputs=[f.upload, f.upload_note, f.task_pick],
+    gr.on([f.upload.upload, f.upload.clear], guards.guard(h.on_upload),
+          trigger_mode="always_last",  # a file put in while the last one's clear runs is read too
+          inputs=[f.upload, f.upload_note, f.task_pick],
           outputs=upload_outputs, api_name="finetune_upload", api_visibility="undocumented",
           concurrency_limit=2).then(h.after_upload, inputs=[f.refused, f.upload_note, f.status, f.task_now,
                                                             f.tagged_refused],
@@ -731,7 +746,9 @@ def _wire_intake(f: SimpleNamespace, h: Handlers) -> None:
           inputs=[f.table, f.text_col, f.label_col, f.pair_col, f.multi], outputs=f.report,
           api_name="finetune_report", api_visibility="undocumented", trigger_mode="always_last",
           show_progress="minimal")
-    gr.on([f.val_upload.upload, f.val_upload.clear], guards.guard(h.on_val_upload), inputs=[f.val_upload, f.task_now],
+    gr.on([f.val_upload.upload, f.val_upload.clear], guards.guard(h.on_val_upload),
+          trigger_mode="always_last",  # a file put in while the last one's clear runs is read too
+          inputs=[f.val_upload, f.task_now],
           outputs=[f.val_table, f.val_refused, f.notices, f.val_upload, f.status, f.val_tagged, f.val_tagged_refused],
           api_visibility="private", concurrency_limit=2)
 
@@ -784,7 +801,7 @@ def _wire_runs(f: SimpleNamespace, h: Handlers, demo: gr.Blocks | None, model_dd
                     queue=False)
     if demo is not None:  # runs saved by other sessions (or before a restart) appear on page load
         visitor.on_page_load(demo, h.refresh_runs, inputs=[f.run], outputs={f.runs_table, f.run, model_dd})
-    f.run.change(h.on_run, inputs=[f.run], outputs=[f.zip_btn, f.cmp_btn, f.hub_btn, f.delete_btn],
+    f.run.change(h.on_run, inputs=[f.run], outputs=[f.zip_btn, f.cmp_btn, f.hub_btn, f.delete_btn, f.cmp_md],
                  api_visibility="private", queue=False, show_progress="hidden")
     f.delete_btn.click(guards.guard(h.delete_one), inputs=[f.run], outputs={f.runs_table, f.run, model_dd, f.delete_md},
                        api_name="delete_run", api_visibility="undocumented", concurrency_limit=1,
