@@ -62,7 +62,7 @@ from ..results import TokenInfo
 from .attribution import AttributionEngine, check_args, steps_mode
 
 __all__ = ["explain_entities", "occlude_entities", "EntityAttribution", "WordScore", "TARGETS", "Target",
-           "entity_pieces", "piece_labels", "own_piece_labels", "variant_values"]
+           "entity_pieces", "piece_labels", "own_piece_labels", "variant_values", "LogitsTargetEngine"]
 
 TARGETS = ("logprob", "prob")
 
@@ -258,7 +258,21 @@ def _window_of(windows: list[_Window], target: Target) -> int:
     return max(fits, key=lambda w: (windows[w].centrality(a, b), -w))
 
 
-class TargetEngine(AttributionEngine):
+class LogitsTargetEngine(AttributionEngine):
+    """The classifier's attribution engine with its target read from the logits at every position
+    (``target_values``, a subclass's: an entity's, an answer span's)."""
+
+    def target_values(self, logits: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def forward(self, embeds: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """F of each row's target (R, 1) for word vectors (R, T, D): the composed forward at every position."""
+        logits = classifier_logits(self.model, inputs_embeds=embeds, attention_mask=self.mask[rows],
+                                   token_type_ids=self.types[rows], attention=self.attention, cls_only=False)
+        return self.target_values(logits, rows)
+
+
+class TargetEngine(LogitsTargetEngine):
     """The classifier's attribution engine with one row per target of one input: every row holds the same text,
     and row r's output is its target's F (``target_values``), so the engine's batched passes, fixed and adaptive
     Integrated Gradients, explain all the targets at once."""
@@ -297,12 +311,6 @@ class TargetEngine(AttributionEngine):
         picked = at.gather(2, self.label_ids[rows].unsqueeze(-1)).squeeze(-1)  # (R, M)
         f = (picked * self.weights[rows]).sum(dim=1, keepdim=True)  # (R, 1)
         return f if self.objective == "logprob" else f.exp()
-
-    def forward(self, embeds: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-        """F of each row's target (R, 1) for word vectors (R, T, D): the composed forward at every position."""
-        logits = classifier_logits(self.model, inputs_embeds=embeds, attention_mask=self.mask[rows],
-                                   token_type_ids=self.types[rows], attention=self.attention, cls_only=False)
-        return self.target_values(logits, rows)
 
     def gradients(self, points):
         if self.internal_batch_size is None:
@@ -409,7 +417,7 @@ def occlude_entities(lm: LoadedModel, text: str, entities: int | Sequence[int] |
     return out  # type: ignore[return-value]
 
 
-def variant_values(engine: AttributionEngine, variants: list[list[int]], batch_size: int) -> np.ndarray:
+def variant_values(engine: LogitsTargetEngine, variants: list[list[int]], batch_size: int) -> np.ndarray:
     """(V, K): every target's F (the engine's ``target_values``: an entity's, an answer span's) on the input with each
     variant's positions given the baseline's word vectors (the engine's ``base``: [PAD]/[MASK]/[UNK]'s, or zero
     vectors), through the same composed forward from word vectors as Integrated Gradients (so RoBERTa's positions

@@ -53,16 +53,16 @@ from ..models.answering import (
     default_stride,
     span_characters,
     span_probabilities,
+    whole_number,
     window_logits,
 )
 from ..models.encoding import check_text
 from ..models.families import family_of
-from ..models.forward import classifier_logits
 from ..models.heads import QUESTION_ANSWERING
 from ..models.registry import LoadedModel
 from ..results import TokenInfo
-from .attribution import AttributionEngine, baseline_token, check_args, steps_mode
-from .entity_attribution import variant_values
+from .attribution import baseline_token, check_args, steps_mode
+from .entity_attribution import LogitsTargetEngine, variant_values
 
 __all__ = ["explain_answer", "occlude_answer", "SpanAttribution", "SpanTarget", "SideWord", "PARTS", "TARGETS"]
 
@@ -172,14 +172,6 @@ class _Plan:
     allowed: np.ndarray  # (T,) bool: the positions answer's softmax reads unmasked
 
 
-def _whole(value, name: str, low: int) -> int:
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise InputError(f"{name} must be a whole number of at least {low}, got {value!r}.")
-    return value
-
-
 def _parts(part) -> list[str]:
     items = [part] if isinstance(part, str) else list(part) if part is not None else []
     if not items or any(p not in PARTS for p in items):
@@ -259,7 +251,7 @@ def _plan(lm: LoadedModel, question: str, context: str, span, max_answer_len: in
     return _Plan(enc, w, "chosen", s, e, context[a:b], a, b, float(ps[s]), float(pe[e]), allowed)
 
 
-class SpanEngine(AttributionEngine):
+class SpanEngine(LogitsTargetEngine):
     """The classifier's attribution engine with one row per part of one window: every row holds the same window,
     and row r's output is its part's F (``target_values``)."""
 
@@ -308,11 +300,6 @@ class SpanEngine(AttributionEngine):
         f = (both * self.weights[rows]).sum(dim=1, keepdim=True)  # (R, 1)
         return f if self.objective == "logprob" else f.exp()
 
-    def forward(self, embeds: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-        logits = classifier_logits(self.model, inputs_embeds=embeds, attention_mask=self.mask[rows],
-                                   token_type_ids=self.types[rows], attention=self.attention, cls_only=False)
-        return self.target_values(logits, rows)
-
 
 def _prepare(lm, question, context, span, part, target, baseline, max_answer_len, stride):
     lm.require_head(QUESTION_ANSWERING, "explaining an answer explains a question answering model's span")
@@ -320,8 +307,8 @@ def _prepare(lm, question, context, span, part, target, baseline, max_answer_len
         raise InputError(f"target must be one of {', '.join(TARGETS)}, got {target!r}.")
     check_args(baseline, 2, "prob")
     parts = _parts(part)
-    max_answer_len = _whole(max_answer_len, "max_answer_len", 1)
-    stride = default_stride(lm) if stride is None else _whole(stride, "stride", 0)
+    max_answer_len = whole_number(max_answer_len, "max_answer_len", 1)
+    stride = default_stride(lm) if stride is None else whole_number(stride, "stride", 0)
     question = check_text(question, "The question", lm.settings.max_chars)
     context = check_text(context, "The context", lm.settings.max_chars)
     if not (span is None or isinstance(span, str) and span in ("no-answer", "no_answer", "none")

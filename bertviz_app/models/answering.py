@@ -41,7 +41,7 @@ from .inference import PREDICT_ATTENTIONS, length_batches
 from .registry import LoadedModel
 
 __all__ = ["answer", "Answer", "AnswerSpan", "default_stride", "MASKED_LOGIT", "check_room", "window_logits",
-           "span_probabilities", "best_spans", "span_characters"]
+           "span_probabilities", "best_spans", "span_characters", "whole_number"]
 
 MASKED_LOGIT = -10000.0  # the logit the pipeline gives positions outside the context before its softmax
 
@@ -88,7 +88,8 @@ def default_stride(lm: LoadedModel) -> int:
     return min(128, lm.max_length // 2)
 
 
-def _whole(value, name: str, low: int) -> int:
+def whole_number(value, name: str, low: int) -> int:
+    """``value`` as an int of at least ``low`` (a float like 3.0 taken as 3), else InputError naming ``name``."""
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
@@ -151,10 +152,10 @@ def answer(lm: LoadedModel, questions: str | Sequence[str], contexts: str | Sequ
     lm.require_head(QUESTION_ANSWERING, "answer finds a question's answer in a context")
     settings = lm.settings
     questions, contexts = _pairs(questions, contexts, settings.max_chars, settings.max_batch_texts)
-    n_best = _whole(n_best, "n_best", 1)
-    max_answer_len = _whole(max_answer_len, "max_answer_len", 1)
-    stride = default_stride(lm) if stride is None else _whole(stride, "stride", 0)
-    batch_size = _whole(batch_size, "batch_size", 1)
+    n_best = whole_number(n_best, "n_best", 1)
+    max_answer_len = whole_number(max_answer_len, "max_answer_len", 1)
+    stride = default_stride(lm) if stride is None else whole_number(stride, "stride", 0)
+    batch_size = whole_number(batch_size, "batch_size", 1)
     if no_answer_threshold is not None:
         if isinstance(no_answer_threshold, bool) or not isinstance(no_answer_threshold, (int, float)) \
                 or not math.isfinite(no_answer_threshold):
