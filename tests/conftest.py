@@ -640,9 +640,12 @@ def page(browser, request):
 
 @pytest.fixture(scope="module")
 def browser():
-    """Debian's Chromium driven by Playwright (a browser download is impossible here)."""
-    from playwright.sync_api import sync_playwright
+    """Debian's Chromium driven by Playwright (a browser download is impossible here). Every ``expect`` waits up
+    to 30 s for its condition (Playwright's default, 5 s, failed waits on a queued event on a loaded 2-core CI
+    machine; a condition met sooner returns at once, so a passing test is no slower)."""
+    from playwright.sync_api import expect, sync_playwright
 
+    expect.set_options(timeout=30_000)
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield b

@@ -103,6 +103,21 @@ def test_a_refused_model_load_leaves_the_dropdown_and_the_link_on_the_model_show
     assert "Traceback" not in page.content()
 
 
+def test_the_link_follows_each_tab_opened(page, app_url):
+    """Each tab opened is in the link box (Predict, the default, left out). Its tab State is written by the tab's
+    select event; gradio's page fires that State's change only after a queued event, and the link stayed on the
+    tab shown before (CI saw it stay on Predict)."""
+    page.goto(app_url)
+    page.get_by_role("tab", name="Model").click()
+    expect(page.locator("#bv-model-summary")).to_contain_text("Architecture")  # the page's load is over
+    page.wait_for_function(LINK_HAS % "tab=model")
+    page.get_by_role("tab", name="Predict").click()
+    page.wait_for_function("() => !" + LINK_HAS[6:] % "tab=")
+    page.get_by_role("tab", name="Attention").click()
+    page.wait_for_function(LINK_HAS % "tab=attention")
+    assert link_model(page) != []  # the model is still named beside the tab
+
+
 @pytest.mark.parametrize("tab, upload, status", [("Fine-tune", "#bv-ft-upload", "#bv-ft-status"),
                                                  ("Evaluate", "#bv-ev-upload", "#bv-ev-status"),
                                                  ("Explain a file", "#bv-bx-upload", "#bv-bx-status")])

@@ -293,3 +293,25 @@ def test_the_open_tab_follows_the_fine_tune_tabs_send_to_explorer(tiny_model_dir
     assert len(followers) == 1 and followers[0].inputs == [page.f.selected]
     assert links.sent_to_predict({"text": "a row"}) == "predict"
     assert isinstance(links.sent_to_predict(None), type(gr.skip()))
+
+
+def test_no_unqueued_event_writes_a_state_that_others_listen_to(tiny_model_dir, settings):
+    """gradio's page (6.31) fires a State's change only after a queued event: one written by an unqueued event
+    (queue=False) changes silently, and the link box stayed on the tab shown before (a flaky browser test found
+    it). So every event whose outputs hold a State with change listeners is queued. Control: the link's tab State
+    is such a State, written by the tab select (queued) and listened to by the link."""
+    import gradio as gr
+
+    from bertviz_app.ui import build_app
+
+    demo = build_app(settings, str(tiny_model_dir))
+    deps = demo.get_config_file()["dependencies"]
+    states = {c._id for c in demo.blocks.values() if isinstance(c, gr.State)}
+    listened = {t for d in deps for t, event in d["targets"] if event == "change" and t in states}
+    silent = [(d["id"], d["targets"], [o for o in d["outputs"] if o in listened]) for d in deps
+              if not d["queue"] and set(d["outputs"]) & listened]
+    assert silent == []
+    tabs = next(c for c in demo.blocks.values() if isinstance(c, gr.Tabs))
+    tab_writers = [d for d in deps if (tabs._id, "select") in map(tuple, d["targets"])
+                   and set(d["outputs"]) & listened]
+    assert len(tab_writers) == 1 and tab_writers[0]["queue"] is True

@@ -431,8 +431,9 @@ class Page:
                              api_name="analyze", api_visibility="undocumented",
                              show_progress="hidden", **HEAVY)
         # The handler has restored the page before raising; gradio then marks the event's outputs
-        # "Error" (the status line showed it). This unqueued touch of the same outputs clears that.
-        analyze.failure(self.after_failure, outputs=analyze_all, queue=False, api_visibility="private",
+        # "Error" (the status line showed it). This unqueued touch of the same outputs clears that (the record's
+        # State left out: it is not drawn, and an unqueued event may not write a State others listen to).
+        analyze.failure(self.after_failure, outputs=analyze_all - {self.state}, queue=False, api_visibility="private",
                         show_progress="hidden")
 
         # raw or temperature-scaled probabilities: redrawn from the record, no model work (unqueued, not in the API)

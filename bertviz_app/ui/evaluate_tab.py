@@ -235,14 +235,15 @@ def wire(ui: SimpleNamespace, *, demo: gr.Blocks | None, model_dd, default: str,
     for table in (ui.wrong, ui.slice_rows, ui.disagreements):
         table.select(guards.guard(h.on_row), inputs=[ui.view], outputs=[ui.selected, ui.selected_md], queue=False,
                      **private)
-    ui.to_predict.click(guards.guard(h.to_predict), inputs=[ui.selected], outputs=sent, queue=False, **private)
+    # ``sent`` holds the link's tab State: queued, since gradio's page fires a State's change only after a queued event
+    ui.to_predict.click(guards.guard(h.to_predict), inputs=[ui.selected], outputs=sent, queue=True, **private)
     if open_tab is None:
-        ui.to_attributions.click(guards.guard(h.to_attributions), inputs=[ui.selected], outputs=sent, queue=False,
+        ui.to_attributions.click(guards.guard(h.to_attributions), inputs=[ui.selected], outputs=sent, queue=True,
                                  **private)
     else:  # the Attributions tab shows the analysed text's: Analyze the row (its button, as a user would)
         ui.to_attributions.click(guards.guard(h.to_attributions), inputs=[ui.selected, open_tab], outputs=sent,
-                                 queue=False, **private).success(None, js=ANALYZE_JS, **private)
-    ui.clicked.change(guards.guard(h.on_point), inputs=[ui.view, ui.clicked], outputs=sent, queue=False, **private)
+                                 queue=True, **private).success(None, js=ANALYZE_JS, **private)
+    ui.clicked.change(guards.guard(h.on_point), inputs=[ui.view, ui.clicked], outputs=sent, queue=True, **private)
     gr.on([ui.layer.input, ui.dims.input, ui.colour.input, ui.vector.input], guards.guard(h.redraw_geometry),
           inputs=[ui.view, ui.layer, ui.dims, ui.colour, ui.vector], outputs=[ui.scatter, ui.probes],
           trigger_mode="always_last", show_progress="minimal", concurrency_limit=4, concurrency_id="evaluate-draw",

@@ -145,9 +145,12 @@ def wire(page, started, heavy: dict) -> None:
     def show(event):
         return event.then(None, inputs=[ln.query], outputs=[ln.link], js=_SHOW, **quick)
 
-    page.tabs.select(on_tab, outputs=[ln.tab], **quick)
+    # Queued, not quick: gradio's page fires a State's change (ln.tab's, which redraws the link) only after a queued
+    # event; after an unqueued one it drops the State's change, and the link stayed on the tab shown before.
+    queued = dict(queue=True, api_visibility="private", show_progress="hidden")
+    page.tabs.select(on_tab, outputs=[ln.tab], **queued)
     # the Fine-tune tab's "Send to explorer" opens the Predict tab from its handler (no select event)
-    page.f.send.click(sent_to_predict, inputs=[page.f.selected], outputs=[ln.tab], **quick)
+    page.f.send.click(sent_to_predict, inputs=[page.f.selected], outputs=[ln.tab], **queued)
     show(gr.on([page.state.change, m.model.change, ln.tab.change, a.layer.change, a.head.change, a.measure.change,
                 t.target.change, t.cmp.methods.change, page.e.view.change], link_query, inputs=view_inputs,
                outputs=[ln.query, ln.note],
@@ -179,7 +182,7 @@ def wire(page, started, heavy: dict) -> None:
                             show_progress="hidden", preprocess=False, **heavy)
     analysed = restored.success(analyse, inputs=[ln.pending, *page.analyze_inputs], outputs=analyse_all,
                                 api_visibility="private", show_progress="hidden", **heavy)
-    analysed.failure(page.after_failure, outputs=analyse_all, **quick)
+    analysed.failure(page.after_failure, outputs=analyse_all - {page.state}, **quick)
     show(analysed.then(link_query, inputs=view_inputs, outputs=[ln.query, ln.note], **raw))
 
 
