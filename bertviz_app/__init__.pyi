@@ -170,6 +170,9 @@ from .train.data import no_text_message as no_text_message
 from .train.data import read_table as read_table
 from .train.data import review_columns as review_columns
 from .train.data import safe_csv_cell as safe_csv_cell
+from .train.data.squad import QAExample as QAExample
+from .train.data.squad import QAFile as QAFile
+from .train.data.squad import read_squad as read_squad
 from .train.data.tagged import TaggedFile as TaggedFile
 from .train.data.tagged import TaggedSentence as TaggedSentence
 from .train.data.tagged import read_tagged as read_tagged
