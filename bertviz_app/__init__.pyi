@@ -27,6 +27,8 @@ from .evaluate.geometry import load_vectors as load_vectors
 from .evaluate.geometry import probe_layers as probe_layers
 from .evaluate.geometry import project as project
 from .evaluate.geometry import read_labelled as read_labelled
+from .evaluate.answer_evaluation import AnswerEvaluation as AnswerEvaluation
+from .evaluate.answer_evaluation import evaluate_answers as evaluate_answers
 from .evaluate.geometry import save_projections as save_projections
 from .evaluate.model_comparison import Comparison as Comparison
 from .evaluate.model_comparison import base_of as base_of
