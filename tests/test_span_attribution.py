@@ -351,3 +351,59 @@ def test_cli_explain_question_json_and_lines(capsys, qa):
     code, out, err = run(capsys, "explain", "--question", QUESTION, "--context", CONTEXT, "--model", path,
                          "--span", "5")
     assert code != 0 and "START:END" in err
+
+
+# --------------------------------------------------------------------------- the JSON API
+def test_v1_explain_answer_answers_the_librarys_records_and_refuses_clearly(qa, signal_model_dir, tmp_path):
+    """POST /v1/explain_answer: the same records as ``explain_answer`` (target, tokens, scores within a relative
+    1e-5, completeness against f_x - f_baseline), several parts in one call, a span given by characters; each bad
+    body one {"error"} line naming what to send."""
+    import httpx
+
+    from conftest import served_app
+
+    lm = qa("bert", "joy")
+    folder = str(qa.paths["bert", "joy"])
+    want = explain_answer(lm, QUESTION, CONTEXT, part=["span", "start"], n_steps=64, tolerance=None)
+    with served_app(folder, BERTVIZ_MODELS_DIR=tmp_path) as url:
+        body = {"question": QUESTION, "context": CONTEXT, "parts": ["span", "start"], "n_steps": 64, "tolerance": 0}
+        r = httpx.post(f"{url}v1/explain_answer", json=body, timeout=120)
+        assert r.status_code == 200, r.text
+        got = r.json()
+        assert got["question"] == QUESTION and got["context"] == CONTEXT and len(got["explanations"]) == 2
+        for g, w in zip(got["explanations"], want):
+            assert g["target"] == w.target.to_dict() | {"objective": "logprob"}
+            assert g["tokens"] == list(w.tokens) and g["sides"] == list(w.sides) and g["n_steps"] == 64
+            scale = float(np.abs(w.scores).max())
+            assert scale > 1e-3  # the steered model's scores carry signal
+            np.testing.assert_allclose(g["scores"], w.scores, rtol=1e-4, atol=1e-5 * scale)
+            assert sum(g["scores"]) + g["delta"] == pytest.approx(g["f_x"] - g["f_baseline"], rel=1e-4, abs=1e-6)
+        # the predicted answer's characters (whole words, as the pipeline answers): its tokens, all of them
+        start, end = want[0].target.start, want[0].target.end
+        [by_chars] = explain_answer(lm, QUESTION, CONTEXT, (start, end), n_steps=64, tolerance=None)
+        r = httpx.post(f"{url}v1/explain_answer", json={"question": QUESTION, "context": CONTEXT,
+                                                         "span": [start, end], "n_steps": 64, "tolerance": 0},
+                       timeout=120)
+        assert r.status_code == 200, r.text
+        [chosen] = r.json()["explanations"]
+        assert chosen["target"] == by_chars.target.to_dict() | {"objective": "logprob"}
+        assert chosen["target"]["kind"] == "chosen" and chosen["target"]["text"] == CONTEXT[start:end]
+        np.testing.assert_allclose(chosen["scores"], by_chars.scores, rtol=1e-4,
+                                   atol=1e-5 * float(np.abs(by_chars.scores).max()))
+        r = httpx.post(f"{url}v1/explain_answer", json={"question": QUESTION, "context": CONTEXT,
+                                                         "span": "no-answer", "n_steps": 16, "tolerance": 0},
+                       timeout=120)
+        assert r.status_code == 200 and r.json()["explanations"][0]["target"]["kind"] == "no-answer", r.text
+        for bad, status, message in (({"question": "", "context": CONTEXT}, 400, "The question is empty"),
+                                     ({"question": QUESTION, "context": CONTEXT, "span": [1]}, 400,
+                                      "span must be [start, end]"),
+                                     ({"question": QUESTION, "context": CONTEXT, "parts": "middle"}, 400, "middle"),
+                                     ({"question": QUESTION, "context": CONTEXT, "objective": "odds"}, 400, "odds"),
+                                     ({"question": QUESTION, "context": CONTEXT, "model":
+                                       str(signal_model_dir("bert"))}, 400, "is a sequence classification model"),
+                                     ({"question": QUESTION, "context": CONTEXT, "part": "span"}, 422, "part")):
+            r = httpx.post(f"{url}v1/explain_answer", json=bad, timeout=60)
+            assert r.status_code == status, (bad, r.text)
+            assert set(r.json()) == {"error"} and message in r.json()["error"] and "Traceback" not in r.text
+        schema = httpx.get(f"{url}openapi.json", timeout=30).json()
+        assert "/v1/explain_answer" in schema["paths"] and "ExplainAnswerResponse" in schema["components"]["schemas"]

@@ -481,11 +481,13 @@ def test_fifty_fixed_steps_stay_an_option_everywhere(app_url, client, signal_mod
 V1 = {"predict": {"text": "good"}, "attention": {"text": "good"}, "explain": {"text": "good", "n_steps": 4},
       "compare": {"text": "good", "methods": "saliency"}, "summary": {}, "delete_my_data": {},
       "evaluate": {"csv": "text,label\nthe film was good,positive\nthe film was bad,negative\n"},
-      "tag": {"text": "good"}, "answer": {"question": "good", "context": "the film"}}
+      "tag": {"text": "good"}, "answer": {"question": "good", "context": "the film"},
+      "explain_answer": {"question": "good", "context": "the film", "n_steps": 4}}
 REQUIRED = {"predict": "text", "attention": "text", "explain": "text", "compare": "text", "evaluate": "csv",
-            "tag": "text", "answer": "question"}
+            "tag": "text", "answer": "question", "explain_answer": "context"}
 TYPED = {"predict": ("window", [1]), "attention": ("layer", "two"), "explain": ("tolerance", "small"),
-         "compare": ("top_k", [3]), "summary": ("model", 7), "tag": ("window", [1]), "answer": ("n_best", [1])}
+         "compare": ("top_k", [3]), "summary": ("model", 7), "tag": ("window", [1]), "answer": ("n_best", [1]),
+         "explain_answer": ("span", {"start": 1})}
 
 
 def test_openapi_lists_every_v1_route_and_docs_answer(app_url):

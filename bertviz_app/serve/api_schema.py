@@ -101,6 +101,27 @@ class ExplainRequest(_Body):
     stride: int | None = Field(None, description="With window: tokens shared by neighbouring windows (null: 128).")
 
 
+class ExplainAnswerRequest(_Body):
+    question: str = Field(description="The question.", examples=["Who met Charles Babbage?"])
+    context: str = Field(description="The text the answer is a span of.",
+                         examples=["Ada Lovelace met Charles Babbage in London."])
+    model: str | None = AnswerRequest.model_fields["model"]
+    span: list[int] | str | None = Field(None, description="What is explained: null or \"\" the predicted answer; "
+                                                          "\"no-answer\" (the first position's start and end, SQuAD "
+                                                          "2.0); [start, end] characters of the context (the tokens "
+                                                          "overlapping them).")
+    parts: str | list[str] | None = Field("span", description="span (log p(start) + log p(end)), start or end alone; "
+                                                             "a list or comma-separated: several, computed together.")
+    objective: str = Field("logprob", description="logprob (the parts' log-probabilities) or prob (the span's "
+                                                  "probability p(start) x p(end), its exponent).")
+    baseline: str = Field("pad", description="Integrated Gradients' baseline: pad, mask, unk or zero.")
+    n_steps: int | None = _STEPS
+    tolerance: float | None = _TOL
+    max_answer_len: int = Field(30, description="The longest span, in tokens (the predicted answer's, and a span "
+                                                "given).")
+    stride: int | None = AnswerRequest.model_fields["stride"]
+
+
 class CompareRequest(ExplainRequest):
     methods: str | list[str] | None = Field("", description="Comma-separated names or a list (\"\": all of "
                                                             "integrated_gradients, gradient_x_input, saliency, "
@@ -196,6 +217,33 @@ class AnswerResponse(_Answer):
     no_answer_score: float = Field(description="p(start = [CLS]) x p(end = [CLS]), the lowest over the windows.")
     n_best: list[SpanAnswer] = Field(description="The best spans, best first.")
     windows: int = Field(description="How many windows the context was read in.")
+
+
+class SpanExplanation(_Answer):
+    target: dict = Field(description="What is explained: kind (predicted, chosen or no-answer), part (span, start or "
+                                     "end), text, start, end (characters), tokens [first, last], p_start, p_end, "
+                                     "objective.")
+    tokens: list[str] = Field(description="The window's tokens, special tokens included.")
+    sides: list[str | None] = Field(description="Each token's side: question, context or null (a special token).")
+    scores: list[float] = Field(description="Each token's attribution; they sum to f_x - f_baseline - delta.")
+    words: list[dict] = Field(description="Per word of each side: side, word, start, end (characters into its side), "
+                                          "score (its tokens' sum), tokens.")
+    totals: dict[str, float] = Field(description="The summed scores of the question's and the context's tokens.")
+    f_x: float
+    f_baseline: float
+    delta: float | None = Field(description="Convergence delta: f(x) - f(baseline) - sum(scores).")
+    relative_delta: float | None = None
+    n_steps: int | None = None
+    tolerance: float | None = None
+    baseline: str
+    window: int = Field(description="The window explained (0: the first or only one).")
+    windows: int = Field(description="How many windows the context took.")
+
+
+class ExplainAnswerResponse(_Answer):
+    question: str
+    context: str
+    explanations: list[SpanExplanation] = Field(description="One per part asked, in order.")
 
 
 class AttentionResponse(_Answer):

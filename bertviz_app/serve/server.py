@@ -1,6 +1,7 @@
 """The serving layer: one FastAPI app with the typed JSON API and the web page mounted on it.
 
-- ``POST /v1/predict``, ``/v1/tag``, ``/v1/answer``, ``/v1/attention``, ``/v1/explain``, ``/v1/compare``,
+- ``POST /v1/predict``, ``/v1/tag``, ``/v1/answer``, ``/v1/attention``, ``/v1/explain``, ``/v1/explain_answer``,
+  ``/v1/compare``,
   ``/v1/summary``, ``/v1/delete_my_data``: pydantic request models (a wrong type, a missing or an unknown field is
   refused with 422 and a message naming the field) and pydantic response models; the schema at
   ``/openapi.json``, interactive docs at ``/docs``. The work is the same as the gradio endpoints'
@@ -55,6 +56,8 @@ from .api_schema import (
     ErrorResponse,
     EvaluateRequest,
     EvaluateResponse,
+    ExplainAnswerRequest,
+    ExplainAnswerResponse,
     ExplainRequest,
     ExplainResponse,
     MessageResponse,
@@ -155,6 +158,7 @@ SPECS: dict[str, tuple[type[BaseModel], type[BaseModel], int]] = {
     "answer": (AnswerRequest, AnswerResponse, 2),
     "attention": (AttentionRequest, AttentionResponse, 1),
     "explain": (ExplainRequest, ExplainResponse, EXPLAIN_CONCURRENCY),
+    "explain_answer": (ExplainAnswerRequest, ExplainAnswerResponse, EXPLAIN_CONCURRENCY),
     "compare": (CompareRequest, CompareResponse, 1),
     "summary": (SummaryRequest, SummaryResponse, 2),
     "delete_my_data": (DeleteRequest, MessageResponse, 1),
@@ -347,6 +351,16 @@ class Api:
             self.open(body.model, who), body.text, body.target, body.baseline, body.n_steps, body.pair,
             body.tolerance, body.window, body.stride))
         return _answer(ExplainResponse, out)
+
+    async def explain_answer(self, body: ExplainAnswerRequest, request: Request) -> Response:
+        """Integrated Gradients of a question answering model's answer: the predicted span (or a span given by
+        characters, or "no answer"), as log p(start) + log p(end) or its parts, per token and per word of the
+        question and the context, with the convergence delta."""
+        who = self.owner(request)
+        out = await self.gates["explain_answer"].run(lambda: self.service.explain_answer(
+            self.open(body.model, who), body.question, body.context, body.span, body.parts, body.objective,
+            body.baseline, body.n_steps, body.tolerance, body.max_answer_len, body.stride))
+        return _answer(ExplainAnswerResponse, out)
 
     async def compare(self, body: CompareRequest, request: Request) -> Response:
         """Attribution methods side by side on one text: scores, cost, agreement (Spearman, top-k overlap)

@@ -26,6 +26,7 @@ from ..evaluate.evaluation import evaluate_file
 from ..interpret.long_documents import attention_windows, explain_windows
 from ..interpret.methods import METHODS, compare_methods
 from ..interpret.mixing_measures import check_measure, context_mixing
+from ..interpret.span_attribution import explain_answer as explain_span
 from ..models import visitors
 from ..models.answering import answer as answer_questions
 from ..models.catalog import list_models
@@ -37,7 +38,7 @@ from ..results import FIXED_N_STEPS
 from .batching import explain_one, predict_future
 
 __all__ = ["open_model", "delete_visitor_data", "deleted_message", "predict", "predict_async", "tag", "answer",
-           "attention",
+           "explain_answer", "attention",
            "explain", "compare", "summary", "evaluate", "steps_args", "method_names", "whole_number", "number",
            "finite"]
 
@@ -139,6 +140,31 @@ def answer(lm: LoadedModel, question: str, context: str, n_best: int = 5, max_an
                             max_answer_len=whole_number(max_answer_len, "max_answer_len"),
                             no_answer_threshold=threshold,
                             stride=None if stride is None else whole_number(stride, "stride"))[0].to_dict()
+
+
+def explain_answer(lm: LoadedModel, question: str, context: str, span=None, parts: str | list[str] | None = "span",
+                   objective: str = "logprob", baseline: str = "pad", n_steps: int | None = None,
+                   tolerance: float | None = None, max_answer_len: int = 30, stride: int | None = None) -> dict:
+    """Integrated Gradients of a question answering model's answer (``span_attribution.explain_answer``):
+    {"question", "context", "explanations": [one per part: its target, tokens, sides, scores, words, totals, f_x,
+    f_baseline, delta, relative_delta, n_steps, ...]}. ``span``: None or "" (the predicted answer), "no-answer",
+    or [start, end] characters of the context; ``parts``: "span", "start", "end" (a list or comma-separated: several,
+    in one computation). Steps as ``explain``'s. A classifier or a tagger: InputError naming its head."""
+    if span == "":
+        span = None
+    elif isinstance(span, (list, tuple)):
+        if len(span) != 2:
+            raise InputError(f"span must be [start, end] (two character offsets into the context), \"no-answer\" or "
+                             f"null (the predicted answer), got {list(span)!r}.")
+        span = (whole_number(span[0], "span's start"), whole_number(span[1], "span's end"))
+    n, tol = steps_args(n_steps, tolerance)
+    records = explain_span(lm, question, context, span, part=list(method_names(parts, "parts")) or ["span"],
+                           target=objective, baseline=baseline, n_steps=n, tolerance=tol,
+                           max_answer_len=whole_number(max_answer_len, "max_answer_len"),
+                           stride=None if stride is None else whole_number(stride, "stride"))
+    explanations = [r.to_dict() | {"relative_delta": finite(r.relative_delta) if r.relative_delta is not None
+                                   else None} for r in records]
+    return {"question": question, "context": context, "explanations": explanations}
 
 
 def attention(lm: LoadedModel, text: str, pair: str | None = "", layer: int = 0, measure: str | None = "raw",
@@ -246,14 +272,14 @@ def steps_args(n_steps, tolerance) -> tuple[int | None, float | None]:
     return n, tol
 
 
-def method_names(value) -> tuple[str, ...]:
-    """Method names from "a, b" or ["a", "b"]."""
+def method_names(value, what: str = "methods") -> tuple[str, ...]:
+    """Names (of methods, or ``what``) from "a, b" or ["a", "b"]."""
     if value is None:
         return ()
     if isinstance(value, str):
         value = value.split(",")
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-        raise InputError(f"methods must be comma-separated names or a list of names, got {value!r}.")
+        raise InputError(f"{what} must be comma-separated names or a list of names, got {value!r}.")
     return tuple(v.strip() for v in value if v.strip())
 
 
