@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..errors import DataError, InputError
 from .analyses import add_engine_options, engine_from_args
+from .answer_evaluate import add_answer_options, cmd_evaluate_answers, is_answerer, refuse_answer_file
 from .common import fail, model_from_args, print_json
 from .tagger_evaluate import cmd_evaluate_tagger, is_tagger, refuse_tagged_file
 
@@ -26,6 +27,9 @@ def cmd_evaluate(args) -> int:
     if engine is not None and args.layers:
         raise SystemExit(fail("--layers computes its vectors in this process: leave out --engine ray or --layers"))
     lm = model_from_args(args)
+    if is_answerer(lm):  # a question answering model: SQuAD's EM and F1 on a SQuAD-format file (answer_evaluate.py)
+        return cmd_evaluate_answers(args, lm)
+    refuse_answer_file(args, lm)  # a SQuAD file given to a classifier or a tagger: it needs a span reader, say so
     if is_tagger(lm):  # a token classifier: entity scores on a tagged file (tagger_evaluate.py)
         return cmd_evaluate_tagger(args, lm)
     refuse_tagged_file(args.data, lm)  # a CoNLL file given to a classifier: it needs a tagger, say so
@@ -229,9 +233,12 @@ def cmd_layers(args) -> int:
 def register(add: Callable) -> None:
     """The arguments of evaluate and layers (``add`` gives each the common ones)."""
     p = add("evaluate", cmd_evaluate, "evaluate a model on a labelled CSV/TSV/TXT file: metrics, slices worst first, "
-                                      "calibration; a tagger on a tagged file: entity F1 per type, slices, errors")
+                                      "calibration; a tagger on a tagged file: entity F1 per type, slices, errors; "
+                                      "a question answering model on a SQuAD file: exact match and F1, slices, errors")
     p.add_argument("data", help="file with a header row, a text column and a label column (.csv, .tsv, .txt); for a "
-                                "tagger (token classification), a CoNLL file, JSON lines or a tokens/tags CSV")
+                                "tagger (token classification), a CoNLL file, JSON lines or a tokens/tags CSV; for a "
+                                "question answering model, SQuAD JSON or a question/context/answer_text/answer_start "
+                                "CSV")
     p.add_argument("--text-column", default=None, help="column with the text (default: guessed)")
     p.add_argument("--label-column", default=None, help="column with the true label (default: guessed)")
     p.add_argument("--pair-column", default=None, help="column with a second text, for sentence pairs")
@@ -259,6 +266,7 @@ def register(add: Callable) -> None:
                    help="share of the rows the temperature is fitted on; the others measure it (default: %(default)s)")
     p.add_argument("--seed", type=int, default=0,
                    help="seed of that split (a tagger: of the bootstrap intervals) (default: %(default)s)")
+    add_answer_options(p)
     add_engine_options(p)
     p = add("layers", cmd_layers,
             "[CLS] geometry by layer: how well a linear probe separates a labelled file's classes at every layer")

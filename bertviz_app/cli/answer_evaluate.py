@@ -1,0 +1,139 @@
+"""evaluate FILE with a question answering model: a span reader scored on a SQuAD-format file (SQuAD JSON, or a
+question/context/answer_text/answer_start CSV): SQuAD's exact match and F1 with intervals, the answered and
+unanswerable questions apart, slices, and the questions it answers wrong."""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+from ..errors import DataError
+from .common import fail, print_json
+
+ERRORS_PRINTED = 5  # wrong answers printed without --json (the JSON lists up to 200)
+# evaluate's options that a question answering model's evaluation does not read: (attribute, option, what it is for)
+_NOT_FOR_ANSWERS = (("text_column", "--text-column", "names a table's text column"),
+                    ("label_column", "--label-column", "names a table's label column"),
+                    ("pair_column", "--pair-column", "names a table's second text column"),
+                    ("word", "--word", "slices a classifier's rows or a tagger's sentences by a word"),
+                    ("layers", "--layers", "probes a classifier's [CLS] vectors"),
+                    ("save_temperature", "--save-temperature", "calibrates a classifier's probabilities"),
+                    ("compare_with", "--compare-with", "compares two classifiers or two taggers (not yet two "
+                                                       "question answering models)"),
+                    ("out", "--out", "writes a classifier's run folder (use --json and redirect it)"))
+# the options only a question answering model's evaluation reads: (attribute, option)
+_ANSWERS_ONLY = (("no_answer_threshold", "--no-answer-threshold"), ("never_no_answer", "--never-no-answer"),
+                 ("max_answer_len", "--max-answer-len"), ("stride", "--stride"))
+
+
+def add_answer_options(p) -> None:
+    """evaluate's options for a question answering model (each None or False unless given)."""
+    p.add_argument("--no-answer-threshold", type=float, default=None,
+                   help="a question answering model answers 'no answer' when its score beats the best span's by more "
+                        "than this (default: 0 when the file has unanswerable questions, else never)")
+    p.add_argument("--never-no-answer", action="store_true",
+                   help="a question answering model always answers its best span")
+    p.add_argument("--max-answer-len", type=int, default=None,
+                   help="a question answering model's longest answer, in tokens (default 30)")
+    p.add_argument("--stride", type=int, default=None,
+                   help="context tokens shared by neighbouring windows of a long context (default: 128, or half the "
+                        "window where that is less)")
+
+
+def is_answerer(lm) -> bool:
+    """Is the loaded model a question answering model (evaluate then scores its answers)?"""
+    from ..models.heads import QUESTION_ANSWERING  # lazily: `bertviz-app --help` imports none of the core
+
+    return lm.head is QUESTION_ANSWERING
+
+
+def refuse_answer_file(args, lm) -> None:
+    """A classifier or a tagger given a question answering file (SQuAD JSON, a question/context/answer CSV) or a
+    question answering option: InputError naming the model's head and the question answering head that needs (the
+    classifier's and the tagger's readers would only say the file is not theirs)."""
+    from pathlib import Path
+
+    from ..models.heads import QUESTION_ANSWERING  # lazily, as above
+    from ..train.data.squad import looks_like_squad
+
+    for attr, option in _ANSWERS_ONLY:
+        if getattr(args, attr, None) not in (None, False):
+            lm.require_head(QUESTION_ANSWERING, f"{option} is an option of a question answering model's evaluation")
+    try:
+        with Path(args.data).expanduser().open("rb") as f:
+            head = f.read(1 << 16).decode("utf-8", "replace")
+    except OSError:
+        return  # the reader says what is wrong with the path
+    if looks_like_squad(head):
+        lm.require_head(QUESTION_ANSWERING, f"{Path(args.data).name} holds questions with their contexts and answers "
+                                            "(SQuAD), and evaluating them scores the answers a span reader finds")
+
+
+def cmd_evaluate_answers(args, lm) -> int:
+    """evaluate FILE --model QA_MODEL [--no-answer-threshold T | --never-no-answer] [--json]: what ``cmd_evaluate``
+    runs when the model is a question answering model."""
+    from ..evaluate.answer_evaluation import AUTO, evaluate_answers  # lazily, as above
+
+    if getattr(args, "engine", "local") == "ray":
+        return fail("the Ray engine evaluates classifiers; a question answering model runs in one process: leave out "
+                    "--engine ray")
+    for attr, option, what in _NOT_FOR_ANSWERS:
+        if getattr(args, attr, None):
+            return fail(f"{option} {what}; {lm.name} is a question answering model: leave out {option}")
+    threshold = None if args.never_no_answer else AUTO if args.no_answer_threshold is None else args.no_answer_threshold
+    tty = sys.stderr.isatty()
+
+    def progress(done: int, total: int) -> None:
+        if tty:
+            sys.stderr.write(f"\ranswered {done:,}/{total:,} questions")
+            sys.stderr.flush()
+
+    options = {} if args.max_answer_len is None else {"max_answer_len": args.max_answer_len}
+    try:
+        ev = evaluate_answers(lm, args.data, no_answer_threshold=threshold, stride=args.stride,
+                              batch_size=args.batch_size, seed=args.seed, progress=progress, cancel=threading.Event(),
+                              **options)
+    except DataError as exc:  # several problems come as a list: keep the one-line error contract
+        raise DataError(" ".join(str(exc).split())) from None
+    finally:
+        if tty:
+            sys.stderr.write("\n")
+    if args.json:
+        print_json(ev.to_dict())
+        return 0
+    print_answer_evaluation(ev)
+    return 0
+
+
+def _interval(iv) -> str:
+    return "n/a" if iv is None else f"[{iv[0]:.3f}, {iv[1]:.3f}]"
+
+
+def print_answer_evaluation(ev) -> None:
+    """The evaluation as text: what was read, EM and F1 with intervals, the two groups, slices, wrong answers."""
+    d = ev.to_dict(errors=ERRORS_PRINTED)
+    o = d["options"]
+    threshold = "never" if o["no_answer_threshold"] is None else f"{o['no_answer_threshold']:g}"
+    print(f"{d['n_questions']:,} questions of {ev.source} ({ev.format}, {d['n_unanswerable']:,} unanswerable) answered "
+          f"by {ev.model} (no-answer threshold {threshold}, stride {o['stride']}); SQuAD's exact match and F1, 95% "
+          "intervals by a bootstrap over questions")
+    iv = d["interval"] or {}
+    print(f"exact match {d['exact']:.4f} {_interval(iv.get('exact'))}  F1 {d['f1']:.4f} {_interval(iv.get('f1'))}")
+    if d["no_answer_accuracy"] is not None:
+        has, none = d["has_answer"], d["no_answer"]
+        print(f"answerable {has['n']:,}: exact {has['exact']:.4f}, F1 {has['f1']:.4f}; unanswerable {none['n']:,}: "
+              f"exact {none['exact']:.4f}; answer or no answer chosen right: {d['no_answer_accuracy']:.1%}")
+    print("slices (exact, F1, F1 95% interval, questions):")
+    width = max(len(s["name"]) for s in d["slices"])
+    for s in d["slices"]:
+        print(f"  {s['name']:<{width}}  {s['exact']:.3f}  {s['f1']:.3f}  "
+              f"{_interval((s['interval'] or {}).get('f1')):<16}  n={s['n_questions']:,}")
+    print(f"wrong answers (not an exact match): {d['n_errors']:,} of {d['n_questions']:,}"
+          + (f" (the first {ERRORS_PRINTED}, lowest F1 first; --json lists up to 200)"
+             if d["n_errors"] > ERRORS_PRINTED else ""))
+    for e in d["errors"]:
+        gold = " | ".join(repr(g) for g in e["gold"]) or "no answer"
+        got = "no answer" if e["no_answer"] else repr(e["predicted"])
+        print(f"  {e['id']}: {e['question']!r} -> {got} (gold {gold}), F1 {e['f1']:.2f}")
+    for note in ev.notices:
+        print(f"note: {note}")
