@@ -136,6 +136,12 @@ def test_f1_and_exact_match_equal_the_reference_on_random_answers():
         assert token_f1(gold, predicted) == pytest.approx(want, rel=1e-12, abs=1e-15), (gold, predicted)
         assert exact_match(gold, predicted) == int(reference_tokens(gold) == reference_tokens(predicted))
         seen.add(round(want, 3))
+        # several golds: the best of them, those with no tokens dropped unless none is left (then [""])
+        golds = [gold, answer(), answer()]
+        kept = [g for g in golds if reference_tokens(g)] or [""]
+        em, f1 = score_answer(golds, predicted)
+        assert f1 == pytest.approx(max(reference_f1(g, predicted) for g in kept), rel=1e-12, abs=1e-15)
+        assert em == max(int(reference_tokens(g) == reference_tokens(predicted)) for g in kept)
     assert len(seen) > 8  # the answers gave many different F1 values, not only 0 and 1
 
 

@@ -16,8 +16,9 @@ from the network at run time. The definitions are the script's (``evaluate-v2.0.
   normalises to nothing (the empty answer, or one such as "the" or ".") scores 1 there.
 
 Scores here are fractions in [0, 1] (the script prints them x 100). ``mean_intervals`` resamples questions with
-replacement (seeded, ``BOOTSTRAP_SAMPLES`` draws, the same draws for every column it is given) and gives the 2.5th
-and 97.5th percentiles of each column's mean, as ``train.entity_metrics`` does over sentences.
+replacement (seeded, ``BOOTSTRAP_SAMPLES`` draws, the same draws for every column it is given, drawn a block at a
+time so memory stays bounded) and gives the 2.5th and 97.5th percentiles of each column's mean, as
+``train.entity_metrics`` does over sentences.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ __all__ = ["normalize_answer", "answer_tokens", "exact_match", "token_f1", "gold
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCTUATION = frozenset(string.punctuation)
+_DRAWN_AT_ONCE = 4_000_000  # row indices drawn per block of resamples (32 MB)
 
 
 def normalize_answer(text: str) -> str:
@@ -56,7 +58,10 @@ def exact_match(gold: str, predicted: str) -> int:
 
 def token_f1(gold: str, predicted: str) -> float:
     """Token F1 of one prediction against one gold answer (see the module's docstring)."""
-    gold_tokens, predicted_tokens = answer_tokens(gold), answer_tokens(predicted)
+    return _f1(answer_tokens(gold), answer_tokens(predicted))
+
+
+def _f1(gold_tokens: list[str], predicted_tokens: list[str]) -> float:
     if not gold_tokens or not predicted_tokens:
         return float(gold_tokens == predicted_tokens)
     common = sum((Counter(gold_tokens) & Counter(predicted_tokens)).values())
@@ -76,9 +81,11 @@ def gold_answers(texts: Sequence[str]) -> list[str]:
 
 def score_answer(golds: Sequence[str], predicted: str) -> tuple[int, float]:
     """(exact match, token F1) of ``predicted`` against a question's gold answers: the maximum over them
-    (``gold_answers``; an empty list is "no answer")."""
-    golds = gold_answers(golds)
-    return max(exact_match(g, predicted) for g in golds), max(token_f1(g, predicted) for g in golds)
+    (``gold_answers``; an empty list is "no answer"). Each text is normalised once."""
+    kept = [n for n in map(normalize_answer, golds) if n] or [""]
+    guess = normalize_answer(predicted)
+    tokens = guess.split()
+    return max(int(g == guess) for g in kept), max(_f1(g.split(), tokens) for g in kept)
 
 
 def mean_intervals(columns: Mapping[str, Sequence[float]], *, seed: int = 0,
@@ -93,12 +100,14 @@ def mean_intervals(columns: Mapping[str, Sequence[float]], *, seed: int = 0,
     n_rows = n.pop() if n else 0
     if not n_rows or samples < 1:
         return None
-    weights = np.random.default_rng(seed).multinomial(n_rows, np.full(n_rows, 1 / n_rows), size=samples)  # (B, N)
-    out = {}
-    for name, values in arrays.items():
-        draws = weights @ values / n_rows  # (B,)
-        out[name] = (float(np.percentile(draws, 2.5)), float(np.percentile(draws, 97.5)))
-    return out
+    rng = np.random.default_rng(seed)
+    draws = {name: np.empty(samples) for name in arrays}  # (B,) each: the column's mean in each resample
+    step = max(1, _DRAWN_AT_ONCE // n_rows)  # resamples drawn at once: memory bounded whatever the rows
+    for start in range(0, samples, step):
+        rows = rng.integers(0, n_rows, size=(min(step, samples - start), n_rows))  # (b, N) rows drawn
+        for name, values in arrays.items():
+            draws[name][start:start + len(rows)] = values[rows].mean(axis=1)
+    return {name: (float(np.percentile(d, 2.5)), float(np.percentile(d, 97.5))) for name, d in draws.items()}
 
 
 def answer_scores(golds: Sequence[Sequence[str]], predicted: Sequence[str], *, seed: int = 0,
