@@ -23,7 +23,7 @@ import gradio as gr
 import bertviz_app as core
 from bertviz_app.config import Settings
 from bertviz_app.interpret.mixing_measures import check_measure
-from bertviz_app.models.heads import TOKEN_CLASSIFICATION
+from bertviz_app.models.heads import QUESTION_ANSWERING, TOKEN_CLASSIFICATION
 
 from . import (
     analysis,
@@ -107,7 +107,7 @@ class Page:
                 self.e = evaluate_tab.build(default, settings=settings)
         p, a, t, m = self.p, self.a, self.t, self.m
         self.analyze_outputs = {self.state, p.model_info, p.warnings, p.notice, p.label, p.bar, p.tokens,
-                                p.calibration, p.raw, p.entities, p.tag_words,
+                                p.calibration, p.raw, p.entities, p.tag_words, p.answer, p.n_best,
                                 a.layer, a.head, a.heatmap, a.cls_rows, a.rollout, a.overview, a.overview_notice,
                                 a.note, a.status, t.target, t.status, t.delta, t.tokens, t.bar, t.path, t.lens,
                                 t.cmp.shown, t.cmp.state, t.cmp.status}
@@ -121,7 +121,8 @@ class Page:
         self.attribution_charts = {t.delta, t.tokens, t.bar, t.path, t.lens}
         self.ig_outputs = {self.state, self.drawn, p.tokens} | self.attention_charts | self.attribution_charts
         self.model_outputs = {m.status, m.loaded, m.info, m.table, m.config, t.target, t.baseline, p.model_info,
-                              p.warnings, a.measure, a.measure_note, self.chosen_measure}
+                              p.warnings, a.measure, a.measure_note, self.chosen_measure,
+                              p.text, p.pair, p.threshold, p.window}  # the boxes' labels follow the head
 
     def load(self, name: str | None) -> core.LoadedModel:
         return model_loading.load(name, self.default, self.settings)
@@ -151,7 +152,7 @@ class Page:
 
     # ------------------------------------------------------------- Analyze: everything once
     def analyze(self, model_name, text, pair, target, baseline, n_steps, auto, layer, head, hide, merge, attr_merge,
-                skip_ig=False, window=False, open_tab=None, measure=None):
+                skip_ig=False, window=False, open_tab=None, measure=None, threshold=0.0):
         """Analyze, as one queued streaming event (one place in the heavy queue per click, issue 19):
         the quick part (one forward pass each: prediction, attention, [CLS] lens) is shown at once,
         then Integrated Gradients and the [CLS] path follow in the same event, then the button is
@@ -162,7 +163,9 @@ class Page:
         ``open_tab``: the page's ``{"tab": ...}`` (``on_tab`` changes it in place), read when
         drawing, so a chart tab opened while the analysis runs is drawn for this text. ``measure``: the
         Attention tab's measure (``{"measure": name}``, the page's ``chosen_measure``, or a name), computed
-        in the quick part when it is not raw attention."""
+        in the quick part when it is not raw attention. A question answering model reads ``text`` as the question
+        and ``pair`` as the context, "no answer" against ``threshold`` (``{"threshold": value}``, the Predict tab's
+        ``chosen_threshold``, or a number)."""
         track = streaming.AnalyzeProgress(skip_ig=bool(skip_ig), n_steps=int(n_steps or 50), auto=bool(auto))
         live = open_tab if isinstance(open_tab, dict) else {"tab": open_tab or "predict"}
         measure = (measure or {}).get("measure", "raw") if isinstance(measure, dict) else (measure or "raw")
@@ -172,6 +175,8 @@ class Page:
             track.n_layers = lm.num_layers
             if lm.head is TOKEN_CLASSIFICATION:  # a tagger: its tags and the text's attention
                 return lm, analysis.analyze_tagged(lm, text, progress=track.step, measure=measure)
+            if lm.head is QUESTION_ANSWERING:  # a question and a context: its answer and their attention
+                return lm, analysis.analyze_answer(lm, text, pair, threshold, progress=track.step, measure=measure)
             return lm, analysis.analyze_fast(lm, text, pair, progress=track.step, window=bool(window), measure=measure)
 
         try:
@@ -187,6 +192,9 @@ class Page:
             target = analysis.tag_target(rec.tagging, target)
             out.update(self.tagged(lm, rec, pair, target, skip_ig))
             skip_ig = skip_ig or target is None  # a text without entities: nothing explained until a word is chosen
+        elif isinstance(rec, analysis.AnswerRecord):  # an answer explains its span (or the target still chosen)
+            target = analysis.answer_target(rec.answer, target)
+            out.update(self.answered(lm, rec, target, skip_ig))
         else:
             target = target if target in lm.labels else PREDICTED
             out.update(predict_tab.render(p, rec, lm))
@@ -224,6 +232,10 @@ class Page:
         if isinstance(rec, analysis.TagRecord):  # a tagger: the chosen entity (or word's tag), explain_entities
             new = analysis.explain_target(self.load(rec.model), rec, target, baseline, n_steps, auto=bool(auto))
             tokens = ""
+        elif isinstance(rec, analysis.AnswerRecord):  # an answer: the chosen span target, explain_answer
+            new = analysis.explain_answer_target(self.load(rec.model), rec, target, baseline, n_steps,
+                                                 auto=bool(auto))
+            tokens = ""
         else:
             new = analysis.analyze_ig(self.load(rec.model), rec, target, baseline, n_steps, progress=step,
                                       auto=bool(auto), on_attribution=on_attribution)
@@ -244,6 +256,16 @@ class Page:
         out[t.delta] = attribution_tab.tag_pending_md(dataclasses.replace(rec, target=target), bool(skip_ig))
         return out
 
+    def answered(self, lm, rec, target, skip_ig) -> dict:
+        """A question answering model's Analyze (``rec``: an ``analysis.AnswerRecord``): its answer, the context
+        highlighted and the n-best spans on the Predict tab, its span targets on the Attributions tab (``target``
+        chosen) and that tab's line while it is explained; the Attention tab draws its maps as a classifier's."""
+        t = self.t
+        out = predict_tab.render_answer(self.p, rec, lm)
+        out[t.target] = attribution_tab.answer_target_update(rec, target)
+        out[t.delta] = attribution_tab.answer_pending_md(dataclasses.replace(rec, target=target), bool(skip_ig))
+        return out
+
     def analysis_failed(self):
         """The quick part failed (an empty text, say): its message shows, and every output of the
         previous text is cleared, so nothing left on the page belongs to another text."""
@@ -260,8 +282,10 @@ class Page:
     def ig_failed(self, rec):
         """Integrated Gradients failed: the button is back, and the Attributions tab says so
         (now, and when it is opened later) instead of "being computed"."""
-        tagger = isinstance(rec, analysis.TagRecord)
-        out = {self.t.delta: attribution_tab.TAG_IG_FAILED if tagger else attribution_tab.IG_FAILED,
+        tagger = isinstance(rec, analysis.HEAD_RECORDS)  # a tagger's or an answer's: its chosen target
+        failed = attribution_tab.ANSWER_IG_FAILED if isinstance(rec, analysis.AnswerRecord) else \
+            attribution_tab.TAG_IG_FAILED if tagger else attribution_tab.IG_FAILED
+        out = {self.t.delta: failed,
                **predict_tab.idle(self.p)}
         if rec is not None and (rec.explained if tagger else rec.attribution) is None:
             out[self.state] = dataclasses.replace(rec, ig_failed=True)
@@ -276,6 +300,18 @@ class Page:
     def show_raw(self, rec, raw):
         """The Predict tab's "show raw probabilities" switch: its label and bar redrawn from the record."""
         return predict_tab.switch_raw(self.p, rec, raw)
+
+    def change_threshold(self, rec, threshold) -> dict:
+        """The no-answer threshold changed: kept for the next Analyze, and an analysed question answered again with
+        it (its answer and n-best redrawn; the chart tabs drawn again when opened)."""
+        p = self.p
+        out = {p.chosen_threshold: {"threshold": analysis.threshold_arg(threshold)}, p.status: ""}
+        if isinstance(rec, analysis.AnswerRecord):
+            lm = self.load(rec.model)
+            new = analysis.with_threshold(lm, rec, threshold)
+            answer = predict_tab.render_answer(p, new, lm)
+            out.update({self.state: new, self.drawn: {}, p.answer: answer[p.answer], p.n_best: answer[p.n_best]})
+        return out
 
     def on_tab(self, open_tab: dict, evt: gr.SelectData):
         """The open tab, kept in place in ``open_tab`` (the State's own dict): an Analyze event
@@ -361,6 +397,7 @@ class Page:
             out[t.baseline] = gr.update(value=core.recommended_baseline(lm))
         out[p.model_info] = model_loading.model_line(lm)
         out[p.warnings] = model_loading.warnings_md(lm)
+        out.update(predict_tab.head_view(p, lm))  # Question and Context for a question answering model
         out.update(attention_tab.measure_control(self.a, lm))
         if self.a.measure_note in out:  # the choice went back to raw attention
             out[self.chosen_measure] = {"measure": "raw"}
@@ -426,7 +463,8 @@ class Page:
         taken = gr.on([p.analyze.click, p.text.submit], self.starting, outputs=button, queue=False,
                       api_visibility="private", show_progress="hidden")
         self.analyze_inputs = [m.model, p.text, p.pair, t.target, t.baseline, t.n_steps, t.auto, a.layer, a.head,
-                               a.hide, a.merge, t.merge, p.skip_ig, p.window, self.open_tab, self.chosen_measure]
+                               a.hide, a.merge, t.merge, p.skip_ig, p.window, self.open_tab, self.chosen_measure,
+                               p.chosen_threshold]
         analyze = taken.then(guards.guard_stream(self.analyze), inputs=self.analyze_inputs, outputs=analyze_all,
                              api_name="analyze", api_visibility="undocumented",
                              show_progress="hidden", **HEAVY)
@@ -435,6 +473,13 @@ class Page:
         # State left out: it is not drawn, and an unqueued event may not write a State others listen to).
         analyze.failure(self.after_failure, outputs=analyze_all - {self.state}, queue=False, api_visibility="private",
                         show_progress="hidden")
+
+        # a question answering model's no-answer threshold: the analysed question answered again with it (one forward
+        # pass), and kept for the next Analyze; a refusal stays in the status line
+        p.threshold.input(guards.to_status(self.change_threshold, p.status),
+                          inputs=[self.state, p.threshold],
+                          outputs=[self.state, self.drawn, p.chosen_threshold, p.status, p.answer, p.n_best],
+                          trigger_mode="always_last", api_visibility="private", show_progress="hidden", **HEAVY)
 
         # raw or temperature-scaled probabilities: redrawn from the record, no model work (unqueued, not in the API)
         p.raw.input(guards.guard(self.show_raw), inputs=[self.state, p.raw], outputs=[p.label, p.bar], queue=False,

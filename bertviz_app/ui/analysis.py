@@ -14,6 +14,7 @@ import numpy as np
 import bertviz_app as core
 from bertviz_app.interpret.entity_attribution import EntityAttribution, entity_pieces
 from bertviz_app.interpret.mixing_measures import MixingMaps, check_measure, context_mixing, supported_measures
+from bertviz_app.interpret.span_attribution import SpanAttribution
 from bertviz_app.models.encoding import check_has_words
 from bertviz_app.models.inference import applied_temperature
 
@@ -92,6 +93,37 @@ class TagRecord:
     @property
     def pair(self) -> None:
         return None  # a tagger reads one text
+
+
+@dataclass(frozen=True, eq=False)
+class AnswerRecord:
+    """A question answering model's Analyze, kept per user in gr.State as ``Record`` is: its answer (``core.answer``
+    with the page's no-answer ``threshold``), the attention of the question and context read together (their first
+    window), the Attention tab's measure, and the Attributions tab's last explained target (``explain_answer``: the
+    answer span, its start or end, "no answer" or one of the n-best spans). No [CLS] lens, path or class."""
+
+    model: str
+    labels: tuple[str, ...]
+    device_label: str
+    answer: core.Answer
+    maps: core.AttentionMaps
+    threshold: float | None = 0.0
+    min_change: float = core.Settings.min_change
+    mixing: MixingMaps | None = None
+    explained: SpanAttribution | None = None  # None until a target is explained (or while it is computed)
+    target: str | None = None  # the target choice ``explained`` answers (``answer_choices``' value)
+    ig_failed: bool = False  # Analyze's Integrated Gradients ended in an error
+
+    @property
+    def text(self) -> str:
+        return self.answer.question
+
+    @property
+    def pair(self) -> str:
+        return self.answer.context
+
+
+HEAD_RECORDS = (TagRecord, AnswerRecord)  # the records of heads that do not read [CLS] (no lens, path or class)
 
 
 def calibrated_prediction(lm: core.LoadedModel, raw: core.Prediction) -> tuple[core.Prediction, Calibration | None]:
@@ -213,6 +245,89 @@ def explain_target(lm: core.LoadedModel, rec: TagRecord, target, baseline: str, 
     tolerance = tolerance_arg(auto)
     [a] = core.explain_entities(lm, rec.text, **args, baseline=baseline, tolerance=tolerance,
                                 n_steps=None if tolerance is not None else int(n_steps))
+    return dataclasses.replace(rec, explained=a, target=target, ig_failed=False)
+
+
+def threshold_arg(value) -> float:
+    """The page's no-answer threshold (the box's value, or its ``{"threshold": value}`` State) -> ``answer``'s
+    ``no_answer_threshold`` (an empty box: 0, the pipeline's handle_impossible_answer); anything else is answer's to
+    judge."""
+    value = value.get("threshold") if isinstance(value, dict) else value
+    return 0.0 if value is None or value == "" else value
+
+
+def analyze_answer(lm: core.LoadedModel, question: str, context: str, threshold=0.0,
+                   progress: Callable[[float, str], Any] | None = None, measure: str | None = "raw") -> AnswerRecord:
+    """A question answering model's quick part: its answer (``core.answer``; an empty question or context, a question
+    longer than the model reads: its InputError before any other work) and the attention of the question and the
+    context read as one pair (the first window's tokens), with the Attention tab's ``measure`` where supported."""
+    step = progress or (lambda *_: None)
+    step(0.05, "Answering")
+    threshold = threshold_arg(threshold)
+    [a] = core.answer(lm, question, context, no_answer_threshold=threshold)
+    step(0.1, "Reading attention")
+    maps = core.attention(lm, a.question, pair=a.context)
+    maps = core.AttentionMaps(info=maps.info, weights=maps.weights.astype(np.float16))  # halves per-user memory
+    rec = AnswerRecord(lm.name, lm.labels, lm.device_label, a, maps, threshold=threshold,
+                       min_change=lm.settings.min_change)
+    if measure and measure != "raw" and measure in supported_measures(lm):
+        step(0.17, "Context mixing")
+        rec = with_measure(lm, rec, measure)
+    return rec
+
+
+def with_threshold(lm: core.LoadedModel, rec: AnswerRecord, threshold) -> AnswerRecord:
+    """``rec`` answered again with another no-answer threshold (``core.answer``; the attention and the explained
+    target stay: the same question and context)."""
+    threshold = threshold_arg(threshold)
+    [a] = core.answer(lm, rec.text, rec.pair, no_answer_threshold=threshold)
+    return dataclasses.replace(rec, answer=a, threshold=threshold)
+
+
+# A question answering model's targets: the answer span as a whole, its start, its end, "no answer", then each n-best
+# span as a whole ("nbest:K")
+SPAN, NBEST = "span", "nbest:"
+SPAN_PARTS = (("the answer span: p(start) × p(end)", SPAN), ("its start: p(start)", "start"),
+              ("its end: p(end)", "end"), ("no answer: p(start = end = first token)", "no-answer"))
+
+
+def answer_choices(a: core.Answer) -> list[tuple[str, str]]:
+    """(label, value) of what the Attributions tab can explain for an answer: the predicted span (its best span when
+    the answer is "no answer"), its start, its end, "no answer", then each n-best span as a whole."""
+    head = SPAN_PARTS if a.n_best else SPAN_PARTS[3:]  # no span at all: only "no answer"
+    return [*head, *((f"“{s.text}” (n-best {k + 1}, characters {s.start}-{s.end})", f"{NBEST}{k}")
+                     for k, s in enumerate(a.n_best))]
+
+
+def answer_target(a: core.Answer, value) -> str:
+    """The target an answer's Analyze explains: ``value`` when offered, else the answer span, or "no answer" when
+    that is the answer."""
+    values = [v for _, v in answer_choices(a)]
+    return value if value in values else "no-answer" if a.no_answer else values[0]
+
+
+def answer_target_args(a: core.Answer, value) -> dict:
+    """``explain_answer``'s ``span`` and ``part`` for a target value (``answer_choices``); anything this answer does
+    not offer: InputError saying what to choose."""
+    if value in [v for _, v in answer_choices(a)]:
+        if value == "no-answer":
+            return {"span": "no-answer", "part": SPAN}
+        if str(value).startswith(NBEST):
+            s = a.n_best[int(str(value)[len(NBEST):])]
+            return {"span": (s.start, s.end), "part": SPAN}
+        return {"span": None, "part": value}
+    raise core.InputError("Choose the answer span, its start or end, no answer or an n-best span in the target "
+                          "list to explain, then press Explain.")
+
+
+def explain_answer_target(lm: core.LoadedModel, rec: AnswerRecord, target, baseline: str, n_steps: int,
+                          auto: bool = False) -> AnswerRecord:
+    """Integrated Gradients of an answer's target (``answer_target_args``; ``core.explain_answer``) on ``rec``'s
+    question and context: ``auto``: steps for a relative delta within the page's tolerance, else ``n_steps``."""
+    args = answer_target_args(rec.answer, target)
+    tolerance = tolerance_arg(auto)
+    [a] = core.explain_answer(lm, rec.text, rec.pair, args["span"], part=args["part"], baseline=baseline,
+                              tolerance=tolerance, n_steps=None if tolerance is not None else int(n_steps))
     return dataclasses.replace(rec, explained=a, target=target, ig_failed=False)
 
 

@@ -125,30 +125,83 @@ def entity_rows(rec: analysis.TagRecord, view: token_views.TokenView, keep) -> l
     units restricted to ``keep``): the rows of the tokens whose characters overlap the entity's. An entity past the
     tokens drawn (a long text's) has none."""
     info = rec.maps.info
-    groups = view.groups.groups if view.groups is not None else [(i,) for i in range(len(info.tokens))]
-    row_of = {int(u): r for r, u in enumerate(keep)}
     out = []
     for e in rec.tagging.entities:
         toks = {p for p, ((a, b), sid) in enumerate(zip(info.offsets, info.sequence_ids))
                 if sid is not None and a < e.end and b > e.start}
-        rows = [row_of[u] for u, g in enumerate(groups) if u in row_of and toks.intersection(g)]
+        rows = rows_of_tokens(info, view, keep, toks)
         if rows:
             out.append((min(rows), max(rows), f"{e.text} · {e.label}"))
     return out
 
 
-def mark_rows(fig, rows: list[tuple[int, int, str]]):
+def rows_of_tokens(info: core.TokenInfo, view: token_views.TokenView, keep, toks: set[int]) -> list[int]:
+    """The heatmap's rows (``view``'s units restricted to ``keep``) holding any of the token positions ``toks``."""
+    groups = view.groups.groups if view.groups is not None else [(i,) for i in range(len(info.tokens))]
+    row_of = {int(u): r for r, u in enumerate(keep)}
+    return [row_of[u] for u, g in enumerate(groups) if u in row_of and toks.intersection(g)]
+
+
+def mark_rows(fig, rows: list[tuple[int, int, str]], colour: str = ENTITY_LINE):
     """``fig`` (a token heatmap) with each (first, last, name) run of rows outlined, its name in the hover."""
     for a, b, name in rows:
         fig.add_shape(type="rect", xref="x domain", x0=0, x1=1, yref="y", y0=a - 0.5, y1=b + 0.5,
-                      line=dict(color=ENTITY_LINE, width=2), fillcolor="rgba(0,0,0,0)", name=name)
+                      line=dict(color=colour, width=2), fillcolor="rgba(0,0,0,0)", name=name)
     return fig
 
 
-def token_span(info: core.TokenInfo, start: int, end: int) -> str:
-    """"token 4" / "tokens 4-5": the positions ([CLS] is 0) whose characters overlap [start, end)."""
+# A question answering model's blocks: the question's rows, the context's, and the answer's among them
+QUESTION_LINE, CONTEXT_LINE = "#1f77b4", "#2ca02c"
+
+
+def side_rows(rec: analysis.AnswerRecord, view: token_views.TokenView, keep) -> dict[str, list[tuple[int, int, str]]]:
+    """{"question": [(first, last, "question")], "context": [...], "answer": [...]}: the heatmap's rows of the
+    question's tokens, the context's, and the answer's (its characters in the context); a block with no row drawn
+    (the answer past the tokens drawn, "no answer") is an empty list."""
+    info, a = rec.maps.info, rec.answer
+    sides = {"question": {p for p, sid in enumerate(info.sequence_ids) if sid == 0},
+             "context": {p for p, sid in enumerate(info.sequence_ids) if sid == 1},
+             "answer": set() if a.no_answer else {
+                 p for p, ((x, y), sid) in enumerate(zip(info.offsets, info.sequence_ids))
+                 if sid == 1 and x < a.end and y > a.start}}
+    out = {}
+    for name, toks in sides.items():
+        rows = rows_of_tokens(info, view, keep, toks)
+        label = f"answer · {a.text}" if name == "answer" else name
+        out[name] = [(min(rows), max(rows), label)] if rows else []
+    return out
+
+
+def mark_sides(fig, rec: analysis.AnswerRecord, view: token_views.TokenView, keep):
+    """``fig`` with the question's rows outlined in blue, the context's in green, the answer's in red."""
+    rows = side_rows(rec, view, keep)
+    mark_rows(fig, rows["question"], QUESTION_LINE)
+    mark_rows(fig, rows["context"], CONTEXT_LINE)
+    return mark_rows(fig, rows["answer"], ENTITY_LINE)
+
+
+def answer_note(rec) -> str:
+    """The Attention tab's line for a question answering model's record: where the question, the context and the
+    answer are; "" for another record."""
+    if not isinstance(rec, analysis.AnswerRecord):
+        return ""
+    info, a = rec.maps.info, rec.answer
+    q = [p for p, sid in enumerate(info.sequence_ids) if sid == 0]
+    c = [p for p, sid in enumerate(info.sequence_ids) if sid == 1]
+    line = ("**A question answering model:** the question and the context are read together. Rows outlined: the "
+            f"question in blue (tokens {q[0]}-{q[-1]}), the context in green (tokens {c[0]}-{c[-1]})")
+    line += "." if a.no_answer else f", the answer “{esc(a.text)}” in red ({token_span(info, a.start, a.end, side=1)})."
+    if a.windows > 1 or info.truncated:
+        line += (f"  \n**Long context:** the charts read its first {len(info.tokens)} tokens; the answer was read in "
+                 f"{a.windows} overlapping window{'s' if a.windows > 1 else ''}.")
+    return line
+
+
+def token_span(info: core.TokenInfo, start: int, end: int, side: int | None = None) -> str:
+    """"token 4" / "tokens 4-5": the positions ([CLS] is 0) whose characters overlap [start, end); ``side``: of the
+    first (0) or second (1) text only (offsets are into each text's own characters)."""
     hit = [p for p, ((a, b), sid) in enumerate(zip(info.offsets, info.sequence_ids))
-           if sid is not None and a < end and b > start]
+           if sid is not None and (side is None or sid == side) and a < end and b > start]
     if not hit:
         return "past the tokens drawn"
     return f"token {hit[0]}" if len(hit) == 1 else f"tokens {hit[0]}-{hit[-1]}"
@@ -188,6 +241,9 @@ def render_focus(rec: analysis.Record, layer: int, head: str, hide: bool, merge:
         view = token_views.token_view(rec.maps.info, merge)
         mark_rows(fig, entity_rows(rec, view, view.keep(hide)))
         cls_fig = plots.empty_figure(NO_CLS_ROW)
+    elif isinstance(rec, analysis.AnswerRecord):  # the question's, the context's and the answer's rows outlined
+        view = token_views.token_view(rec.maps.info, merge)
+        mark_sides(fig, rec, view, view.keep(hide))
     return fig, cls_fig, roll_fig
 
 
@@ -268,7 +324,7 @@ def render(ui: SimpleNamespace, rec: analysis.Record, layer: int, head: str, hid
     fig, cls_fig, roll_fig = render_focus(rec, layer, head, hide, merge)
     over, notice = render_overview(rec, hide, merge)
     return {ui.heatmap: fig, ui.cls_rows: cls_fig, ui.rollout: roll_fig, ui.overview: over, ui.overview_notice: notice,
-            ui.note: tagger_note(rec)}
+            ui.note: tagger_note(rec) or answer_note(rec)}
 
 
 # --------------------------------------------------------------------------- whole document (windows)
@@ -316,7 +372,7 @@ def build_document() -> SimpleNamespace:
 
 def is_long(rec: analysis.Record | None) -> bool:
     """Whether the analysed text is longer than the model reads (cut, or classified in several windows)."""
-    if rec is None or isinstance(rec, analysis.TagRecord):  # a tagger's text is read whole by tag, in windows
+    if not isinstance(rec, analysis.Record):  # a tagger's text (an answer's context) is read whole, in windows
         return False
     p = rec.prediction
     return bool(p.truncated or (p.windows or 1) > 1)
@@ -363,6 +419,9 @@ def check_document(rec) -> None:
     if isinstance(rec, analysis.TagRecord):
         raise core.InputError("The whole-document part reads a classifier's [CLS] rows; a tagger's text is read "
                               "whole by its tags (the Predict tab), and its attention is drawn above.")
+    if isinstance(rec, analysis.AnswerRecord):
+        raise core.InputError("The whole-document part reads a classifier's [CLS] rows; an answer reads its whole "
+                              "context in windows by itself (the Predict tab), and its attention is drawn above.")
 
 
 def read_document(rec: analysis.Record | None, window, stride, settings: core.Settings) -> DocumentView:

@@ -31,6 +31,7 @@ from .markup import esc
 
 BASELINE_INFO = "what the text is compared against"
 TARGET_LABEL, TAGGER_TARGET_LABEL = "Target class", "Target (an entity, or a word's tag)"
+ANSWER_TARGET_LABEL = "Target (the answer span, its start or end, no answer, an n-best span)"
 EXPLAIN_LABEL, TAGGER_EXPLAIN_LABEL = "Explain again with these settings", "Explain this target"
 TAGGER_NOTE = (
     "**A token classifier (a tagger)** labels every word-piece, so this tab explains one entity at a time (as a "
@@ -39,6 +40,14 @@ TAGGER_NOTE = (
     "there (B- at the first piece, I- after): the log-probability that these pieces are that entity. Not offered for "
     "a tagger: comparing methods and their faithfulness, the whole-document explanation (both read one class of the "
     "whole text), the [CLS] path and lens (a tagger reads every token, not [CLS]), and the downloads.")
+ANSWER_NOTE = (
+    "**A question answering model** answers with a span of the context, so this tab explains the span: pick the "
+    "answer span as a whole, its start or its end alone, \"no answer\", or one of the n-best spans in **Target** and "
+    "press **Explain this target**. The score is Integrated Gradients on the word vectors of the question and the "
+    "context of F = log p(start) + log p(end) (the span's score p(start) \u00d7 p(end), as a log; the start or the end "
+    "alone: its own log-probability; \"no answer\": both at the first token). Not offered for a question answering "
+    "model: comparing methods and their faithfulness, the whole-document explanation, the [CLS] path and lens (its "
+    "head reads every context token, not [CLS]), and the downloads.")
 
 
 def build() -> SimpleNamespace:
@@ -130,6 +139,9 @@ def check_classifier(rec, what: str) -> None:
     if isinstance(rec, analysis.TagRecord):
         raise core.InputError(f"{what} reads a sequence classifier's class of the whole text; a tagger's entities "
                               "are explained one at a time by the Target and Explain controls above.")
+    if isinstance(rec, analysis.AnswerRecord):
+        raise core.InputError(f"{what} reads a sequence classifier's class of the whole text; a question answering "
+                              "model's answer is explained by the Target and Explain controls above.")
 
 
 def explain_document(rec: analysis.Record | None, target: str, baseline: str, n_steps: int, auto: bool, stride,
@@ -411,12 +423,18 @@ def mode_outputs(ui: SimpleNamespace) -> list:
     return [ui.tagger_note, ui.explain, ui.cls_row, ui.cls_note, ui.cmp.panel, ui.doc.panel]
 
 
+def is_answerer(lm: core.LoadedModel) -> bool:
+    return lm.head.reads == "span"  # question answering: start and end over the context
+
+
 def mode_for(ui: SimpleNamespace, lm: core.LoadedModel) -> dict:
-    """The tab's parts for ``lm``'s head: for a tagger its line shown (``TAGGER_NOTE``: what it explains and why the
-    rest is not offered), and the classifier's parts hidden (the [CLS] path and lens, comparing methods, the whole
-    document: each reads one class of the whole text); for a classifier everything as it was."""
-    tagger = is_tagger(lm)
-    return {ui.tagger_note: gr.update(visible=tagger),
+    """The tab's parts for ``lm``'s head: for a tagger (or a question answering model) its line shown
+    (``TAGGER_NOTE``, ``ANSWER_NOTE``: what it explains and why the rest is not offered), and the classifier's parts
+    hidden (the [CLS] path and lens, comparing methods, the whole document: each reads one class of the whole text);
+    for a classifier everything as it was."""
+    answerer = is_answerer(lm)
+    tagger = is_tagger(lm) or answerer
+    return {ui.tagger_note: gr.update(visible=tagger, value=ANSWER_NOTE if answerer else TAGGER_NOTE),
             ui.explain: gr.update(value=TAGGER_EXPLAIN_LABEL if tagger else EXPLAIN_LABEL),
             ui.cls_row: gr.update(visible=not tagger), ui.cls_note: gr.update(visible=not tagger),
             ui.cmp.panel: gr.update(visible=not tagger), ui.doc.panel: gr.update(visible=not tagger)}
@@ -517,6 +535,113 @@ def render_tagged(ui: SimpleNamespace, rec: analysis.TagRecord, merge: bool, ski
     }
 
 
+# --------------------------------------------------------------------------- a question answering model
+NO_ANSWER_TEXT = "(analyze a question to list its targets)"
+ANSWER_IG_FAILED = ("**Integrated Gradients did not finish** for this target (the message says why); the answer and "
+                    "the attention are complete. Press **Explain this target** to try again.")
+
+
+def answer_target_update(rec, target) -> dict:
+    """The target control for a question answering model: the answer span, its start, its end, no answer and the
+    n-best spans of its analysed question (``analysis.answer_choices``), ``target`` kept where offered (else
+    ``analysis.answer_target``); before a question is analysed, a placeholder ("") that explains nothing."""
+    if not isinstance(rec, analysis.AnswerRecord):
+        return gr.update(choices=[(NO_ANSWER_TEXT, "")], value="", label=ANSWER_TARGET_LABEL,
+                         info="Analyze a question and its context to list what can be explained")
+    return gr.update(choices=analysis.answer_choices(rec.answer), value=analysis.answer_target(rec.answer, target),
+                     label=ANSWER_TARGET_LABEL, info="the span as a whole, its start or end alone, or no answer")
+
+
+def answer_pending_md(rec: analysis.AnswerRecord, skipped: bool) -> str:
+    """The tab's line while an answer has no explanation yet."""
+    if rec.ig_failed:
+        return ANSWER_IG_FAILED
+    if skipped:
+        return ("**Integrated Gradients skipped** (\u201cSkip Integrated Gradients\u201d is on). Choose a target and "
+                "press **Explain this target**.")
+    return "**Integrated Gradients are being computed\u2026** the answer and attention are ready."
+
+
+def span_name(a) -> str:
+    """What a span explanation's scores push towards: "the span “joy”", "the start of “joy”", "no answer"."""
+    tg = a.target
+    if tg.kind == "no-answer":
+        return "no answer"
+    what = {"span": "the span", "start": "the start of", "end": "the end of"}[tg.part]
+    return f"{what} “{tg.text}”"
+
+
+def span_md(rec: analysis.AnswerRecord, min_change: float) -> str:
+    """What an answer's explanation explains, in words, and the numbers that say how far to trust it: F(x),
+    F(baseline), their change, completeness (the scores' sum), the convergence delta and the steps."""
+    a = rec.explained
+    tg = a.target
+    f_is = {"span": "log p(start) + log p(end)", "start": "log p(start)", "end": "log p(end)"}[tg.part]
+    where = ("at the first token (SQuAD 2.0's \"no answer\")" if tg.kind == "no-answer" else
+             f"of “{esc(tg.text)}” (characters {tg.start}-{tg.end}, tokens {tg.first}-{tg.last})")
+    windows = f", read in window {a.window + 1} of {a.windows}" if a.windows > 1 else ""
+    what = (f"**Explaining {esc(span_name(a))}**: F = {f_is} {where}{windows}; p(start) = {tg.p_start:.4g}, "
+            f"p(end) = {tg.p_end:.4g}.")
+    gap = a.f_x - a.f_baseline
+    base = dict((v, k) for k, v in BASELINE_CHOICES).get(a.baseline, a.baseline)
+    line = (f"{what} Each word's score is its share of the change F(x) \u2212 F(baseline); the scores add up to it "
+            f"up to the convergence delta (question {a.side_total('question'):+.4g}, context "
+            f"{a.side_total('context'):+.4g}).  \n"
+            f"**F(x)** = {a.f_x:.6g} · **F(baseline)** = {a.f_baseline:.6g} ({esc(base)}) · change **{gap:+.6g}** · "
+            f"**sum of scores** {float(np.sum(a.scores)):+.6g} · **convergence delta** {a.delta:+.3e}")
+    return line + trust_md(a, min_change)
+
+
+def trust_md(a, min_change: float) -> str:
+    """The end of a span's line: the delta as a share of the change, the steps, and the warnings."""
+    rel = a.relative_delta
+    if rel is None or not np.isfinite(rel):
+        return f" · **steps** {a.n_steps}.  \n**Warning:** the text and the baseline give the same F, so the " \
+            "scores cannot be checked."
+    steps = (f"adaptive, for a relative delta within {a.tolerance:.0%}" if a.tolerance is not None else "fixed")
+    line = f" ({rel:.1%} of the change) · **steps** {a.n_steps} ({steps})."
+    scale = core.colour_scale(a, min_change, output="log-probability")
+    if scale.too_small:
+        line += f"  \n**Warning: the change is too small to read anything into** (below {scale.threshold:g})."
+    if rel > DELTA_WARN:
+        return line + (f"  \n**Warning: take these scores with caution.** The integral was approximated with too few "
+                       f"steps ({rel:.0%} error, above {DELTA_WARN:.0%}). Raise n_steps (or choose them "
+                       "automatically) and explain again.")
+    return line + "  \n**Converged:** the scores account for the whole change."
+
+
+def render_answered(ui: SimpleNamespace, rec: analysis.AnswerRecord, merge: bool, skipped: bool = False) -> dict:
+    """An answer's explanation drawn with the classifier's views: the question's and the context's words (or
+    word-pieces) coloured on the absolute scale of F(x) - F(baseline), the bar by word, and the line saying what it
+    explains and how far to trust it. No [CLS] path or lens (hidden for this head: ``mode_for``)."""
+    no_cls = plots.empty_figure("A question answering model has no [CLS] path or lens: it reads every context token.")
+    a = rec.explained
+    if a is None:
+        return {ui.delta: answer_pending_md(rec, skipped), ui.tokens: "", ui.bar: plots.empty_figure(),
+                ui.path: no_cls, ui.lens: no_cls}
+    if merge:
+        labels = [f"{'Q' if w.side == 'question' else 'C'}: {w.word}" for w in a.words]
+        scores = np.array([w.score for w in a.words], dtype=np.float64)
+        special = np.zeros(len(labels), dtype=bool)
+    else:
+        labels, scores = list(a.tokens), np.asarray(a.scores, dtype=np.float64)
+        special = np.array([s is None for s in a.sides])
+    name = span_name(a)
+    scale = core.colour_scale(a, rec.min_change, output="log-probability")
+    unit = "word" if merge else "word-piece"
+    warning = core.change_warning(SimpleNamespace(target=name, scores=scores), scale, scores)
+    return {
+        ui.delta: span_md(rec, rec.min_change),
+        ui.tokens: core.tokens_html(labels, scores, special, name, scale, f"Each {unit}'s share of F for {name} "
+                                    "(Q: the question, C: the context)", warning),
+        ui.bar: plots.attribution_bar(labels, scores, title=f"Attribution to {name} by {unit}",
+                                      full=scale.full if scale.absolute else None,
+                                      note="The change is too small to read anything into." if scale.too_small else ""),
+        ui.path: no_cls,
+        ui.lens: no_cls,
+    }
+
+
 # --------------------------------------------------------------------------- what the model can be asked
 def baseline_options(lm: core.LoadedModel) -> tuple[list[tuple[str, str]], str]:
     """(choices, note) of the Baseline control for ``lm``: the baselines its tokenizer can build
@@ -559,6 +684,8 @@ def choices_for(ui: SimpleNamespace, lm: core.LoadedModel, target, baseline, met
     offered = {v for _, v in m_choices}
     if is_tagger(lm):
         target_update = tag_target_update(rec, target)
+    elif is_answerer(lm):
+        target_update = answer_target_update(rec, target)
     else:
         target_update = gr.update(choices=targets, value=target if target in targets else PREDICTED,
                                   label=TARGET_LABEL, info="")
@@ -585,6 +712,8 @@ def render(ui: SimpleNamespace, rec: analysis.Record, merge: bool, skipped: bool
         return {ui.delta: "", ui.tokens: "", ui.bar: empty, ui.path: empty, ui.lens: empty}
     if isinstance(rec, analysis.TagRecord):
         return render_tagged(ui, rec, merge, skipped)
+    if isinstance(rec, analysis.AnswerRecord):
+        return render_answered(ui, rec, merge, skipped)
     lens = plots.cls_lens_chart(rec.lens.layer_names, rec.lens.labels, rec.lens.probs)
     attr = rec.attribution
     if attr is None:  # Analyze shows everything else first; IG follows (or was skipped, or failed)
@@ -624,7 +753,7 @@ def export_files(rec: analysis.Record | None, merge: bool):
     """The four download buttons: the explanation's HTML and JSON files (``core.export_files``) and
     the coloured words as SVG and PNG (``core.figure_files``), or disabled buttons while there is no
     attribution."""
-    if rec is None or isinstance(rec, analysis.TagRecord) or rec.attribution is None:  # no file for a tagger's yet
+    if not isinstance(rec, analysis.Record) or rec.attribution is None:  # no file for a tagger's or an answer's yet
         off = gr.update(value=None, interactive=False)
         return off, off, off, off
     page, data = core.export_files(export_folder(), rec.attribution, rec.prediction, rec.model, merge=bool(merge),

@@ -146,7 +146,7 @@ def _data_fields() -> dict:
 def _training_fields(default: str, settings: core.Settings) -> dict:
     """Base model, mode and run name; the advanced hyper-parameters (blank = automatic)."""
     with gr.Row():
-        base_choices = model_loading.model_choices(default, settings, first=(core.DEFAULT_BASE,))
+        base_choices = model_loading.model_choices(default, settings, first=(core.DEFAULT_BASE,), answerers=False)
         base = gr.Dropdown(choices=base_choices, value=core.DEFAULT_BASE, allow_custom_value=True, label="Base model",
                            info="encoder = the bare MiniLM-L6 encoder; or a registered model, or a Hub id (owner/name)"
                            + (" or a folder" if settings.allow_local_paths else ""), elem_id="bv-ft-base")
@@ -608,7 +608,8 @@ class Handlers:
         out[self.model_dd] = gr.update(choices=model_loading.model_choices(self.default, self.settings), value=newest)
         out[f.run] = gr.update(choices=runs, value=newest)
         out[f.runs_table] = runs_frame(self.settings.models_dir)
-        base_choices = model_loading.model_choices(self.default, self.settings, first=(core.DEFAULT_BASE,))
+        base_choices = model_loading.model_choices(self.default, self.settings, first=(core.DEFAULT_BASE,),
+                                                    answerers=False)
         out[f.base] = gr.update(choices=base_choices)
         return out
 

@@ -30,7 +30,7 @@ from bertviz_app.errors import BertvizError
 from bertviz_app.interpret.mixing_measures import supported_measures
 from bertviz_app.service.links import PER_LAYER_MEASURES, ModelShape, View, read_link, share_query
 
-from . import attention_tab, attribution_tab, guards, visitor
+from . import analysis, attention_tab, attribution_tab, guards, visitor
 from .control_values import PREDICTED, target_arg
 from .markup import esc
 
@@ -96,7 +96,7 @@ def current_view(rec, model, text, pair, tab, target, methods, measure, layer, h
     anything with a ``name``)."""
     if rec is not None:
         model, text, pair = rec.model, rec.text, rec.pair
-        if getattr(rec, "tagging", None) is not None:  # a tagger's target is one of its text's entities: no class
+        if not isinstance(rec, analysis.Record):  # a tagger's or an answer's target is no class
             target = None
     k = attention_tab.head_index(head)
     try:
@@ -213,8 +213,9 @@ def restore_view(page, query: str | None, model: str | None, target, baseline) -
     if view.model and view.model != model:
         out.update(page.load_model(view.model, view.target or target, baseline))
         out[m.model] = gr.update(value=view.model)
-    if view.text:
-        out.update({p.text: view.text, p.pair: view.pair})
+    if view.text:  # set with the labels load_model gave the boxes (Question and Context for a reader), if any
+        for box, value in ((p.text, view.text), (p.pair, view.pair)):
+            out[box] = {**out[box], "value": value} if isinstance(out.get(box), dict) else value
     chart_tab = view.tab if view.tab in ("predict", "attention", "attributions") else "other"
     out.update({page.tabs: gr.Tabs(selected=view.tab), page.open_tab: {"tab": chart_tab}, ln.tab: view.tab})
     note = attention_tab.measure_note(view.measure)
@@ -226,6 +227,7 @@ def restore_view(page, query: str | None, model: str | None, target, baseline) -
                 a.layer: gr.update(maximum=lm.num_layers, value=view.layer),
                 a.head: gr.update(choices=choices, value=choices[0] if view.head is None else f"head {view.head}"),
                 t.target: (attribution_tab.tag_target_update(None, None) if attribution_tab.is_tagger(lm) else
+                           attribution_tab.answer_target_update(None, None) if attribution_tab.is_answerer(lm) else
                            gr.update(choices=[PREDICTED, *lm.labels], value=view.target or PREDICTED))})
     if view.methods:
         out[t.cmp.methods] = list(view.methods)

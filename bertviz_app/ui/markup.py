@@ -21,6 +21,10 @@ CSS = """
 .bv-tok { padding: 2px 4px; border-radius: 4px; margin: 0 1px; white-space: pre-wrap; }
 .bv-legend { margin-top: 6px; font-size: 0.85em; color: var(--body-text-color-subdued); line-height: 1.8; }
 .bv-title { font-weight: 600; margin-bottom: 4px; }
+/* a question answering model's context as given (spaces and line breaks kept), its answer highlighted */
+.bv-answer-context { white-space: pre-wrap; line-height: 1.7; padding: 6px 0; }
+.bv-answer-mark { background: #ffd54f; color: #000; padding: 1px 2px; border-radius: 3px; }
+.bv-answer-line { margin-bottom: 8px; }
 .bv-warn { border-left: 4px solid #e69f00; padding: 4px 10px; margin: 6px 0; line-height: 1.5; }
 /* a running Analyze shows its progress on the button: keep that text as readable as when it is enabled */
 #bv-analyze:disabled { opacity: 1; filter: none; color: var(--button-primary-text-color);

@@ -20,13 +20,13 @@ def load(name: str | None, default: str, settings: Settings) -> core.LoadedModel
     return service.open_model(name, default, settings, visitor.owner())
 
 
-def model_choices(default: str, settings: Settings, first: tuple[str, ...] = ()) -> list[str]:
-    """The openable models the page has views for (``default`` even when not built yet), each once: a question
-    answering model is left out (the page has no view of answers yet: ``bertviz-app answer``, ``POST /v1/answer``);
-    ``first``: names put before them (the fine-tune tab's base: ``encoder``, which the registry lists too)."""
+def model_choices(default: str, settings: Settings, first: tuple[str, ...] = (), answerers: bool = True) -> list[str]:
+    """The openable models (``default`` even when not built yet), each once; ``answerers=False``: question
+    answering models left out (where a tab would refuse them: the Fine-tune tab's bases); ``first``: names put before
+    them (the fine-tune tab's base: ``encoder``, which the registry lists too)."""
     models = core.list_models(settings.models_dir)
     names = [m["name"] for m in visitor.visible(models)  # public mode: own runs only
-             if m["built"] and not (m["path"] and folder_head(m["path"]) is QUESTION_ANSWERING)]
+             if m["built"] and (answerers or not (m["path"] and folder_head(m["path"]) is QUESTION_ANSWERING))]
     if default not in names:
         names.insert(0, default)
     return list(dict.fromkeys([*first, *names]))

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import html
 from types import SimpleNamespace
 
 import gradio as gr
 import pandas as pd
 
 import bertviz_app as core
+from bertviz_app.models.heads import QUESTION_ANSWERING
 
 from . import analysis, figures, model_loading, plots
 from .markup import esc
@@ -22,15 +24,20 @@ EXAMPLES = [
 def build() -> SimpleNamespace:
     with gr.Row():
         with gr.Column(scale=3):
-            text = gr.Textbox(label="Text", lines=4, placeholder="Type or paste a sentence to classify and explain…",
-                              elem_id="bv-text")
-            pair = gr.Textbox(label="Second text (optional, for sentence-pair models)", lines=2, elem_id="bv-pair")
+            # the two boxes read as Question and Context for a question answering model (``head_view``)
+            text = gr.Textbox(label=TEXT_LABEL, lines=4, placeholder=TEXT_PLACEHOLDER, elem_id="bv-text")
+            pair = gr.Textbox(label=PAIR_LABEL, lines=2, placeholder="", elem_id="bv-pair")
             with gr.Row():
                 analyze = gr.Button(IDLE_LABEL, variant="primary", elem_id="bv-analyze")
                 skip_ig = gr.Checkbox(value=False, label="Skip Integrated Gradients", elem_id="bv-skip-ig",
                                       info="prediction and attention only (IG on a long text takes up to a minute)")
                 window = gr.Checkbox(value=False, label="Classify a long text whole", elem_id="bv-window",
                                      info="past the model's length: overlapping windows, their logits averaged")
+                # a question answering model's: "no answer" when its score beats the best span's by more than this
+                threshold = gr.Number(value=0.0, label="No-answer threshold", visible=False,
+                                      elem_id="bv-no-answer-threshold", info=THRESHOLD_INFO)
+                # the threshold as Analyze reads it: a State, not the box itself, so /analyze keeps its inputs
+                chosen_threshold = gr.State({"threshold": 0.0})
             # what a running Analyze is doing, right under the button that shows its progress and time left
             status = gr.Markdown(elem_id="bv-status")
             gr.Examples(EXAMPLES, inputs=[text, pair], label="Examples")
@@ -46,13 +53,27 @@ def build() -> SimpleNamespace:
                               info="the model's own softmax, before temperature scaling")
             # a token classifier (a tagger) answers with entities instead of class probabilities: shown for one
             entities = gr.HighlightedText(label="Entities", show_legend=True, visible=False, elem_id="bv-entities")
+            # a question answering model answers with a span of the context: the answer, the context highlighted
+            answer = gr.HTML(visible=False, elem_id="bv-answer")
     bar = figures.plot(label="Probabilities", elem_id="bv-prob-bar")
     tokens = gr.HTML(label="Which tokens drove the prediction (Integrated Gradients)", elem_id="bv-predict-tokens")
     tag_words = gr.Dataframe(headers=list(TAG_COLUMNS), label="Each word's tag and its probability", visible=False,
                              interactive=False, wrap=True, elem_id="bv-tag-words")
+    n_best = gr.Dataframe(headers=list(N_BEST_COLUMNS), label="The best spans (n-best)", visible=False,
+                          interactive=False, wrap=True, elem_id="bv-n-best")
     return SimpleNamespace(text=text, pair=pair, analyze=analyze, status=status, skip_ig=skip_ig, window=window,
                            model_info=model_info, warnings=warnings, notice=notice, label=label, bar=bar, tokens=tokens,
-                           calibration=calibration, raw=raw, entities=entities, tag_words=tag_words)
+                           calibration=calibration, raw=raw, entities=entities, tag_words=tag_words,
+                           threshold=threshold, chosen_threshold=chosen_threshold, answer=answer, n_best=n_best)
+
+
+TEXT_LABEL, TEXT_PLACEHOLDER = "Text", "Type or paste a sentence to classify and explain…"
+PAIR_LABEL = "Second text (optional, for sentence-pair models)"
+QUESTION_LABEL, QUESTION_PLACEHOLDER = "Question", "Type the question to answer from the context…"
+CONTEXT_LABEL, CONTEXT_PLACEHOLDER = "Context", "Paste the text the answer is to be found in…"
+THRESHOLD_INFO = ("\"no answer\" when its score beats the best span's by more than this (0: whenever it beats it; "
+                  "raise it to answer more often)")
+N_BEST_COLUMNS = ("answer", "start", "end", "score")
 
 
 TAG_COLUMNS = ("word", "tag", "probability", "characters")
@@ -75,7 +96,8 @@ def cleared(ui: SimpleNamespace) -> dict:
     """Every Predict output that belongs to an analysed text, empty (the model's lines stay)."""
     return {ui.notice: "", ui.label: None, ui.bar: plots.empty_figure(), ui.tokens: "",
             ui.calibration: gr.update(value="", visible=False), ui.raw: gr.update(value=False, visible=False),
-            ui.entities: gr.update(value=None, visible=False), ui.tag_words: gr.update(value=None, visible=False)}
+            ui.entities: gr.update(value=None, visible=False), ui.tag_words: gr.update(value=None, visible=False),
+            **hide_answer(ui)}
 
 
 def render_tagging(ui: SimpleNamespace, tagging: core.Tagging, lm, pair: str | None = None) -> dict:
@@ -95,7 +117,8 @@ def render_tagging(ui: SimpleNamespace, tagging: core.Tagging, lm, pair: str | N
             ui.notice: notice, ui.label: None, ui.bar: plots.empty_figure(), ui.tokens: "",
             ui.calibration: gr.update(value="", visible=False), ui.raw: gr.update(value=False, visible=False),
             ui.entities: gr.update(value=value, visible=True),
-            ui.tag_words: gr.update(value=pd.DataFrame(rows, columns=list(TAG_COLUMNS)), visible=True)}
+            ui.tag_words: gr.update(value=pd.DataFrame(rows, columns=list(TAG_COLUMNS)), visible=True),
+            **hide_answer(ui)}
 
 
 def truncation_notice(rec: analysis.Record, max_length: int | None = None) -> str:
@@ -170,8 +193,14 @@ def render(ui: SimpleNamespace, rec: analysis.Record, lm=None) -> dict:
 
 
 def hide_tagging(ui: SimpleNamespace) -> dict:
-    """A tagger's outputs hidden (a classifier's Analyze after a tagger's)."""
-    return {ui.entities: gr.update(value=None, visible=False), ui.tag_words: gr.update(value=None, visible=False)}
+    """A tagger's and a question answering model's outputs hidden (a classifier's Analyze after theirs)."""
+    return {ui.entities: gr.update(value=None, visible=False), ui.tag_words: gr.update(value=None, visible=False),
+            **hide_answer(ui)}
+
+
+def hide_answer(ui: SimpleNamespace) -> dict:
+    """A question answering model's outputs hidden."""
+    return {ui.answer: gr.update(value="", visible=False), ui.n_best: gr.update(value=None, visible=False)}
 
 
 def switch_raw(ui: SimpleNamespace, rec: analysis.Record | None, raw: bool) -> dict:
@@ -188,3 +217,60 @@ def tokens_html(rec: analysis.Record) -> str:
     return core.attribution_tokens_html(
         rec.attribution, merge=True, min_change=rec.min_change,
         title=f"Words coloured by their attribution to \u201c{rec.attribution.target}\u201d")
+
+
+# --------------------------------------------------------------------------- a question answering model
+def head_view(ui: SimpleNamespace, lm) -> dict:
+    """The two text boxes as ``lm``'s head reads them (labels and placeholders only: what was typed stays): Question
+    and Context for a question answering model, with its no-answer threshold; Text and Second text otherwise, with
+    the long-text switch (an answer reads a long context in windows by itself)."""
+    qa = lm.head is QUESTION_ANSWERING
+    return {ui.text: gr.update(label=QUESTION_LABEL if qa else TEXT_LABEL,
+                               placeholder=QUESTION_PLACEHOLDER if qa else TEXT_PLACEHOLDER),
+            ui.pair: gr.update(label=CONTEXT_LABEL if qa else PAIR_LABEL, placeholder=CONTEXT_PLACEHOLDER if qa else "",
+                               lines=6 if qa else 2),
+            ui.threshold: gr.update(visible=qa), ui.window: gr.update(visible=not qa)}
+
+
+def answer_line(a: core.Answer, threshold) -> str:
+    """The answer in words (HTML, user text escaped): the span and its score against the no-answer score, or "no
+    answer" with its score against the best span's."""
+    best = a.n_best[0] if a.n_best else None
+    na = f"no-answer score {a.no_answer_score:.4f}"
+    if not a.no_answer:
+        return (f'<b>Answer:</b> “<span class="bv-answer-text">{html.escape(a.text)}</span>” · score '
+                f"{a.score:.4f} (characters {a.start}-{a.end}) · {na}")
+    if best is None:
+        return f'<b>No answer:</b> the model finds no span in this context · <span class="bv-no-answer">{na}</span>'
+    return (f'<b>No answer</b> (<span class="bv-no-answer">{na}</span>): it beats the best span, '
+            f"“{html.escape(best.text)}” at {best.score:.4f}, by more than the threshold {threshold:g}. Raise the "
+            "no-answer threshold to answer with that span.")
+
+
+def answer_html(a: core.Answer, threshold) -> str:
+    """The answer line over the context as given, the answer's characters ``context[start:end]`` highlighted (every
+    character escaped, spaces and line breaks kept)."""
+    c = a.context
+    if a.no_answer:
+        body = html.escape(c)
+    else:
+        body = (html.escape(c[: a.start]) + f'<mark class="bv-answer-mark">{html.escape(c[a.start: a.end])}</mark>'
+                + html.escape(c[a.end:]))
+    windows = f" (read in {a.windows} overlapping windows)" if a.windows > 1 else ""
+    return (f'<div class="bv-answer-line">{answer_line(a, threshold)}</div>'
+            f'<div class="bv-title">Context{windows}</div><div class="bv-answer-context">{body}</div>')
+
+
+def render_answer(ui: SimpleNamespace, rec, lm) -> dict:
+    """A question answering model's answer (``rec``: an ``analysis.AnswerRecord``): the answer with the context
+    highlighted and the n-best table; the classifier's and the tagger's outputs empty."""
+    a = rec.answer
+    rows = [[s.text, s.start, s.end, round(float(s.score), 4)] for s in a.n_best]
+    notice = ("**A question answering model:** it answers with a span of the context. Its attention (question and "
+              "context together) is on the Attention tab; why it answers this span on the Attributions tab.")
+    return {ui.model_info: model_loading.model_line(lm), ui.warnings: model_loading.warnings_md(lm),
+            ui.notice: notice, ui.label: None, ui.bar: plots.empty_figure(), ui.tokens: "",
+            ui.calibration: gr.update(value="", visible=False), ui.raw: gr.update(value=False, visible=False),
+            ui.entities: gr.update(value=None, visible=False), ui.tag_words: gr.update(value=None, visible=False),
+            ui.answer: gr.update(value=answer_html(a, rec.threshold), visible=True),
+            ui.n_best: gr.update(value=pd.DataFrame(rows, columns=list(N_BEST_COLUMNS)), visible=True)}

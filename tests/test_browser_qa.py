@@ -1,0 +1,127 @@
+"""A question answering model as the app's model in a real browser (issue 33): the Predict tab's boxes read as
+Question and Context, Analyze shows the answer ``bv.answer`` gives for the same inputs (the independent reference)
+with exactly ``context[start:end]`` highlighted in the context and the n-best spans listed; an empty question is
+refused in the status line with the context kept; Explain a file and Evaluate grey their Start with the reason; the
+Attention tab says where the question, the context and the answer are; the Attributions tab explains the span and
+its start with the convergence numbers. A classifier loaded after it gets its Text box, its class probabilities and
+the tabs back (the positive control). The reader is test_answering's tiny BERT steered to answer "joy"."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from conftest import CHROMIUM, served_app  # noqa: E402
+
+if not os.path.exists(CHROMIUM):
+    pytest.skip(f"browser tests need Chromium at {CHROMIUM} (not installed here)", allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
+expect = sync_api.expect
+
+from test_answering import build_steered  # noqa: E402
+from test_browser_choices import choose, load_model, options, wait_options  # noqa: E402
+
+import bertviz_app as bv  # noqa: E402
+
+TIMEOUT_MS = 120_000
+QUESTION = "what was the film"
+CONTEXT = "the film was awful <b>the</b> movie joy & it was fun"
+
+
+def analyze(page) -> None:
+    page.get_by_role("tab", name="Predict").click()
+    page.locator("#bv-analyze").click()
+    expect(page.locator("#bv-analyze")).to_have_text("Analyze")  # the button is back: the analysis has ended
+
+
+def toasts(page) -> list[str]:
+    return page.locator(".toast-body").evaluate_all("els => els.map((e) => e.textContent)")
+
+
+def test_a_reader_answers_on_the_page_and_the_other_tabs_say_what_they_read(browser, tmp_path_factory,
+                                                                            tiny_model_dir):
+    root = tmp_path_factory.mktemp("qa-app")
+    folder = build_steered("bert", root / "joy", "joy")
+    registry = root / "models"
+    registry.mkdir()
+    shutil.copytree(folder, registry / "reader")
+    shutil.copytree(tiny_model_dir, registry / "clf")  # a classifier to switch to
+    want = bv.answer(bv.load_model(str(folder), device="cpu"), QUESTION, CONTEXT)[0]  # the reference
+    assert want.text == "joy" and len(want.n_best) > 1
+    with served_app(str(folder), BERTVIZ_MODELS_DIR=registry) as url:
+        ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+        page = ctx.new_page()
+        page.set_default_timeout(TIMEOUT_MS)
+        page.goto(url)
+        # the boxes read as the head does; Analyze answers
+        expect(page.locator("#bv-model-info")).to_contain_text("answer spans from a context")
+        expect(page.locator("#bv-text")).to_contain_text("Question")
+        expect(page.locator("#bv-pair")).to_contain_text("Context")
+        expect(page.locator("#bv-text textarea")).to_have_attribute("placeholder", "Type the question to answer "
+                                                                                    "from the context…")
+        expect(page.locator("#bv-no-answer-threshold")).to_be_visible()
+        page.locator("#bv-text textarea").fill(QUESTION)
+        page.locator("#bv-pair textarea").fill(CONTEXT)
+        analyze(page)
+        box = page.locator("#bv-answer")
+        expect(box.locator(".bv-answer-text")).to_have_text(want.text)
+        expect(box.locator("mark.bv-answer-mark")).to_have_count(1)
+        mark = box.locator("mark.bv-answer-mark").text_content()
+        assert mark == CONTEXT[want.start:want.end]
+        assert box.locator(".bv-answer-context").text_content() == CONTEXT  # as given, its HTML shown as text
+        table = page.locator("#bv-n-best")
+        for s in want.n_best[:3]:
+            expect(table).to_contain_text(s.text)
+        assert not toasts(page)
+        # an empty question: the library's refusal in the status line, the context kept (and in a toast, as for
+        # any refused Analyze)
+        page.locator("#bv-text textarea").fill("")
+        page.locator("#bv-analyze").click()
+        expect(page.locator("#bv-status")).to_contain_text("The question is empty")
+        expect(page.locator("#bv-pair textarea")).to_have_value(CONTEXT)
+        page.locator("#bv-text textarea").fill(QUESTION)
+        analyze(page)
+        expect(box.locator(".bv-answer-text")).to_have_text(want.text)
+        # the Attention tab marks the blocks; the Attributions tab explains the span, then its start
+        page.get_by_role("tab", name="Attention").click()
+        expect(page.locator("#bv-attn-note")).to_contain_text("the question in blue")
+        expect(page.locator("#bv-attn-note")).to_contain_text("the answer “joy” in red")
+        page.get_by_role("tab", name="Attributions").click()
+        delta = page.locator("#bv-delta")
+        expect(delta).to_contain_text("Explaining the span “joy”")
+        expect(delta).to_contain_text("convergence delta")
+        expect(delta).to_contain_text("sum of scores")
+        expect(page.locator("#bv-attr-tagger")).to_contain_text("A question answering model")
+        wait_options(page, "#bv-target", lambda o: "its start: p(start)" in o)
+        choose(page, "#bv-target", "its start: p(start)")
+        page.locator("#bv-explain").click()
+        expect(delta).to_contain_text("Explaining the start of “joy”")
+        expect(page.locator("#bv-attr-tokens")).to_contain_text("C: joy")
+        # the tabs that do not read this head: greyed, with why
+        page.get_by_role("tab", name="Explain a file").click()
+        expect(page.locator("#bv-bx-start")).to_be_disabled()
+        expect(page.locator("#bv-bx-model-note")).to_contain_text("question answering")
+        page.get_by_role("tab", name="Evaluate").click()
+        expect(page.locator("#bv-ev-start")).to_be_disabled()
+        expect(page.locator("#bv-ev-model-note")).to_contain_text("question answering")
+        page.get_by_role("tab", name="Model").click()
+        assert "reader" in options(page, "#bv-model")  # listed by name too
+        # positive control: a classifier loaded after it
+        load_model(page, "clf")
+        page.get_by_role("tab", name="Predict").click()
+        expect(page.locator("#bv-text")).to_contain_text("Text")
+        expect(page.locator("#bv-text")).not_to_contain_text("Question")
+        expect(page.locator("#bv-text textarea")).to_have_value(QUESTION)  # what was typed stays
+        expect(page.locator("#bv-no-answer-threshold")).to_be_hidden()
+        analyze(page)
+        for label in bv.load_model(str(tiny_model_dir), device="cpu").labels:  # its class probabilities
+            expect(page.locator("#bv-label")).to_contain_text(label)
+        expect(page.locator("#bv-answer")).to_be_hidden()
+        page.get_by_role("tab", name="Explain a file").click()
+        expect(page.locator("#bv-bx-start")).to_be_enabled()
+        page.get_by_role("tab", name="Evaluate").click()
+        expect(page.locator("#bv-ev-start")).to_be_enabled()
+        assert "Traceback" not in page.content()
+        ctx.close()
