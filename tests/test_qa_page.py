@@ -70,8 +70,8 @@ def shown_context(answer_html: str) -> str:
 def test_a_reader_is_listed_and_the_boxes_read_as_question_and_context(registry, tiny_model_dir):
     names = model_loading.model_choices("clf", registry)
     assert "reader" in names and "clf" in names
-    bases = model_loading.model_choices("clf", registry, first=("encoder",), answerers=False)
-    assert "reader" not in bases and "clf" in bases  # the Fine-tune tab's bases: it trains classifiers and taggers
+    # the Fine-tune tab's bases too: a classifier (or a tagger) is trained from its encoder with a fresh head
+    assert "reader" in model_loading.model_choices("clf", registry, first=("encoder",))
     page = make_page(registry, "clf")
     p = page.p
     out = page.load_model("reader", "span")
@@ -173,6 +173,30 @@ def test_explain_a_file_and_evaluate_grey_their_start_with_the_reason(registry):
     # the classifier's compare-with list leaves the reader out, saying why
     values = [v for _, v in on[page.e.compare]["choices"]]
     assert "reader" not in values and "reader (a question answering model)" in on[page.e.compare]["info"]
+
+
+def test_a_classifier_run_from_a_readers_encoder_has_compare_with_its_base_greyed(registry, tiny_model_dir):
+    """Fine-tune's Compare with the base shows the base's class probabilities: a run whose base is a reader gets it
+    greyed with the reason; a run from a classifier keeps it (the control)."""
+    import json
+    from types import SimpleNamespace
+
+    from bertviz_app.ui.finetune_tab import Handlers
+
+    runs = registry.models_dir / "runs"
+    for run, base in (("fromreader", "reader"), ("fromclf", "clf")):
+        shutil.copytree(tiny_model_dir, runs / run)
+        (runs / run / "run.json").write_text(json.dumps({"base": base}), encoding="utf-8")
+    h = Handlers(SimpleNamespace(), settings=registry, default="clf", model_dd="model", predict_text="text",
+                 predict_pair="pair", tabs="tabs")
+    zip_btn, cmp_btn, _, _, note = h.on_run("runs/fromreader")
+    assert zip_btn["interactive"] is True and cmp_btn["interactive"] is False
+    assert "The base of runs/fromreader, reader, is a question answering model" in note
+    zip_btn, cmp_btn, _, _, note = h.on_run("runs/fromclf")
+    assert cmp_btn["interactive"] is True and note == ""
+    # a base given as a folder is read from its config too
+    (runs / "fromreader" / "run.json").write_text(json.dumps({"base": str(registry.models_dir / "reader")}))
+    assert h.on_run("runs/fromreader")[1]["interactive"] is False
 
 
 # --------------------------------------------------------------------------- Attention: the blocks marked

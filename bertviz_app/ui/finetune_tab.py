@@ -146,7 +146,7 @@ def _data_fields() -> dict:
 def _training_fields(default: str, settings: core.Settings) -> dict:
     """Base model, mode and run name; the advanced hyper-parameters (blank = automatic)."""
     with gr.Row():
-        base_choices = model_loading.model_choices(default, settings, first=(core.DEFAULT_BASE,), answerers=False)
+        base_choices = model_loading.model_choices(default, settings, first=(core.DEFAULT_BASE,))
         base = gr.Dropdown(choices=base_choices, value=core.DEFAULT_BASE, allow_custom_value=True, label="Base model",
                            info="encoder = the bare MiniLM-L6 encoder; or a registered model, or a Hub id (owner/name)"
                            + (" or a folder" if settings.allow_local_paths else ""), elem_id="bv-ft-base")
@@ -608,8 +608,7 @@ class Handlers:
         out[self.model_dd] = gr.update(choices=model_loading.model_choices(self.default, self.settings), value=newest)
         out[f.run] = gr.update(choices=runs, value=newest)
         out[f.runs_table] = runs_frame(self.settings.models_dir)
-        base_choices = model_loading.model_choices(self.default, self.settings, first=(core.DEFAULT_BASE,),
-                                                    answerers=False)
+        base_choices = model_loading.model_choices(self.default, self.settings, first=(core.DEFAULT_BASE,))
         out[f.base] = gr.update(choices=base_choices)
         return out
 
@@ -691,11 +690,26 @@ class Handlers:
             head = folder_head(core.run_folder(run, self.settings.models_dir)) if run else None
         except core.BertvizError:  # not a saved run (any more), or not this visitor's: the buttons say so when pressed
             head = None
-        if head is None or head is SEQUENCE_CLASSIFICATION:
+        if head is SEQUENCE_CLASSIFICATION:  # its base may have another head: then it has no classes to compare
+            return self.base_compare(run, on)
+        if head is None:
             return on, on, on, on, ""
         return (on, gr.update(interactive=False), on, on,
                 f"**{esc(run)} is a {esc(head.name)} run:** Compare shows a sequence classifier's class probabilities "
                 "beside its base's. Open the run with Send to explorer to see what it answers.")
+
+    def base_compare(self, run: str, on) -> tuple:
+        """``on_run``'s buttons for a sequence classifier's run: Compare greyed, with why, when its base is a model
+        of another head (a tagger, a question answering model: a classifier fine-tuned from its encoder), whose
+        class probabilities there are none to show beside the run's; else every button ``on``."""
+        base = (core.load_run_info(core.run_folder(run, self.settings.models_dir)) or {}).get("base")
+        head = model_loading.listed_head(base, self.settings) if base else None
+        if head is None or head is SEQUENCE_CLASSIFICATION:
+            return on, on, on, on, ""
+        return (on, gr.update(interactive=False), on, on,
+                f"**The base of {esc(run)}, {esc(shown_name(base))}, is a {esc(head.name)} model:** Compare shows a "
+                "run's class probabilities beside its base's, and this base has none. Open the run with Send to "
+                "explorer to see what it predicts.")
 
     # ---------------------------------------------------------------- public mode: delete runs and data
     def delete_one(self, run):

@@ -3,11 +3,12 @@ the openable names a dropdown offers (``model_choices``) and the lines that desc
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import bertviz_app as core
 from bertviz_app import service
 from bertviz_app.config import Settings
-from bertviz_app.models.catalog import folder_head
-from bertviz_app.models.heads import QUESTION_ANSWERING
+from bertviz_app.models.catalog import folder_head, is_model_folder
 
 from . import visitor
 from .markup import esc
@@ -20,13 +21,11 @@ def load(name: str | None, default: str, settings: Settings) -> core.LoadedModel
     return service.open_model(name, default, settings, visitor.owner())
 
 
-def model_choices(default: str, settings: Settings, first: tuple[str, ...] = (), answerers: bool = True) -> list[str]:
-    """The openable models (``default`` even when not built yet), each once; ``answerers=False``: question
-    answering models left out (where a tab would refuse them: the Fine-tune tab's bases); ``first``: names put before
-    them (the fine-tune tab's base: ``encoder``, which the registry lists too)."""
+def model_choices(default: str, settings: Settings, first: tuple[str, ...] = ()) -> list[str]:
+    """The openable models (``default`` even when not built yet), each once, question answering models among them;
+    ``first``: names put before them (the fine-tune tab's base: ``encoder``, which the registry lists too)."""
     models = core.list_models(settings.models_dir)
-    names = [m["name"] for m in visitor.visible(models)  # public mode: own runs only
-             if m["built"] and (answerers or not (m["path"] and folder_head(m["path"]) is QUESTION_ANSWERING))]
+    names = [m["name"] for m in visitor.visible(models) if m["built"]]  # public mode: own runs only
     if default not in names:
         names.insert(0, default)
     return list(dict.fromkeys([*first, *names]))
@@ -43,6 +42,15 @@ def chosen_head(name: str | None, default: str, settings: Settings):
             if head is not None:
                 return head
     return load(name, default, settings).head
+
+
+def listed_head(name: str, settings: Settings):
+    """The head (``heads.Head``) of a listed model or of a model folder, read from its config (nothing loaded);
+    None for anything else (a Hub id, a name not listed)."""
+    for m in core.list_models(settings.models_dir):
+        if m["name"] == name and m["built"] and m["path"]:
+            return folder_head(m["path"])
+    return folder_head(name) if is_model_folder(Path(name)) else None
 
 
 def model_line(lm: core.LoadedModel) -> str:
