@@ -58,6 +58,8 @@ from .interpret.batch_explain import predict_csv as predict_csv
 from .interpret.entity_attribution import EntityAttribution as EntityAttribution
 from .interpret.entity_attribution import explain_entities as explain_entities
 from .interpret.entity_attribution import occlude_entities as occlude_entities
+from .interpret.entity_methods import entity_faithfulness as entity_faithfulness
+from .interpret.entity_methods import sample_entities as sample_entities
 from .interpret.export import ColourScale as ColourScale
 from .interpret.export import Explanation as Explanation
 from .interpret.export import attribution_tokens_html as attribution_tokens_html

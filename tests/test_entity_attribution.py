@@ -22,6 +22,7 @@ from bertviz_app.cli import main
 from bertviz_app.errors import InputError
 from bertviz_app.interpret.attribution import recommended_baseline
 from bertviz_app.interpret.entity_attribution import explain_entities, occlude_entities
+from bertviz_app.interpret.entity_methods import sample_entities
 
 from conftest import FAMILIES, build_family_model
 
@@ -341,8 +342,15 @@ def test_cli_explain_entity_and_token(tagger, tmp_path, capsys):
     want = occlude_entities(lm, TEXT, 1)[0]
     assert occluded["method"] == "occlusion" and occluded["delta"] is None
     np.testing.assert_allclose(occluded["scores"], want.scores, rtol=1e-5, atol=1e-6 * np.abs(want.scores).max())
-    assert main(["explain", TEXT, "--model", path, "--entity", "1", "--method", "lime"]) != 0
-    assert "a tagger is explained with --method integrated_gradients or occlusion, not lime" in capsys.readouterr().err
+    assert main(["explain", TEXT, "--model", path, "--entity", "1", "--method", "lime", "--n-samples", "80",
+                 "--seed", "2", "--json"]) == 0
+    sampled = json.loads(capsys.readouterr().out)  # --method lime: the library's LIME record, seeded
+    want = sample_entities(lm, TEXT, 1, method="lime", n_samples=80, seed=2)[0]
+    assert sampled["method"] == "lime" and sampled["delta"] is None
+    np.testing.assert_allclose(sampled["scores"], want.scores, rtol=1e-5, atol=1e-6 * np.abs(want.scores).max())
+    assert main(["explain", TEXT, "--model", path, "--entity", "1", "--method", "saliency"]) != 0
+    assert ("a tagger is explained with --method integrated_gradients, occlusion, lime or kernel_shap, not saliency"
+            in capsys.readouterr().err)
     classifier = str(build_family_model("bert", tmp_path / "clf"))
     assert main(["explain", TEXT, "--model", classifier, "--entity", "0", *steps]) != 0
     assert "drop them to explain its class" in capsys.readouterr().err

@@ -48,18 +48,23 @@ def ig_steps(args) -> tuple[int | None, float | None]:
     return args.n_steps, args.tolerance
 
 
-def explain_by_method(args, ig, occlude, what: str, show) -> int:
-    """``--method integrated_gradients`` (``ig(n_steps=, tolerance=)`` with ``ig_steps``) or ``occlusion``
-    (``occlude()``): each record as a JSON line (--json) or by ``show(rec, first=)``; another method refused,
-    naming ``what`` is explained."""
+def explain_by_method(args, ig, occlude, what: str, show, sampled=None) -> int:
+    """``--method integrated_gradients`` (``ig(n_steps=, tolerance=)`` with ``ig_steps``), ``occlusion``
+    (``occlude()``) or, where ``sampled`` is given, ``lime``/``kernel_shap`` (``sampled(method=, n_samples=,
+    seed=)`` from --n-samples and --seed): each record as a JSON line (--json) or by ``show(rec, first=)``; another
+    method refused, naming ``what`` is explained and the methods that work."""
     method = getattr(args, "method", "integrated_gradients")
-    if method == "integrated_gradients":
+    if method in ("ig", "integrated_gradients"):
         n_steps, tolerance = ig_steps(args)
         records = ig(n_steps=n_steps, tolerance=tolerance)
     elif method == "occlusion":
         records = occlude()
+    elif method in ("lime", "kernel_shap") and sampled is not None:
+        records = sampled(method=method, n_samples=getattr(args, "n_samples", None), seed=getattr(args, "seed", 0))
     else:
-        return fail(f"{what} is explained with --method integrated_gradients or occlusion, not {method}")
+        names = ("integrated_gradients, occlusion, lime or kernel_shap" if sampled is not None
+                 else "integrated_gradients or occlusion")
+        return fail(f"{what} is explained with --method {names}, not {method}")
     for i, rec in enumerate(records):
         if args.json:
             print_json(rec.to_dict())

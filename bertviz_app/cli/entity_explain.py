@@ -39,6 +39,7 @@ def cmd_explain_entity(args, lm=None, text: str | None = None) -> int:
     # lazily: `bertviz-app --help` imports none of the core
     from ..errors import InputError
     from ..interpret.entity_attribution import explain_entities, occlude_entities
+    from ..interpret.entity_methods import sample_entities
     from ..models.heads import TOKEN_CLASSIFICATION
 
     lm = model_from_args(args) if lm is None else lm
@@ -54,7 +55,8 @@ def cmd_explain_entity(args, lm=None, text: str | None = None) -> int:
     common = dict(token=args.token, label=args.label, target=args.objective, baseline=args.baseline,
                   stride=getattr(args, "stride", None))
     return explain_by_method(args, lambda **steps: explain_entities(lm, text, args.entity, **steps, **common),
-                             lambda: occlude_entities(lm, text, args.entity, **common), "a tagger", print_record)
+                             lambda: occlude_entities(lm, text, args.entity, **common), "a tagger", print_record,
+                             lambda **sampling: sample_entities(lm, text, args.entity, **sampling, **common))
 
 
 def print_record(rec, first: bool = True) -> None:

@@ -62,7 +62,8 @@ from ..results import TokenInfo
 from .attribution import AttributionEngine, check_args, steps_mode
 
 __all__ = ["explain_entities", "occlude_entities", "EntityAttribution", "WordScore", "TARGETS", "Target",
-           "entity_pieces", "piece_labels", "own_piece_labels", "variant_values", "LogitsTargetEngine"]
+           "entity_pieces", "piece_labels", "own_piece_labels", "variant_values", "LogitsTargetEngine", "TargetEngine",
+           "prepare_targets", "entity_record", "with_word_scores"]
 
 TARGETS = ("logprob", "prob")
 
@@ -318,7 +319,7 @@ class TargetEngine(LogitsTargetEngine):
         return self.gradient_pass(points, self.internal_batch_size)
 
 
-def _prepare(lm: LoadedModel, text, entities, token, label, target, baseline, aggregation, stride):
+def prepare_targets(lm: LoadedModel, text, entities, token, label, target, baseline, aggregation, stride):
     """Checks, the tagging, the targets and the windows of one call."""
     lm.require_head(TOKEN_CLASSIFICATION, "explaining entities explains a tagger's labels of word-pieces")
     if target not in TARGETS:
@@ -336,8 +337,8 @@ def _prepare(lm: LoadedModel, text, entities, token, label, target, baseline, ag
     return t, targets, windows, groups
 
 
-def _record(t: Tagging, target: Target, window: _Window, w: int, token_scores: np.ndarray, method: str, objective,
-            f_x, f_b, delta, n_steps, tolerance, baseline) -> EntityAttribution:
+def entity_record(t: Tagging, target: Target, window: _Window, w: int, token_scores: np.ndarray, method: str,
+                  objective, f_x, f_b, delta, n_steps, tolerance, baseline) -> EntityAttribution:
     """A record from one target's scores over its window's positions (T,)."""
     scores = np.zeros(len(t.tokens), dtype=np.float32)
     scores[window.first : window.first + len(window.positions)] = np.asarray(token_scores)[window.positions]
@@ -372,14 +373,15 @@ def explain_entities(lm: LoadedModel, text: str, entities: int | Sequence[int] |
     if internal_batch_size is not None and (isinstance(internal_batch_size, bool)
                                             or not isinstance(internal_batch_size, int) or internal_batch_size < 1):
         raise InputError(f"internal_batch_size must be a whole number of at least 1, got {internal_batch_size!r}.")
-    t, targets, windows, groups = _prepare(lm, text, entities, token, label, target, baseline, aggregation, stride)
+    t, targets, windows, groups = prepare_targets(lm, text, entities, token, label, target, baseline, aggregation,
+                                                  stride)
     out: list[EntityAttribution | None] = [None] * len(targets)
     with lm.run_lock:
         for w, rows in groups.items():
             engine = TargetEngine.for_targets(lm, windows[w], [targets[r] for r in rows], target, baseline,
                                               internal_batch_size)
             for r, a in zip(rows, engine.integrated_gradients(n_steps, tolerance)):
-                out[r] = _record(t, targets[r], windows[w], w, a.scores, "integrated_gradients", target, a.f_x,
+                out[r] = entity_record(t, targets[r], windows[w], w, a.scores, "integrated_gradients", target, a.f_x,
                                  a.f_baseline, a.delta, a.n_steps, a.tolerance, baseline)
     return out  # type: ignore[return-value]
 
@@ -395,7 +397,8 @@ def occlude_entities(lm: LoadedModel, text: str, entities: int | Sequence[int] |
     target of that window. No completeness (``delta`` None); ``f_baseline`` is F with every piece replaced."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InputError(f"batch_size must be a whole number of at least 1, got {batch_size!r}.")
-    t, targets, windows, groups = _prepare(lm, text, entities, token, label, target, baseline, aggregation, stride)
+    t, targets, windows, groups = prepare_targets(lm, text, entities, token, label, target, baseline, aggregation,
+                                                  stride)
     out: list[EntityAttribution | None] = [None] * len(targets)
     with lm.run_lock:
         for w, rows in groups.items():
@@ -410,10 +413,10 @@ def occlude_entities(lm: LoadedModel, text: str, entities: int | Sequence[int] |
             for j, r in enumerate(rows):
                 token_scores = np.zeros(engine.ids.shape[1], dtype=np.float32)
                 token_scores[win.positions] = f[0, j] - f[2 : 2 + n, j]
-                rec = _record(t, targets[r], win, w, token_scores, "occlusion", target, f[0, j], f[1, j], None,
+                rec = entity_record(t, targets[r], win, w, token_scores, "occlusion", target, f[0, j], f[1, j], None,
                               None, None, baseline)
                 drops = {x.pieces: float(f[0, j] - f[2 + n + i, j]) for i, x in enumerate(words)}
-                out[r] = _with_word_scores(rec, drops)
+                out[r] = with_word_scores(rec, drops)
     return out  # type: ignore[return-value]
 
 
@@ -435,12 +438,12 @@ def variant_values(engine: LogitsTargetEngine, variants: list[list[int]], batch_
             logits = classifier_logits(engine.model, inputs_embeds=x, attention_mask=engine.mask[:1].expand(n, -1),
                                        token_type_ids=engine.types[:1].expand(n, -1),
                                        attention=engine.attention, cls_only=False)  # (B, T, C)
-            per = [engine.target_values(logits[i : i + 1].expand(k, -1, -1), rows)[:, 0] for i in range(len(chunk))]
-            values.append(torch.stack(per).cpu().numpy())  # (B, K)
+            f = engine.target_values(logits.repeat_interleave(k, dim=0), rows.repeat(n))  # (B * K, 1): row b * K + j
+            values.append(f.view(n, k).cpu().numpy())  # (B, K)
     return np.concatenate(values)
 
 
-def _with_word_scores(rec: EntityAttribution, drops: dict[tuple[int, int], float]) -> EntityAttribution:
+def with_word_scores(rec: EntityAttribution, drops: dict[tuple[int, int], float]) -> EntityAttribution:
     """``rec`` with each word's own occlusion score (words outside the window read keep 0)."""
     words = tuple(WordScore(x.word, x.start, x.end, drops.get(x.pieces, 0.0), x.pieces) for x in rec.words)
     return replace(rec, words=words)

@@ -29,12 +29,12 @@ from ..models.registry import LoadedModel
 from ..results import Attribution, Faithfulness
 from .attribution import TOKEN_BUDGET, baseline_ids, speed_options
 
-__all__ = ["KS", "faithfulness", "faithfulness_many"]
+__all__ = ["KS", "faithfulness", "faithfulness_many", "faithfulness_reading", "check_ks"]
 
 KS = (10, 20, 30, 40, 50)
 
 
-def _reading(target: str, k: int, n: int, total: int, drop: float) -> str:
+def faithfulness_reading(target: str, k: int, n: int, total: int, drop: float) -> str:
     head = f"removing the {k}% top-ranked tokens ({n} of {total})"
     if drop >= 0.1:
         return f"{head} drops the probability of {target} by {drop:.2f}: the explanation points at what the model uses"
@@ -45,7 +45,7 @@ def _reading(target: str, k: int, n: int, total: int, drop: float) -> str:
             f"{target} in this model, so the ranking is not faithful")
 
 
-def _check_ks(ks: Sequence[int]) -> tuple[int, ...]:
+def check_ks(ks: Sequence[int]) -> tuple[int, ...]:
     ks = tuple(ks)
     if not ks or any(isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 < k <= 100 for k in ks):
         raise InputError(f"ks must be percentages from 1 to 100, got {ks!r}.")
@@ -74,7 +74,7 @@ def faithfulness_many(lm: LoadedModel, attributions: Sequence[Attribution], ks: 
     needs 1 + 2K inputs (the text, and per k its top tokens removed / only them kept); the inputs of
     all of them go through the model together, texts of similar length padded into one batch of
     at most ``TOKEN_BUDGET`` tokens (the same values as one call each, up to float rounding)."""
-    ks = _check_ks(ks)
+    ks = check_ks(ks)
     names = [_baseline_name(a, baseline) for a in attributions]  # every bad argument fails before any pass
     model = lm.fp32_model()
     device = next(model.parameters()).device
@@ -141,7 +141,7 @@ def faithfulness_many(lm: LoadedModel, attributions: Sequence[Attribution], ks: 
         comp = tuple(float(p[0] - p[1 + 2 * i]) for i in range(len(ks)))
         suff = tuple(float(p[0] - p[2 + 2 * i]) for i in range(len(ks)))
         at = ks.index(20) if 20 in ks else len(ks) // 2
-        reading = _reading(a.target, ks[at], counts[at], total, comp[at]) if total else (
+        reading = faithfulness_reading(a.target, ks[at], counts[at], total, comp[at]) if total else (
             "the text has no tokens to remove besides the special ones, so faithfulness cannot be measured")
         out.append(Faithfulness(method=a.method, target=a.target, ks=ks, n_tokens=counts, comprehensiveness_k=comp,
                                 sufficiency_k=suff, comprehensiveness=float(np.mean(comp)),
