@@ -63,7 +63,7 @@ from .attribution import AttributionEngine, check_args, steps_mode
 
 __all__ = ["explain_entities", "occlude_entities", "EntityAttribution", "WordScore", "TARGETS", "Target",
            "entity_pieces", "piece_labels", "own_piece_labels", "variant_values", "LogitsTargetEngine", "TargetEngine",
-           "prepare_targets", "entity_record", "with_word_scores"]
+           "prepare_targets", "entity_record", "with_word_scores", "window_words"]
 
 TARGETS = ("logprob", "prob")
 
@@ -404,10 +404,9 @@ def occlude_entities(lm: LoadedModel, text: str, entities: int | Sequence[int] |
         for w, rows in groups.items():
             win = windows[w]
             engine = TargetEngine.for_targets(lm, win, [targets[r] for r in rows], target, baseline)
-            span = range(win.first, win.first + len(win.positions))
-            words = [x for x in t.words if x.pieces[0] in span and x.pieces[1] - 1 in span]
-            variants = [[], list(win.positions)] + [[p] for p in win.positions] + [
-                win.positions[x.pieces[0] - win.first : x.pieces[1] - win.first] for x in words]
+            inside = window_words(t, win)
+            words = [x for x, _ in inside]
+            variants = [[], list(win.positions)] + [[p] for p in win.positions] + [p for _, p in inside]
             f = variant_values(engine, variants, batch_size)  # (V, K)
             n = len(win.positions)
             for j, r in enumerate(rows):
@@ -418,6 +417,13 @@ def occlude_entities(lm: LoadedModel, text: str, entities: int | Sequence[int] |
                 drops = {x.pieces: float(f[0, j] - f[2 + n + i, j]) for i, x in enumerate(words)}
                 out[r] = with_word_scores(rec, drops)
     return out  # type: ignore[return-value]
+
+
+def window_words(t: Tagging, win: _Window) -> list[tuple]:
+    """(word, its pieces' positions in the window) for each word of ``t`` wholly inside window ``win``."""
+    span = range(win.first, win.first + len(win.positions))
+    return [(x, win.positions[x.pieces[0] - win.first : x.pieces[1] - win.first]) for x in t.words
+            if x.pieces[0] in span and x.pieces[1] - 1 in span]
 
 
 def variant_values(engine: LogitsTargetEngine, variants: list[list[int]], batch_size: int) -> np.ndarray:

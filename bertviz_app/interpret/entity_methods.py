@@ -38,6 +38,7 @@ from .entity_attribution import (
     entity_record,
     prepare_targets,
     variant_values,
+    window_words,
     with_word_scores,
 )
 from .faithfulness_eval import KS, check_ks, faithfulness_reading
@@ -133,10 +134,9 @@ def sample_entities(lm: LoadedModel, text: str, entities: int | Sequence[int] | 
         for w, rows in groups.items():
             win = windows[w]
             engine = TargetEngine.for_targets(lm, win, [targets[r] for r in rows], target, baseline)
-            span = range(win.first, win.first + len(win.positions))
-            words = [x for x in t.words if x.pieces[0] in span and x.pieces[1] - 1 in span]
-            subsets = _WordSubsets(engine, [win.positions[x.pieces[0] - win.first: x.pieces[1] - win.first]
-                                            for x in words], batch_size)
+            inside = window_words(t, win)
+            words = [x for x, _ in inside]
+            subsets = _WordSubsets(engine, [positions for _, positions in inside], batch_size)
             n = default_samples(len(words)) if n_samples is None else n_samples
             _refuse_if_slow(method, len(words), subsets.seconds_per_row(), n, lm.settings.max_method_seconds)
             ends = variant_values(engine, [[], list(win.positions)], batch_size)  # (2, K): F(x), F(all replaced)
