@@ -199,6 +199,40 @@ def test_a_classifier_run_from_a_readers_encoder_has_compare_with_its_base_greye
     assert h.on_run("runs/fromreader")[1]["interactive"] is False
 
 
+def test_a_question_answering_file_given_to_fine_tune_is_refused_saying_what_it_is(settings, tmp_path,
+                                                                                    tiny_model_dir):
+    """A SQuAD file uploaded to Fine-tune: neither the table's reader nor the tagged file's takes it, and the status
+    line says it is a question answering file the tab does not fine-tune on yet (not a table's parse error); a
+    table is read as before (the control)."""
+    import json
+
+    from bertviz_app.ui import guards
+    from bertviz_app.ui.finetune_tab import Handlers
+
+    from conftest import as_uploaded
+
+    squad = tmp_path / "train.json"
+    squad.write_text(json.dumps({"version": "v2.0", "data": [{"title": "t", "paragraphs": [{
+        "context": CONTEXT, "qas": [
+            {"id": "q1", "question": QUESTION, "answers": [{"text": "joy", "answer_start": CONTEXT.index("joy")}],
+             "is_impossible": False},
+            {"id": "q2", "question": "who", "answers": [], "is_impossible": True}]}]}]}), encoding="utf-8")
+    page = make_page(settings, str(tiny_model_dir))
+    f = page.f
+    h = Handlers(f, settings=settings, default=str(tiny_model_dir), model_dd=page.m.model, predict_text=page.p.text,
+                 predict_pair=page.p.pair, tabs=page.tabs)
+    out = h.on_upload(as_uploaded(squad))
+    assert out[f.table] is None and out[f.tagged] is None
+    assert "holds 2 questions for question answering (SQuAD JSON)" in out[f.refused]
+    assert out[f.tagged_refused] == out[f.refused]
+    after = h.after_upload(out[f.refused], guards.Refusal(), "", out[f.task_now], out[f.tagged_refused])
+    assert after[f.upload] is None and "fine-tuning a question answering model is not offered" in after[f.status]
+    table = tmp_path / "train.csv"  # the control: a table of texts and labels is read
+    table.write_text("text,label\n" + "".join(f"film {i} was good,pos\nfilm {i} was bad,neg\n" for i in range(8)))
+    out = h.on_upload(as_uploaded(table))
+    assert out[f.table] is not None and out[f.refused] is None
+
+
 # --------------------------------------------------------------------------- Attention: the blocks marked
 def test_the_attention_tab_outlines_the_question_the_context_and_the_answer(settings, qa_dirs, tiny_model_dir):
     folder = str(qa_dirs["joy"])

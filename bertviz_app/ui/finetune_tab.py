@@ -346,6 +346,10 @@ class Handlers:
         try:
             table, guess, notes, refused = read_upload(path, self.settings)
             tagged, tagged_refused = tagger.read_tagged_upload(path, self.settings)
+            if table is None and tagged is None:  # a question answering file: said so, whichever task is shown
+                squad = tagger.squad_refusal(path, self.settings)
+                if squad:
+                    refused = tagged_refused = squad
         finally:
             visitor.discard(path)
         task = tagger.choose_task(table, tagged, refused, pick, path)
