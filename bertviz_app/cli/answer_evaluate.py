@@ -7,8 +7,7 @@ from __future__ import annotations
 import sys
 import threading
 
-from ..errors import DataError
-from .common import fail, print_json
+from .common import fail, file_run, print_json
 
 ERRORS_PRINTED = 5  # wrong answers printed without --json (the JSON lists up to 200)
 # evaluate's options that a question answering model's evaluation does not read: (attribute, option, what it is for)
@@ -89,15 +88,10 @@ def cmd_evaluate_answers(args, lm) -> int:
             sys.stderr.flush()
 
     options = {} if args.max_answer_len is None else {"max_answer_len": args.max_answer_len}
-    try:
+    with file_run(tty):
         ev = evaluate_answers(lm, args.data, no_answer_threshold=threshold, stride=args.stride,
                               batch_size=args.batch_size, seed=args.seed, progress=progress, cancel=threading.Event(),
                               **options)
-    except DataError as exc:  # several problems come as a list: keep the one-line error contract
-        raise DataError(" ".join(str(exc).split())) from None
-    finally:
-        if tty:
-            sys.stderr.write("\n")
     if args.json:
         print_json(ev.to_dict())
         return 0

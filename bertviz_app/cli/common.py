@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import sys
+from contextlib import contextmanager
 
+from ..errors import DataError
 from ..results import FIXED_N_STEPS
 
 EXIT_ERROR = 2
@@ -32,6 +34,19 @@ def one_text(args) -> str:
     if len(texts) != 1:
         raise SystemExit(fail(f"this command takes one text, got {len(texts)}"))
     return texts[0]
+
+
+@contextmanager
+def file_run(tty: bool):
+    """Around a command's run over a file that reports progress on stderr: a DataError's several problems joined
+    into one line (the one-line error contract), and the progress line ended (``tty``) however the run ends."""
+    try:
+        yield
+    except DataError as exc:
+        raise DataError(" ".join(str(exc).split())) from None
+    finally:
+        if tty:
+            sys.stderr.write("\n")
 
 
 def fail(message: str) -> int:

@@ -9,10 +9,10 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from ..errors import DataError, InputError
+from ..errors import InputError
 from .analyses import add_engine_options, engine_from_args
 from .answer_evaluate import add_answer_options, cmd_evaluate_answers, is_answerer, refuse_answer_file
-from .common import fail, model_from_args, print_json
+from .common import fail, file_run, model_from_args, print_json
 from .tagger_evaluate import cmd_evaluate_tagger, is_tagger, refuse_tagged_file
 
 
@@ -48,16 +48,11 @@ def cmd_evaluate(args) -> int:
             sys.stderr.write(f"\revaluated {done:,}/{total:,} rows")
             sys.stderr.flush()
 
-    try:
+    with file_run(tty):
         ev = evaluate_file(lm, args.data, args.text_column, args.label_column, args.pair_column,
                            batch_size=args.batch_size, words=tuple(args.word or ()), hold_out=args.hold_out,
                            seed=args.seed, progress=progress, cancel=threading.Event(), layers=args.layers,
                            compare_with=other, vectors_folder=vectors, engine=engine)
-    except DataError as exc:  # several problems come as a list: keep the one-line error contract
-        raise DataError(" ".join(str(exc).split())) from None
-    finally:
-        if tty:
-            sys.stderr.write("\n")
     if args.out:
         files = ["metrics.json", "predictions.csv", "reliability.json"]
         if ev.geometry is not None:

@@ -7,8 +7,7 @@ from __future__ import annotations
 import sys
 import threading
 
-from ..errors import DataError
-from .common import fail, print_json
+from .common import fail, file_run, print_json
 
 ERRORS_PRINTED = 5  # sentences with a wrong tag printed without --json (the JSON lists up to 200)
 # evaluate's options that only a classifier's evaluation reads: (attribute, option, what it is for)
@@ -67,17 +66,12 @@ def cmd_evaluate_tagger(args, lm) -> int:
 
     run = dict(words=tuple(args.word or ()), batch_size=args.batch_size, seed=args.seed, progress=progress,
                cancel=threading.Event())
-    try:
+    with file_run(tty):
         if other is None:
             ev, comparison = evaluate_tagged(lm, args.data, **run), None
         else:
             comparison = compare_taggers(lm, other, args.data, **run)
             ev = comparison.a
-    except DataError as exc:  # several problems come as a list: keep the one-line error contract
-        raise DataError(" ".join(str(exc).split())) from None
-    finally:
-        if tty:
-            sys.stderr.write("\n")
     if args.json:
         print_json({**ev.to_dict(), **({"comparison": comparison.to_dict()} if comparison is not None else {})})
         return 0
