@@ -75,6 +75,19 @@ def test_a_reader_answers_on_the_page_and_the_other_tabs_say_what_they_read(brow
         for s in want.n_best[:3]:
             expect(table).to_contain_text(s.text)
         assert not toasts(page)
+        # the no-answer threshold: the analysed question answered again at once, and the value kept for Analyze
+        lm = bv.load_model(str(folder), device="cpu")
+        assert bv.answer(lm, QUESTION, CONTEXT, no_answer_threshold=-1.0)[0].no_answer  # the reference says so
+        threshold = page.locator("#bv-no-answer-threshold input")
+        threshold.fill("-1")
+        threshold.press("Tab")
+        expect(box).to_contain_text("No answer")
+        expect(box.locator("mark.bv-answer-mark")).to_have_count(0)
+        analyze(page)
+        expect(box).to_contain_text("No answer")
+        threshold.fill("0")
+        threshold.press("Tab")
+        expect(box.locator(".bv-answer-text")).to_have_text(want.text)
         # an empty question: the library's refusal in the status line, the context kept (and in a toast, as for
         # any refused Analyze)
         page.locator("#bv-text textarea").fill("")
