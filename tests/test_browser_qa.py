@@ -41,7 +41,7 @@ def toasts(page) -> list[str]:
 
 
 def test_a_reader_answers_on_the_page_and_the_other_tabs_say_what_they_read(browser, tmp_path_factory,
-                                                                            tiny_model_dir):
+                                                                            tiny_model_dir, capfd):
     root = tmp_path_factory.mktemp("qa-app")
     folder = build_steered("bert", root / "joy", "joy")
     registry = root / "models"
@@ -138,3 +138,4 @@ def test_a_reader_answers_on_the_page_and_the_other_tabs_say_what_they_read(brow
         expect(page.locator("#bv-ev-start")).to_be_enabled()
         assert "Traceback" not in page.content()
         ctx.close()
+    assert "Traceback" not in capfd.readouterr().err  # nor in the server's log
