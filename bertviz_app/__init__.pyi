@@ -169,6 +169,8 @@ from .results import method_label as method_label
 from .service.batching import explain_one as explain_one
 from .service.batching import predict_one as predict_one
 from .service.ray_engine import RayEngine as RayEngine
+from .train.answer_training import reader_report as reader_report
+from .train.answer_training import train_reader as train_reader
 from .train.data import guess_columns as guess_columns
 from .train.data import no_text_message as no_text_message
 from .train.data import read_table as read_table
@@ -188,6 +190,7 @@ from .train.finetune import MODES as MODES
 from .train.finetune import FinetuneJob as FinetuneJob
 from .train.finetune import FinetuneJobs as FinetuneJobs
 from .train.finetune import FinetunePlan as FinetunePlan
+from .train.finetune import ReaderPlan as ReaderPlan
 from .train.finetune import RunResult as RunResult
 from .train.finetune import TaggerPlan as TaggerPlan
 from .train.finetune import Verdict as Verdict
@@ -196,12 +199,16 @@ from .train.finetune import base_model_path as base_model_path
 from .train.finetune import list_runs as list_runs
 from .train.finetune import load_run_info as load_run_info
 from .train.finetune import plan_finetune as plan_finetune
+from .train.finetune import plan_reader as plan_reader
 from .train.finetune import plan_tagger as plan_tagger
 from .train.finetune import push_run as push_run
 from .train.finetune import run_folder as run_folder
 from .train.finetune import run_plan as run_plan
+from .train.finetune import run_reader_plan as run_reader_plan
 from .train.finetune import run_tagger_plan as run_tagger_plan
 from .train.finetune import zip_run as zip_run
+from .train.finetune.answer_run import AnswerRunResult as AnswerRunResult
+from .train.finetune.answer_run import run_reader as run_reader
 from .train.finetune.tagger_run import TaggerRunResult as TaggerRunResult
 from .train.finetune.tagger_run import run_tagger as run_tagger
 from .train.tagger_training import tagger_report as tagger_report

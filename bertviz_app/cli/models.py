@@ -12,6 +12,7 @@ from ..models.catalog import list_models, shipped_model
 from .common import print_json
 
 TAGGER_TASK = "token-classification"  # = train.finetune.tagger_run.TASK, without importing torch
+QA_TASK = "question-answering"  # = train.finetune.answer_run.QA_TASK, without importing torch
 
 
 def cmd_models(args) -> int:
@@ -113,6 +114,8 @@ def cmd_finetune(args) -> int:
         say = lambda m: None
     if args.task == TAGGER_TASK:
         return _finetune_tagger(args, say)
+    if args.task == QA_TASK:
+        return _finetune_reader(args, say)
     token = None
     if args.push_to:
         token = os.environ.get(args.token_env, "").strip()
@@ -181,6 +184,55 @@ def _finetune_tagger(args, say: Callable[[str], None]) -> int:
     return 0
 
 
+def _finetune_reader(args, say: Callable[[str], None]) -> int:
+    """``finetune FILE --task question-answering``: SQuAD JSON or a question/context/answer CSV in, a reader run out,
+    its held-out exact match and F1 against the two guesses, and its verdict said."""
+    from ..train.data.squad import read_squad  # lazily: `bertviz-app --help` and `models` import no torch
+    from ..train.finetune.answer_run import run_reader
+    from ..train.training import TrainConfig
+
+    for flag, value in (("--text-column", args.text_column), ("--label-column", args.label_column),
+                        ("--pair-column", args.pair_column), ("--multi-label", args.multi_label or None),
+                        ("--mode", None if args.mode == "full" else args.mode), ("--push-to", args.push_to),
+                        ("--max-length", args.max_length)):
+        if value is not None:
+            raise InputError(f"{flag} is for the text-classification task; a question answering model reads SQuAD "
+                             "JSON or a CSV with question, context, answer_text and answer_start columns.")
+    base = _reader_base(args)
+    limits = {"max_upload_mb": args.settings.max_upload_mb, "max_questions": args.settings.max_rows}
+    train = read_squad(args.data, **limits)
+    val = read_squad(args.val_data, **limits) if args.val_data else None
+    config = TrainConfig(epochs=args.epochs or 2.0, learning_rate=args.lr or 5e-5, batch_size=args.batch_size or 16,
+                         warmup_ratio=0.1 if args.warmup is None else args.warmup, seed=args.seed,
+                         early_stopping_patience=2 if args.patience is None else args.patience)
+    say(f"{args.data}: {len(train.examples):,} questions on {len({e.context for e in train.examples}):,} contexts "
+        f"({train.n_impossible:,} without an answer), {train.format}; base {base}")
+    for line in train.notices + (val.notices if val else ()):
+        say(f"note: {line}")
+    result = run_reader(train, val, base=base, name=args.name, config=config, val_fraction=args.val_fraction,
+                        source=os.path.basename(args.data), progress=_progress_lines(say),
+                        models_dir=args.settings.models_dir)
+    for line in result.notices[len(train.notices) + (len(val.notices) if val else 0):]:  # what the run added
+        say(f"note: {line}")
+    m = result.metrics
+    say(f"saved {result.name} ({result.path}): held-out exact match {m['exact']:.4f}, F1 {m['f1']:.4f} on "
+        f"{m['n']:,} questions, {len(result.wrong)} not answered exactly, {result.seconds:.0f}s")
+    say(f"verdict: {result.verdict}")
+    if args.json:
+        print_json({"model": result.name, "path": str(result.path), "task": QA_TASK,
+                    "metrics": {k: m[k] for k in ("exact", "f1", "n", "interval", "baselines", "margins")},
+                    "verdict": {"learned": result.learned, "message": result.verdict}, "cancelled": result.cancelled})
+    return 0
+
+
+def _reader_base(args) -> str:
+    """The reader's base: ``--base``, or ``--model`` (what the other question answering commands take), not both."""
+    model = args.model if args.model != args.settings.default_model else None
+    if model is not None and args.base != FT_DEFAULT_BASE and model != args.base:
+        raise InputError(f"--model {model} and --base {args.base} both name the base: give one of them.")
+    return model if model is not None and args.base == FT_DEFAULT_BASE else args.base
+
+
 def _finetune_plan(args, world_size: int, say: Callable[[str], None]):
     """The fine-tune's plan from the arguments (one-line errors), and what it read and chose, said."""
     from .. import plan_finetune  # lazily: `bertviz-app --help` and `models` import no torch
@@ -221,7 +273,8 @@ def _progress_lines(say: Callable[[str], None]) -> Callable[[dict], None]:
         logs = event.get("logs", {})
         bits = [f"step {event['step']}/{event['max_steps']}"]
         bits += [f"{k} {v:.4f}" for k, v in logs.items()
-                 if k in ("loss", "eval_loss", "eval_accuracy", "eval_macro_f1", "eval_entity_f1")]
+                 if k in ("loss", "eval_loss", "eval_accuracy", "eval_macro_f1", "eval_entity_f1", "eval_exact",
+                          "eval_f1")]
         if "stage" in logs:
             bits.append(str(logs["stage"]))
         if event.get("eta") is not None:
@@ -270,9 +323,12 @@ def register(add: Callable) -> None:
                    help="build into DIR/default-tagger (default: the settings' models folder, BERTVIZ_MODELS_DIR)")
     p = add("finetune", cmd_finetune, "fine-tune a model on a labelled CSV/TSV/TXT file into models/runs/<name>")
     p.add_argument("data", help="training file: a table with a header row (.csv, .tsv, .txt); with --task "
-                                "token-classification, a CoNLL file, JSON lines or a CSV with tokens and tags columns")
-    p.add_argument("--task", default="text-classification", choices=["text-classification", TAGGER_TASK],
-                   help="what the model learns: a class per text (default) or a tag per word (named entities)")
+                                "token-classification, a CoNLL file, JSON lines or a CSV with tokens and tags columns; "
+                                "with --task question-answering, SQuAD JSON (1.1 or 2.0) or a CSV with question, "
+                                "context, answer_text and answer_start columns")
+    p.add_argument("--task", default="text-classification", choices=["text-classification", TAGGER_TASK, QA_TASK],
+                   help="what the model learns: a class per text (default), a tag per word (named entities) or the "
+                        "span of a context that answers a question (--model or --base names the base)")
     p.add_argument("--text-column", default=None, help="column with the text (default: guessed)")
     p.add_argument("--label-column", default=None, help="column with the label (default: guessed)")
     p.add_argument("--pair-column", default=None, help="column with a second text, for sentence pairs")

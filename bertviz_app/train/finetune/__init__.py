@@ -7,6 +7,7 @@ The web app's Fine-tune tab and the ``finetune`` command both run exactly this c
     job = FinetuneJob(plan).start()                       # the same in a worker thread (the web app)
     jobs.submit(owner, plan)                              # as a visitor's one job (FinetuneJobs: the web app)
     plan = plan_tagger(read_tagged(path), settings=settings)  # a tagger: the same job, queue and pages
+    plan = plan_reader(read_squad(path), settings=settings)   # a question answering reader (answer_plan)
     push_run(results[-1].name, "me/model", token, models_dir=settings.models_dir)  # optional: to the Hub
 
 Two modes share the data, the split and the metrics, so they can be compared side by side:
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 from ...models.catalog import load_run_info
 from ..data import review_columns
+from .answer_plan import ReaderPlan, plan_reader, run_reader_plan
 from .auto import AUTO_EXAMPLES, AUTO_MAX_EPOCHS, auto_config
 from .hub import push_run
 from .job import FinetuneJob, FinetuneJobs
@@ -52,6 +54,7 @@ __all__ = [
     "FinetuneJob",
     "FinetuneJobs",
     "FinetunePlan",
+    "ReaderPlan",
     "RunResult",
     "TaggerPlan",
     "Verdict",
@@ -62,12 +65,14 @@ __all__ = [
     "load_run_info",
     "majority_baseline",
     "plan_finetune",
+    "plan_reader",
     "plan_tagger",
     "push_run",
     "review_columns",
     "run_finetune",
     "run_folder",
     "run_plan",
+    "run_reader_plan",
     "run_tagger_plan",
     "run_stem",
     "valid_run_name",
