@@ -478,14 +478,14 @@ def test_v1_answer_over_http_answers_the_librarys_json_and_refuses_clearly(qa_di
         assert event == "error" and "The question is empty" in json.dumps(data), data
 
 
-def test_the_pages_model_lists_leave_out_a_question_answering_model(models_dir, settings):
-    """The page has no view of answers yet, so its model lists (the Model tab, the fine-tune base) do not offer a
-    question answering model they would then refuse; a classifier run beside it is offered (the control), and the
-    library still lists both."""
+def test_the_pages_model_lists_offer_a_question_answering_model(models_dir, settings):
+    """The page answers questions (tests/test_qa_page.py), so its model lists (the Model tab, the fine-tune base: a
+    classifier trains from a reader's encoder) offer a question answering model beside a classifier run, as the
+    library lists both."""
     from bertviz_app.ui import build_panel, model_loading
 
     build_qa("bert", models_dir / "runs" / "reader")
     make_tiny_model(models_dir / "runs" / "r1")
     for names in (model_loading.model_choices("default", settings), build_panel.choices("default", settings)):
-        assert "runs/r1" in names and "runs/reader" not in names
+        assert "runs/r1" in names and "runs/reader" in names
     assert {"runs/r1", "runs/reader"} <= {m["name"] for m in bv.list_models(models_dir)}
