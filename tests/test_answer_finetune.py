@@ -19,6 +19,7 @@ import threading
 import pytest
 
 import bertviz_app as bv
+from bertviz_app.errors import DataError
 from bertviz_app.models.heads import QUESTION_ANSWERING
 from bertviz_app.train.answer_training import (
     NO_ANSWER_POSITION,
@@ -140,6 +141,33 @@ def test_the_held_out_questions_are_split_by_context(tmp_path):
     assert len(train) + len(val) == len(doubled) and 8 <= len(val) <= 16
     assert split_by_context(doubled, 0.25, seed=1) == (train, val)  # seeded
     assert split_by_context(doubled, 0.25, seed=2) != (train, val)
+
+
+def test_a_question_that_leaves_the_context_no_room_is_refused_by_its_id(base):
+    tok = reader_tokenizer(base)
+    ok = QAExample("short", QUESTION, "the film was good", (("good", 13),), False)
+    long = QAExample("long", " ".join(["film"] * 40), "the film was good", (("good", 13),), False)
+    assert len(train_features(tok, [ok], max_length=64, stride=24)) == 1  # positive control
+    with pytest.raises(DataError, match=r"1 question \(id 'long'\) leave the context no room.*fewer than 37"):
+        train_features(tok, [ok, long], max_length=64, stride=24)
+
+
+def test_a_question_answering_base_keeps_its_span_head_and_any_other_base_gets_a_fresh_one(tmp_path, base):
+    import torch
+    from transformers import AutoModelForQuestionAnswering, AutoTokenizer
+
+    from bertviz_app.train.training import atomic_save
+
+    reader = AutoModelForQuestionAnswering.from_pretrained(base)
+    with torch.no_grad():
+        reader.qa_outputs.weight.fill_(0.5)  # a head no fresh initialisation draws
+    folder = atomic_save(reader, AutoTokenizer.from_pretrained(base), tmp_path / "reader")
+    still = TrainConfig(epochs=0.01, learning_rate=1e-9, batch_size=4, warmup_ratio=0.0, early_stopping_patience=0)
+    train = _examples(8, seed=4)
+    again, _, _ = train_reader(folder, train, None, still)
+    assert torch.allclose(again.qa_outputs.weight, torch.full_like(again.qa_outputs.weight, 0.5), atol=1e-6)
+    fresh, _, _ = train_reader(base, train, None, still)  # control: a classifier's base has no span head to keep
+    assert not torch.allclose(fresh.qa_outputs.weight, torch.full_like(fresh.qa_outputs.weight, 0.5), atol=0.1)
 
 
 # --------------------------------------------------------------------------- learning, and the verdict
