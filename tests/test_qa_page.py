@@ -76,10 +76,12 @@ def test_a_reader_is_listed_and_the_boxes_read_as_question_and_context(registry,
     p = page.p
     out = page.load_model("reader", "span")
     assert "answer spans from a context" in out[p.model_info]
+    assert "**Answers:** a span of the context" in out[page.m.info] and "**Labels:**" not in out[page.m.info]
     assert out[p.text]["label"] == "Question" and out[p.pair]["label"] == "Context"
     assert "value" not in out[p.text] and "value" not in out[p.pair]  # what the user typed stays
     assert out[p.threshold]["visible"] is True and out[p.window]["visible"] is False
-    back = page.load_model("clf", None)  # positive control: a classifier's boxes as they were
+    back = page.load_model("clf", None)  # positive control: a classifier's boxes (and labels) as they were
+    assert "**Labels:**" in back[page.m.info] and "**Answers:**" not in back[page.m.info]
     assert back[p.text]["label"] == "Text" and back[p.pair]["label"].startswith("Second text")
     assert back[p.threshold]["visible"] is False and back[p.window]["visible"] is True
 

@@ -42,6 +42,10 @@ def refused(ui: SimpleNamespace, name: str | None, loaded: str | None, exc: Base
     return out
 
 
+ANSWERS = ("**Answers:** a span of the context (a start and an end logit for each of its tokens; the first token's "
+           "pair is \"no answer\")")
+
+
 def summary_md(s: core.ModelSummary, lm: core.LoadedModel) -> str:
     lines = [
         f"### {esc(s.name)}",
@@ -50,7 +54,8 @@ def summary_md(s: core.ModelSummary, lm: core.LoadedModel) -> str:
         f"**Device:** {esc(lm.device_label)} · **dtype:** {esc(s.dtype)}",
         f"**Parameters:** {s.total_params:,} in all = {s.encoder_params:,} encoder "
         f"+ {s.classifier_params:,} {esc(s.head)} head outside it (the table splits both by component)",
-        f"**Labels:** {', '.join(esc(x) for x in s.labels)}",
+        # a question answering model's config may name labels its span head never reads: it answers with a span
+        ANSWERS if lm.head.reads == "span" else f"**Labels:** {', '.join(esc(x) for x in s.labels)}",
     ]
     if lm.warnings:
         lines.append(model_loading.warnings_md(lm))
