@@ -257,6 +257,27 @@ def test_a_cancel_saves_a_whole_run_marked_cancelled_and_no_half_written_folder(
     assert bv.answer(bv.load_model(str(runs / "stopped")), QUESTION, "the film was good")[0].windows == 1
 
 
+def test_a_reader_plan_checks_before_training_and_runs_with_the_events_of_a_tagger_plan(tmp_path, base):
+    from bertviz_app.config import Settings
+    from bertviz_app.errors import InputError
+
+    settings = Settings(models_dir=tmp_path / "models", allow_local_paths=True)
+    train = read_squad(_write(tmp_path, _examples(40, seed=6))[0])
+    plan = bv.plan_reader(train, base=str(base), name="planned", epochs=1, learning_rate=1e-2, batch_size=16,
+                          settings=settings)
+    assert plan.task == "question-answering" and plan.modes == ("reader",) and "epochs" in plan.given
+    assert plan.auto[0] == "warm-up 10% of the steps" and "validation F1" in plan.auto[1]  # blank ones chosen
+    events = []
+    (result,) = bv.run_reader_plan(plan, progress=events.append)
+    kinds = [e["kind"] for e in events]
+    assert kinds[0] == "mode" and kinds[-1] == "result" and "progress" in kinds and events[-1]["result"] is result
+    assert result.name == "runs/planned" and (result.path / "run.json").is_file()
+    with pytest.raises(InputError, match="already exists"):  # the name is taken now: refused before training
+        bv.plan_reader(train, base=str(base), name="planned", settings=settings)
+    with pytest.raises(InputError, match="between 0.05 and 0.5"):
+        bv.plan_reader(train, base=str(base), val_fraction=0.9, settings=settings)
+
+
 # --------------------------------------------------------------------------- refusals
 def _refused(capsys, argv, *says):
     from bertviz_app.cli import main
