@@ -306,6 +306,9 @@ def test_bad_inputs_are_refused_with_one_message_and_nothing_saved(tmp_path, mon
     js, _ = _write(tmp_path, examples)
     _refused(capsys, ["finetune", str(js), *qa, "--mode", "probe"], "--mode is for the text-classification task")
     _refused(capsys, ["finetune", str(js), *qa, "--base", str(tmp_path)], "both name the base")
+    for other in ([], ["--task", "token-classification"]):  # the reverse: a SQuAD file given to another task
+        _refused(capsys, ["finetune", str(js), "--base", str(base), *other], "holds questions with their contexts",
+                 "--task question-answering")
     assert not (tmp_path / "models").exists()  # nothing saved, not even a runs folder
     from bertviz_app.cli import main  # positive control: the same file, untouched, trains
     assert main(["finetune", str(js), *qa, "--epochs", "0.2", "--name", "ok"]) == 0

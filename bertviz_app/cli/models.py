@@ -112,10 +112,11 @@ def cmd_finetune(args) -> int:
     say = (lambda m: print(m, file=sys.stderr, flush=True)) if args.json else (lambda m: print(m, flush=True))
     if not rank0:
         say = lambda m: None
-    if args.task == TAGGER_TASK:
-        return _finetune_tagger(args, say)
     if args.task == QA_TASK:
         return _finetune_reader(args, say)
+    _refuse_answers_file(args)
+    if args.task == TAGGER_TASK:
+        return _finetune_tagger(args, say)
     token = None
     if args.push_to:
         token = os.environ.get(args.token_env, "").strip()
@@ -223,6 +224,24 @@ def _finetune_reader(args, say: Callable[[str], None]) -> int:
                     "metrics": {k: m[k] for k in ("exact", "f1", "n", "interval", "baselines", "margins")},
                     "verdict": {"learned": result.learned, "message": result.verdict}, "cancelled": result.cancelled})
     return 0
+
+
+def _refuse_answers_file(args) -> None:
+    """A question answering file (SQuAD JSON, a question/context/answer CSV) given to another task: InputError naming
+    the task that trains on it (the classifier's and the tagger's readers would only say the file is not theirs)."""
+    from pathlib import Path
+
+    from ..train.data.squad import looks_like_squad  # lazily: `bertviz-app --help` and `models` import no torch
+
+    try:
+        with Path(args.data).expanduser().open("rb") as f:
+            head = f.read(1 << 16).decode("utf-8", "replace")
+    except OSError:
+        return  # the reader says what is wrong with the path
+    if looks_like_squad(head):
+        raise InputError(f"{Path(args.data).name} holds questions with their contexts and answers (SQuAD): that trains "
+                         f"a question answering model, not the {args.task} task. Run finetune FILE --task "
+                         f"{QA_TASK}.")
 
 
 def _reader_base(args) -> str:
