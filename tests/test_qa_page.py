@@ -170,6 +170,7 @@ def test_explain_a_file_and_evaluate_grey_their_start_with_the_reason(registry):
                                   predict_pair=page.p.pair, tabs=page.tabs)
     off = ev.suggest("reader")
     assert off[page.e.start]["interactive"] is False and "question answering" in off[page.e.model_note]
+    assert "bertviz-app evaluate FILE --model NAME" in off[page.e.model_note]  # where a reader is evaluated
     on = ev.suggest("clf")
     assert on[page.e.start]["interactive"] is True
     # the classifier's compare-with list leaves the reader out, saying why
@@ -229,6 +230,7 @@ def test_a_question_answering_file_given_to_fine_tune_is_refused_saying_what_it_
     assert out[f.tagged_refused] == out[f.refused]
     after = h.after_upload(out[f.refused], guards.Refusal(), "", out[f.task_now], out[f.tagged_refused])
     assert after[f.upload] is None and "fine-tuning a question answering model is not offered" in after[f.status]
+    assert "bertviz-app finetune train.json --task question-answering" in after[f.status]
     table = tmp_path / "train.csv"  # the control: a table of texts and labels is read
     table.write_text("text,label\n" + "".join(f"film {i} was good,pos\nfilm {i} was bad,neg\n" for i in range(8)))
     out = h.on_upload(as_uploaded(table))

@@ -31,7 +31,7 @@ from bertviz_app.evaluate import evaluation_runs
 from bertviz_app.evaluate.tagger_evaluation import compare_taggers, evaluate_tagged
 from bertviz_app.models import visitors
 from bertviz_app.models.catalog import folder_head
-from bertviz_app.models.heads import SEQUENCE_CLASSIFICATION, TOKEN_CLASSIFICATION
+from bertviz_app.models.heads import QUESTION_ANSWERING, SEQUENCE_CLASSIFICATION, TOKEN_CLASSIFICATION
 from bertviz_app.train.data.tagged import TaggedFile, read_tagged
 
 from . import evaluate_tagger, evaluate_view, figures, guards, model_loading, plots, streaming, visitor
@@ -509,7 +509,9 @@ class Handlers:
                   "the Model tab."
         elif lm is not None and lm.head not in EVALUATED:
             why = f"**{shown} is {esc(head_kind(lm.head))}:** an evaluation reads sequence classifiers (a labelled " \
-                  "table) and taggers (a tagged file). Choose another model in the Model tab."
+                  "table) and taggers (a tagged file). Choose another model in the Model tab." + (
+                      " A question answering model is evaluated on a SQuAD file by the command line: bertviz-app "
+                      "evaluate FILE --model NAME." if lm.head is QUESTION_ANSWERING else "")
         elif lm is not None and lm.multi_label:
             why = f"**{shown} is a multi-label model:** an evaluation reads single-label classifiers only (one " \
                   "class per row, softmax outputs). Choose another model in the Model tab."

@@ -61,7 +61,8 @@ def squad_refusal(path: str | None, settings: core.Settings) -> str | None:
     return (f"The training file {name} holds {len(qa.examples):,} questions for question answering "
             f"({'SQuAD JSON' if qa.format == 'squad' else 'question/context/answer columns'}). This tab fine-tunes "
             "classifiers (a table of texts and labels) and taggers (a tagged file); fine-tuning a question answering "
-            "model is not offered on the page yet. Upload a table or a tagged file.")
+            f"model is not offered on the page yet: run bertviz-app finetune {name} --task question-answering. Or "
+            "upload a table or a tagged file.")
 
 
 def choose_task(table, tagged, table_refused: str | None, picked: str | None, name: str | None = None
