@@ -17,8 +17,10 @@ question-answering pipeline left to call):
   over them, the answer ``context[offsets]``.
 ``max_seq_length`` is set to the model's length (512, the script's ``min(max_seq_length, model_max_length)`` with
 ``--max_seq_length 512``) and ``doc_stride`` to 128 (the script's default), so both sides read the same windows.
-A second peer row is the same script with ``--pad_to_max_length False`` (each batch padded to its longest window
-by the data collator, in input order), the stronger peer.
+``--dynamic-peer`` adds the same script with ``--pad_to_max_length False`` (each batch padded to its longest
+window by the data collator, in input order); on these contexts it pads exactly as much as the default (every batch
+of 32 in input order holds a full 512-token window: the results file counts the padded tokens), so it is off by
+default.
 
 Ours: ``bv.answer(lm, questions, contexts, no_answer_threshold=None, max_answer_len=30, stride=128,
 batch_size=32)`` (never "no answer", as SQuAD 1.1's post-processing). The model: the default classifier's encoder
