@@ -74,6 +74,8 @@ def test_a_reader_answers_on_the_page_and_the_other_tabs_say_what_they_read(brow
         table = page.locator("#bv-n-best")
         for s in want.n_best[:3]:
             expect(table).to_contain_text(s.text)
+        expect(page.locator("#bv-label")).to_be_hidden()  # no empty "Class probabilities" box for a reader
+        expect(page.locator("#bv-prob-bar")).to_be_hidden()
         assert not toasts(page)
         # the no-answer threshold: the analysed question answered again at once, and the value kept for Analyze
         lm = bv.load_model(str(folder), device="cpu")
@@ -130,7 +132,8 @@ def test_a_reader_answers_on_the_page_and_the_other_tabs_say_what_they_read(brow
         expect(page.locator("#bv-no-answer-threshold")).to_be_hidden()
         analyze(page)
         for label in bv.load_model(str(tiny_model_dir), device="cpu").labels:  # its class probabilities
-            expect(page.locator("#bv-label")).to_contain_text(label)
+            expect(page.locator("#bv-label")).to_contain_text(label)  # the control: a classifier's box is back
+            expect(page.locator("#bv-prob-bar")).to_be_visible()
         expect(page.locator("#bv-answer")).to_be_hidden()
         page.get_by_role("tab", name="Explain a file").click()
         expect(page.locator("#bv-bx-start")).to_be_enabled()

@@ -115,9 +115,11 @@ def test_a_taggers_attention_and_entity_attributions(browser, tmp_path_factory, 
         [why_o] = bv.explain_entities(lm, "the film was good", token=1, tolerance=DELTA_WARN)
         assert shown_number(delta.inner_text(), "F(baseline)") == pytest.approx(why_o.f_baseline, rel=1e-4)
         # positive control: a classifier analysed after it gets its classes and every part back
+        expect(page.locator("#bv-label")).to_be_hidden()  # a tagger's page has no empty class probabilities box
         load_model(page, "clf")
         analyze(page, "a gorgeous film")
         expect(page.locator("#bv-label")).not_to_have_text("")
+        expect(page.locator("#bv-label")).to_be_visible()
         page.get_by_role("tab", name="Attributions").click()
         offered = wait_options(page, "#bv-target", lambda o: "negative" in o)
         assert {PREDICTED, "negative", "positive"} <= set(offered) and not set(entities) & set(offered), offered

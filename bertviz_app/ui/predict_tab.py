@@ -9,7 +9,7 @@ import gradio as gr
 import pandas as pd
 
 import bertviz_app as core
-from bertviz_app.models.heads import QUESTION_ANSWERING
+from bertviz_app.models.heads import QUESTION_ANSWERING, SEQUENCE_CLASSIFICATION
 
 from . import analysis, figures, model_loading, plots
 from .markup import esc
@@ -223,13 +223,17 @@ def tokens_html(rec: analysis.Record) -> str:
 def head_view(ui: SimpleNamespace, lm) -> dict:
     """The two text boxes as ``lm``'s head reads them (labels and placeholders only: what was typed stays): Question
     and Context for a question answering model, with its no-answer threshold; Text and Second text otherwise, with
-    the long-text switch (an answer reads a long context in windows by itself)."""
+    the long-text switch (an answer reads a long context in windows by itself); the class probabilities shown for
+    a classifier only."""
     qa = lm.head is QUESTION_ANSWERING
     return {ui.text: gr.update(label=QUESTION_LABEL if qa else TEXT_LABEL,
                                placeholder=QUESTION_PLACEHOLDER if qa else TEXT_PLACEHOLDER),
             ui.pair: gr.update(label=CONTEXT_LABEL if qa else PAIR_LABEL, placeholder=CONTEXT_PLACEHOLDER if qa else "",
                                lines=6 if qa else 2),
-            ui.threshold: gr.update(visible=qa), ui.window: gr.update(visible=not qa)}
+            ui.threshold: gr.update(visible=qa), ui.window: gr.update(visible=not qa),
+            # class probabilities are a classifier's: a tagger's or a reader's page shows no empty box for them
+            ui.label: gr.update(visible=lm.head is SEQUENCE_CLASSIFICATION),
+            ui.bar: gr.update(visible=lm.head is SEQUENCE_CLASSIFICATION)}
 
 
 def answer_line(a: core.Answer, threshold) -> str:
