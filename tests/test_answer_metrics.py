@@ -13,7 +13,7 @@ import string
 import numpy as np
 import pytest
 
-from bertviz_app.evaluate.answer_metrics import (
+from bertviz_app.train.answer_metrics import (
     answer_scores,
     answer_tokens,
     exact_match,

@@ -6,6 +6,7 @@ the encoder the classes become separable. A tagger (token classifier) on a tagge
 scores per type with bootstrap intervals, slices, its wrong sentences and two taggers compared with a paired
 bootstrap (``tagger_evaluation.py``). A question answering model (a span reader) on a SQuAD-format file:
 SQuAD's exact match and token F1 with bootstrap intervals, the answered and unanswerable questions apart, slices
-by question word and length, its wrong answers (``answer_evaluation.py``, the metric in ``answer_metrics.py``).
+by question word and length, its wrong answers (``answer_evaluation.py``; the metric in
+``train/answer_metrics.py``, which fine-tuning judges by too).
 Imports interpret/, train/, models/ and the shared kernel only.
 """

@@ -47,9 +47,9 @@ from ..errors import CancelledError, InputError
 from ..models.answering import Answer, answer, check_room, default_stride, whole_number
 from ..models.heads import QUESTION_ANSWERING
 from ..models.registry import LoadedModel
+from ..train.answer_metrics import BOOTSTRAP_SAMPLES, mean_intervals, score_answer
 from ..train.data.messages import format_rows
 from ..train.data.squad import QAExample, QAFile, read_squad
-from .answer_metrics import BOOTSTRAP_SAMPLES, mean_intervals, score_answer
 
 __all__ = ["AnswerEvaluation", "AnswerSlice", "evaluate_answers", "question_word", "QUESTION_WORDS",
            "ANSWER_LENGTHS", "AUTO", "MAX_ERRORS_SHOWN"]
