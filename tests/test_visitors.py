@@ -238,13 +238,24 @@ def test_a_hub_token_is_found_nowhere_after_a_failed_push(models_dir, tiny_model
     assert token not in caplog.text
     import tempfile
 
-    written = [p for root in (models_dir, Path(tempfile.gettempdir())) for p in root.rglob("*")
+    written = [p for root in (models_dir, Path(tempfile.gettempdir())) for p in _files(root)
                if p.is_file() and not p.is_symlink() and _mtime(p) >= started - 1]
     for p in [*written, *run.path.rglob("*")]:
-        if p.is_file() and p.stat().st_size < 50_000_000:
-            assert token.encode() not in p.read_bytes(), p
+        try:
+            if p.is_file() and p.stat().st_size < 50_000_000:
+                assert token.encode() not in p.read_bytes(), p
+        except FileNotFoundError:  # another test's temporary file, gone since the scan
+            pass
     hf_home = Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface"))
     assert not (hf_home / "token").is_file() or token not in (hf_home / "token").read_text()
+
+
+def _files(root: Path):
+    """Every file under ``root``; folders that vanish during the walk (other tests' temporary folders in the
+    shared temp dir) are skipped, as os.walk does, where Path.rglob raised."""
+    for folder, _, names in os.walk(root):
+        for name in names:
+            yield Path(folder) / name
 
 
 def _mtime(p: Path) -> float:
