@@ -51,7 +51,7 @@ def exact_shapley(lm, rec) -> np.ndarray:
 
 def test_kernel_shap_approaches_the_exact_shapley_values(tagger):  # noqa: F811
     lm = tagger("bert")
-    recs = sample_entities(lm, SHORT, method="kernel_shap", n_samples=3000)
+    recs = sample_entities(lm, SHORT, method="kernel_shap", n_samples=400)
     assert recs, "the fixture tags no entity in the text: the test would test nothing"
     for rec in recs:
         phi = exact_shapley(lm, rec)
