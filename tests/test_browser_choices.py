@@ -197,7 +197,8 @@ def test_evaluate_is_greyed_for_a_multi_label_model_and_compare_with_lists_the_s
     load_model(page, "same")
     page.get_by_role("tab", name="Evaluate").click()
     expect(start).to_be_enabled()
-    expect(note).to_have_text("")
+    # the reason is gone (not "the note is empty": a loaded CI run showed progress timers on the note for 30 s)
+    expect(note).not_to_contain_text("multi-label")
     no_refusal(page)
 
 
