@@ -12,6 +12,8 @@ from .errors import ModelLoadError as ModelLoadError
 from .errors import ModelNotFoundError as ModelNotFoundError
 from .errors import ResourceError as ResourceError
 from .errors import TrainingError as TrainingError
+from .evaluate.answer_evaluation import AnswerEvaluation as AnswerEvaluation
+from .evaluate.answer_evaluation import evaluate_answers as evaluate_answers
 from .evaluate.evaluation import Evaluation as Evaluation
 from .evaluate.evaluation import Slice as Slice
 from .evaluate.evaluation import evaluate_file as evaluate_file
@@ -27,8 +29,6 @@ from .evaluate.geometry import load_vectors as load_vectors
 from .evaluate.geometry import probe_layers as probe_layers
 from .evaluate.geometry import project as project
 from .evaluate.geometry import read_labelled as read_labelled
-from .evaluate.answer_evaluation import AnswerEvaluation as AnswerEvaluation
-from .evaluate.answer_evaluation import evaluate_answers as evaluate_answers
 from .evaluate.geometry import save_projections as save_projections
 from .evaluate.model_comparison import Comparison as Comparison
 from .evaluate.model_comparison import base_of as base_of
