@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from ..errors import InputError
+from ..models.answering import whole_number
 from ..models.registry import LoadedModel
 from ..results import Faithfulness
 from .entity_attribution import (
@@ -122,11 +123,8 @@ def sample_entities(lm: LoadedModel, text: str, entities: int | Sequence[int] | 
     settings' ``max_method_seconds`` is refused before it starts, saying how to make it shorter."""
     if method not in SAMPLED:
         raise InputError(f"method must be one of {', '.join(SAMPLED)}, got {method!r}.")
-    for value, name in ((batch_size, "batch_size"), (seed, "seed")):
-        if isinstance(value, bool) or not isinstance(value, int) or value < (1 if name == "batch_size" else 0):
-            raise InputError(f"{name} must be a whole number, got {value!r}.")
-    if n_samples is not None and (isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples < 2):
-        raise InputError(f"n_samples must be a whole number of at least 2, got {n_samples!r}.")
+    batch_size, seed = whole_number(batch_size, "batch_size", 1), whole_number(seed, "seed", 0)
+    n_samples = None if n_samples is None else whole_number(n_samples, "n_samples", 2)
     t, targets, windows, groups = prepare_targets(lm, text, entities, token, label, target, baseline, aggregation,
                                                   stride)
     out: list[EntityAttribution | None] = [None] * len(targets)
