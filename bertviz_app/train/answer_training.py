@@ -29,9 +29,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import re
-import tempfile
 import threading
-import uuid
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -43,7 +41,6 @@ from transformers import AutoTokenizer, DataCollatorWithPadding
 from ..config import Settings
 from ..errors import DataError, InputError
 from ..models.answering import answer
-from ..models.families import family_of
 from ..models.heads import QUESTION_ANSWERING
 from ..models.registry import LoadedModel
 from .answer_metrics import answer_scores, mean_intervals
@@ -51,14 +48,13 @@ from .data.messages import format_rows
 from .data.squad import QAExample
 from .training import (
     Progress,
+    RowsDataset,
     TrainConfig,
     check_trainable,
-    default_eval_every,
-    family_type,
+    configure_model,
+    load_for_training,
     longest_input,
-    quiet_hub_logs,
     train_keeping_best,
-    training_arguments,
 )
 
 __all__ = ["train_reader", "reader_tokenizer", "train_features", "split_by_context", "reader_answers",
@@ -66,17 +62,6 @@ __all__ = ["train_reader", "reader_tokenizer", "train_features", "split_by_conte
 
 NO_ANSWER_POSITION = 0  # the label of "no answer in this window": the first position, [CLS] / <s>
 _WORDS = re.compile(r"\S+")
-
-
-class _Features(torch.utils.data.Dataset):
-    def __init__(self, rows: list[dict]):
-        self.rows = rows
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def __getitem__(self, i: int) -> dict:
-        return self.rows[i]
 
 
 def reader_tokenizer(path: str | Path):
@@ -195,18 +180,13 @@ def train_reader(base_path: str | Path, train: Sequence[QAExample], val: Sequenc
     max_length = longest_input(tokenizer, model)
     stride = reader_stride(max_length)
     threshold = 0.0 if any(e.is_impossible for e in [*train, *(val or ())]) else None
-    train_ds = _Features(_trainable(train_features(tokenizer, train, max_length, stride, unit)))
-    eval_ds = _Features(_trainable(train_features(tokenizer, val, max_length, stride, unit))) if val else None
-    bf16 = (config.bf16 if config.bf16 is not None
-            else bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported()))
-    tmp_out = Path(work_dir) if work_dir else Path(tempfile.gettempdir()) / f"bertviz-qa-{uuid.uuid4().hex[:8]}"
-    eval_every = config.eval_every or default_eval_every(len(train_ds), config, world_size)
-    args = training_arguments(config, tmp_out, eval_ds is not None, eval_every, bf16, multi_label=False)
+    train_ds = RowsDataset(_trainable(train_features(tokenizer, train, max_length, stride, unit)))
+    eval_ds = RowsDataset(_trainable(train_features(tokenizer, val, max_length, stride, unit))) if val else None
     metrics = _held_out_metrics(model, tokenizer, list(val or ()), stride, threshold)
-    info = train_keeping_best(model, tokenizer, args, config, train_ds, eval_ds, metrics, metric="f1",
+    info = train_keeping_best(model, tokenizer, config, train_ds, eval_ds, metrics, metric="f1",
                               progress=progress, cancel=cancel, after_evals=after_evals, after_steps=after_steps,
-                              tmp_out=tmp_out, max_length=max_length, bf16=bf16, eval_every=eval_every,
-                              collator=DataCollatorWithPadding(tokenizer))
+                              max_length=max_length, work_dir=work_dir, work_name="bertviz-qa",
+                              world_size=world_size, collator=DataCollatorWithPadding(tokenizer))
     info["config"]["metric"] = "f1"
     info.update(stride=stride, no_answer_threshold=threshold, train_windows=len(train_ds),
                 val_windows=len(eval_ds) if eval_ds is not None else 0)
@@ -223,16 +203,8 @@ def _load(base_path: Path, config: TrainConfig):
     torch.manual_seed(config.seed)
     check_trainable(base_path)
     tokenizer = reader_tokenizer(base_path)
-    with quiet_hub_logs():
-        model = QUESTION_ANSWERING.auto_class.from_pretrained(
-            base_path, use_safetensors=True, trust_remote_code=False,
-            attn_implementation="sdpa" if family_type(base_path) != "deberta-v2" else "eager")
-    if config.freeze_word_embeddings:
-        family_of(model).word_embeddings(model).weight.requires_grad_(False)  # (V, E) stays as pre-trained
-    if config.dropout is not None:
-        for module in model.modules():
-            if isinstance(module, torch.nn.Dropout):
-                module.p = config.dropout
+    model = load_for_training(QUESTION_ANSWERING, base_path)
+    configure_model(model, config, freeze_layers=False)
     return tokenizer, model
 
 

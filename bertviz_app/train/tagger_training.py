@@ -19,9 +19,7 @@ What differs from a classifier, and why:
 
 from __future__ import annotations
 
-import tempfile
 import threading
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -30,39 +28,26 @@ import torch
 from transformers import AutoTokenizer, DataCollatorForTokenClassification
 
 from ..errors import DataError, InputError
-from ..models.families import family_of
 from ..models.heads import TOKEN_CLASSIFICATION
 from .data.messages import format_rows
 from .data.tagged import TaggedSentence
 from .entity_metrics import entity_scores
 from .training import (
     Progress,
+    RowsDataset,
     TrainConfig,
     check_trainable,
-    default_eval_every,
-    family_type,
+    configure_model,
     fresh_linear,
+    load_for_training,
     longest_input,
-    quiet_hub_logs,
     train_keeping_best,
     trained_labels,
-    training_arguments,
 )
 
 __all__ = ["train_tagger", "tagger_tokenizer", "encode_sentences", "predict_tags", "tagger_report", "IGNORE"]
 
 IGNORE = -100  # the label the loss skips: a word's later pieces and the special tokens
-
-
-class _Examples(torch.utils.data.Dataset):
-    def __init__(self, rows: list[dict]):
-        self.rows = rows
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def __getitem__(self, i: int) -> dict:
-        return self.rows[i]
 
 
 def tagger_tokenizer(path: str | Path):
@@ -123,18 +108,13 @@ def train_tagger(base_path: str | Path, tags: Sequence[str], train: Sequence[Tag
         raise InputError(f"Tags {', '.join(unknown)} are in the data but not in the tag list; pass every tag.")
     tokenizer, model = _load(base_path, tags, config)
     max_length = longest_input(tokenizer, model)
-    train_ds = _Examples(_trainable(encode_sentences(tokenizer, train, tag_ids, max_length, unit)))
-    eval_ds = _Examples(_trainable(encode_sentences(tokenizer, val, tag_ids, max_length, unit))) if val else None
-    bf16 = (config.bf16 if config.bf16 is not None
-            else bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported()))
-    tmp_out = Path(work_dir) if work_dir else Path(tempfile.gettempdir()) / f"bertviz-tag-{uuid.uuid4().hex[:8]}"
-    eval_every = config.eval_every or default_eval_every(len(train_ds), config, world_size)
-    args = training_arguments(config, tmp_out, eval_ds is not None, eval_every, bf16, multi_label=False)
+    train_ds = RowsDataset(_trainable(encode_sentences(tokenizer, train, tag_ids, max_length, unit)))
+    eval_ds = RowsDataset(_trainable(encode_sentences(tokenizer, val, tag_ids, max_length, unit))) if val else None
     collator = DataCollatorForTokenClassification(tokenizer, label_pad_token_id=IGNORE)
-    info = train_keeping_best(model, tokenizer, args, config, train_ds, eval_ds, _metrics(tags), metric="entity_f1",
+    info = train_keeping_best(model, tokenizer, config, train_ds, eval_ds, _metrics(tags), metric="entity_f1",
                               progress=progress, cancel=cancel, after_evals=after_evals, after_steps=after_steps,
-                              tmp_out=tmp_out, max_length=max_length, bf16=bf16, eval_every=eval_every,
-                              collator=collator)
+                              max_length=max_length, work_dir=work_dir, work_name="bertviz-tag",
+                              world_size=world_size, collator=collator)
     info["config"]["metric"] = "entity_f1"
     return model, tokenizer, info
 
@@ -150,19 +130,11 @@ def _load(base_path: Path, tags: list[str], config: TrainConfig):
     check_trainable(base_path)
     tokenizer = tagger_tokenizer(base_path)
     id2label = dict(enumerate(tags))
-    with quiet_hub_logs():
-        model = TOKEN_CLASSIFICATION.auto_class.from_pretrained(
-            base_path, num_labels=len(tags), id2label=id2label, label2id={t: i for i, t in id2label.items()},
-            ignore_mismatched_sizes=True, use_safetensors=True, trust_remote_code=False,
-            attn_implementation="sdpa" if family_type(base_path) != "deberta-v2" else "eager")
+    model = load_for_training(TOKEN_CLASSIFICATION, base_path, num_labels=len(tags), id2label=id2label,
+                              label2id={t: i for i, t in id2label.items()}, ignore_mismatched_sizes=True)
     if trained_labels(base_path, TOKEN_CLASSIFICATION) != tuple(tags):
         fresh_linear(model, model.classifier)  # a classifier's or another tagger's head would mislead
-    if config.freeze_word_embeddings:
-        family_of(model).word_embeddings(model).weight.requires_grad_(False)  # (V, E) stays as pre-trained
-    if config.dropout is not None:
-        for module in model.modules():
-            if isinstance(module, torch.nn.Dropout):
-                module.p = config.dropout
+    configure_model(model, config, freeze_layers=False)
     return tokenizer, model
 
 

@@ -44,7 +44,7 @@ __all__ = ["TrainConfig", "TrainResult", "train_classifier", "atomic_save", "eva
            "metrics_tables", "ECE_BINS", "SAVE_STEPS", "BestKeeper", "ProgressReporter", "ScaledLrTrainer",
            "training_arguments", "fit_and_evaluate", "run_info", "default_eval_every",
            "leave_process_group", "train_keeping_best", "family_type", "trained_labels", "fresh_linear", "layer_of",
-           "layer_count", "quiet_hub_logs", "longest_input"]
+           "layer_count", "quiet_hub_logs", "longest_input", "RowsDataset", "load_for_training", "configure_model"]
 
 log = logging.getLogger(__name__)
 Progress = Callable[[dict], None]
@@ -149,6 +149,19 @@ class TrainResult:
     seconds: float
     train_examples: int
     examples_per_second: float
+
+
+class RowsDataset(torch.utils.data.Dataset):
+    """Examples already encoded, one dict a row (a tagger's sentences, a reader's windows): what the Trainer reads."""
+
+    def __init__(self, rows: list[dict]):
+        self.rows = rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i: int) -> dict:
+        return self.rows[i]
 
 
 class _ListDataset(torch.utils.data.Dataset):
@@ -466,24 +479,28 @@ def train_classifier(
     eval_ds = None
     if val_texts is not None and len(val_texts):
         eval_ds = _encoded(tokenizer, val_texts, val_pairs, val_labels, max_length, multi_label)
-    bf16 = (config.bf16 if config.bf16 is not None
-            else bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported()))
-    tmp_out = Path(work_dir) if work_dir else Path(tempfile.gettempdir()) / f"bertviz-train-{uuid.uuid4().hex[:8]}"
-    eval_every = config.eval_every or default_eval_every(len(train_ds), config, world_size)
-    args = training_arguments(config, tmp_out, eval_ds is not None, eval_every, bf16, multi_label)
     compute_metrics = _metrics_of(multi_label, [id2label[i] for i in range(len(labels))])
-    info = train_keeping_best(model, tokenizer, args, config, train_ds, eval_ds, compute_metrics, metric=config.metric,
+    info = train_keeping_best(model, tokenizer, config, train_ds, eval_ds, compute_metrics, metric=config.metric,
                               progress=progress, cancel=cancel, after_evals=after_evals, after_steps=after_steps,
-                              tmp_out=tmp_out, max_length=max_length, bf16=bf16, eval_every=eval_every)
+                              max_length=max_length, work_dir=work_dir, work_name="bertviz-train",
+                              world_size=world_size, multi_label=multi_label)
     return model, tokenizer, info
 
 
-def train_keeping_best(model, tokenizer, args: TrainingArguments, config: TrainConfig, train_ds, eval_ds,
-                       compute_metrics, *, metric: str, progress: Progress | None, cancel: threading.Event | None,
-                       after_evals: float, after_steps: float, tmp_out: Path, max_length: int, bf16: bool,
-                       eval_every: int, collator=None) -> dict:
-    """The run every trainer shares: progress and cancel, the best evaluation by ``metric`` kept and restored,
-    early stopping, the work folder removed, the model left in eval mode; returns ``run_info``'s record."""
+def train_keeping_best(model, tokenizer, config: TrainConfig, train_ds, eval_ds, compute_metrics, *, metric: str,
+                       progress: Progress | None, cancel: threading.Event | None, after_evals: float,
+                       after_steps: float, max_length: int, work_dir: str | Path | None, work_name: str,
+                       world_size: int, multi_label: bool = False, collator=None) -> dict:
+    """The run every trainer shares: its set-up (bf16 where ``config`` says or the GPU supports it, the Trainer's
+    ``training_arguments``, an evaluation every ``config.eval_every`` steps or ``default_eval_every``'s, the
+    checkpoints in ``work_dir`` or a fresh ``<work_name>-<8 hex digits>`` folder in the system's temporary folder),
+    progress and cancel, the best evaluation by ``metric`` kept and restored, early stopping, the work folder
+    removed, the model left in eval mode; returns ``run_info``'s record."""
+    bf16 = (config.bf16 if config.bf16 is not None
+            else bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported()))
+    tmp_out = Path(work_dir) if work_dir else Path(tempfile.gettempdir()) / f"{work_name}-{uuid.uuid4().hex[:8]}"
+    eval_every = config.eval_every or default_eval_every(len(train_ds), config, world_size)
+    args = training_arguments(config, tmp_out, eval_ds is not None, eval_every, bf16, multi_label)
     started = time.time()
     reporter = ProgressReporter(progress, cancel, started, after_evals=after_evals, after_steps=after_steps)
     keeper = BestKeeper(metric, config.early_stopping_patience, config.stop_on, config.min_delta)
@@ -508,21 +525,25 @@ def _load(base_path: Path, labels: Sequence[str], config: TrainConfig, multi_lab
     check_trainable(base_path)
     tokenizer = AutoTokenizer.from_pretrained(base_path, use_fast=True, trust_remote_code=False)
     id2label = {i: str(lab) for i, lab in enumerate(labels)}
-    model = _classifier(base_path, id2label, multi_label)
-    _set_up(model, config, base_path, id2label)
+    model = load_for_training(
+        SEQUENCE_CLASSIFICATION, base_path, num_labels=len(id2label), id2label=id2label,
+        label2id={v: k for k, v in id2label.items()},
+        problem_type="multi_label_classification" if multi_label else "single_label_classification",
+        ignore_mismatched_sizes=True)
+    configure_model(model, config)
+    if _other_head(base_path, id2label):
+        fresh_linear(model, family_of(model).final_linear(model))  # a head trained for other classes would mislead
     return tokenizer, model, id2label
 
 
-def _classifier(base_path: Path, id2label: dict[int, str], multi_label: bool):
-    """The base loaded as its family's ``*ForSequenceClassification`` for these classes, quietly."""
+def load_for_training(head, base_path: Path, **options):
+    """The base loaded as ``head``'s model class (``heads.py``: the family's ``*ForSequenceClassification``,
+    ``*ForTokenClassification`` or ``*ForQuestionAnswering``) with ``options`` (its labels...), quietly, from
+    safetensors, no remote code."""
     with quiet_hub_logs():
-        return SEQUENCE_CLASSIFICATION.auto_class.from_pretrained(
+        return head.auto_class.from_pretrained(
             base_path,
-            num_labels=len(id2label),
-            id2label=id2label,
-            label2id={v: k for k, v in id2label.items()},
-            problem_type="multi_label_classification" if multi_label else "single_label_classification",
-            ignore_mismatched_sizes=True,
+            **options,
             use_safetensors=True,
             trust_remote_code=False,
             # SDPA is fastest for training (the explorer reloads it as eager); DeBERTa has its own attention
@@ -543,12 +564,13 @@ def quiet_hub_logs():
         hf_logging.set_verbosity(verbosity)
 
 
-def _set_up(model, config: TrainConfig, base_path: Path, id2label: dict[int, str]) -> None:
-    """Frozen parameters and dropout as ``config`` says, and a fresh head where the base's was trained for
-    other classes."""
+def configure_model(model, config: TrainConfig, *, freeze_layers: bool = True) -> None:
+    """Frozen parameters and dropout as ``config`` says: the word embeddings, the bottom ``config.freeze_layers``
+    encoder layers (unless ``freeze_layers`` is False: the tagger and the reader leave that setting unread) and
+    every dropout layer's probability."""
     if config.freeze_word_embeddings:
         family_of(model).word_embeddings(model).weight.requires_grad_(False)  # (V, E) stays as pre-trained
-    if config.freeze_layers:
+    if freeze_layers and config.freeze_layers:
         if config.freeze_layers >= layer_count(model):
             raise InputError(f"freeze_layers={config.freeze_layers} must be less than the model's "
                              f"{layer_count(model)} layers "
@@ -561,10 +583,13 @@ def _set_up(model, config: TrainConfig, base_path: Path, id2label: dict[int, str
         for module in model.modules():
             if isinstance(module, torch.nn.Dropout):
                 module.p = config.dropout
+
+
+def _other_head(base_path: Path, id2label: dict[int, str]) -> bool:
+    """Whether the base's head was trained for other classes than ``id2label``'s (or is a tagger's)."""
     base_labels = trained_labels(base_path)
     other_head = trained_labels(base_path, TOKEN_CLASSIFICATION) is not None  # a tagger's `classifier`, same name
-    if other_head or (base_labels is not None and base_labels != tuple(id2label.values())):
-        fresh_linear(model, family_of(model).final_linear(model))  # a head trained for other classes would mislead
+    return other_head or (base_labels is not None and base_labels != tuple(id2label.values()))
 
 
 def fresh_linear(model, linear: torch.nn.Linear) -> None:
