@@ -13,17 +13,16 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 
-from ...errors import DataError, InputError, TrainingError
-from ...models.catalog import DEFAULT_MODELS_DIR, RUN_INFO
-from ...models.registry import clear_cache
+from ...errors import DataError
+from ...models.catalog import DEFAULT_MODELS_DIR
 from ..answer_training import reader_answers, reader_report, split_by_context, train_reader
 from ..data.squad import QAExample, QAFile
-from ..training import TrainConfig, atomic_save
+from ..training import TrainConfig
+from .card import head_run_record
 from .records import DEFAULT_BASE
-from .runs import base_model_path, free_name, run_stem, runs_dir, valid_run_name
+from .runs import base_model_path, free_name, run_stem, runs_dir, save_run, unused_name
 
 __all__ = ["AnswerRunResult", "run_reader", "answer_data_hash", "reader_card", "QA_TASK", "MAX_WRONG_ANSWERS"]
 
@@ -55,9 +54,7 @@ def run_reader(train: QAFile, val: QAFile | None = None, base: str = DEFAULT_BAS
     saves the best weights so far, marked cancelled and not judged."""
     config = config or TrainConfig()
     if name is not None:
-        name = valid_run_name(name)
-        if (runs_dir(models_dir) / name).exists():
-            raise InputError(f"A run named {name!r} already exists: choose another name (runs are never overwritten).")
+        name = unused_name(name, models_dir)
     train_q, val_q, notices = _split(train, val, val_fraction, config.seed)
     base_path = base_model_path(base, allow_paths=allow_paths, models_dir=models_dir)
     started = time.time()
@@ -73,25 +70,18 @@ def run_reader(train: QAFile, val: QAFile | None = None, base: str = DEFAULT_BAS
     seconds = time.time() - started
     data_hash = answer_data_hash(train, val)
     name = name or free_name(run_stem("reader", data_hash), models_dir)
-    cancelled = bool(info.get("cancelled"))
-    verdict = (f"Cancelled at step {info.get('steps')} of {info.get('max_steps')}, so not judged: the metrics are "
-               "those of the best weights before the cancel." if cancelled else metrics["verdict"])
-    record = {"name": f"runs/{name}", "task": QA_TASK, "mode": "full", "base": base, "source": source,
-              "format": train.format, "data_hash": data_hash, "train_questions": len(train_q),
-              "val_questions": len(val_q), "train_contexts": len({e.context for e in train_q}),
-              "val_contexts": len({e.context for e in val_q}), "unanswerable": train.n_impossible,
-              "train_windows": info["train_windows"], "stride": info["stride"],
-              "no_answer_threshold": info["no_answer_threshold"], "metrics": metrics,
-              "wrong": wrong[:MAX_WRONG_ANSWERS], "hyperparameters": info["config"], "seconds": seconds,
-              "cancelled": cancelled, "stopped_early": bool(info.get("stopped_early")), "steps": info.get("steps"),
-              "best_step": info.get("best_step"), "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-              "notices": notices, "verdict": {"learned": metrics["learned"] and not cancelled, "message": verdict}}
-    if owner is not None:
-        record["owner"] = owner
-    _save(model, tokenizer, runs_dir(models_dir) / name, record, info)
+    data = {"format": train.format, "data_hash": data_hash, "train_questions": len(train_q),
+            "val_questions": len(val_q), "train_contexts": len({e.context for e in train_q}),
+            "val_contexts": len({e.context for e in val_q}), "unanswerable": train.n_impossible,
+            "train_windows": info["train_windows"], "stride": info["stride"],
+            "no_answer_threshold": info["no_answer_threshold"]}
+    record = head_run_record(f"runs/{name}", task=QA_TASK, base=base, source=source, data=data, metrics=metrics,
+                             wrong=wrong[:MAX_WRONG_ANSWERS], info=info, seconds=seconds, notices=notices, owner=owner)
+    save_run(model, tokenizer, runs_dir(models_dir) / name, record, info, reader_card(record))
     return AnswerRunResult(name=f"runs/{name}", path=runs_dir(models_dir) / name, metrics=metrics, wrong=wrong,
                            log_history=info.get("log_history", []), seconds=seconds, notices=tuple(notices),
-                           learned=bool(record["verdict"]["learned"]), verdict=verdict, cancelled=cancelled)
+                           learned=bool(record["verdict"]["learned"]), verdict=record["verdict"]["message"],
+                           cancelled=record["cancelled"])
 
 
 def _split(train: QAFile, val: QAFile | None, val_fraction: float, seed: int
@@ -121,17 +111,6 @@ def answer_data_hash(train: QAFile, val: QAFile | None) -> str:
     payload = json.dumps([[(e.id, e.question, e.context, e.answers, e.is_impossible) for e in f.examples]
                           for f in (train, val) if f is not None], ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
-
-
-def _save(model, tokenizer, dest: Path, record: dict, info: dict) -> None:
-    files = {RUN_INFO: json.dumps(record, indent=2, default=str),
-             "training_log.json": json.dumps(info.get("log_history", []), indent=2, default=str),
-             "README.md": reader_card(record)}
-    try:
-        atomic_save(model, tokenizer, dest, files)
-    except OSError as exc:
-        raise TrainingError(f"Could not save the run to {dest}: {exc}. Earlier models are untouched.") from exc
-    clear_cache()  # a re-used name must not serve stale weights
 
 
 def reader_card(r: dict) -> str:

@@ -1,5 +1,5 @@
 """What a saved run says about itself: its record (``run.json``: data, metrics, misclassified rows,
-settings, verdict, owner) and its model card (README.md)."""
+settings, verdict, owner) and its model card (README.md); a tagger's or a reader's record (``head_run_record``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from ..data import Dataset
 from ..training import ECE_BINS, metrics_tables
 from .records import Verdict
 
-__all__ = ["calibration_line", "run_card", "run_record"]
+__all__ = ["calibration_line", "head_run_record", "run_card", "run_record"]
 
 
 def run_record(name: str, *, mode: str, base: str, source: str, data_hash: str, train: Dataset, val: Dataset,
@@ -49,6 +49,25 @@ def run_record(name: str, *, mode: str, base: str, source: str, data_hash: str, 
         "verdict": asdict(verdict) | {"learned": verdict.learned},
     }
     if owner is not None:  # public mode: whose run this is (a hash; see visitors.py)
+        record["owner"] = owner
+    return record
+
+
+def head_run_record(name: str, *, task: str, base: str, source: str, data: dict, metrics: dict, wrong: list[dict],
+                    info: dict, seconds: float, notices: list[str], owner: str | None = None) -> dict:
+    """The run.json of a tagger's or a reader's run named ``name`` ("runs/<name>"): ``data`` (what it was trained
+    and judged on) between its source and its ``metrics`` (the head's report, with its ``learned`` and
+    ``verdict``), ``wrong`` (the held-out examples it got wrong, as many as are kept), then how training went
+    (``info``). A cancelled run is not judged: its verdict says so. ``owner`` (public mode) a visitor's hash."""
+    cancelled = bool(info.get("cancelled"))
+    message = (f"Cancelled at step {info.get('steps')} of {info.get('max_steps')}, so not judged: the metrics are "
+               "those of the best weights before the cancel." if cancelled else metrics["verdict"])
+    record = {"name": name, "task": task, "mode": "full", "base": base, "source": source, **data,
+              "metrics": metrics, "wrong": wrong, "hyperparameters": info["config"], "seconds": seconds,
+              "cancelled": cancelled, "stopped_early": bool(info.get("stopped_early")), "steps": info.get("steps"),
+              "best_step": info.get("best_step"), "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+              "notices": notices, "verdict": {"learned": metrics["learned"] and not cancelled, "message": message}}
+    if owner is not None:
         record["owner"] = owner
     return record
 

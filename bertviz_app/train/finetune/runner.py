@@ -10,17 +10,16 @@ from collections.abc import Callable, Collection
 from dataclasses import replace
 from pathlib import Path
 
-from ...errors import CancelledError, DataError, InputError, TrainingError
+from ...errors import CancelledError, DataError, InputError
 from ...models.calibration import CALIBRATION_FILE, calibration_record
-from ...models.catalog import DEFAULT_MODELS_DIR, RUN_INFO
-from ...models.registry import clear_cache
+from ...models.catalog import DEFAULT_MODELS_DIR
 from ..data import Dataset, split_dataset
-from ..training import SAVE_STEPS, TrainConfig, atomic_save, train_classifier
+from ..training import SAVE_STEPS, TrainConfig, train_classifier
 from .card import run_card, run_record
 from .evaluation import evaluate
 from .probe import PROBE_REFERENCE_ROWS, probe_reference, train_probe
 from .records import RUN_MODES, FinetunePlan, RunResult, Verdict
-from .runs import base_model_path, free_name, run_stem, runs_dir, valid_run_name
+from .runs import base_model_path, free_name, run_stem, runs_dir, save_run, unused_name
 from .verdict import judge, majority_baseline
 
 __all__ = ["MAX_MISCLASSIFIED", "after_training_evals", "cancelled_verdict", "run_finetune", "run_plan", "targets"]
@@ -84,7 +83,7 @@ def run_finetune(
         raise InputError(f"Unknown mode {mode!r}: choose full or probe (or both, through plan_finetune).")
     config_given, config = config is not None, config or TrainConfig()
     if name is not None:
-        name = _unused_name(name, models_dir)
+        name = unused_name(name, models_dir)
     # The hash of the data as given (before any split) identifies "the same data" across runs.
     data_hash = train.data_hash if val is None else f"{train.data_hash}+{val.data_hash}"
     train, val, notices = _split(train, val, val_fraction, config.seed)
@@ -105,7 +104,7 @@ def run_finetune(
     record = run_record(f"runs/{name}", mode=mode, base=base, source=source, data_hash=data_hash, train=train,
                         val=val, metrics=metrics, misclassified=wrong[:MAX_MISCLASSIFIED], info=info,
                         seconds=seconds, notices=notices, verdict=verdict, owner=owner)
-    _save(model, tokenizer, dest, record, info, metrics)
+    save_run(model, tokenizer, dest, record, info, run_card(record), _calibration_file(metrics))
     return RunResult(
         name=f"runs/{name}", path=dest, mode=mode, base=base, metrics=metrics, misclassified=wrong,
         labels=tuple(train.label_names), log_history=info.get("log_history", []), seconds=seconds,
@@ -114,14 +113,6 @@ def run_finetune(
         stopped_by=info.get("stopped_by"), notices=tuple(notices),
         verdict=verdict, hyperparameters=dict(info["config"]),
     )
-
-
-def _unused_name(name: str, models_dir: Path) -> str:
-    """A run name the user chose, valid and not taken (runs are never overwritten)."""
-    name = valid_run_name(name)
-    if (runs_dir(models_dir) / name).exists():
-        raise InputError(f"A run named {name!r} already exists: choose another name (runs are never overwritten).")
-    return name
 
 
 def _train(mode: str, base_path: Path, train: Dataset, val: Dataset, config: TrainConfig,
@@ -158,21 +149,12 @@ def _verdict(metrics: dict, train: Dataset, val: Dataset, info: dict, *, mode: s
     return verdict
 
 
-def _save(model, tokenizer, dest: Path, record: dict, info: dict, metrics: dict) -> None:
-    """Save the run atomically with its record, training log, model card and (when it helped) calibration."""
-    files = {
-        RUN_INFO: json.dumps(record, indent=2, default=str),
-        "training_log.json": json.dumps(info.get("log_history", []), indent=2, default=str),
-        "README.md": run_card(record),
-    }
+def _calibration_file(metrics: dict) -> dict[str, str]:
+    """The run's calibration file (saved beside its weights) when calibration helped, else none."""
     if (metrics.get("calibration") or {}).get("helps"):  # single-label, and it helped on the judging half
-        files[CALIBRATION_FILE] = json.dumps(calibration_record(metrics["calibration"], "fine-tune validation split"),
-                                             indent=2)
-    try:
-        atomic_save(model, tokenizer, dest, files)
-    except OSError as exc:
-        raise TrainingError(f"Could not save the run to {dest}: {exc}. Earlier models are untouched.") from exc
-    clear_cache()  # a re-used name must not serve stale weights
+        return {CALIBRATION_FILE: json.dumps(calibration_record(metrics["calibration"], "fine-tune validation split"),
+                                             indent=2)}
+    return {}
 
 
 def cancelled_verdict(verdict: Verdict, info: dict) -> Verdict:

@@ -1,8 +1,9 @@
-"""Saved runs on disk: their names, folders (``models/runs/<name>``), listing and zip, and the
-folder a fine-tune starts from (``base_model_path``)."""
+"""Saved runs on disk: their names, folders (``models/runs/<name>``), saving (``save_run``), listing and zip,
+and the folder a fine-tune starts from (``base_model_path``)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
@@ -10,13 +11,13 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from ...errors import InputError, ModelNotFoundError
-from ...models.catalog import DEFAULT_MODELS_DIR, list_models, load_run_info
-from ...models.registry import model_folder
-from ..training import check_trainable
+from ...errors import InputError, ModelNotFoundError, TrainingError
+from ...models.catalog import DEFAULT_MODELS_DIR, RUN_INFO, list_models, load_run_info
+from ...models.registry import clear_cache, model_folder
+from ..training import atomic_save, check_trainable
 
 __all__ = ["RUN_NAME", "base_model_path", "free_name", "list_runs", "run_folder", "run_stem", "runs_dir",
-           "valid_run_name", "zip_run"]
+           "save_run", "unused_name", "valid_run_name", "zip_run"]
 
 RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
@@ -26,6 +27,14 @@ def valid_run_name(name: str) -> str:
     if not RUN_NAME.match(name) or ".." in name:
         raise InputError(f"Run name {name!r} is not allowed: use 1-64 letters, digits, '.', '_' or '-', starting "
                          "with a letter or digit.")
+    return name
+
+
+def unused_name(name: str, models_dir: Path = DEFAULT_MODELS_DIR) -> str:
+    """A run name the user chose, valid and not taken (runs are never overwritten)."""
+    name = valid_run_name(name)
+    if (runs_dir(models_dir) / name).exists():
+        raise InputError(f"A run named {name!r} already exists: choose another name (runs are never overwritten).")
     return name
 
 
@@ -77,6 +86,20 @@ def free_name(stem: str, models_dir: Path = DEFAULT_MODELS_DIR) -> str:
     while (runs / name).exists():
         name, k = f"{stem}-{k}", k + 1
     return name
+
+
+def save_run(model, tokenizer, dest: Path, record: dict, info: dict, card: str,
+             extra_files: dict[str, str] | None = None) -> None:
+    """Save a run atomically (``training.atomic_save``): the weights and tokenizer with ``run.json`` (``record``),
+    the training log (``info``'s), the model card and ``extra_files``; the registry's cache cleared after."""
+    files = {RUN_INFO: json.dumps(record, indent=2, default=str),
+             "training_log.json": json.dumps(info.get("log_history", []), indent=2, default=str),
+             "README.md": card, **(extra_files or {})}
+    try:
+        atomic_save(model, tokenizer, dest, files)
+    except OSError as exc:
+        raise TrainingError(f"Could not save the run to {dest}: {exc}. Earlier models are untouched.") from exc
+    clear_cache()  # a re-used name must not serve stale weights
 
 
 def list_runs(models_dir: Path = DEFAULT_MODELS_DIR) -> list[dict]:

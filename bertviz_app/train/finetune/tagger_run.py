@@ -12,17 +12,16 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 
-from ...errors import DataError, InputError, TrainingError
-from ...models.catalog import DEFAULT_MODELS_DIR, RUN_INFO
-from ...models.registry import clear_cache
+from ...errors import DataError, InputError
+from ...models.catalog import DEFAULT_MODELS_DIR
 from ..data.tagged import TaggedFile, TaggedSentence
 from ..tagger_training import predict_tags, tagger_report, train_tagger
-from ..training import TrainConfig, atomic_save
+from ..training import TrainConfig
+from .card import head_run_record
 from .records import DEFAULT_BASE
-from .runs import base_model_path, free_name, run_stem, runs_dir, valid_run_name
+from .runs import base_model_path, free_name, run_stem, runs_dir, save_run, unused_name
 
 __all__ = ["TaggerRunResult", "run_tagger", "data_hash_of", "TASK", "MAX_WRONG_SENTENCES"]
 
@@ -54,9 +53,7 @@ def run_tagger(train: TaggedFile, val: TaggedFile | None = None, base: str = DEF
     ``val_fraction`` of ``train``'s when there is no ``val``) and save ``models_dir/runs/<name>``."""
     config = config or TrainConfig()
     if name is not None:
-        name = valid_run_name(name)
-        if (runs_dir(models_dir) / name).exists():
-            raise InputError(f"A run named {name!r} already exists: choose another name (runs are never overwritten).")
+        name = unused_name(name, models_dir)
     train_s, val_s, notices = _split(train, val, val_fraction, config.seed)
     tags = _tags(train, val)
     base_path = base_model_path(base, allow_paths=allow_paths, models_dir=models_dir)
@@ -70,23 +67,16 @@ def run_tagger(train: TaggedFile, val: TaggedFile | None = None, base: str = DEF
     seconds = time.time() - started
     data_hash = data_hash_of(train, val)
     name = name or free_name(run_stem("tagger", data_hash), models_dir)
-    cancelled = bool(info.get("cancelled"))
-    verdict = (f"Cancelled at step {info.get('steps')} of {info.get('max_steps')}, so not judged: the metrics are "
-               "those of the best weights before the cancel." if cancelled else metrics["verdict"])
-    record = {"name": f"runs/{name}", "task": TASK, "mode": "full", "base": base, "source": source,
-              "data_hash": data_hash, "train_sentences": len(train_s), "val_sentences": len(val_s), "labels": tags,
-              "scheme": train.scheme, "metrics": metrics, "wrong": wrong[:MAX_WRONG_SENTENCES],
-              "hyperparameters": info["config"], "seconds": seconds, "cancelled": cancelled,
-              "stopped_early": bool(info.get("stopped_early")), "steps": info.get("steps"),
-              "best_step": info.get("best_step"), "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-              "notices": notices, "verdict": {"learned": metrics["learned"] and not cancelled, "message": verdict}}
-    if owner is not None:
-        record["owner"] = owner
-    _save(model, tokenizer, runs_dir(models_dir) / name, record, info)
+    data = {"data_hash": data_hash, "train_sentences": len(train_s), "val_sentences": len(val_s), "labels": tags,
+            "scheme": train.scheme}
+    record = head_run_record(f"runs/{name}", task=TASK, base=base, source=source, data=data, metrics=metrics,
+                             wrong=wrong[:MAX_WRONG_SENTENCES], info=info, seconds=seconds, notices=notices,
+                             owner=owner)
+    save_run(model, tokenizer, runs_dir(models_dir) / name, record, info, tagger_card(record))
     return TaggerRunResult(name=f"runs/{name}", path=runs_dir(models_dir) / name, tags=tuple(tags), metrics=metrics,
                            wrong=wrong, log_history=info.get("log_history", []), seconds=seconds,
-                           notices=tuple(notices), learned=bool(record["verdict"]["learned"]), verdict=verdict,
-                           cancelled=cancelled)
+                           notices=tuple(notices), learned=bool(record["verdict"]["learned"]),
+                           verdict=record["verdict"]["message"], cancelled=record["cancelled"])
 
 
 def _split(train: TaggedFile, val: TaggedFile | None, val_fraction: float, seed: int
@@ -126,17 +116,6 @@ def data_hash_of(train: TaggedFile, val: TaggedFile | None) -> str:
     payload = json.dumps([[(s.tokens, s.tags) for s in f.sentences] for f in (train, val) if f is not None],
                          ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
-
-
-def _save(model, tokenizer, dest: Path, record: dict, info: dict) -> None:
-    files = {RUN_INFO: json.dumps(record, indent=2, default=str),
-             "training_log.json": json.dumps(info.get("log_history", []), indent=2, default=str),
-             "README.md": tagger_card(record)}
-    try:
-        atomic_save(model, tokenizer, dest, files)
-    except OSError as exc:
-        raise TrainingError(f"Could not save the run to {dest}: {exc}. Earlier models are untouched.") from exc
-    clear_cache()  # a re-used name must not serve stale weights
 
 
 def tagger_card(r: dict) -> str:
