@@ -19,11 +19,12 @@ from ..data import (
     review_columns,
     validation_dataset,
 )
+from ..training import TrainConfig
 from .auto import auto_config, base_hidden_size
 from .records import DEFAULT_BASE, MODES, FinetunePlan
 from .runs import base_model_path, runs_dir, valid_run_name
 
-__all__ = ["plan_finetune", "run_names", "val_columns"]
+__all__ = ["check_val_fraction", "plan_base", "plan_finetune", "plan_settings", "run_names", "val_columns"]
 
 
 def val_columns(val_table: Table, text: str, label: str, pair: str | None) -> tuple[str, str, str | None, list[str]]:
@@ -84,8 +85,7 @@ def plan_finetune(
     settings = settings if settings is not None else Settings()
     if mode not in MODES:
         raise InputError(f"Unknown mode {mode!r}: choose full, probe or both.")
-    if not 0.05 <= float(val_fraction) <= 0.5:
-        raise InputError(f"The validation fraction must be between 0.05 and 0.5 (got {val_fraction}).")
+    check_val_fraction(val_fraction)
     limits = dict(max_upload_mb=settings.max_upload_mb, max_rows=settings.max_rows)
     if not isinstance(table, Table):
         table = read_table(table, **limits)
@@ -106,24 +106,49 @@ def plan_finetune(
         notices += guessed
         val, val_notices = validation_dataset(train, val_table, vt, vl, vp, max_chars=settings.max_chars)
         notices += list(val_notices)
-    allow = settings.allow_local_paths if allow_paths is None else bool(allow_paths)
-    base = (base or "").strip() or DEFAULT_BASE
-    base_path = base_model_path(base, allow_paths=allow, models_dir=settings.models_dir)
+    base, base_path, allow = plan_base(base, allow_paths, settings)
     modes = ("probe", "full") if mode == "both" else (mode,)
     names = run_names(name, modes, settings.models_dir)
     n_train = len(train) if val is not None else max(1, int(len(train) * (1 - float(val_fraction))))
-    config, auto = auto_config(n_train, base_hidden_size(base_path), epochs=epochs, learning_rate=learning_rate,
-                               batch_size=batch_size, warmup_ratio=warmup_ratio, patience=patience,
-                               max_length=max_length or None, seed=seed)
-    given = tuple(k for k, v in (("epochs", epochs), ("learning_rate", learning_rate), ("batch_size", batch_size),
-                                 ("warmup_ratio", warmup_ratio), ("early_stopping_patience", patience),
-                                 ("max_length", max_length or None)) if v is not None)
+    config, auto, given = plan_settings(n_train, base_path, epochs=epochs, learning_rate=learning_rate,
+                                        batch_size=batch_size, warmup_ratio=warmup_ratio, patience=patience,
+                                        max_length=max_length or None, seed=seed)
     return FinetunePlan(train=train, val=val, base=base, modes=modes, names=names, config=config,
                         val_fraction=float(val_fraction), source=table.name or "", columns=(text, label, pair),
                         notices=tuple(notices), warnings=tuple(p.message for p in report.warnings), auto=auto,
                         given=given,
                         allow_paths=allow, models_dir=Path(settings.models_dir), device=settings.device,
                         world_size=int(world_size))
+
+
+def check_val_fraction(val_fraction: float) -> None:
+    """InputError unless the share of the training data held out to judge a run is from 0.05 to 0.5."""
+    if not 0.05 <= float(val_fraction) <= 0.5:
+        raise InputError(f"The validation fraction must be between 0.05 and 0.5 (got {val_fraction}).")
+
+
+def plan_base(base: str | None, allow_paths: bool | None, settings: Settings) -> tuple[str, Path, bool]:
+    """(base, its folder, whether a folder may be a base): the base named (blank: ``DEFAULT_BASE``) found in
+    ``settings.models_dir``, as a folder when ``allow_paths`` says (None: ``settings.allow_local_paths``) or on the
+    Hub, and one that can be fine-tuned (``base_model_path``)."""
+    allow = settings.allow_local_paths if allow_paths is None else bool(allow_paths)
+    base = (base or "").strip() or DEFAULT_BASE
+    return base, base_model_path(base, allow_paths=allow, models_dir=settings.models_dir), allow
+
+
+def plan_settings(n_train: int, base_path: Path, *, epochs: float | None, learning_rate: float | None,
+                  batch_size: int | None, warmup_ratio: float | None, patience: int | None, seed: int,
+                  max_length: int | None = None) -> tuple[TrainConfig, tuple[str, ...], tuple[str, ...]]:
+    """(config, auto, given): ``auto_config``'s settings for ``n_train`` training examples on ``base_path``'s
+    encoder with the lines saying why of each chosen automatically (given as None), and the names of the
+    ``TrainConfig`` fields the user gave."""
+    config, auto = auto_config(n_train, base_hidden_size(base_path), epochs=epochs, learning_rate=learning_rate,
+                               batch_size=batch_size, warmup_ratio=warmup_ratio, patience=patience,
+                               max_length=max_length, seed=seed)
+    given = tuple(k for k, v in (("epochs", epochs), ("learning_rate", learning_rate), ("batch_size", batch_size),
+                                 ("warmup_ratio", warmup_ratio), ("early_stopping_patience", patience),
+                                 ("max_length", max_length)) if v is not None)
+    return config, auto, given
 
 
 def run_names(name: str | None, modes: tuple[str, ...], models_dir: Path) -> tuple[str | None, ...]:

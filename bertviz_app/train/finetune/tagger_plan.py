@@ -8,17 +8,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 from ...config import Settings
 from ...errors import InputError
-from ...models.catalog import DEFAULT_MODELS_DIR
 from ..data.tagged import TaggedFile
-from ..training import TrainConfig
-from .auto import auto_config, base_hidden_size
-from .plan import run_names
-from .records import DEFAULT_BASE
-from .runs import base_model_path
+from .head_plan import HeadPlan, plan_head, run_head_plan
+from .plan import check_val_fraction
 from .tagger_run import TASK, TaggerRunResult, data_hash_of, run_tagger
 
 __all__ = ["TAGGER_MODE", "TaggerPlan", "plan_tagger", "run_tagger_plan"]
@@ -27,24 +22,13 @@ TAGGER_MODE = "tagger"  # the plan's one mode: every weight trained (no probe: a
 
 
 @dataclass(frozen=True, eq=False)
-class TaggerPlan:
+class TaggerPlan(HeadPlan):
     """Everything a tagger run needs, checked: what ``plan_tagger`` returns and ``run_tagger_plan`` executes. Its
-    ``modes``, ``names``, ``owner``, ``config``, ``auto`` and ``notices`` are a ``FinetunePlan``'s, so the code that
-    queues, claims (public mode) and shows a plan reads either."""
+    fields are a ``HeadPlan``'s, whose ``modes``, ``names``, ``owner``, ``config``, ``auto`` and ``notices`` are a
+    ``FinetunePlan``'s, so the code that queues, claims (public mode) and shows a plan reads either."""
 
     train: TaggedFile
     val: TaggedFile | None  # None: a seeded ``val_fraction`` of ``train``'s sentences
-    base: str
-    names: tuple[str | None, ...]  # one name (None = automatic)
-    config: TrainConfig
-    val_fraction: float
-    source: str  # the training file's name, for the run card
-    notices: tuple[str, ...] = ()
-    auto: tuple[str, ...] = ()
-    given: tuple[str, ...] = ()
-    allow_paths: bool = True
-    owner: str | None = None  # public mode: the visitor's owner hash, saved with the run (visitors.py)
-    models_dir: Path = DEFAULT_MODELS_DIR
     modes: tuple[str, ...] = (TAGGER_MODE,)
     task: str = TASK
 
@@ -61,28 +45,14 @@ def plan_tagger(train: TaggedFile, val: TaggedFile | None = None, *, base: str |
     """Check a tagger run before any training: the two files' schemes agree, the base model is found and can be
     fine-tuned, the run name is free, the validation fraction is in range; settings left blank (None) are chosen
     from the number of training sentences as a classifier's are from its rows (``auto_config``)."""
-    settings = settings if settings is not None else Settings()
-    if not 0.05 <= float(val_fraction) <= 0.5:
-        raise InputError(f"The validation fraction must be between 0.05 and 0.5 (got {val_fraction}).")
+    check_val_fraction(val_fraction)
     if val is not None and val.scheme != train.scheme:
         raise InputError(f"The training file's tags are {train.scheme} and the validation file's {val.scheme}: "
                          "write both in one scheme.")
-    allow = settings.allow_local_paths if allow_paths is None else bool(allow_paths)
-    base = (base or "").strip() or DEFAULT_BASE
-    base_path = base_model_path(base, allow_paths=allow, models_dir=settings.models_dir)
-    names = run_names(name, (TAGGER_MODE,), settings.models_dir)
-    n = len(train.sentences)
-    n_train = n if val is not None else max(1, n - max(1, round(n * float(val_fraction))))
-    config, auto = auto_config(n_train, base_hidden_size(base_path), epochs=epochs, learning_rate=learning_rate,
-                               batch_size=batch_size, warmup_ratio=warmup_ratio, patience=patience, seed=seed)
-    auto = tuple(a.replace("training rows", "training sentences").replace("macro-F1", "entity F1") for a in auto)
-    given = tuple(k for k, v in (("epochs", epochs), ("learning_rate", learning_rate), ("batch_size", batch_size),
-                                 ("warmup_ratio", warmup_ratio), ("early_stopping_patience", patience))
-                  if v is not None)
-    notices = tuple(train.notices) + tuple(f"validation file: {n}" for n in (val.notices if val is not None else ()))
-    return TaggerPlan(train=train, val=val, base=base, names=names, config=config, val_fraction=float(val_fraction),
-                      source=train.name, notices=notices, auto=auto, given=given, allow_paths=allow,
-                      models_dir=Path(settings.models_dir))
+    return plan_head(TaggerPlan, train, val, len(train.sentences), mode=TAGGER_MODE, unit="sentences",
+                     metric="entity F1", base=base, name=name, epochs=epochs, learning_rate=learning_rate,
+                     batch_size=batch_size, warmup_ratio=warmup_ratio, seed=seed, patience=patience,
+                     val_fraction=val_fraction, allow_paths=allow_paths, settings=settings)
 
 
 def run_tagger_plan(plan: TaggerPlan, progress: Callable[[dict], None] | None = None,
@@ -90,12 +60,4 @@ def run_tagger_plan(plan: TaggerPlan, progress: Callable[[dict], None] | None = 
     """Run the plan (``run_tagger``), sending ``run_plan``'s events: "mode", then "progress" (the training's
     step, max_steps, eta, logs...), then "result". A cancel within training still saves the best weights so far
     (the result says ``cancelled``)."""
-    emit = progress or (lambda e: None)
-    mode = plan.modes[0]
-    emit({"kind": "mode", "mode": mode, "index": 1, "of": 1})
-    res = run_tagger(plan.train, plan.val, base=plan.base, name=plan.names[0], config=plan.config,
-                     val_fraction=plan.val_fraction, source=plan.source, cancel=cancel, allow_paths=plan.allow_paths,
-                     owner=plan.owner, models_dir=plan.models_dir,
-                     progress=lambda e: emit({"kind": "progress", "mode": mode, "index": 1, "of": 1, **e}))
-    emit({"kind": "result", "mode": mode, "index": 1, "of": 1, "result": res})
-    return [res]
+    return run_head_plan(plan, run_tagger, progress, cancel)
