@@ -29,9 +29,9 @@ from .markup import esc
 
 __all__ = ["COLOURINGS", "DIMENSIONS", "RunView", "VECTORS", "calibration_md", "comparison_frame", "comparison_md",
            "confusion_figure", "disagreement_frame", "DISAGREEMENT_WIDTHS", "load_run", "per_class_frame", "pick_row",
-           "pick_slice", "probes_figure", "reliability_figure", "rows_frame", "rows_widths", "scatter_figure",
-           "slice_rows", "slices_frame", "stored_choices", "summary_md", "temperature_judgement", "wrong_rows",
-           "MAX_LISTED", "MAX_POINTS", "shown_points", "SLICE_COLUMNS"]
+           "pick_slice", "probes_figure", "range_text", "reliability_figure", "rows_frame", "rows_widths",
+           "scatter_figure", "score_text", "slice_rows", "slices_frame", "stored_choices", "summary_md",
+           "temperature_judgement", "wrong_rows", "MAX_LISTED", "MAX_POINTS", "shown_points", "SLICE_COLUMNS"]
 
 COLOURINGS = [("true label", "true"), ("prediction", "predicted"), ("correct or not", "correct"),
               ("confidence", "confidence")]
@@ -192,8 +192,15 @@ def _pct(x) -> str:
     return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.1%}"
 
 
-def _num(x, fmt: str = ".3f") -> str:
+def score_text(x, fmt: str = ".3f") -> str:
+    """A score as the Evaluate tab's tables write it ("0.812"; "–" for none). Shared by the classifier's view and
+    the question answering view (``evaluate_reader``)."""
     return "–" if x is None else format(x, fmt)
+
+
+def range_text(interval, fmt: str = ".3f") -> str:
+    """An interval (lo, hi) as a table cell ("0.512–0.834"; "–" for none), as the tagger's view writes one."""
+    return "–" if interval is None else f"{format(interval[0], fmt)}–{format(interval[1], fmt)}"
 
 
 def _interval(iv) -> str:
@@ -209,7 +216,7 @@ def summary_md(view: RunView) -> str:
              f"**{m['rows']:,} rows** of {esc(m.get('source'))} evaluated with "
              f"**{esc(shown_name(m.get('model')))}** ({used}).",
              f"**Accuracy {_pct(m['accuracy'])}** (95% interval {_interval(m.get('accuracy_interval'))}) · "
-             f"**macro-F1 {_num(m.get('macro_f1'))}** · {m.get('misclassified_rows', 0):,} misclassified"
+             f"**macro-F1 {score_text(m.get('macro_f1'))}** · {m.get('misclassified_rows', 0):,} misclassified"
              + (f" · {m['skipped_rows']:,} rows skipped" if m.get("skipped_rows") else "")
              + (f" (the {MAX_LISTED:,} most confident are listed below)" if m.get("misclassified_rows", 0) > MAX_LISTED
                 else "")]
@@ -308,7 +315,7 @@ def calibration_md(view: RunView) -> str:
     after = f"after (T = {t:.3f})" if isinstance(t, (int, float)) else "after (no temperature)"
     lines = ["| | before | " + after + " |", "|---|---|---|"]
     for key, what in (("ece", "ECE (15 bins)"), ("nll", "NLL"), ("brier", "Brier")):
-        lines.append(f"| {what} | {_num(c.get(key))} | {_num(c.get(key + '_after'))} |")
+        lines.append(f"| {what} | {score_text(c.get(key))} | {score_text(c.get(key + '_after'))} |")
     note = c.get("note")
     text = "\n".join(lines) + (f"\n\n{esc(note)} Lower is better for all three." if note else "")
     if isinstance(t, (int, float)):
@@ -448,11 +455,11 @@ def comparison_md(view: RunView) -> str:
         f"### {esc(a)} (A) vs {esc(b)} (B), on the same {c.get('rows', 0):,} rows",
         f"| | A: {esc(a)} | B: {esc(b)} |", "|---|---|---|",
         f"| accuracy | {_pct(acc.get('a'))} | {_pct(acc.get('b'))} |",
-        f"| macro-F1 | {_num(f1.get('a'))} | {_num(f1.get('b'))} |", "",
+        f"| macro-F1 | {score_text(f1.get('a'))} | {score_text(f1.get('b'))} |", "",
         f"Both right **{c.get('both_correct', 0):,}** · only A right **{c.get('only_a_correct', 0):,}** · only B right "
         f"**{c.get('only_b_correct', 0):,}** · both wrong **{c.get('both_wrong', 0):,}** · the predictions differ on "
         f"**{c.get('disagreements', 0):,}** rows.", "",
-        f"McNemar's exact test: **p = {_num(c.get('mcnemar_p'), '.3g')}**. {esc(reading)}"])
+        f"McNemar's exact test: **p = {score_text(c.get('mcnemar_p'), '.3g')}**. {esc(reading)}"])
 
 
 def comparison_frame(view: RunView) -> pd.DataFrame:
