@@ -14,6 +14,11 @@ evaluation is ``evaluate_tagged`` (``compare_taggers`` with a second tagger) wit
 and the result is drawn by ``evaluate_tagger`` and not stored (the page says so). The file asked for, the
 controls offered and the models to compare with follow the chosen model's head (``model_state``,
 ``compare_options``).
+
+A question answering model (a span reader) chosen: the upload is read as questions with their contexts and answers
+(``read_squad``: SQuAD JSON or a question/context/answer_text/answer_start CSV, its refusals said as it says them),
+the evaluation is ``evaluate_answers`` with the same progress (in questions) and cancel, and the result is drawn by
+``evaluate_reader`` and not stored. No comparison and no slice words: the evaluation takes neither.
 """
 
 from __future__ import annotations
@@ -28,22 +33,49 @@ import gradio as gr
 
 import bertviz_app as core
 from bertviz_app.evaluate import evaluation_runs
+from bertviz_app.evaluate.answer_evaluation import evaluate_answers
 from bertviz_app.evaluate.tagger_evaluation import compare_taggers, evaluate_tagged
 from bertviz_app.models import visitors
 from bertviz_app.models.catalog import folder_head
 from bertviz_app.models.heads import QUESTION_ANSWERING, SEQUENCE_CLASSIFICATION, TOKEN_CLASSIFICATION
+from bertviz_app.train.data.squad import QAFile, read_squad
 from bertviz_app.train.data.tagged import TaggedFile, read_tagged
 
-from . import evaluate_tagger, evaluate_view, figures, guards, model_loading, plots, streaming, visitor
+from . import evaluate_reader, evaluate_tagger, evaluate_view, figures, guards, model_loading, plots, streaming, visitor
 from .evaluate_view import RunView
 from .finetune_view import load_base, shown_name
 from .markup import esc
 from .streaming import CancelFlag
 
-__all__ = ["Handlers", "NONE", "NO_COMPARE", "NO_PAIR", "parse_words", "progress_line", "rows_table"]
+__all__ = ["Handlers", "NONE", "NO_COMPARE", "NO_PAIR", "file_head", "file_wanted", "parse_words", "progress_line",
+           "rows_table"]
 
 NONE = ""  # the "no second text" / "compare with nothing" choice
-EVALUATED = (SEQUENCE_CLASSIFICATION, TOKEN_CLASSIFICATION)  # the heads an evaluation reads (a table, a tagged file)
+# the heads an evaluation reads (a table, a tagged file, a SQuAD file)
+EVALUATED = (SEQUENCE_CLASSIFICATION, TOKEN_CLASSIFICATION, QUESTION_ANSWERING)
+# each head's file: what a file read for it is called when it is put away, the file, its formats
+FILE_OF = {SEQUENCE_CLASSIFICATION: ("the table read for a classifier", "a labelled table",
+                                     "a text and a label column"),
+           TOKEN_CLASSIFICATION: ("the tagged file read for a tagger", "a tagged file",
+                                  "CoNLL, JSON lines with tokens and tags, or a tokens/tags CSV"),
+           QUESTION_ANSWERING: ("the questions read for a question answering model", "a question answering file",
+                                "SQuAD JSON, or a CSV with question, context, answer_text and answer_start columns")}
+
+
+def file_wanted(head) -> str:
+    """The file a model of ``head`` is evaluated on, with its formats ("a tagged file (CoNLL, ...)")."""
+    _, file, formats = FILE_OF.get(head, FILE_OF[SEQUENCE_CLASSIFICATION])
+    return f"{file} ({formats})"
+
+
+def file_head(table):
+    """The head a file read at upload is for: a ``TaggedFile`` a tagger's, a ``QAFile`` a reader's, a table a
+    classifier's."""
+    if isinstance(table, TaggedFile):
+        return TOKEN_CLASSIFICATION
+    if isinstance(table, QAFile):
+        return QUESTION_ANSWERING
+    return SEQUENCE_CLASSIFICATION
 
 
 def head_kind(head) -> str:
@@ -51,6 +83,7 @@ def head_kind(head) -> str:
     return {SEQUENCE_CLASSIFICATION: "a sequence classifier", TOKEN_CLASSIFICATION: "a token classifier"}.get(
         head, f"a {head.name} model")
 NO_PAIR = [("(none)", NONE)]
+READER_ALONE = "a question answering model is evaluated alone here (two of them are not compared on one file yet)"
 NO_COMPARE = [("(none)", NONE)]
 
 
@@ -114,7 +147,8 @@ class Handlers:
         columns offered and guessed as the evaluation would guess them. A refused file (unreadable, too
         big, a zip renamed .csv, over the upload quota...) is cleared from the File component, so it does
         not look uploaded, and the status line says why and what to fix (no toast, no badge). With
-        ``model_name`` a tagger (the model chosen when the file arrives), the file is read as tagged words."""
+        ``model_name`` a tagger (the model chosen when the file arrives), the file is read as tagged words; a
+        question answering model, as questions with their contexts and answers (``read_squad``)."""
         ui = self.ui
         empty = gr.update(choices=[], value=None)
         if not path:
@@ -128,11 +162,17 @@ class Handlers:
             why = guards.upload_refused(path, exc)
             return {**cleared, ui.refused: None, ui.notices: why, ui.status: why}
         try:
-            if self.reads_tags(model_name):
+            head = self.reads_head(model_name)
+            if head is TOKEN_CLASSIFICATION:
                 tagged = read_tagged(path, max_upload_mb=self.settings.max_upload_mb,
                                      max_sentences=self.settings.max_rows)
                 return {**cleared, ui.upload: gr.skip(), ui.table: tagged, ui.refused: None, ui.status: "",
                         ui.notices: evaluate_tagger.tagged_md(tagged)}
+            if head is QUESTION_ANSWERING:
+                questions = read_squad(path, max_upload_mb=self.settings.max_upload_mb,
+                                       max_questions=self.settings.max_rows)
+                return {**cleared, ui.upload: gr.skip(), ui.table: questions, ui.refused: None, ui.status: "",
+                        ui.notices: evaluate_reader.read_md(questions)}
             table = core.read_table(path, max_upload_mb=self.settings.max_upload_mb, max_rows=self.settings.max_rows)
         except core.DataError as exc:
             return {**cleared, ui.refused: guards.refused_file(path, exc),
@@ -155,39 +195,45 @@ class Handlers:
                 ui.pair_col: gr.update(choices=[*NO_PAIR, *[(c, c) for c in cols]], value=guess.pair or NONE)}
 
     def file_for_model(self, model_name, table):
-        """Another model chosen while a file is shown: a file read for the other head (tagged words for a
-        classifier, a table for a tagger) is put away, and the line under the upload says why and what to upload,
-        so Evaluate is not offered a file it would refuse. A file of the model's kind, or a model that does not
-        open, leaves it as it is."""
+        """Another model chosen while a file is shown: a file read for another head (tagged words for a classifier,
+        a table for a tagger, questions for either, or either for a question answering model) is put away, and the
+        line under the upload says why and what to upload, so Evaluate is not offered a file it would refuse. A file
+        of the model's kind, or a model that does not open, leaves it as it is."""
         ui = self.ui
         kept = dict.fromkeys([ui.upload, ui.table, ui.refused, ui.notices, ui.text_col, ui.label_col, ui.pair_col],
                              gr.skip())
         if table is None:
             return kept
         try:
-            tagger = model_loading.chosen_head(model_name, self.default, self.settings) is TOKEN_CLASSIFICATION
+            head = model_loading.chosen_head(model_name, self.default, self.settings)
         except core.BertvizError:
             return kept
-        if tagger == isinstance(table, TaggedFile):
+        head = head if head in FILE_OF else SEQUENCE_CLASSIFICATION  # as on_upload reads for it
+        if head is file_head(table):
             return kept
         shown = esc(shown_name((model_name or "").strip() or self.default))
-        why = (f"**{shown} is a tagger:** the table read for a classifier was put away. Upload a tagged file (CoNLL, "
-               "JSON lines with tokens and tags, or a tokens/tags CSV)." if tagger else
-               f"**{shown} is a sequence classifier:** the tagged file read for a tagger was put away. Upload a "
-               "labelled table (a text and a label column).")
+        kind = {TOKEN_CLASSIFICATION: "a tagger", QUESTION_ANSWERING: "a question answering model"}.get(
+            head, "a sequence classifier")
+        why = f"**{shown} is {kind}:** {FILE_OF[file_head(table)][0]} was put away. Upload {file_wanted(head)}."
         empty = gr.update(choices=[], value=None)
         return {ui.upload: None, ui.table: None, ui.refused: None, ui.notices: why, ui.text_col: empty,
                 ui.label_col: empty, ui.pair_col: gr.update(choices=NO_PAIR, value=NONE)}
 
     def reads_tags(self, model_name) -> bool:
-        """Is ``model_name`` (the chosen model) a tagger, so its file is tagged words? A model that does not open
-        reads as a classifier here (Evaluate says why it cannot be evaluated)."""
+        """Is ``model_name`` (the chosen model) a tagger, so its file is tagged words?"""
+        return self.reads_head(model_name) is TOKEN_CLASSIFICATION
+
+    def reads_head(self, model_name):
+        """The head whose file an upload is read as for ``model_name`` (the chosen model): a tagger's (tagged
+        words), a question answering model's (questions) or a classifier's (a table). A model that does not open,
+        or none named, reads as a classifier here (Evaluate says why it cannot be evaluated)."""
         if model_name is None:
-            return False
+            return SEQUENCE_CLASSIFICATION
         try:
-            return model_loading.chosen_head(model_name, self.default, self.settings) is TOKEN_CLASSIFICATION
+            head = model_loading.chosen_head(model_name, self.default, self.settings)
         except core.BertvizError:
-            return False
+            return SEQUENCE_CLASSIFICATION
+        return head if head in (TOKEN_CLASSIFICATION, QUESTION_ANSWERING) else SEQUENCE_CLASSIFICATION
 
     # ---------------------------------------------------------------- evaluate
     @staticmethod
@@ -207,11 +253,17 @@ class Handlers:
     def evaluate(self, flag, model_name, table, refused, text_col, label_col, pair_col, words, compare, geometry):
         ui, cancel = self.ui, flag.event
         if table is None:
-            raise core.DataError(refused or ("Upload a tagged file first (CoNLL, JSON lines with tokens and tags, or a "
-                                             "tokens/tags CSV)." if self.reads_tags(model_name) else
-                                             "Upload a labelled file first (.csv, .tsv or .txt with a header row)."))
+            head = self.reads_head(model_name)
+            raise core.DataError(refused or (
+                "Upload a tagged file first (CoNLL, JSON lines with tokens and tags, or a tokens/tags CSV)."
+                if head is TOKEN_CLASSIFICATION else f"Upload {file_wanted(QUESTION_ANSWERING)} first."
+                if head is QUESTION_ANSWERING else
+                "Upload a labelled file first (.csv, .tsv or .txt with a header row)."))
         owner = visitor.owner()
         lm = model_loading.load(model_name, self.default, self.settings)
+        if lm.head is QUESTION_ANSWERING or isinstance(table, QAFile):
+            yield from self.evaluate_reader(flag, lm, table, compare)
+            return
         if lm.head is TOKEN_CLASSIFICATION or isinstance(table, TaggedFile):
             yield from self.evaluate_tagger(flag, lm, table, words, compare)
             return
@@ -280,6 +332,38 @@ class Handlers:
                           "Not stored: a tagger's evaluation is shown below only.")
         yield out
 
+    def evaluate_reader(self, flag, lm, questions, compare=None):
+        """A question answering model's evaluation of the file read at upload (``evaluate_answers``: every question
+        answered, SQuAD's EM and F1), in a worker thread with the progress in questions; drawn, not stored
+        (``evaluate_reader.NOT_STORED`` says so). The slice words do not apply (its slices are fixed); a comparison
+        is refused (not offered for two readers)."""
+        ui, cancel = self.ui, flag.event
+        shown = shown_name(lm.name)  # in a refusal, escaped where it is shown (guards.refusal_md)
+        if lm.head is not QUESTION_ANSWERING:
+            raise core.DataError(f"The file shown was read as questions with their contexts and answers, for a "
+                                 f"question answering model; {shown} is {head_kind(lm.head)}. Remove the file (×) and "
+                                 f"upload {file_wanted(lm.head)}.")
+        if not isinstance(questions, QAFile):
+            read = "tagged words, for a tagger" if isinstance(questions, TaggedFile) else "a classifier's table"
+            raise core.DataError(f"{shown} is a question answering model, evaluated on questions with their contexts "
+                                 f"and answers, and the file shown was read as {read} when it was uploaded. Remove it "
+                                 f"(×) and upload {file_wanted(QUESTION_ANSWERING)}.")
+        if compare:
+            raise core.InputError(f"{shown} is a question answering model: comparing two of them on one file is not "
+                                  "offered yet. Choose (none) in Compare with.")
+        track, progress = self.tracker(lm, unit="questions")
+
+        def work():
+            return evaluate_answers(lm, questions, progress=progress, cancel=cancel)
+
+        ev = yield from self.run_work(flag, work, track)
+        if ev is None:  # cancelled: the status says so
+            return
+        out = self.render_answers(ev)
+        out[ui.status] = (f"**Done:** {ev.n_questions:,} questions evaluated; exact match {ev.exact:.3f}, F1 "
+                          f"{ev.f1:.3f}. Not stored: a question answering model's evaluation is shown below only.")
+        yield out
+
     @staticmethod
     def tracker(lm, other=None, **extra) -> tuple[dict, Callable[[int, int], None]]:
         """The progress record an evaluation of ``lm`` (then ``other``) fills, and the callback that fills it."""
@@ -313,6 +397,26 @@ class Handlers:
         ui = self.ui
         return [ui.tagger_box, ui.tag_summary, ui.tag_types, ui.tag_comparison, ui.tag_slices, ui.tag_errors]
 
+    def reader_outputs(self) -> list:
+        """The components a question answering model's evaluation is drawn in (after the tagger's)."""
+        ui = self.ui
+        return [ui.reader_box, ui.qa_summary, ui.qa_slices, ui.qa_errors]
+
+    def reader_hidden(self) -> dict:
+        """The reader's results hidden (another head's evaluation drawn). A layout without them (a stand-in that
+        names only the classifier's and the tagger's components) draws as before."""
+        return {self.ui.reader_box: gr.update(visible=False)} if hasattr(self.ui, "reader_box") else {}
+
+    def render_answers(self, ev) -> dict:
+        """A question answering model's evaluation drawn; the classifier's and the tagger's results (and a stored
+        evaluation's view) hidden."""
+        ui = self.ui
+        return {ui.view: None, ui.selected: None, ui.selected_md: "", ui.classifier_box: gr.update(visible=False),
+                ui.geometry_box: gr.update(visible=False), ui.compare_box: gr.update(visible=False),
+                ui.tagger_box: gr.update(visible=False), ui.reader_box: gr.update(visible=True),
+                ui.qa_summary: evaluate_reader.summary_md(ev), ui.qa_slices: evaluate_reader.slices_frame(ev),
+                ui.qa_errors: evaluate_reader.errors_frame(ev)}
+
     def render_tagged(self, ev, comparison=None) -> dict:
         """A tagger's evaluation drawn; the classifier's results (and a stored evaluation's view) hidden."""
         ui = self.ui
@@ -321,7 +425,8 @@ class Handlers:
                 ui.tagger_box: gr.update(visible=True), ui.tag_summary: evaluate_tagger.summary_md(ev),
                 ui.tag_types: evaluate_tagger.types_frame(ev),
                 ui.tag_comparison: evaluate_tagger.comparison_md(comparison),
-                ui.tag_slices: evaluate_tagger.slices_frame(ev), ui.tag_errors: evaluate_tagger.errors_frame(ev)}
+                ui.tag_slices: evaluate_tagger.slices_frame(ev), ui.tag_errors: evaluate_tagger.errors_frame(ev),
+                **self.reader_hidden()}
 
     def progress(self, track: dict, cancel) -> dict:
         return {self.ui.status: progress_line(track["done"], track["total"], track["eta"].left(track["total"])
@@ -344,7 +449,8 @@ class Handlers:
                ui.slice_rows: rows_table([], v.pairs),
                ui.wrong: rows_table(evaluate_view.wrong_rows(v), v.pairs),
                ui.calibration: evaluate_view.calibration_md(v), ui.reliability: evaluate_view.reliability_figure(v),
-               ui.save_t_md: "", ui.classifier_box: gr.update(visible=True), ui.tagger_box: gr.update(visible=False)}
+               ui.save_t_md: "", ui.classifier_box: gr.update(visible=True), ui.tagger_box: gr.update(visible=False),
+               **self.reader_hidden()}
         # offered only for a temperature that helped on the rows it was measured on (NLL lower, ECE not higher),
         # for a model it can be saved into; else the line under the button says why not
         refused = self.save_refused(v) if evaluate_view.temperature_judgement(v)[0] else ""
@@ -483,35 +589,41 @@ class Handlers:
 
     def head_outputs(self) -> list:
         """What ``model_state`` sets: Evaluate's button and the line under it, and what follows the model's head
-        (the upload's label and hint, the table's columns, the geometry switch, the words box's label)."""
+        (the upload's label and hint, the table's columns, the geometry switch, the words box)."""
         ui = self.ui
         return [ui.start, ui.model_note, ui.upload, ui.file_hint, ui.columns_row, ui.geometry, ui.words]
 
     def head_state(self, lm: core.LoadedModel) -> dict:
         """The controls that follow the head: a tagger's file is tagged words (no columns to choose, no [CLS]
-        geometry: it reads every token), a classifier's a table of texts and labels."""
-        ui, et = self.ui, evaluate_tagger
+        geometry: it reads every token), a classifier's a table of texts and labels, a question answering model's
+        questions with their contexts and answers (no columns, no geometry, and no slice words: its slices are
+        fixed)."""
+        ui, et, er = self.ui, evaluate_tagger, evaluate_reader
+        if lm.head is QUESTION_ANSWERING:
+            return {ui.upload: gr.update(label=er.READER_UPLOAD), ui.file_hint: er.READER_FILE,
+                    ui.columns_row: gr.update(visible=False), ui.geometry: gr.update(visible=False, value=False),
+                    ui.words: gr.update(visible=False)}
         tagger = lm.head is TOKEN_CLASSIFICATION
         return {ui.upload: gr.update(label=et.TAGGER_UPLOAD if tagger else et.CLASSIFIER_UPLOAD),
                 ui.file_hint: et.TAGGER_FILE if tagger else et.CLASSIFIER_FILE,
                 ui.columns_row: gr.update(visible=not tagger),
                 ui.geometry: gr.update(visible=not tagger, **({"value": False} if tagger else {})),
-                ui.words: gr.update(label="Slice by sentences containing" if tagger else "Slice by rows containing")}
+                ui.words: gr.update(visible=True,
+                                    label="Slice by sentences containing" if tagger else "Slice by rows containing")}
 
     def model_state(self, name: str | None, lm: core.LoadedModel | None = None,
                     exc: BaseException | None = None) -> dict:
-        """Evaluate's button for the chosen model: offered for a single-label classifier or a tagger that opens;
-        else greyed, with the line under it saying why (the evaluation would refuse it: ``evaluate``). With a
-        model that opens, the controls that follow its head (``head_state``)."""
+        """Evaluate's button for the chosen model: offered for a single-label classifier, a tagger or a question
+        answering model that opens; else greyed, with the line under it saying why (the evaluation would refuse it:
+        ``evaluate``). With a model that opens, the controls that follow its head (``head_state``)."""
         ui, shown = self.ui, esc(shown_name((name or "").strip() or self.default))
         if exc is not None:
             why = f"**{shown} cannot be opened**, so it cannot be evaluated: {esc(exc)} Choose another model in " \
                   "the Model tab."
         elif lm is not None and lm.head not in EVALUATED:
             why = f"**{shown} is {esc(head_kind(lm.head))}:** an evaluation reads sequence classifiers (a labelled " \
-                  "table) and taggers (a tagged file). Choose another model in the Model tab." + (
-                      " A question answering model is evaluated on a SQuAD file by the command line: bertviz-app "
-                      "evaluate FILE --model NAME." if lm.head is QUESTION_ANSWERING else "")
+                  "table), taggers (a tagged file) and question answering models (a SQuAD file). Choose another " \
+                  "model in the Model tab."
         elif lm is not None and lm.multi_label:
             why = f"**{shown} is a multi-label model:** an evaluation reads single-label classifiers only (one " \
                   "class per row, softmax outputs). Choose another model in the Model tab."
@@ -531,6 +643,9 @@ class Handlers:
             return {ui.compare: gr.update(choices=NO_COMPARE, value=NONE,
                                           info="another model with the same classes (choose a model that opens)"),
                     **self.model_state(model_name, exc=exc)}
+        if lm.head is QUESTION_ANSWERING:  # evaluated alone: two readers are not compared yet
+            return {ui.compare: gr.update(choices=NO_COMPARE, value=NONE, info=READER_ALONE),
+                    **self.model_state(model_name, lm)}
         choices, note = self.compare_options(lm)
         base = core.base_of(lm) if suggest_base else None
         if base is not None and base not in [v for _, v in choices]:

@@ -2,7 +2,10 @@
 worst first, the rows it gets wrong, calibration before/after a temperature, and optionally the
 [CLS] geometry by layer and a comparison with another model. A tagger (token classifier) chosen in the
 Model tab is evaluated on a tagged file instead (CoNLL, JSON lines, a tokens/tags CSV): entity scores with
-their intervals, per type, slices, the sentences it gets wrong (``evaluate_tagger``), shown and not stored.
+their intervals, per type, slices, the sentences it gets wrong (``evaluate_tagger``), shown and not stored. A
+question answering model (a span reader) is evaluated on a SQuAD file (JSON, or a question/context/answer CSV): exact
+match and F1 with their intervals, the answerable and unanswerable questions apart, slices, the wrong answers
+(``evaluate_reader``), shown and not stored.
 
 This module lays the tab out (``build``) and connects its events (``wire``) to the handlers of
 ``evaluate_events.Handlers`` (how an evaluation runs, is stored and is drawn: see there).
@@ -16,7 +19,7 @@ import gradio as gr
 
 import bertviz_app as core
 
-from . import evaluate_tagger, evaluate_view, figures, guards, visitor
+from . import evaluate_reader, evaluate_tagger, evaluate_view, figures, guards, visitor
 from .evaluate_events import NO_COMPARE, NO_PAIR, NONE, Handlers
 from .evaluate_view import COLOURINGS, DIMENSIONS, VECTORS, RunView
 from .streaming import CancelFlag
@@ -36,9 +39,11 @@ def build(default: str, *, settings: core.Settings | None = None) -> SimpleNames
                 "and after a temperature). Each evaluation is stored and can be reopened below. The same as "
                 "`python -m bertviz_app evaluate FILE --out folder/`. A tagger (a token classifier) is evaluated on a "
                 "tagged file instead: entity precision, recall and F1 with their intervals, per entity type, against "
-                "tagging every word O.")
+                "tagging every word O. A question answering model (a reader) is evaluated on a SQuAD file: exact "
+                "match and F1 with their intervals, answerable and unanswerable questions apart, and its wrong "
+                "answers.")
     return SimpleNamespace(**_states(), **_file_fields(), **_run_fields(settings), **_results_fields(),
-                           **_tagger_fields(), **_geometry_fields(), **_comparison_fields())
+                           **_tagger_fields(), **_reader_fields(), **_geometry_fields(), **_comparison_fields())
 
 
 def _components(scope: dict) -> dict:
@@ -60,14 +65,14 @@ def _file_fields() -> dict:
     """The labelled file, its column mapping, the slice words, the model to compare with, the geometry switch."""
     with gr.Row():
         with gr.Column(scale=1):
-            # the types of both heads' files: gradio checks an upload against the types the component was built
+            # the types of every head's files: gradio checks an upload against the types the component was built
             # with; the label and the hint under it follow the chosen model's head (Handlers.model_state)
-            upload = gr.File(label=evaluate_tagger.CLASSIFIER_UPLOAD, file_types=evaluate_tagger.FILE_TYPES,
+            upload = gr.File(label=evaluate_tagger.CLASSIFIER_UPLOAD, file_types=evaluate_reader.FILE_TYPES,
                              type="filepath", elem_id="bv-ev-upload")
             file_hint = gr.Markdown(evaluate_tagger.CLASSIFIER_FILE, elem_id="bv-ev-file-hint")
         with gr.Column(scale=2):
             notices = gr.Markdown(elem_id="bv-ev-notices")
-            with gr.Row() as columns_row:  # a classifier's table's columns (hidden for a tagger)
+            with gr.Row() as columns_row:  # a classifier's table's columns (hidden for a tagger and a reader)
                 text_col = gr.Dropdown(choices=[], label="Text column", elem_id="bv-ev-text-col")
                 label_col = gr.Dropdown(choices=[], label="Label column", elem_id="bv-ev-label-col")
                 pair_col = gr.Dropdown(choices=NO_PAIR, value=NONE, label="Second text (optional)",
@@ -150,6 +155,20 @@ def _tagger_fields() -> dict:
     return _components(locals())
 
 
+def _reader_fields() -> dict:
+    """A question answering model's evaluation (shown when one is): EM and F1 with the answerable and unanswerable
+    parts, slices, the wrong answers."""
+    with gr.Column(visible=False, elem_id="bv-ev-reader") as reader_box:
+        qa_summary = gr.Markdown(elem_id="bv-ev-qa-summary")
+        qa_slices = gr.Dataframe(value=evaluate_reader.slices_frame(None), label="Slices by question word, answer "
+                                 "length and context length, lowest F1 first", interactive=False,
+                                 elem_id="bv-ev-qa-slices")
+        qa_errors = gr.Dataframe(value=evaluate_reader.errors_frame(None), label=f"Wrong answers (not an exact match), "
+                                 f"lowest F1 first (at most {evaluate_reader.MAX_ERRORS})", interactive=False,
+                                 wrap=True, max_height=400, elem_id="bv-ev-qa-errors", elem_classes=["bv-table"])
+    return _components(locals())
+
+
 def _geometry_fields() -> dict:
     """The [CLS] geometry by layer (shown when the evaluation has it)."""
     with gr.Group(visible=False) as geometry_box:
@@ -202,7 +221,7 @@ def wire(ui: SimpleNamespace, *, demo: gr.Blocks | None, model_dd, default: str,
     results = [ui.view, ui.selected, ui.selected_md, ui.summary, ui.per_class, ui.confusion, ui.slices, ui.slice_md,
                ui.slice_rows, ui.wrong, ui.calibration, ui.save_t, ui.save_t_md, ui.reliability, ui.geometry_box,
                ui.layer, ui.scatter, ui.probes, ui.dims, ui.colour, ui.vector, ui.compare_box, ui.comparison,
-               ui.disagreements, ui.compare_slices, ui.classifier_box, *h.tagger_outputs()]
+               ui.disagreements, ui.compare_slices, ui.classifier_box, *h.tagger_outputs(), *h.reader_outputs()]
     ui.start.click(h.arm, inputs=[ui.flag], outputs=None, queue=False, **private).then(
         guards.guard_stream(h.run), inputs=[ui.flag, model_dd, ui.table, ui.refused, ui.text_col, ui.label_col,
                                             ui.pair_col, ui.words, ui.compare, ui.geometry],
@@ -226,7 +245,7 @@ def wire(ui: SimpleNamespace, *, demo: gr.Blocks | None, model_dd, default: str,
     model_dd.change(guards.guard(h.suggest), inputs=[model_dd], outputs=[ui.compare, *h.head_outputs()],
                     concurrency_limit=1,
                     concurrency_id="evaluate-suggest", show_progress="hidden", **private)
-    # a file read for the other head (a tagger's tagged words, a classifier's table) put away, and why
+    # a file read for another head (a tagger's tagged words, a classifier's table, a reader's questions) put away
     model_dd.change(guards.guard(h.file_for_model), inputs=[model_dd, ui.table],
                     outputs=[ui.upload, ui.table, ui.refused, ui.notices, ui.text_col, ui.label_col, ui.pair_col],
                     concurrency_limit=1, concurrency_id="evaluate-file-model", show_progress="hidden", **private)

@@ -1,0 +1,117 @@
+"""The Evaluate tab's view of a question answering model's evaluation (a span reader, ``evaluate_answers``'
+``AnswerEvaluation``): SQuAD's exact match and F1 with their intervals, the answerable and unanswerable questions
+apart with the no-answer accuracy, the slices (question word, answer length, context length) worst first, and the
+wrong answers lowest F1 first. Pure helpers, tested alone; the handler is ``evaluate_events.Handlers.evaluate_reader``.
+
+Like a tagger's, a reader's evaluation is shown and not stored (the stored evaluations are classifier run folders);
+``NOT_STORED`` says so on the page, and that the command line's ``--json`` writes the same numbers.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from bertviz_app.evaluate.answer_evaluation import MAX_ERRORS_SHOWN
+
+from . import evaluate_tagger
+from .evaluate_view import range_text, score_text
+from .finetune_view import shown_name
+from .markup import esc
+
+__all__ = ["ERROR_COLUMNS", "FILE_TYPES", "MAX_ERRORS", "NOT_STORED", "READER_FILE", "READER_UPLOAD", "SLICE_COLUMNS",
+           "errors_frame", "n_wrong", "read_md", "slices_frame", "summary_md"]
+
+NOT_STORED = ("A question answering model's evaluation is shown here and **not stored** (the stored evaluations below "
+              "hold sequence classifiers' runs): `python -m bertviz_app evaluate FILE --model MODEL --json` writes the "
+              "same numbers as JSON.")
+READER_UPLOAD = "Question answering file (SQuAD .json, .csv)"
+READER_FILE = ("**File for this question answering model:** SQuAD JSON (1.1 or 2.0: `data` → `paragraphs` → "
+               "`context` and `qas`, each with `id`, `question`, `answers` [`text`, `answer_start`] and "
+               "`is_impossible`), or a CSV with `question`, `context`, `answer_text` and `answer_start` columns (an "
+               "empty `answer_text`: no answer; an optional `id` column). `answer_start` is the answer's character "
+               "offset in the context as given.")
+# the types of every head's files (gradio checks an upload against the types the component was built with): the
+# classifier's and the tagger's, and SQuAD's .json
+FILE_TYPES = [*evaluate_tagger.FILE_TYPES, ".json"]
+MAX_ERRORS = MAX_ERRORS_SHOWN  # wrong answers listed (the evaluation's own cap for its JSON, as the tagger's)
+
+
+def read_md(qf) -> str:
+    """What was read from a question answering upload (``read_squad``'s ``QAFile``): questions, format, how many
+    have no answer, and what the reader did."""
+    fmt = "SQuAD JSON" + (f" {qf.version}" if qf.version else "") if qf.format == "squad" else "CSV"
+    lines = [f"**{esc(qf.name)}**: {len(qf.examples):,} questions ({esc(fmt)}; {qf.n_impossible:,} without an "
+             "answer). Press Evaluate."]
+    return "  \n".join(lines + [f"Note: {esc(n)}" for n in qf.notices])
+
+
+def n_wrong(ev) -> int:
+    """The questions not answered exactly (what ``errors`` lists, uncapped)."""
+    return sum(e < 1 for e in ev.exact_scores)
+
+
+def _row(what: str, n: int, exact, f1, interval) -> str:
+    iv = interval or {}
+    return (f"| {what} | {n:,} | {score_text(exact)} | {range_text(iv.get('exact'))} | {score_text(f1)} | "
+            f"{range_text(iv.get('f1'))} |")
+
+
+def summary_md(ev, stored_note: bool = True) -> str:
+    """EM and F1 over every question with their 95% intervals, the answerable and unanswerable questions apart (where
+    the file has both) and the no-answer accuracy, how many are wrong, the verdict (when the record has one), what
+    the reader did, and that it is not stored."""
+    threshold = ev.options.get("no_answer_threshold")
+    said = "never (the file has no unanswerable question)" if threshold is None else f"{threshold:g}"
+    head = [f"### {esc(shown_name(ev.model))} on {esc(ev.source)}",
+            f"{ev.n_questions:,} questions ({esc(ev.format)}); SQuAD's exact match and F1 (fractions of questions, "
+            "answers normalised as the official script does); 95% intervals by a bootstrap over questions. No-answer "
+            f"threshold: {esc(said)}."]
+    table = ["| questions | n | exact match | 95% interval | F1 | 95% interval |", "|---|---|---|---|---|---|",
+             _row("**all**", ev.n_questions, ev.exact, ev.f1, ev.interval)]
+    for what, group in (("answerable", ev.has_answer), ("unanswerable", ev.no_answer)):
+        if group is not None:
+            table.append(_row(what, group["n"], group["exact"], group["f1"], group["interval"]))
+    tail = []
+    if ev.no_answer_accuracy is not None:
+        tail.append(f"Answer or \"no answer\" chosen as the file has it (no-answer accuracy): "
+                    f"**{ev.no_answer_accuracy:.1%}** of questions.")
+    else:
+        tail.append("Every question has an answer (SQuAD 1.1): no unanswerable part and no no-answer accuracy.")
+    wrong = n_wrong(ev)
+    tail.append(f"Wrong answers (not an exact match): {wrong:,} of {ev.n_questions:,}"
+                + (f"; the {MAX_ERRORS:,} with the lowest F1 are listed below." if wrong > MAX_ERRORS else "."))
+    verdict = getattr(ev, "verdict", None)  # an evaluation that judges itself says so; AnswerEvaluation does not yet
+    if verdict:
+        tail.append(f"**Verdict:** {esc(verdict)}")
+    tail += [f"Note: {esc(n)}" for n in ev.notices]
+    if stored_note:
+        tail.append(NOT_STORED)
+    return "\n\n".join(["  \n".join(head), "\n".join(table), "  \n".join(tail)])
+
+
+SLICE_COLUMNS = ["kind", "slice", "questions", "exact match", "F1", "F1 95% interval"]
+
+
+def slices_frame(ev) -> pd.DataFrame:
+    """The slices by question word, answer length and context length, the lowest F1 first (their kinds' order on
+    ties)."""
+    if ev is None:
+        return pd.DataFrame(columns=SLICE_COLUMNS)
+    shown = sorted(ev.slices, key=lambda s: s.f1)  # stable
+    return pd.DataFrame([[s.kind, s.name, s.n_questions, score_text(s.exact), score_text(s.f1),
+                          range_text((s.interval or {}).get("f1"))] for s in shown], columns=SLICE_COLUMNS)
+
+
+ERROR_COLUMNS = ["id", "question", "gold", "predicted", "F1"]
+NO_ANSWER = "(no answer)"
+
+
+def errors_frame(ev) -> pd.DataFrame:
+    """The wrong answers, lowest F1 first (the first ``MAX_ERRORS``): the question, its gold answers (" | " between
+    two), the model's answer ("(no answer)" where it chose none, or the file has none) and its F1."""
+    if ev is None:
+        return pd.DataFrame(columns=ERROR_COLUMNS)
+    rows = [[str(e["id"]), e["question"], " | ".join(e["gold"]) or NO_ANSWER,
+             NO_ANSWER if e["no_answer"] else e["predicted"], round(float(e["f1"]), 3)]
+            for e in ev.errors(MAX_ERRORS)]
+    return pd.DataFrame(rows, columns=ERROR_COLUMNS)
