@@ -83,8 +83,9 @@ def _decode(text) -> object:
 
 class CancelFlag:
     """A job's stop sign, one small Ray actor (no CPU) per job: the driver sets it when the job is cancelled or
-    interrupted, the workers read it between rows. (Ray Data ends an abandoned job's actors only once
-    their running batches are done, which can be minutes of explaining.)"""
+    interrupted, the workers read it between rows. (On Ray 2.60, Ray Data also kills an abandoned job's
+    actors itself: with neither this flag nor the iterator's close, a cancelled test job's CPUs came back
+    within a second. The flag keeps the stop from resting on when, and whether, Ray Data does that.)"""
 
     def __init__(self) -> None:
         self.value = False
