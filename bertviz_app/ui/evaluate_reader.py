@@ -40,7 +40,8 @@ def read_md(qf) -> str:
     """What was read from a question answering upload (``read_squad``'s ``QAFile``): questions, format, how many
     have no answer, and what the reader did."""
     fmt = "SQuAD JSON" + (f" {qf.version}" if qf.version else "") if qf.format == "squad" else "CSV"
-    lines = [f"**{esc(qf.name)}**: {len(qf.examples):,} questions ({esc(fmt)}; {qf.n_impossible:,} without an "
+    count = len(qf.examples)
+    lines = [f"**{esc(qf.name)}**: {count:,} question{'s' * (count != 1)} ({esc(fmt)}; {qf.n_impossible:,} without an "
              "answer). Press Evaluate."]
     return "  \n".join(lines + [f"Note: {esc(n)}" for n in qf.notices])
 
