@@ -168,14 +168,16 @@ def _pieces(enc, windows: list[int], probs: list[np.ndarray], stride: int):
     first = 0
     for k, w in enumerate(windows):
         e = enc.encodings[w]
+        # each of an Encoding's properties builds a new list when read: read once per window, not once per piece
+        e_tokens, e_offsets, e_words = e.tokens, e.offsets, e.word_ids
         at = [i for i, s in enumerate(e.sequence_ids) if s == 0]  # the text's pieces in this window
         n = len(at)
         for j, i in enumerate(at):
             g, central = first + j, min(j, n - 1 - j)
             if g == len(tokens):
-                tokens.append(e.tokens[i])
-                offsets.append(tuple(e.offsets[i]))
-                word_ids.append(e.word_ids[i])
+                tokens.append(e_tokens[i])
+                offsets.append(tuple(e_offsets[i]))
+                word_ids.append(e_words[i])
                 rows.append(probs[w][i])
                 best.append(central)
             elif central > best[g]:
