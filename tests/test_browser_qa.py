@@ -118,9 +118,9 @@ def test_a_reader_answers_on_the_page_and_the_other_tabs_say_what_they_read(brow
         page.get_by_role("tab", name="Explain a file").click()
         expect(page.locator("#bv-bx-start")).to_be_disabled()
         expect(page.locator("#bv-bx-model-note")).to_contain_text("question answering")
-        page.get_by_role("tab", name="Evaluate").click()
-        expect(page.locator("#bv-ev-start")).to_be_disabled()
-        expect(page.locator("#bv-ev-model-note")).to_contain_text("question answering")
+        page.get_by_role("tab", name="Evaluate").click()  # Evaluate takes a reader: a SQuAD file
+        expect(page.locator("#bv-ev-start")).to_be_enabled()
+        expect(page.locator("#bv-ev-upload")).to_contain_text("Question answering file")
         page.get_by_role("tab", name="Model").click()
         assert "reader" in options(page, "#bv-model")  # listed by name too
         # positive control: a classifier loaded after it

@@ -271,7 +271,7 @@ def test_compare_with_lists_only_models_of_the_same_head_and_says_why_not_the_ot
     """Compare with compared label sets only: a tagger with two tags could be offered to a two-class classifier
     (which compare_taggers and evaluate_file refuse), and a classifier to a tagger. Now each head is offered its
     own kind, and the note names the others with the reason."""
-    from bertviz_app.ui import evaluate_tagger
+    from bertviz_app.ui import evaluate_reader, evaluate_tagger
 
     h = evaluate_handlers(heads_registry)
     out = h.suggest("tagger-a")
@@ -290,8 +290,9 @@ def test_compare_with_lists_only_models_of_the_same_head_and_says_why_not_the_ot
     assert re.search(r"tagger-a, tagger-b, tagger-io \(a token classifier\)", out["compare"]["info"]), out["compare"]
     assert "qa (a question answering model)" in out["compare"]["info"]
     assert out["file_hint"] == evaluate_tagger.CLASSIFIER_FILE and out["columns_row"]["visible"] is True
-    out = h.suggest("qa")  # a head an evaluation does not read: greyed, and why
-    assert out["start"]["interactive"] is False and "qa is a question answering model" in out["model_note"]
+    out = h.suggest("qa")  # a reader: evaluated on a SQuAD file, its upload and hint say so
+    assert out["start"]["interactive"] is True and out["file_hint"] == evaluate_reader.READER_FILE
+    assert out["upload"]["label"] == evaluate_reader.READER_UPLOAD and out["columns_row"]["visible"] is False
 
 
 def test_evaluate_reads_a_tagged_file_for_a_tagger_and_shows_its_scores_unstored(heads_registry, tmp_path):

@@ -21,7 +21,16 @@ import pytest
 from test_answering import build_steered
 
 import bertviz_app as bv
-from bertviz_app.ui import Page, analysis, attention_tab, attribution_tab, batch_tab, evaluate_events, model_loading
+from bertviz_app.ui import (
+    Page,
+    analysis,
+    attention_tab,
+    attribution_tab,
+    batch_tab,
+    evaluate_events,
+    evaluate_reader,
+    model_loading,
+)
 
 QUESTION = "what was the film"
 CONTEXT = "the film was awful <b>the</b> movie joy & it was fun"  # HTML in the user's text comes back as text
@@ -159,7 +168,7 @@ def test_an_empty_question_or_context_is_refused_in_the_status_line(settings, qa
 
 
 # --------------------------------------------------------------------------- the tabs that do not read it
-def test_explain_a_file_and_evaluate_grey_their_start_with_the_reason(registry):
+def test_explain_a_file_greys_its_start_with_the_reason_and_evaluate_takes_a_reader(registry):
     page = make_page(registry, "clf")
     batch = batch_tab.Handlers(page.b, default="clf", settings=registry)
     off = batch.model_state("reader")
@@ -168,9 +177,9 @@ def test_explain_a_file_and_evaluate_grey_their_start_with_the_reason(registry):
     assert on[page.b.start]["interactive"] is True and on[page.b.model_note] == ""
     ev = evaluate_events.Handlers(page.e, default="clf", settings=registry, predict_text=page.p.text,
                                   predict_pair=page.p.pair, tabs=page.tabs)
-    off = ev.suggest("reader")
-    assert off[page.e.start]["interactive"] is False and "question answering" in off[page.e.model_note]
-    assert "bertviz-app evaluate FILE --model NAME" in off[page.e.model_note]  # where a reader is evaluated
+    reader = ev.suggest("reader")  # Evaluate takes a reader: its upload asks for a SQuAD file
+    assert reader[page.e.start]["interactive"] is True
+    assert reader[page.e.upload]["label"] == evaluate_reader.READER_UPLOAD
     on = ev.suggest("clf")
     assert on[page.e.start]["interactive"] is True
     # the classifier's compare-with list leaves the reader out, saying why
