@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 import pandas as pd
+import plotly.graph_objects as go
 
 import bertviz_app as core
 
@@ -172,7 +173,8 @@ def runs_frame(models_dir: Path | None = core.Settings.models_dir) -> pd.DataFra
         runs = []
     groups: dict[str, dict[str, list[dict]]] = {}
     taggers = [tagger_runs_row(r) for r in runs if tagger_run(r)]  # a row each (entity F1, not accuracy)
-    runs = [r for r in runs if not tagger_run(r)]
+    taggers += [reader_runs_row(r) for r in runs if reader_run(r)]  # ... and a reader's (exact match and F1)
+    runs = [r for r in runs if not tagger_run(r) and not reader_run(r)]
     for r in runs:  # newest first
         groups.setdefault(r.get("data_hash", "?"), {}).setdefault(r.get("mode", "?"), []).append(r)
     rows = []
@@ -206,6 +208,23 @@ def tagger_runs_row(info: dict) -> list[str]:
     types = dict.fromkeys(t[2:] if t[:2] in ("B-", "I-") else t for t in info.get("labels") or [] if t != "O")
     return [f"{info.get('source') or 'data'} · {str(info.get('data_hash', '?'))[:8]}", ", ".join(types),
             f"{info.get('train_sentences', '?')}/{info.get('val_sentences', '?')} sentences", "", "", "", name, "", ""]
+
+
+def reader_run(info: dict) -> bool:
+    """A question answering model's run (``run.json``'s task)."""
+    return info.get("task") == "question-answering"
+
+
+def reader_runs_row(info: dict) -> list[str]:
+    """A reader run as a row of the past-runs table: its held-out exact match and F1 beside its name (the classes,
+    accuracy and macro-F1 columns are a classifier's: left blank)."""
+    m = info.get("metrics") or {}
+    em, f1 = m.get("exact"), m.get("f1")
+    scores = f", exact match {em:.1%}, F1 {f1:.3f}" if isinstance(em, (int, float)) and isinstance(f1, (int, float)) \
+        else ""
+    name = f"{info.get('name', '?')} (reader{scores})" + (" (cancelled)" if info.get("cancelled") else "")
+    return [f"{info.get('source') or 'data'} · {str(info.get('data_hash', '?'))[:8]}", "",
+            f"{info.get('train_questions', '?')}/{info.get('val_questions', '?')} questions", "", "", "", name, "", ""]
 
 
 # runs_frame's column widths (shares of the table's width, adding up to all of it): each header fits on one line
@@ -483,11 +502,32 @@ class Live:
                 bits.append(f"macro-F1 {e['eval_macro_f1']:.3f}")
             if e.get("eval_entity_f1") is not None:  # a tagger's
                 bits.append(f"validation entity F1 {e['eval_entity_f1']:.3f}")
+            if e.get("eval_exact") is not None:  # a reader's
+                bits.append(f"held-out exact match {e['eval_exact']:.1%}")
+            if e.get("eval_f1") is not None:
+                bits.append(f"F1 {e['eval_f1']:.3f}")
         return " · ".join(bits)
 
     def figure(self):
         if self.mode == "probe" and not self.train:
             return plots.empty_figure("Probe mode has no training curve: features, then a logistic regression.")
-        return plots.training_curves(self.train, self.evals, self.max_steps, title=f"Training curves: {self.mode}")
+        fig = plots.training_curves(self.train, self.evals, self.max_steps, title=f"Training curves: {self.mode}")
+        return answer_curves(fig, self.evals)
+
+
+ANSWER_CURVES = (("eval_exact", "exact match", "#2ca02c"), ("eval_f1", "F1", "#9467bd"))  # a reader's evaluations
+
+
+def answer_curves(fig, evals: list[dict]):
+    """A reader's held-out exact match and F1 by step added to ``plots.training_curves``' validation panel (which
+    draws the classifier's and the tagger's metrics); ``fig`` unchanged for a run without them."""
+    for key, name, color in ANSWER_CURVES:
+        pts = [(e["step"], e[key]) for e in evals if e.get(key) is not None]
+        if pts:
+            xs, ys = zip(*pts)
+            fig.add_trace(go.Scatter(x=list(xs), y=list(ys), mode="lines+markers", name=name, line=dict(color=color),
+                                     marker=dict(size=7),
+                                     hovertemplate=f"step %{{x}}: %{{y:.3f}}<extra>{name}</extra>"), row=1, col=2)
+    return fig
 
 
