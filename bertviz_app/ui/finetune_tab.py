@@ -1,7 +1,9 @@
 """Fine-tune tab: upload a labelled table, confirm the columns, train (full, probe or both),
 watch the loss and validation curves live, then read the metrics, the verdict (did it learn?),
 the confusion matrix and the misclassified rows, compare the new model with its base, and
-download or push it.
+download or push it. A tagged file trains a tagger and a SQuAD file a reader (question answering) the same way
+(``finetune_tagger``, ``finetune_reader``); the intake, every head's upload and the task it sets, is
+``finetune_uploads``'.
 
 Layout and event wiring only: the fine-tune chain is the core service (``plan_finetune`` ->
 ``FinetuneJob``, the same one the CLI runs) and the rendering is ``finetune_view``'s. The job
@@ -24,14 +26,15 @@ from collections.abc import Callable
 from types import SimpleNamespace
 
 import gradio as gr
-import pandas as pd
 
 import bertviz_app as core
 from bertviz_app.models.catalog import folder_head
 from bertviz_app.models.heads import SEQUENCE_CLASSIFICATION
 
 from . import figures, guards, model_loading, plots, visitor
+from . import finetune_reader as reader
 from . import finetune_tagger as tagger
+from .finetune_uploads import AUTO, EMPTY_PREVIEW, NONE, UploadHandlers, wire_intake
 from .finetune_view import (
     COMPARE_STEPS,
     RUNS_WIDTHS,
@@ -46,14 +49,12 @@ from .finetune_view import (
     plan_from_fields,
     progress_html,
     push_to_hub,
-    read_upload,
     refusal,
     report_md,
     run_choices,
     runs_frame,
     settings_line,
     shown_name,
-    table_notes,
     verdict_md,
     wrong_csv,
     wrong_frame,
@@ -66,15 +67,9 @@ __all__ = ["CSS", "COMPARE_STEPS", "STOPPED_BY", "Handlers", "Live", "build", "c
            "metrics_md", "pick_row", "plan_from_fields", "progress_html", "push_to_hub", "refusal", "report_md",
            "shown_name", "wire", "wrong_csv"]
 
-NONE = ""  # the "no second text" choice of the pair dropdown
 MODE_CHOICES = [("full: train every weight", "full"), ("probe: frozen encoder + logistic regression", "probe"),
                 ("both: probe, then full, on the same split", "both")]
 UPDATE_EVERY = 0.5  # seconds between streamed redraws (at most ~2 a second)
-PREVIEW_ROWS = 10
-AUTO = "blank = automatic (from the data size)"
-EMPTY_PREVIEW = pd.DataFrame(columns=["row"])  # the preview before a file is read
-NO_PAIR = [("(none)", NONE)]
-NOT_USED = [("(not used by a tagger)", NONE)]  # the column fields' one choice while a tagged file is shown
 
 
 # --------------------------------------------------------------------------- layout
@@ -85,7 +80,9 @@ def build(default: str, *, settings: core.Settings | None = None) -> SimpleNames
     gr.Markdown("Fine-tune a classifier on your own labelled texts: upload a table with a text column and a label "
                 "column (.csv, .tsv or .txt with a header row), check the columns, and press **Start training**. "
                 "Or train a tagger (token classification, e.g. named entities) on tagged words: a CoNLL file, JSON "
-                "lines with tokens and tags, or a CSV with tokens and tags columns. "
+                "lines with tokens and tags, or a CSV with tokens and tags columns. Or a reader (question answering: "
+                "an answer span from a context) on SQuAD JSON (1.1 or 2.0) or a CSV with question, context, "
+                "answer_text and answer_start columns. "
                 "The new model is saved under `runs/` and opens in the explorer tabs.")
     return SimpleNamespace(**_states(), **_data_fields(), **_training_fields(default, settings), **_results_fields(),
                            **_runs_fields(settings), **_compare_fields(), **_hub_fields(), **_runs_table(settings))
@@ -114,7 +111,12 @@ def _states() -> dict:
     val_tagged_refused = gr.State(None)
     task_now = gr.State(tagger.SEQUENCE)
     task_pick = gr.State(None)
-    sample = gr.State(None, time_to_live=3600)  # a tagger run's name and a sentence, for "send to explorer"
+    sample = gr.State(None, time_to_live=3600)  # a tagger's or a reader's run and a text, for "send to explorer"
+    # the reader (question answering): the upload read as questions with their contexts and answers, or why not
+    qa = gr.State(None, time_to_live=3600)
+    val_qa = gr.State(None, time_to_live=3600)
+    qa_refused = gr.State(None)
+    val_qa_refused = gr.State(None)
     return _components(locals())
 
 
@@ -122,15 +124,15 @@ def _data_fields() -> dict:
     """The training and validation uploads, their column mapping, the read report and the preview."""
     with gr.Row():
         with gr.Column(scale=1):
-            upload = gr.File(label="Training data (.csv, .tsv, .txt; tagged words: .conll, .jsonl)",
-                             file_types=tagger.FILE_TYPES, type="filepath", elem_id="bv-ft-upload")
+            upload = gr.File(label="Training data (.csv, .tsv, .txt; tagged words: .conll, .jsonl; questions: SQuAD "
+                             ".json)", file_types=reader.FILE_TYPES, type="filepath", elem_id="bv-ft-upload")
             val_upload = gr.File(label="Validation data (optional; else 20% of the training data is held out)",
-                                 file_types=tagger.FILE_TYPES, type="filepath", elem_id="bv-ft-val-upload")
+                                 file_types=reader.FILE_TYPES, type="filepath", elem_id="bv-ft-val-upload")
         with gr.Column(scale=2):
-            task = gr.Radio(tagger.TASK_CHOICES, value=tagger.SEQUENCE, label="Task", elem_id="bv-ft-task",
+            task = gr.Radio(reader.TASK_CHOICES, value=tagger.SEQUENCE, label="Task", elem_id="bv-ft-task",
                             info="set from the file when only one task can read it")
             notices = gr.Markdown(elem_id="bv-ft-notices")
-            with gr.Row(elem_id="bv-ft-columns") as columns:  # the classifier's fields (hidden for a tagger)
+            with gr.Row(elem_id="bv-ft-columns") as columns:  # the classifier's fields (hidden for the others)
                 text_col = gr.Dropdown(choices=[], label="Text column", elem_id="bv-ft-text-col")
                 label_col = gr.Dropdown(choices=[], label="Label column", elem_id="bv-ft-label-col")
                 pair_col = gr.Dropdown(choices=[("(none)", NONE)], value=NONE, label="Second text (optional)",
@@ -273,11 +275,11 @@ def _runs_table(settings: core.Settings) -> dict:
 
 
 # --------------------------------------------------------------------------- events
-class Handlers:
-    """The tab's event handlers, one method per event, with what they share: the components ``f``,
-    the server's ``settings``, the app's default model and the explorer's components a finished
-    run updates (``model_dd``) or a misclassified row is sent to (``predict_text``, ``predict_pair``,
-    ``tabs``)."""
+class Handlers(UploadHandlers):
+    """The tab's event handlers, one method per event (the intake's are ``UploadHandlers``'), with what they
+    share: the components ``f``, the server's ``settings``, the app's default model and the explorer's
+    components a finished run updates (``model_dd``) or a misclassified row is sent to (``predict_text``,
+    ``predict_pair``, ``tabs``)."""
 
     def __init__(self, f: SimpleNamespace, *, settings: core.Settings, default: str, model_dd: gr.Dropdown,
                  predict_text: gr.Textbox, predict_pair: gr.Textbox, tabs: gr.Tabs):
@@ -286,173 +288,6 @@ class Handlers:
         # each visitor's one fine-tune, as a job that outlives its page; one trains at a time, others wait
         self.jobs = core.FinetuneJobs(max_waiting=settings.finetune_queue if settings.public else 0)
 
-    # ---------------------------------------------------------------- upload + mapping
-    def on_upload(self, path, note: guards.Refusal | None = None, pick: str | None = None):
-        """A training file: read it, guess the columns, show the preview and the report. A file refused with
-        an error (not an upload, over the quota: raised on, so an API caller gets it) is noted in ``note``
-        for ``after_upload``; one that cannot be read is the ``refused`` state's message. The file is also read
-        as tagged sentences (a tagger's), and the task set from what read it (``pick``: the user's choice)."""
-        if note is not None:
-            note.message = ""
-        try:
-            return self.read_training_file(path, pick)
-        except Exception as exc:
-            if note is not None:
-                note.message = guards.upload_refused(path, exc, logged=False)
-            raise
-
-    def after_upload(self, refused, note: guards.Refusal, status, task=tagger.SEQUENCE, tagged_refused=None):
-        """After each training upload (page only): a refused file is cleared from the File component, so it
-        does not look uploaded, and the status line says why and what to fix (no "Error" badge is left: this
-        event touches the upload's outputs); a good file clears an earlier refusal from that line. The task
-        control and the fields shown follow the task the file was read for (``task``)."""
-        f = self.f
-        refused = tagged_refused if task == tagger.TOKEN else refused if task == tagger.SEQUENCE else None
-        why = note.message or (f"**Error:** {esc(refused)}" if refused else "")
-        out = self.task_view(task) if not note.message else {}
-        if why:
-            return {**out, f.upload: None, f.status: why}
-        return {**out, f.status: "" if str(status or "").startswith("**Error:**") else gr.skip()}
-
-    def task_view(self, task: str | None) -> dict:
-        """The task control set to ``task``; a tagger's: the classifier's column fields hidden, the mode fixed at
-        full and max length greyed, each saying why."""
-        f = self.f
-        token = task == tagger.TOKEN
-        # "hidden", not False: a component gradio unmounts keeps sending the value it had (a table's label
-        # column), which gradio then refuses at Start as not among the choices set since
-        return {f.task: gr.update(value=task), f.columns: gr.update(visible="hidden" if token else True),
-                f.mode: gr.update(value="full", interactive=False, info=tagger.MODE_NOTE) if token
-                else gr.update(interactive=True, info=None),
-                f.max_len: gr.update(interactive=False, value="", info=tagger.MAX_LEN_NOTE) if token
-                else gr.update(interactive=True, info=f"{core_train_help('max_length')} {AUTO}")}
-
-    def on_task(self, task, table, tagged, refused, tagged_refused, status):
-        """The user picked the task: the file shown as that task reads it (both readings were made on upload), the
-        fields it needs shown, the pick kept for the next upload that both tasks could read."""
-        f = self.f
-        out = self.tagged_outputs(tagged, tagged_refused) if task == tagger.TOKEN else \
-            self.table_outputs(table, None, None, refused)
-        why = tagged_refused if task == tagger.TOKEN else refused
-        out.update(self.task_view(task))
-        out.update({f.task_now: task, f.task_pick: task,
-                    f.status: f"**Error:** {esc(why)}" if why else
-                    "" if str(status or "").startswith("**Error:**") else gr.skip()})
-        return out
-
-    def read_training_file(self, path, pick: str | None = None):
-        f = self.f
-        visitor.upload(path)  # public mode: counted, and deleted once read
-        try:
-            table, guess, notes, refused = read_upload(path, self.settings)
-            tagged, tagged_refused = tagger.read_tagged_upload(path, self.settings)
-            if table is None and tagged is None:  # a question answering file: said so, whichever task is shown
-                squad = tagger.squad_refusal(path, self.settings)
-                if squad:
-                    refused = tagged_refused = squad
-        finally:
-            visitor.discard(path)
-        task = tagger.choose_task(table, tagged, refused, pick, path)
-        out = self.tagged_outputs(tagged, tagged_refused) if task == tagger.TOKEN else \
-            self.table_outputs(table, guess, notes, refused)
-        if task is None:  # both tasks read it: the user chooses
-            out[f.notices] = tagger.CHOOSE + "  \n" + out[f.notices]
-        out.update({f.table: table, f.refused: refused, f.tagged: tagged, f.tagged_refused: tagged_refused,
-                    f.task_now: task})
-        return out
-
-    def tagged_outputs(self, tagged, tagged_refused) -> dict:
-        """The upload's outputs for a tagger: what was read (sentences, entities per type, the scheme) or why
-        not. The classifier's column fields (hidden, ``task_view``) hold one choice, "not used": a page whose
-        dropdown was emptied (choices [], value None) went on sending its old value, which gradio then refused at
-        Start as not among the choices."""
-        f = self.f
-        # one update each: gradio takes the value out of an update it applies, so a shared one left the label
-        # column's old value in place
-        out = {f.text_col: gr.update(choices=NOT_USED, value=NONE),
-               f.label_col: gr.update(choices=NOT_USED, value=NONE),
-               f.pair_col: gr.update(choices=NO_PAIR, value=NONE), f.multi: False}
-        if tagged is None:
-            out.update({f.notices: f"**Error:** {esc(tagged_refused)}" if tagged_refused else "",
-                        f.preview: EMPTY_PREVIEW, f.report: ""})
-        else:
-            out.update({f.notices: tagger.summary_md(tagged), f.preview: tagger.preview_frame(tagged),
-                        f.report: tagger.report_md(tagged)})
-        return out
-
-    def table_outputs(self, table, guess, notes, refused) -> dict:
-        """The upload's outputs for a classifier: the notices, the preview, the columns guessed and the report
-        (``guess``/``notes`` None: made again from ``table``), or why the table was refused."""
-        f = self.f
-        if table is not None and guess is None:
-            guess = core.guess_columns(table)
-            notes = table_notes(table, guess)
-        if table is None and notes is None:
-            notes = f"**Error:** {esc(refused)}" if refused else ""
-        if table is None:
-            # one update each: gradio takes the value out of an update it applies (a shared one left the label
-            # column's old value on the page, sent at Start and refused as not among the choices)
-            return {f.notices: notes, f.preview: EMPTY_PREVIEW, f.text_col: gr.update(choices=[], value=None),
-                    f.label_col: gr.update(choices=[], value=None),
-                    f.pair_col: gr.update(choices=NO_PAIR, value=NONE), f.multi: False,
-                    f.report: ""}
-        cols = list(table.columns)
-        return {
-            f.notices: notes,
-            f.preview: table.preview(PREVIEW_ROWS),
-            f.text_col: gr.update(choices=cols, value=guess.text),
-            f.label_col: gr.update(choices=cols, value=guess.label),
-            f.pair_col: gr.update(choices=[*NO_PAIR, *[(c, c) for c in cols]], value=guess.pair or NONE),
-            f.multi: False,
-            f.report: report_md(table, guess.text, guess.label, guess.pair, False, self.settings),
-        }
-
-    def on_mapping(self, table, text_col, label_col, pair_col, multi_label):
-        """The columns changed: the report again."""
-        return report_md(table, text_col, label_col, pair_col, multi_label, self.settings)
-
-    def on_val_upload(self, path, task=tagger.SEQUENCE):
-        """A validation file: its table, refusal and notices (and, for a tagger, its tagged sentences). A file
-        neither task can read is cleared from the File component and the status line says why and what to fix."""
-        f = self.f
-        if not path:
-            return {f.val_table: None, f.val_refused: None, f.val_tagged: None, f.val_tagged_refused: None,
-                    f.notices: ""}
-        tagged, tagged_refused = None, None
-        try:
-            visitor.upload(path)
-            try:
-                tagged, tagged_refused = tagger.read_tagged_upload(path, self.settings, "validation file")
-                t = core.read_table(path, max_upload_mb=self.settings.max_upload_mb, max_rows=self.settings.max_rows)
-            finally:
-                visitor.discard(path)
-        except Exception as exc:  # noqa: BLE001 - this is the translation edge (upload_refused logs the unexpected)
-            why = guards.upload_refused(path, exc)
-            out = {f.val_table: None, f.status: why, f.val_tagged: tagged, f.val_tagged_refused: tagged_refused,
-                   f.val_refused: refusal(path, exc, "validation file") if isinstance(exc, core.DataError) else None,
-                   f.notices: f"**Error in the validation file:** {esc(exc)}" if isinstance(exc, core.DataError)
-                   else why}
-            if tagged is None or not isinstance(exc, core.DataError):  # neither task reads it
-                if task == tagger.TOKEN and tagged_refused:
-                    out.update({f.status: f"**Error:** {esc(tagged_refused)}",
-                                f.notices: f"**Error in the validation file:** {esc(tagged_refused)}"})
-                return {**out, f.val_upload: None}
-            return {**out, f.status: gr.skip(), f.notices: self.val_tagged_notes(tagged)}
-        out = {f.val_tagged: tagged, f.val_tagged_refused: tagged_refused}
-        if task == tagger.TOKEN:
-            return {**out, f.val_table: t, f.val_refused: None,
-                    f.notices: self.val_tagged_notes(tagged) if tagged is not None else
-                    f"**Error in the validation file:** {esc(tagged_refused)}"}
-        notes = [f"Validation file **{esc(t.name)}**: {t.n_rows:,} rows."]
-        notes += [f"Note: {esc(n)}" for n in t.notices]
-        return {**out, f.val_table: t, f.val_refused: None, f.notices: "  \n".join(notes)}
-
-    @staticmethod
-    def val_tagged_notes(tagged) -> str:
-        notes = [f"Validation file **{esc(tagged.name)}**: {len(tagged.sentences):,} tagged sentences "
-                 f"({esc(tagged.format)}, {esc(tagged.scheme)})."]
-        return "  \n".join(notes + [f"Note: {esc(n)}" for n in tagged.notices])
-
     # ---------------------------------------------------------------- training (streamed)
     @staticmethod
     def arm(flag: CancelFlag):
@@ -460,7 +295,8 @@ class Handlers:
 
     def train(self, flag: CancelFlag, table, val_table, text_col, label_col, pair_col, multi_label, base, mode, name,
               epochs, lr, batch, max_len, seed, patience, val_fraction, warmup=None, refused=None, val_refused=None,
-              task=tagger.SEQUENCE, tagged=None, val_tagged=None, tagged_refused=None, val_tagged_refused=None):
+              task=tagger.SEQUENCE, tagged=None, val_tagged=None, tagged_refused=None, val_tagged_refused=None,
+              qa=None, val_qa=None, qa_refused=None, val_qa_refused=None):
         """Start the visitor's fine-tune as a job and stream its progress; the final yield shows the results
         and the verdict. The job is not this event: a page that goes away (its event cancelled, this
         generator closed) leaves it training; only Cancel stops it. A visitor with a fine-tune queued or
@@ -478,6 +314,10 @@ class Handlers:
                 plan = tagger.plan_from_fields(tagged, val_tagged, base, name, epochs, lr, batch, seed, patience,
                                                val_fraction, warmup, tagged_refused, val_tagged_refused,
                                                settings=self.settings)
+            elif task == reader.QUESTION:  # a reader: the question answering files, every weight trained
+                val_other = any(v is not None for v in (val_table, val_refused, val_tagged, val_tagged_refused))
+                plan = reader.plan_from_fields(qa, val_qa, base, name, epochs, lr, batch, seed, patience, val_fraction,
+                                               warmup, qa_refused, val_qa_refused, val_other, settings=self.settings)
             elif task is None and table is not None:
                 raise core.InputError(tagger.CHOOSE.replace("**", ""))
             else:
@@ -567,6 +407,8 @@ class Handlers:
         f = self.f
         if isinstance(plan, core.TaggerPlan):
             return self.finished_tagger(plan, results[-1], live)
+        if isinstance(plan, core.ReaderPlan):
+            return self.finished_reader(plan, results[-1], live)
         out = {
             f.status: ("**Cancelled.** " if any(r.cancelled for r in results) else "**Done.** ")
             + ", ".join(f"{esc(r.name)} saved" for r in results) + ".",
@@ -605,6 +447,24 @@ class Handlers:
         }
         return {**out, **self.new_run(r.name)}
 
+    def finished_reader(self, plan, r, live: Live) -> dict:
+        """The page after a reader run: held-out exact match and F1 against always "no answer" and the fixed-position
+        guess, the verdict, the curves, the questions not answered exactly, the new run chosen (and a question with
+        its context to open it on)."""
+        f = self.f
+        rows = reader.wrong_rows(r)
+        out = {
+            f.status: ("**Cancelled.** " if r.cancelled else "**Done.** ") + f"{esc(r.name)} saved.",
+            f.bar: progress_html(live.max_steps, live.max_steps, None, live.mode + ", done"),
+            f.verdict: reader.verdict_md(r) + "  \n" + settings_line(plan),
+            f.metrics: reader.metrics_md(r, plan.notices), f.per_class: per_class_frame([]), f.curves: live.figure(),
+            f.confusion: plots.empty_figure("A reader has no confusion matrix: see exact match and F1 against the "
+                                            "two guesses."),
+            f.wrong: reader.wrong_frame(rows), f.wrong_csv: None, f.results: rows,
+            f.sample: reader.sample(r, plan.train),
+        }
+        return {**out, **self.new_run(r.name)}
+
     def new_run(self, newest: str) -> dict:
         """The new run chosen in the explorer's model list and the runs list; the lists and the bases again."""
         f, out = self.f, {}
@@ -636,7 +496,8 @@ class Handlers:
         return w, what, w["text"], w.get("pair") or "", gr.update(value=w["run"])
 
     def send_to_explorer(self, w, sample=None):
-        """The selected row's text (a tagger run: else one of its sentences) and its run, on the Predict tab."""
+        """The selected row's text (a tagger run: else one of its sentences; a reader run: a question and its context,
+        the selected one's or the one it answered worst) and its run, on the Predict tab."""
         w = w or sample
         if not w:
             raise core.InputError("Select a row of the misclassified table first.")
@@ -738,38 +599,11 @@ def wire(f: SimpleNamespace, *, demo: gr.Blocks | None = None, default: str, mod
     model); ``settings``: the server's (default ``Settings()``)."""
     h = Handlers(f, settings=settings if settings is not None else core.Settings(), default=default,
                  model_dd=model_dd, predict_text=predict_text, predict_pair=predict_pair, tabs=tabs)
-    _wire_intake(f, h)
+    wire_intake(f, h)
     _wire_training(f, h, heavy, after_run, demo)
     _wire_results(f, h, heavy, model_dd, predict_text, predict_pair, tabs)
     _wire_runs(f, h, demo, model_dd)
     return h
-
-
-def _wire_intake(f: SimpleNamespace, h: Handlers) -> None:
-    # .upload and .clear, not .change: clearing a refused file (after_upload) must not run the handler again
-    upload_outputs = [f.table, f.refused, f.notices, f.preview, f.text_col, f.label_col, f.pair_col, f.multi, f.report,
-                      f.tagged, f.tagged_refused, f.task_now]  # the API's: the visible ones (states are not)
-    task_outputs = [f.task, f.columns, f.mode, f.max_len]
-    gr.on([f.upload.upload, f.upload.clear], guards.guard(h.on_upload),
-          trigger_mode="always_last",  # a file put in while the last one's clear runs is read too
-          inputs=[f.upload, f.upload_note, f.task_pick],
-          outputs=upload_outputs, api_name="finetune_upload", api_visibility="undocumented",
-          concurrency_limit=2).then(h.after_upload, inputs=[f.refused, f.upload_note, f.status, f.task_now,
-                                                            f.tagged_refused],
-                                    outputs=[*upload_outputs, *task_outputs, f.upload, f.status],
-                                    api_visibility="private", queue=False, show_progress="hidden")
-    f.task.input(h.on_task, inputs=[f.task, f.table, f.tagged, f.refused, f.tagged_refused, f.status],
-                 outputs=[*upload_outputs, *task_outputs, f.task_pick, f.status], api_visibility="private",
-                 queue=False, show_progress="hidden")
-    gr.on([f.text_col.input, f.label_col.input, f.pair_col.input, f.multi.input], guards.guard(h.on_mapping),
-          inputs=[f.table, f.text_col, f.label_col, f.pair_col, f.multi], outputs=f.report,
-          api_name="finetune_report", api_visibility="undocumented", trigger_mode="always_last",
-          show_progress="minimal")
-    gr.on([f.val_upload.upload, f.val_upload.clear], guards.guard(h.on_val_upload),
-          trigger_mode="always_last",  # a file put in while the last one's clear runs is read too
-          inputs=[f.val_upload, f.task_now],
-          outputs=[f.val_table, f.val_refused, f.notices, f.val_upload, f.status, f.val_tagged, f.val_tagged_refused],
-          api_visibility="private", concurrency_limit=2)
 
 
 def _wire_training(f: SimpleNamespace, h: Handlers, heavy: dict, after_run, demo: gr.Blocks | None = None) -> None:
@@ -779,7 +613,7 @@ def _wire_training(f: SimpleNamespace, h: Handlers, heavy: dict, after_run, demo
     train_inputs = [f.flag, f.table, f.val_table, f.text_col, f.label_col, f.pair_col, f.multi, f.base, f.mode, f.name,
                     f.epochs, f.lr, f.batch, f.max_len, f.seed, f.patience, f.val_fraction, f.warmup, f.refused,
                     f.val_refused, f.task_now, f.tagged, f.val_tagged, f.tagged_refused,
-                    f.val_tagged_refused]  # the states are not part of the API
+                    f.val_tagged_refused, f.qa, f.val_qa, f.qa_refused, f.val_qa_refused]  # the states are not API
     # Start is greyed while this page's fine-tune runs: a second one would only be refused (one per visitor)
     quick = dict(queue=False, api_visibility="private", show_progress="hidden")
     f.start.click(lambda: gr.update(interactive=False), outputs=[f.start], **quick)

@@ -48,23 +48,6 @@ def read_tagged_upload(path: str | None, settings: core.Settings | None = None, 
         return None, guards.refused_file(path, exc, what)
 
 
-def squad_refusal(path: str | None, settings: core.Settings) -> str | None:
-    """For an upload neither reader took: why, when it is a question answering file (``read_squad`` reads it): the
-    page fine-tunes classifiers and taggers, not a question answering model yet; None for any other file."""
-    if not path:
-        return None
-    try:
-        qa = core.read_squad(path, max_upload_mb=settings.max_upload_mb, max_questions=settings.max_rows)
-    except core.BertvizError:
-        return None
-    name = str(path).replace("\\", "/").rsplit("/", 1)[-1]
-    return (f"The training file {name} holds {len(qa.examples):,} questions for question answering "
-            f"({'SQuAD JSON' if qa.format == 'squad' else 'question/context/answer columns'}). This tab fine-tunes "
-            "classifiers (a table of texts and labels) and taggers (a tagged file); fine-tuning a question answering "
-            f"model is not offered on the page yet: run bertviz-app finetune {name} --task question-answering. Or "
-            "upload a table or a tagged file.")
-
-
 def choose_task(table, tagged, table_refused: str | None, picked: str | None, name: str | None = None
                 ) -> str | None:
     """The task an upload is for: the one reader that took it; the user's pick (None: ask) when both did; when
