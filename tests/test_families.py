@@ -370,3 +370,26 @@ def test_a_long_document_is_explained_whole_on_every_family(fam_lm, method):
             assert abs(a.scores.sum() - (a.f_x - a.f_baseline)) <= abs(a.delta) + 1e-5
     at = bv.attention_windows(fam_lm, text, window=len(doc) - 1, stride=16, measure="norm")
     assert at.cls_row.shape == (fam_lm.model.config.num_hidden_layers, len(doc.info))
+
+
+@pytest.mark.parametrize("pair", [False, True])
+@pytest.mark.parametrize("side", [None, "right", "left"])
+def test_pad_rows_is_the_tokenizers_own_padding(fam_lm, pair, side):
+    """``pad_rows`` (the predict path's padding) gives exactly ``tokenizer.pad``'s tensors for every family's
+    tokenizer (its pad id, pad token type id and side), rows of different lengths, an empty pair or not."""
+    from bertviz_app.models.encoding import pad_rows
+
+    tok = fam_lm.tokenizer
+    texts = ["a", "the film was joy and fun", "bad", "a slog " * 9, "good"]
+    pairs = ["yes", "no it was not", "fun", "x", "the film was a slog"] if pair else None
+    enc = tok(texts, pairs, truncation=True, max_length=48, return_special_tokens_mask=True)
+    keys = [k for k in ("input_ids", "token_type_ids", "attention_mask", "special_tokens_mask") if k in enc]
+    rows = [3, 0, 4, 1]
+    ref = tok.pad({k: [enc[k][i] for i in rows] for k in keys}, padding=True, return_tensors="pt",
+                  **({} if side is None else {"padding_side": side}))
+    got = pad_rows(tok, enc, rows, keys, side)
+    assert set(got) == set(ref)
+    lengths = {len(enc["input_ids"][i]) for i in rows}
+    assert len(lengths) > 1 and ref["input_ids"].shape == (len(rows), max(lengths))  # padding did happen
+    for k in ref:
+        assert got[k].dtype == ref[k].dtype and torch.equal(got[k], ref[k]), k

@@ -46,7 +46,7 @@ import torch
 
 from ..config import Settings
 from ..errors import CancelledError, DataError, InputError
-from ..models.encoding import check_text
+from ..models.encoding import check_text, pad_rows
 from ..models.families import family_of
 from ..models.registry import LoadedModel
 from ..train.data import (
@@ -231,8 +231,7 @@ def _batch_vectors(lm: LoadedModel, fam, enc, keys: list[str], lengths: np.ndarr
                    kept: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
     """One forward pass over the rows ``idx``: their [CLS] vectors (B, K, D), their word tokens' mean
     vectors (B, K, D) at the ``kept`` depths, and their logits (B, C)."""
-    batch = lm.tokenizer.pad({k: [enc[k][i] for i in idx] for k in keys}, padding=True, padding_side="right",
-                             return_tensors="pt")  # [CLS] stays at position 0
+    batch = pad_rows(lm.tokenizer, enc, idx, keys, padding_side="right")  # [CLS] stays at position 0
     t = batch["input_ids"].shape[1]
     special = torch.tensor([enc["special_tokens_mask"][i] + [1] * (t - lengths[i]) for i in idx])  # (B, T)
     real = batch["attention_mask"].bool()  # (B, T)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from transformers import BatchEncoding
 
@@ -11,7 +12,7 @@ from .families import family_of
 from .registry import LoadedModel
 from ..results import TokenInfo
 
-__all__ = ["check_text", "check_texts", "check_has_words", "encode", "encode_batch", "token_info"]
+__all__ = ["check_text", "check_texts", "check_has_words", "encode", "encode_batch", "pad_rows", "token_info"]
 
 
 def check_text(text: object, what: str = "Text", max_chars: int = Settings.max_chars) -> str:
@@ -128,3 +129,27 @@ def check_has_words(lm: LoadedModel, text: object, pair: object = None) -> None:
             shown = " ".join(dict.fromkeys(tok.convert_ids_to_tokens(ids))) or "none"
             raise InputError(f"{what} holds only the model's special tokens ({shown}): there is no word to "
                              "analyse. Enter a sentence.")
+
+
+def pad_rows(tokenizer, enc, rows, keys, padding_side: str | None = None) -> dict[str, torch.Tensor]:
+    """The tokenizer output ``enc``'s ``rows`` (indices) as padded (B, T) int64 tensors of ``keys``, T the longest
+    row: what ``tokenizer.pad(..., padding=True, return_tensors="pt")`` gives (the tokenizer's pad id, pad token
+    type id and side, or ``padding_side``), without its per-element Python walk (0.2 of 0.53 s predicting 512
+    texts on a GPU went to it)."""
+    seqs = {k: [enc[k][i] for i in rows] for k in keys}
+    width = max((len(r) for r in seqs["input_ids"]), default=0)
+    fill = {"input_ids": tokenizer.pad_token_id or 0, "attention_mask": 0,
+            "token_type_ids": tokenizer.pad_token_type_id, "special_tokens_mask": 1}
+    left = (padding_side or tokenizer.padding_side) == "left"
+    out = {}
+    for k, rows_k in seqs.items():
+        a = np.full((len(rows_k), width), fill[k], dtype=np.int64)
+        for r, seq in enumerate(rows_k):
+            if not seq:
+                continue
+            if left:
+                a[r, width - len(seq):] = seq
+            else:
+                a[r, :len(seq)] = seq
+        out[k] = torch.from_numpy(a)
+    return out

@@ -10,7 +10,7 @@ import torch
 
 from ..errors import InputError
 from ..results import Prediction
-from .encoding import check_texts
+from .encoding import check_texts, pad_rows
 from .forward import classifier_logits
 from .heads import SEQUENCE_CLASSIFICATION
 from .registry import LoadedModel
@@ -69,8 +69,7 @@ def length_batches(lm: LoadedModel, enc, batch_size: int, attention: str, cls_on
     with lm.run_lock, torch.inference_mode():
         for start in range(0, len(lengths), batch_size):
             idx = order[start : start + batch_size]
-            batch = lm.tokenizer.pad({k: [enc[k][i] for i in idx] for k in keys}, padding=True, return_tensors="pt")
-            inputs = {k: v.to(lm.device) for k, v in batch.items()}
+            inputs = {k: v.to(lm.device) for k, v in pad_rows(lm.tokenizer, enc, idx, keys).items()}
             impl = attention
             if impl == "auto":
                 impl = "sdpa" if inputs["input_ids"].shape[1] >= SDPA_MIN_TOKENS else "eager"
