@@ -211,14 +211,13 @@ def test_a_classifier_run_from_a_readers_encoder_has_compare_with_its_base_greye
     assert h.on_run("runs/fromreader")[1]["interactive"] is False
 
 
-def test_a_question_answering_file_given_to_fine_tune_is_refused_saying_what_it_is(settings, tmp_path,
-                                                                                    tiny_model_dir):
-    """A SQuAD file uploaded to Fine-tune: neither the table's reader nor the tagged file's takes it, and the status
-    line says it is a question answering file the tab does not fine-tune on yet (not a table's parse error); a
-    table is read as before (the control)."""
+def test_a_question_answering_file_given_to_fine_tune_sets_the_reader_task(settings, tmp_path, tiny_model_dir):
+    """A SQuAD file uploaded to Fine-tune is read as questions and sets the reader's task (the classifier's and the
+    tagger's readers each say it holds questions, not a parse error of theirs), and nothing clears it; a table is
+    read as before (the control)."""
     import json
 
-    from bertviz_app.ui import guards
+    from bertviz_app.ui import finetune_reader, guards
     from bertviz_app.ui.finetune_tab import Handlers
 
     from conftest import as_uploaded
@@ -238,8 +237,8 @@ def test_a_question_answering_file_given_to_fine_tune_is_refused_saying_what_it_
     assert "holds 2 questions for question answering (SQuAD JSON)" in out[f.refused]
     assert out[f.tagged_refused] == out[f.refused]
     after = h.after_upload(out[f.refused], guards.Refusal(), "", out[f.task_now], out[f.tagged_refused])
-    assert after[f.upload] is None and "fine-tuning a question answering model is not offered" in after[f.status]
-    assert "bertviz-app finetune train.json --task question-answering" in after[f.status]
+    assert out[f.task_now] == finetune_reader.QUESTION and len(out[f.qa].examples) == 2
+    assert f.upload not in after or after[f.upload] is not None  # the file stays
     table = tmp_path / "train.csv"  # the control: a table of texts and labels is read
     table.write_text("text,label\n" + "".join(f"film {i} was good,pos\nfilm {i} was bad,neg\n" for i in range(8)))
     out = h.on_upload(as_uploaded(table))

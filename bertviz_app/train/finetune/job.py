@@ -1,6 +1,6 @@
-"""Fine-tunes as jobs: ``FinetuneJob`` runs ``run_plan`` (a tagger's plan: ``run_tagger_plan``) in its own
-thread, to its end whoever watches it; ``FinetuneJobs`` holds each visitor's one job, in a queue where one
-trains at a time.
+"""Fine-tunes as jobs: ``FinetuneJob`` runs ``run_plan`` (a tagger's plan: ``run_tagger_plan``, a reader's:
+``run_reader_plan``) in its own thread, to its end whoever watches it; ``FinetuneJobs`` holds each visitor's one
+job, in a queue where one trains at a time.
 
 A job is not its page: the web app's streaming event only *follows* a job (``events()``), so a page
 that goes away (gradio cancels the event of a client that disconnects, and closes its generator)
@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 
 from ...errors import CancelledError, LimitError
 from ...models.visitors import FinetuneQueue
+from .answer_plan import ReaderPlan, run_reader_plan
 from .records import FinetunePlan, RunResult
 from .runner import run_plan
 from .tagger_plan import TaggerPlan, run_tagger_plan
@@ -37,12 +38,12 @@ class FinetuneJob:
     its turn first (``{"kind": "waiting", "position": k}`` events) and gives its place back at
     the end; ``on_end`` is called once it has ended, however."""
 
-    def __init__(self, plan: FinetunePlan | TaggerPlan, cancel: threading.Event | None = None, *,
+    def __init__(self, plan: FinetunePlan | TaggerPlan | ReaderPlan, cancel: threading.Event | None = None, *,
                  queue: FinetuneQueue | None = None, ticket: object = None, on_end: Callable[[], None] | None = None,
                  poll: float = 1.0):
         self.plan = plan
         self.cancel_event = cancel if cancel is not None else threading.Event()
-        self.results: list = []  # RunResult, or TaggerRunResult for a TaggerPlan
+        self.results: list = []  # RunResult, or TaggerRunResult / AnswerRunResult for a TaggerPlan / ReaderPlan
         self.error: BaseException | None = None
         self._queue, self._ticket, self._on_end, self._poll = queue, ticket, on_end, poll
         self._log: list[dict] = []
@@ -67,7 +68,8 @@ class FinetuneJob:
                     self._put({"kind": "waiting", "position": pos})
                 if self.cancel_event.is_set():  # while it waited for its turn
                     raise CancelledError("Cancelled before training started: nothing was saved.")
-            run = run_tagger_plan if isinstance(self.plan, TaggerPlan) else run_plan  # a tagger's or a classifier's
+            run = (run_tagger_plan if isinstance(self.plan, TaggerPlan) else  # a tagger's, a reader's or a classifier's
+                   run_reader_plan if isinstance(self.plan, ReaderPlan) else run_plan)
             self.results = run(self.plan, progress=self._put, cancel=self.cancel_event)
         except BaseException as exc:  # noqa: BLE001 - handed to whoever reads the job
             self.error = exc
@@ -128,7 +130,8 @@ class FinetuneJobs:
         self._lock = threading.Lock()
         self._poll = poll
 
-    def submit(self, owner: str, plan: FinetunePlan | TaggerPlan, cancel: threading.Event | None = None) -> FinetuneJob:
+    def submit(self, owner: str, plan: FinetunePlan | TaggerPlan | ReaderPlan,
+               cancel: threading.Event | None = None) -> FinetuneJob:
         """Start ``plan`` as ``owner``'s job (it waits for its turn in its own thread); LimitError when
         ``owner`` has one queued or running (``BUSY``) or the queue is full."""
         with self._lock:
