@@ -12,7 +12,9 @@ from .errors import ModelLoadError as ModelLoadError
 from .errors import ModelNotFoundError as ModelNotFoundError
 from .errors import ResourceError as ResourceError
 from .errors import TrainingError as TrainingError
+from .evaluate.answer_evaluation import AnswerComparison as AnswerComparison
 from .evaluate.answer_evaluation import AnswerEvaluation as AnswerEvaluation
+from .evaluate.answer_evaluation import compare_readers as compare_readers
 from .evaluate.answer_evaluation import evaluate_answers as evaluate_answers
 from .evaluate.evaluation import Evaluation as Evaluation
 from .evaluate.evaluation import Slice as Slice

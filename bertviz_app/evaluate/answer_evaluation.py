@@ -6,6 +6,7 @@ with intervals, the answered and unanswerable questions apart, slices, and the q
     ev.has_answer, ev.no_answer, ev.no_answer_accuracy # where the file has unanswerable questions
     ev.slices                                          # by question word, gold answer length, context length
     ev.errors()                                        # the questions not answered exactly, worst F1 first
+    cmp = compare_readers(lm_a, lm_b, "dev-v2.0.json") # B - A in EM and F1, paired bootstrap; cmp.reading
 
 The file goes through the question answering intake (``train.data.squad.read_squad``), refused for the same
 reasons with the same messages (an answer not at its offset, a missing key, a classifier's or a tagger's file).
@@ -31,6 +32,12 @@ Then:
   partitions the questions; only non-empty slices are listed.
 - **errors**: the questions whose prediction is not an exact match, the lowest F1 first (file order on ties),
   with the question, context, gold answers, the prediction and its offsets, score and F1.
+
+``compare_readers`` evaluates two readers on the same questions and gives B's EM and F1 minus A's, each with a paired
+bootstrap interval (``mean_intervals`` of the per-question differences: the same resampled questions score both, so
+what the questions share cancels; a reader compared with itself: exactly 0, interval (0, 0)), the questions only A or
+only B answers exactly, and a sentence saying which answers better, judged by F1's interval, or that the file cannot
+tell them apart. Both must be readers (their span heads may differ: another family, another fine-tune).
 """
 
 from __future__ import annotations
@@ -51,8 +58,8 @@ from ..train.answer_metrics import BOOTSTRAP_SAMPLES, mean_intervals, score_answ
 from ..train.data.messages import format_rows
 from ..train.data.squad import QAExample, QAFile, read_squad
 
-__all__ = ["AnswerEvaluation", "AnswerSlice", "evaluate_answers", "question_word", "QUESTION_WORDS",
-           "ANSWER_LENGTHS", "AUTO", "MAX_ERRORS_SHOWN"]
+__all__ = ["AnswerComparison", "AnswerEvaluation", "AnswerSlice", "compare_readers", "compared_answers",
+           "evaluate_answers", "question_word", "QUESTION_WORDS", "ANSWER_LENGTHS", "AUTO", "MAX_ERRORS_SHOWN"]
 
 AUTO = "auto"  # no_answer_threshold: 0.0 when the file has unanswerable questions, else None
 MAX_ERRORS_SHOWN = 200  # wrong answers listed in the JSON (``errors(None)`` gives them all)
@@ -61,6 +68,8 @@ ANSWER_LENGTHS = (("no answer", 0, 0), ("1 word", 1, 1), ("2-3 words", 2, 3), ("
                   ("7+ words", 7, None))  # (name, fewest words, most words or None)
 _ALIASES = {"whom": "who", "whose": "who"}
 _WORD = re.compile(r"\w+", re.UNICODE)
+_COMPARING = ("comparing two readers on a question answering file scores the answers each finds on the same "
+              "questions; both models must be span readers")
 _DOING = ("evaluating a question answering file (SQuAD JSON, or a question/context/answer_text/answer_start CSV) "
           "scores the answers a span reader finds")
 
@@ -250,6 +259,110 @@ def _predict(lm: LoadedModel, examples: list[QAExample], options: dict, progress
         if progress is not None:
             progress(start + len(part), total)
     return out
+
+
+# --------------------------------------------------------------------------- two readers on one file
+@dataclass(frozen=True, eq=False)
+class AnswerComparison:
+    """Two readers (A, B) on the same questions: each one's evaluation, B's EM and F1 minus A's with a paired
+    bootstrap interval, and how many questions each answers exactly right."""
+
+    a: AnswerEvaluation
+    b: AnswerEvaluation
+    difference: dict  # {"exact": B - A, "f1": B - A}
+    interval: dict  # {"exact": (lo, hi), "f1": (lo, hi)}: 95% paired bootstrap over questions
+    questions: dict  # {"both_right", "only_a_right", "only_b_right", "both_wrong", "disagree"}
+    samples: int
+    seed: int
+
+    @property
+    def better(self) -> str | None:
+        """The model whose F1 is higher when the F1 difference's interval excludes 0; None when the file cannot
+        tell them apart."""
+        lo, hi = self.interval["f1"]
+        if lo > 0 or hi < 0:
+            return self.b.model if self.difference["f1"] > 0 else self.a.model
+        return None
+
+    @property
+    def reading(self) -> str:
+        """One sentence: which reader answers better on this file, or that the file cannot tell them apart (judged
+        by F1's paired interval; EM's said beside it)."""
+        d, iv = self.difference, self.interval
+        span = (f"95% interval {iv['f1'][0]:+.3f} to {iv['f1'][1]:+.3f}; exact match B - A = {d['exact']:+.3f}, "
+                f"{iv['exact'][0]:+.3f} to {iv['exact'][1]:+.3f}; paired bootstrap over {self.a.n_questions:,} "
+                "questions")
+        better = self.better
+        if better is not None:
+            return f"{better} answers better: F1 B - A = {d['f1']:+.3f} ({span}; the F1 interval excludes 0)."
+        return (f"This file cannot tell them apart: F1 B - A = {d['f1']:+.3f} ({span}; the F1 interval includes 0). "
+                "More questions would narrow it.")
+
+    def to_dict(self) -> dict:
+        """The comparison's JSON (``evaluate FILE --model A --compare-with B --json``: its "comparison")."""
+        def scores(ev: AnswerEvaluation) -> dict:
+            return {"model": ev.model, "exact": ev.exact, "f1": ev.f1, "interval": _lists(ev.interval),
+                    "no_answer_accuracy": ev.no_answer_accuracy, "n_errors": sum(e < 1 for e in ev.exact_scores)}
+
+        return {"models": [self.a.model, self.b.model], "n_questions": self.a.n_questions,
+                "exact": [self.a.exact, self.b.exact], "f1": [self.a.f1, self.b.f1], "a": scores(self.a),
+                "b": scores(self.b), "difference": dict(self.difference), "interval": _lists(self.interval),
+                "questions": dict(self.questions), "better": self.better, "samples": self.samples,
+                "seed": self.seed, "reading": self.reading}
+
+
+def compare_readers(lm_a: LoadedModel, lm_b: LoadedModel, source: str | os.PathLike | bytes | QAFile,
+                    name: str | None = None, *, n_best: int = 5, max_answer_len: int = 30,
+                    no_answer_threshold: float | None | str = AUTO, stride: int | None = None, batch_size: int = 32,
+                    seed: int = 0, samples: int = BOOTSTRAP_SAMPLES, max_upload_mb: float | None = None,
+                    max_questions: int | None = None, progress: Callable[[int, int], None] | None = None,
+                    cancel: threading.Event | None = None) -> AnswerComparison:
+    """Evaluate readers A and B on the same questions of one file (read once, with A's limits unless given; both
+    models checked against every question before any is answered) and compare them: B's EM and F1 minus A's, each
+    with a 95% paired bootstrap interval (``mean_intervals`` of the per-question differences: each draw resamples
+    the questions once and scores both readers on them, so a reader compared with itself gives exactly 0 and
+    (0, 0)); the questions only A, only B, both or neither answers exactly; the questions where their answers
+    differ. The options are ``evaluate_answers``' and apply to both (``stride`` None: each model's default);
+    ``progress`` runs over both passes (0..N for A, N..2N for B). A model that is not a reader is refused
+    (InputError naming its head)."""
+    for lm in (lm_a, lm_b):
+        lm.require_head(QUESTION_ANSWERING, _COMPARING)
+    whole_number(batch_size, "batch_size", 1)
+    samples = whole_number(samples, "samples", 0)
+    qf = source if isinstance(source, QAFile) else read_squad(
+        source, name, max_upload_mb=lm_a.settings.max_upload_mb if max_upload_mb is None else max_upload_mb,
+        max_questions=lm_a.settings.max_rows if max_questions is None else max_questions)
+    for lm in (lm_a, lm_b):  # a question one of them cannot read refuses the comparison before either answers
+        _check_questions(lm, list(qf.examples), default_stride(lm) if stride is None else
+                         whole_number(stride, "stride", 0), qf.unit)
+    n = len(qf.examples)
+    run = dict(n_best=n_best, max_answer_len=max_answer_len, no_answer_threshold=no_answer_threshold, stride=stride,
+               batch_size=batch_size, seed=seed, samples=samples, cancel=cancel)
+    a = evaluate_answers(lm_a, qf, progress=None if progress is None else (lambda d, _t: progress(d, 2 * n)), **run)
+    b = evaluate_answers(lm_b, qf, progress=None if progress is None else (lambda d, _t: progress(n + d, 2 * n)),
+                         **run)
+    return compared_answers(a, b, seed=seed, samples=samples)
+
+
+def compared_answers(a: AnswerEvaluation, b: AnswerEvaluation, *, seed: int = 0,
+                     samples: int = BOOTSTRAP_SAMPLES) -> AnswerComparison:
+    """Two evaluations of the same questions compared (``compare_readers`` without the answering): see there."""
+    if [e.id for e in a.examples] != [e.id for e in b.examples]:
+        raise InputError(f"{a.model} and {b.model} were evaluated on different questions ({a.source}: "
+                         f"{a.n_questions:,}, {b.source}: {b.n_questions:,}): compare two evaluations of one file.")
+    exact_a, exact_b = np.array(a.exact_scores), np.array(b.exact_scores)  # (N,) each
+    f1_a, f1_b = np.array(a.f1_scores), np.array(b.f1_scores)  # (N,) each
+    samples = max(1, samples)
+    interval = mean_intervals({"exact": exact_b - exact_a, "f1": f1_b - f1_a}, seed=seed, samples=samples)
+    if interval is None:  # no questions (the intake refuses an empty file): nothing to tell apart
+        interval = {"exact": (0.0, 0.0), "f1": (0.0, 0.0)}
+    right_a, right_b = exact_a >= 1, exact_b >= 1  # (N,) each
+    disagree = sum((pa.no_answer, pa.text) != (pb.no_answer, pb.text) for pa, pb in zip(a.predictions, b.predictions))
+    counts = {"both_right": int((right_a & right_b).sum()), "only_a_right": int((right_a & ~right_b).sum()),
+              "only_b_right": int((~right_a & right_b).sum()), "both_wrong": int((~right_a & ~right_b).sum()),
+              "disagree": int(disagree)}
+    return AnswerComparison(a=a, b=b, difference={"exact": b.exact - a.exact, "f1": b.f1 - a.f1},
+                            interval=interval, questions=counts, samples=samples, seed=seed)
 
 
 # --------------------------------------------------------------------------- groups and slices
