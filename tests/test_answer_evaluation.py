@@ -15,11 +15,11 @@ import threading
 
 import numpy as np
 import pytest
-from test_answering import CONTEXT, build_qa, long_context
+from test_answering import CONTEXT, build_qa, build_steered, long_context
 
 import bertviz_app as bv
 from bertviz_app.errors import CancelledError, InputError
-from bertviz_app.evaluate.answer_evaluation import QUESTION_WORDS, evaluate_answers, question_word
+from bertviz_app.evaluate.answer_evaluation import QUESTION_WORDS, compare_readers, evaluate_answers, question_word
 from bertviz_app.train.data.squad import QAExample
 
 QUESTIONS = ["what was the film", "who is it", "when was the movie good", "where is the fun", "why was it a slog",
@@ -239,3 +239,97 @@ def test_progress_reaches_the_total_and_cancel_stops(qa_model):
     cancel.set()
     with pytest.raises(CancelledError, match="after 0 of 12 questions"):
         evaluate_answers(qa_model, data, "d.json", cancel=cancel)
+
+
+# --------------------------------------------------------------------------- two readers compared
+def joy_file(n: int = 16) -> list[QAExample]:
+    """Questions whose gold answer is "joy", put at a seeded place among random words of each context (what
+    ``build_steered``'s reader answers wherever it stands, and a random span head rarely does)."""
+    rng = np.random.default_rng(7)
+    out = []
+    for i in range(n):
+        words = long_context(8 + 2 * i, seed=100 + i).split()
+        words.insert(int(rng.integers(0, len(words) + 1)), "joy")
+        context = " ".join(words)
+        out.append(QAExample(f"j{i}", QUESTIONS[i % len(QUESTIONS)], context, (("joy", context.index("joy")),),
+                             False))
+    return out
+
+
+@pytest.fixture(scope="module")
+def joy_model(tmp_path_factory):
+    return bv.load_model(str(build_steered("bert", tmp_path_factory.mktemp("qa-joy") / "joy", "joy")), device="cpu")
+
+
+def by_hand(a, b, seed: int, samples: int) -> dict:
+    """The comparison recomputed from two evaluations made apart: the differences of the means, the questions each
+    gets exactly right, and the paired bootstrap written out (one draw of question indices scores both)."""
+    ea, eb, fa, fb = (np.array(x) for x in (a.exact_scores, b.exact_scores, a.f1_scores, b.f1_scores))
+    rows = np.random.default_rng(seed).integers(0, len(ea), size=(samples, len(ea)))  # (B, N) the same for both
+    out = {"difference": {"exact": eb.mean() - ea.mean(), "f1": fb.mean() - fa.mean()}, "interval": {}}
+    for k, (xa, xb) in {"exact": (ea, eb), "f1": (fa, fb)}.items():
+        draws = xb[rows].mean(axis=1) - xa[rows].mean(axis=1)  # (B,)
+        out["interval"][k] = (np.percentile(draws, 2.5), np.percentile(draws, 97.5))
+    ra, rb = ea == 1, eb == 1
+    out["questions"] = {"both_right": int((ra & rb).sum()), "only_a_right": int((ra & ~rb).sum()),
+                        "only_b_right": int((~ra & rb).sum()), "both_wrong": int((~ra & ~rb).sum())}
+    return out
+
+
+def test_a_comparison_is_the_two_evaluations_made_apart_and_recomputed_by_hand(qa_model, joy_model):
+    data = squad_file(joy_file() + made_up_file(8))
+    a, b = evaluate_answers(qa_model, data, "d.json", seed=4), evaluate_answers(joy_model, data, "d.json", seed=4)
+    c = compare_readers(qa_model, joy_model, data, "d.json", seed=4, samples=500)
+    assert [e.id for e in c.a.examples] == [e.id for e in a.examples]
+    assert c.a.exact_scores == a.exact_scores and c.b.f1_scores == b.f1_scores  # each evaluation as made alone
+    want = by_hand(a, b, seed=4, samples=500)
+    for k in ("exact", "f1"):
+        assert c.difference[k] == pytest.approx(want["difference"][k], abs=1e-12)
+        assert c.interval[k] == pytest.approx(want["interval"][k], abs=1e-12)
+    assert {k: c.questions[k] for k in want["questions"]} == want["questions"]
+    assert c.questions["disagree"] == sum(pa.text != pb.text or pa.no_answer != pb.no_answer
+                                          for pa, pb in zip(a.predictions, b.predictions))
+    # the steered reader answers "joy" on the joy questions, the random one rarely: B better, said so
+    assert c.difference["f1"] > 0.2 and c.interval["f1"][0] > 0 and c.questions["only_b_right"] >= 10
+    assert c.better == joy_model.name
+    assert c.reading.startswith(f"{joy_model.name} answers better: F1 B - A = {c.difference['f1']:+.3f}")
+    swapped = compare_readers(joy_model, qa_model, data, "d.json", seed=4, samples=500)  # A and B swapped
+    assert swapped.difference["f1"] == pytest.approx(-c.difference["f1"])
+    assert swapped.questions["only_a_right"] == c.questions["only_b_right"] and swapped.better == joy_model.name
+    d = c.to_dict()
+    assert d["models"] == [qa_model.name, joy_model.name] and d["f1"] == [a.f1, b.f1] and d["reading"] == c.reading
+    assert json.loads(json.dumps(d))["interval"]["f1"] == list(c.interval["f1"])
+
+
+def test_a_reader_compared_with_itself_differs_by_nothing_and_cannot_be_told_apart(qa_model, joy_model):
+    data = squad_file(joy_file(8) + made_up_file(8))
+    c = compare_readers(joy_model, joy_model, data, "d.json")
+    assert c.a.exact > 0 and c.a.f1 > 0  # it answers some right: the zeros below are not of an empty evaluation
+    assert c.difference == {"exact": 0.0, "f1": 0.0} and c.interval == {"exact": (0.0, 0.0), "f1": (0.0, 0.0)}
+    assert c.questions["only_a_right"] == c.questions["only_b_right"] == c.questions["disagree"] == 0
+    assert c.questions["both_right"] == sum(e == 1 for e in c.a.exact_scores)
+    assert c.better is None and c.reading.startswith("This file cannot tell them apart: F1 B - A = +0.000")
+
+
+def test_a_model_that_is_not_a_reader_is_refused_as_either_side_before_any_answer(qa_model, signal_model_dir):
+    data = squad_file(made_up_file(4))
+    seen = []
+    ok = compare_readers(qa_model, qa_model, data, "ok.json", progress=lambda d, t: seen.append((d, t)))
+    assert ok.a.n_questions == 4 and seen[-1] == (8, 8)  # positive control; progress over both passes
+    classifier = bv.load_model(str(signal_model_dir("bert")), device="cpu")
+    for a, b in ((qa_model, classifier), (classifier, qa_model)):
+        seen.clear()
+        with pytest.raises(InputError, match=r"is a sequence classification model.*comparing two readers.*needs a "
+                                             r"question answering model"):
+            compare_readers(a, b, data, "ok.json", progress=lambda d, t: seen.append(d))
+        assert seen == []
+
+
+def test_a_question_either_reader_cannot_read_refuses_the_comparison_before_any_answer(qa_model):
+    examples = made_up_file(4)
+    examples[2] = QAExample("q2", " ".join(["film"] * (qa_model.max_length + 5)), examples[2].context,
+                            examples[2].answers, False)
+    seen = []
+    with pytest.raises(InputError, match=r"id 'q2'.*no room"):
+        compare_readers(qa_model, qa_model, squad_file(examples), "long.json", progress=lambda d, t: seen.append(d))
+    assert seen == []
