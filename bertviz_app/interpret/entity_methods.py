@@ -45,7 +45,7 @@ from .entity_attribution import (
 from .faithfulness_eval import KS, check_ks, faithfulness_reading
 from .methods import PROBE_ROWS, default_samples, estimate_seconds
 
-__all__ = ["SAMPLED", "sample_entities", "entity_faithfulness"]
+__all__ = ["SAMPLED", "sample_entities", "entity_faithfulness", "WordSubsets", "fit_word_weights", "refuse_if_slow"]
 
 SAMPLED = ("lime", "kernel_shap")
 
@@ -57,9 +57,11 @@ def _explainer(method: str, forward):
     return Lime(forward, SkLearnRidge(alpha=1.0)) if method == "lime" else KernelShap(forward)
 
 
-class _WordSubsets:
+class WordSubsets:
     """F of every target of one window on inputs keeping a subset of its words: z (B, W) in {0, 1} -> (B, K), each
-    distinct subset computed once (the targets' fits share their samples)."""
+    distinct subset computed once (the targets' fits share their samples). ``engine``: any ``LogitsTargetEngine``
+    whose rows are the targets (an entity's, an answer span's: ``span_methods`` samples with it too); ``words``: the
+    positions of each word (the features), a word left out given the baseline's vectors at all of them."""
 
     def __init__(self, engine: TargetEngine, words: list[list[int]], batch_size: int):
         self.engine, self.words, self.batch_size = engine, words, batch_size
@@ -89,7 +91,7 @@ class _WordSubsets:
         return best / PROBE_ROWS
 
 
-def _refuse_if_slow(method: str, n_words: int, per_row: float, n_samples: int, max_seconds: float) -> None:
+def refuse_if_slow(method: str, n_words: int, per_row: float, n_samples: int, max_seconds: float) -> None:
     rows = min(n_samples, 2 ** n_words)  # each distinct subset is computed once
     est = estimate_seconds(method, n_words, per_row, rows)
     if est > max_seconds:
@@ -98,8 +100,8 @@ def _refuse_if_slow(method: str, n_words: int, per_row: float, n_samples: int, m
                          "or occlusion, fewer n_samples, or a shorter text.")
 
 
-def _fit(subsets: _WordSubsets, method: str, k: int, n_samples: int, seed: int) -> np.ndarray:
-    """(K, W): each target's word weights, fitted on the same seeded samples."""
+def fit_word_weights(subsets: WordSubsets, method: str, k: int, n_samples: int, seed: int) -> np.ndarray:
+    """(K, W): each target's word weights (``method`` "lime" or "kernel_shap"), fitted on the same seeded samples."""
     ones = torch.ones(1, len(subsets.words))  # (1, W)
     out = []
     for j in range(k):
@@ -134,11 +136,11 @@ def sample_entities(lm: LoadedModel, text: str, entities: int | Sequence[int] | 
             engine = TargetEngine.for_targets(lm, win, [targets[r] for r in rows], target, baseline)
             inside = window_words(t, win)
             words = [x for x, _ in inside]
-            subsets = _WordSubsets(engine, [positions for _, positions in inside], batch_size)
+            subsets = WordSubsets(engine, [positions for _, positions in inside], batch_size)
             n = default_samples(len(words)) if n_samples is None else n_samples
-            _refuse_if_slow(method, len(words), subsets.seconds_per_row(), n, lm.settings.max_method_seconds)
+            refuse_if_slow(method, len(words), subsets.seconds_per_row(), n, lm.settings.max_method_seconds)
             ends = variant_values(engine, [[], list(win.positions)], batch_size)  # (2, K): F(x), F(all replaced)
-            weights = _fit(subsets, method, len(rows), n, seed) if words else np.zeros((len(rows), 0))
+            weights = fit_word_weights(subsets, method, len(rows), n, seed) if words else np.zeros((len(rows), 0))
             for j, r in enumerate(rows):
                 token_scores = np.zeros(engine.ids.shape[1], dtype=np.float32)
                 for i, positions in enumerate(subsets.words):

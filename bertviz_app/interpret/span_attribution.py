@@ -64,7 +64,8 @@ from ..results import TokenInfo
 from .attribution import baseline_token, check_args, steps_mode
 from .entity_attribution import LogitsTargetEngine, variant_values
 
-__all__ = ["explain_answer", "occlude_answer", "SpanAttribution", "SpanTarget", "SideWord", "PARTS", "TARGETS"]
+__all__ = ["explain_answer", "occlude_answer", "SpanAttribution", "SpanTarget", "SideWord", "PARTS", "TARGETS", "SIDES",
+           "SpanEngine", "prepare_span", "side_words", "span_record"]
 
 PARTS = ("span", "start", "end")
 TARGETS = ("logprob", "prob")
@@ -117,7 +118,7 @@ class SpanAttribution:
     context: str
     target: SpanTarget
     objective: str  # "logprob" (F) or "prob" (exp F)
-    method: str  # "integrated_gradients" or "occlusion"
+    method: str  # "integrated_gradients", "occlusion", "lime" or "kernel_shap" (``span_methods``)
     tokens: tuple[str, ...]  # the window's tokens, specials included
     sides: tuple[str | None, ...]  # "question", "context" or None (a special token), parallel to tokens
     offsets: tuple[tuple[int, int], ...]  # characters into each token's own side
@@ -125,7 +126,7 @@ class SpanAttribution:
     words: tuple[SideWord, ...]
     f_x: float
     f_baseline: float
-    delta: float | None  # IG's convergence delta; None for occlusion
+    delta: float | None  # IG's convergence delta; None for occlusion, LIME and KernelSHAP
     n_steps: int | None
     tolerance: float | None
     baseline: str
@@ -301,7 +302,10 @@ class SpanEngine(LogitsTargetEngine):
         return f if self.objective == "logprob" else f.exp()
 
 
-def _prepare(lm, question, context, span, part, target, baseline, max_answer_len, stride):
+def prepare_span(lm, question, context, span, part, target, baseline, max_answer_len, stride):
+    """The checked arguments of one call and its plan: (question, context, parts, plan), the plan holding the windows
+    as ``answer`` reads them, the window explained and the span's tokens in it (``span_methods`` plans with it too).
+    A model of another head, an empty question or context, a bad span, part, target or baseline: InputError."""
     lm.require_head(QUESTION_ANSWERING, "explaining an answer explains a question answering model's span")
     if target not in TARGETS:
         raise InputError(f"target must be one of {', '.join(TARGETS)}, got {target!r}.")
@@ -318,8 +322,9 @@ def _prepare(lm, question, context, span, part, target, baseline, max_answer_len
     return question, context, parts, _plan(lm, question, context, span, max_answer_len, stride)
 
 
-def _words(enc, question: str, context: str) -> list[tuple[str, str, int, int, int, int]]:
-    """(side, word, start, end, first token, end token) of every word of the window, question's first."""
+def side_words(enc, question: str, context: str) -> list[tuple[str, str, int, int, int, int]]:
+    """(side, word, start, end, first token, end token) of every word of the window ``enc``, question's first (the
+    order of a record's ``words``)."""
     out, seen = [], {}
     for i, (sid, wid) in enumerate(zip(enc.sequence_ids, enc.word_ids)):
         if sid is None or wid is None:
@@ -336,14 +341,14 @@ def _words(enc, question: str, context: str) -> list[tuple[str, str, int, int, i
     return out
 
 
-def _record(question, context, plan: _Plan, part, scores, method, objective, f_x, f_b, delta, n_steps, tolerance,
-            baseline, word_scores=None) -> SpanAttribution:
+def span_record(question, context, plan: _Plan, part, scores, method, objective, f_x, f_b, delta, n_steps,
+                tolerance, baseline, word_scores=None) -> SpanAttribution:
     e = plan.enc.encodings[plan.w]
     scores = np.asarray(scores, dtype=np.float32).copy()
     scores.flags.writeable = False
     words = tuple(SideWord(side, text, s, t, float(scores[a:b].sum()) if word_scores is None
                            else float(word_scores[k]), (a, b))
-                  for k, (side, text, s, t, a, b) in enumerate(_words(e, question, context)))
+                  for k, (side, text, s, t, a, b) in enumerate(side_words(e, question, context)))
     target = SpanTarget(plan.kind, part, plan.text, plan.start, plan.end, plan.first, plan.last, plan.p_start,
                         plan.p_end)
     return SpanAttribution(question=question, context=context, target=target, objective=objective, method=method,
@@ -372,12 +377,12 @@ def explain_answer(lm: LoadedModel, question: str, context: str, span: tuple[int
     head, an empty question or context, a bad span or option: InputError saying what to send."""
     n_steps, tolerance = steps_mode(n_steps, tolerance)
     check_args(baseline, n_steps, "prob", tolerance, max_n_steps=lm.settings.max_n_steps)
-    question, context, parts, plan = _prepare(lm, question, context, span, part, target, baseline, max_answer_len,
-                                              stride)
+    question, context, parts, plan = prepare_span(lm, question, context, span, part, target, baseline,
+                                                  max_answer_len, stride)
     with lm.run_lock:
         engine = SpanEngine.for_parts(lm, plan, parts, target, baseline, question, context)
         results = engine.integrated_gradients(n_steps, tolerance)
-    return [_record(question, context, plan, p, a.scores, "integrated_gradients", target, a.f_x, a.f_baseline,
+    return [span_record(question, context, plan, p, a.scores, "integrated_gradients", target, a.f_x, a.f_baseline,
                     a.delta, a.n_steps, a.tolerance, baseline) for p, a in zip(parts, results)]
 
 
@@ -391,11 +396,11 @@ def occlude_answer(lm: LoadedModel, question: str, context: str, span: tuple[int
     is F with every question and context token replaced."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InputError(f"batch_size must be a whole number of at least 1, got {batch_size!r}.")
-    question, context, parts, plan = _prepare(lm, question, context, span, part, target, baseline, max_answer_len,
-                                              stride)
+    question, context, parts, plan = prepare_span(lm, question, context, span, part, target, baseline,
+                                                  max_answer_len, stride)
     e = plan.enc.encodings[plan.w]
     positions = [i for i, s in enumerate(e.sequence_ids) if s is not None]
-    words = _words(e, question, context)
+    words = side_words(e, question, context)
     variants = [[], positions] + [[p] for p in positions] + [list(range(a, b)) for *_, a, b in words]
     with lm.run_lock:
         engine = SpanEngine.for_parts(lm, plan, parts, target, baseline, question, context)
@@ -405,6 +410,6 @@ def occlude_answer(lm: LoadedModel, question: str, context: str, span: tuple[int
     for j, p in enumerate(parts):
         scores = np.zeros(len(e.ids), dtype=np.float32)
         scores[positions] = f[0, j] - f[2 : 2 + n, j]
-        out.append(_record(question, context, plan, p, scores, "occlusion", target, f[0, j], f[1, j], None, None,
+        out.append(span_record(question, context, plan, p, scores, "occlusion", target, f[0, j], f[1, j], None, None,
                            None, baseline, word_scores=f[0, j] - f[2 + n :, j]))
     return out
