@@ -125,3 +125,48 @@ def test_a_classifier_or_tagger_file_given_to_a_question_answering_model_names_i
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(doc), encoding="utf-8")
     _refused(capsys, ["evaluate", str(bad), "--model", folders["qa"]], "1 answer not at its answer_start", "id 'q0'")
+
+
+# --------------------------------------------------------------------------- two readers: --compare-with
+@pytest.fixture(scope="module")
+def second_reader(tmp_path_factory):
+    """Another reader: the same tiny BERT with another seeded span head."""
+    return str(build_qa("bert", tmp_path_factory.mktemp("qa-cli-b") / "qa-b", seed=2))
+
+
+def test_compare_with_a_second_reader_adds_the_librarys_comparison_to_the_json(capsys, folders, second_reader):
+    code, out, err = run(capsys, "evaluate", folders["squad"], "--model", folders["qa"], "--compare-with",
+                         second_reader, "--json", "--seed", "3")
+    assert code == 0, err
+    got = json.loads(out)
+    lm_a, lm_b = (bv.load_model(f, device="cpu") for f in (folders["qa"], second_reader))
+    want = bv.compare_readers(lm_a, lm_b, folders["squad"], seed=3)
+    assert got == json.loads(json.dumps({**want.a.to_dict(), "comparison": want.to_dict()}))
+    c = got["comparison"]
+    assert {"models", "n_questions", "exact", "f1", "a", "b", "difference", "interval", "questions", "better",
+            "reading"} <= set(c)
+    assert c["n_questions"] == 12 and set(c["interval"]) == {"exact", "f1"} and len(c["interval"]["f1"]) == 2
+    assert sum(c["questions"][k] for k in ("both_right", "only_a_right", "only_b_right", "both_wrong")) == 12
+    assert c["difference"]["f1"] == pytest.approx(c["f1"][1] - c["f1"][0]) and c["difference"]["f1"] != 0
+    # without --compare-with: no comparison (the control that the key is the option's)
+    code, out, _ = run(capsys, "evaluate", folders["squad"], "--model", folders["qa"], "--json", "--seed", "3")
+    assert code == 0 and "comparison" not in json.loads(out)
+
+
+def test_compare_with_prints_both_scores_the_difference_and_the_reading(capsys, folders):
+    code, out, err = run(capsys, "evaluate", folders["squad"], "--model", folders["qa"], "--compare-with",
+                         folders["qa"])
+    assert code == 0, err
+    ev = bv.evaluate_answers(bv.load_model(folders["qa"], device="cpu"), folders["squad"])
+    assert f"on the same 12 questions: exact match {ev.exact:.4f} vs {ev.exact:.4f}, F1 {ev.f1:.4f} vs " in out
+    assert "B - A: exact match +0.0000 [+0.000, +0.000], F1 +0.0000 [+0.000, +0.000]" in out
+    assert "This file cannot tell them apart" in out and "only A 0, only B 0" in out
+
+
+def test_compare_with_a_model_that_is_not_a_reader_is_refused_with_its_head(capsys, folders, second_reader):
+    ok = run(capsys, "evaluate", folders["squad"], "--model", folders["qa"], "--compare-with", second_reader)
+    assert ok[0] == 0  # positive control: two readers
+    for model, head in ((folders["classifier"], "sequence classification"),
+                        (folders["tagger"], "token classification")):
+        _refused(capsys, ["evaluate", folders["squad"], "--model", folders["qa"], "--compare-with", model],
+                 f"is a {head} model", "comparing two readers", "needs a question answering model")

@@ -1,6 +1,7 @@
 """evaluate FILE with a question answering model: a span reader scored on a SQuAD-format file (SQuAD JSON, or a
 question/context/answer_text/answer_start CSV): SQuAD's exact match and F1 with intervals, the answered and
-unanswerable questions apart, slices, and the questions it answers wrong."""
+unanswerable questions apart, slices, and the questions it answers wrong; with --compare-with a second reader on the
+same questions (B - A in EM and F1 with paired bootstrap intervals)."""
 
 from __future__ import annotations
 
@@ -17,8 +18,6 @@ _NOT_FOR_ANSWERS = (("text_column", "--text-column", "names a table's text colum
                     ("word", "--word", "slices a classifier's rows or a tagger's sentences by a word"),
                     ("layers", "--layers", "probes a classifier's [CLS] vectors"),
                     ("save_temperature", "--save-temperature", "calibrates a classifier's probabilities"),
-                    ("compare_with", "--compare-with", "compares two classifiers or two taggers (not yet two "
-                                                       "question answering models)"),
                     ("out", "--out", "writes a classifier's run folder (use --json and redirect it)"))
 # the options only a question answering model's evaluation reads: (attribute, option)
 _ANSWERS_ONLY = (("no_answer_threshold", "--no-answer-threshold"), ("never_no_answer", "--never-no-answer"),
@@ -69,9 +68,12 @@ def refuse_answer_file(args, lm) -> None:
 
 
 def cmd_evaluate_answers(args, lm) -> int:
-    """evaluate FILE --model QA_MODEL [--no-answer-threshold T | --never-no-answer] [--json]: what ``cmd_evaluate``
-    runs when the model is a question answering model."""
-    from ..evaluate.answer_evaluation import AUTO, evaluate_answers  # lazily, as above
+    """evaluate FILE --model QA_MODEL [--no-answer-threshold T | --never-no-answer] [--compare-with QA_MODEL2]
+    [--json]: what ``cmd_evaluate`` runs when the model is a question answering model. With --compare-with, both
+    readers answer the same questions (``compare_readers``); a second model that is not a reader is refused (its
+    head named) before either answers."""
+    from ..evaluate.answer_evaluation import AUTO, compare_readers, evaluate_answers  # lazily, as above
+    from ..models.registry import load_model
 
     if getattr(args, "engine", "local") == "ray":
         return fail("the Ray engine evaluates classifiers; a question answering model runs in one process: leave out "
@@ -80,6 +82,7 @@ def cmd_evaluate_answers(args, lm) -> int:
         if getattr(args, attr, None):
             return fail(f"{option} {what}; {lm.name} is a question answering model: leave out {option}")
     threshold = None if args.never_no_answer else AUTO if args.no_answer_threshold is None else args.no_answer_threshold
+    other = load_model(args.compare_with, device=args.device, settings=args.settings) if args.compare_with else None
     tty = sys.stderr.isatty()
 
     def progress(done: int, total: int) -> None:
@@ -88,14 +91,20 @@ def cmd_evaluate_answers(args, lm) -> int:
             sys.stderr.flush()
 
     options = {} if args.max_answer_len is None else {"max_answer_len": args.max_answer_len}
+    run = dict(no_answer_threshold=threshold, stride=args.stride, batch_size=args.batch_size, seed=args.seed,
+               progress=progress, cancel=threading.Event(), **options)
     with file_run(tty):
-        ev = evaluate_answers(lm, args.data, no_answer_threshold=threshold, stride=args.stride,
-                              batch_size=args.batch_size, seed=args.seed, progress=progress, cancel=threading.Event(),
-                              **options)
+        if other is None:
+            ev, comparison = evaluate_answers(lm, args.data, **run), None
+        else:
+            comparison = compare_readers(lm, other, args.data, **run)
+            ev = comparison.a
     if args.json:
-        print_json(ev.to_dict())
+        print_json({**ev.to_dict(), **({"comparison": comparison.to_dict()} if comparison is not None else {})})
         return 0
     print_answer_evaluation(ev)
+    if comparison is not None:
+        print_answer_comparison(comparison)
     return 0
 
 
@@ -131,3 +140,16 @@ def print_answer_evaluation(ev) -> None:
         print(f"  {e['id']}: {e['question']!r} -> {got} (gold {gold}), F1 {e['f1']:.2f}")
     for note in ev.notices:
         print(f"note: {note}")
+
+
+def print_answer_comparison(c) -> None:
+    """Two readers on the same questions: both EM and F1, B - A with their paired intervals, the questions each
+    answers exactly, and which answers better."""
+    a, b, d, iv, q = c.a, c.b, c.difference, c.interval, c.questions
+    print(f"A = {a.model}, B = {b.model} on the same {a.n_questions:,} questions: exact match {a.exact:.4f} vs "
+          f"{b.exact:.4f}, F1 {a.f1:.4f} vs {b.f1:.4f}")
+    print(f"B - A: exact match {d['exact']:+.4f} [{iv['exact'][0]:+.3f}, {iv['exact'][1]:+.3f}], F1 {d['f1']:+.4f} "
+          f"[{iv['f1'][0]:+.3f}, {iv['f1'][1]:+.3f}] (95% paired bootstrap over questions, {c.samples:,} draws)")
+    print(f"questions answered exactly: both {q['both_right']:,}, only A {q['only_a_right']:,}, only B "
+          f"{q['only_b_right']:,}, neither {q['both_wrong']:,}; the answers differ on {q['disagree']:,}")
+    print(c.reading)
