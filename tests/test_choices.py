@@ -293,6 +293,10 @@ def test_compare_with_lists_only_models_of_the_same_head_and_says_why_not_the_ot
     out = h.suggest("qa")  # a reader: evaluated on a SQuAD file, its upload and hint say so
     assert out["start"]["interactive"] is True and out["file_hint"] == evaluate_reader.READER_FILE
     assert out["upload"]["label"] == evaluate_reader.READER_UPLOAD and out["columns_row"]["visible"] is False
+    # ... and compared only with other readers: the taggers and the classifier left out by their heads
+    assert [v for _, v in out["compare"]["choices"] if v] == []  # the only reader here is the one evaluated
+    assert out["compare"]["info"].startswith("another question answering model, on the same questions")
+    assert "(a token classifier)" in out["compare"]["info"] and "qa (the model evaluated)" in out["compare"]["info"]
 
 
 def test_evaluate_reads_a_tagged_file_for_a_tagger_and_shows_its_scores_unstored(heads_registry, tmp_path):

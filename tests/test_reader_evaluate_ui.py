@@ -2,10 +2,12 @@
 called directly: the tab asks for a SQuAD file when a reader is chosen, reads the upload with ``read_squad``, and
 Evaluate shows what ``evaluate_answers`` gives when called directly on the same file and model (the independent
 reference): EM and F1 with their intervals, the answerable and unanswerable parts, the no-answer accuracy, the slices
-and the wrong answers worst first, capped, and that it is not stored. Bad files (a classifier's table, a tagged file,
-answers not at their offsets, an empty file) are refused with the reader's own message and nothing else on the tab
-lost; each refusal beside a file that is read (the positive control). A classifier chosen after it gets its own
-upload back (the control that the classifier's tab is as it was).
+and the wrong answers worst first, capped, and that it is not stored. With a second reader in Compare with (which lists
+the other readers, and only them), the comparison is what ``compare_readers`` gives called directly; a classifier as the
+second model is refused. A wrong answer's row clicked opens its question and context in Predict. Bad files (a
+classifier's table, a tagged file, answers not at their offsets, an empty file) are refused with the reader's own
+message and nothing else on the tab lost; each refusal beside a file that is read (the positive control). A classifier
+chosen after it gets its own upload back (the control that the classifier's tab is as it was).
 
 The reader is test_answering's tiny BERT with a seeded random span head (``build_qa``, built in a second); the file's
 gold answers are, for some questions, the model's own answers (so exact match is 1 there) and other words of the
@@ -27,7 +29,7 @@ from test_answer_evaluation import QUESTIONS, contexts, word_at
 from test_answering import build_qa
 
 import bertviz_app as bv
-from bertviz_app.evaluate.answer_evaluation import evaluate_answers
+from bertviz_app.evaluate.answer_evaluation import compare_readers, evaluate_answers
 from bertviz_app.train.data.squad import QAFile
 from bertviz_app.ui import evaluate_events, evaluate_reader, evaluate_tab, evaluate_tagger
 from bertviz_app.ui.streaming import CancelFlag
@@ -80,6 +82,12 @@ def reader_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def other_reader_dir(tmp_path_factory):
+    """A second reader: the same tiny BERT with another seeded span head (other answers on the same questions)."""
+    return build_qa("bert", tmp_path_factory.mktemp("reader-eval-ui-b") / "reader-b", seed=2)
+
+
+@pytest.fixture(scope="module")
 def reader(reader_dir):
     return bv.load_model(str(reader_dir), device="cpu")
 
@@ -95,10 +103,12 @@ def data(reader, tmp_path_factory):
 
 
 @pytest.fixture()
-def registry(settings, reader_dir, tiny_model_dir):
-    """The test's models folder with the reader (twice, to switch between readers) and a classifier."""
+def registry(settings, reader_dir, other_reader_dir, tiny_model_dir):
+    """The test's models folder with the reader (twice, to switch between readers), another reader and a
+    classifier."""
     shutil.copytree(reader_dir, settings.models_dir / "reader")
     shutil.copytree(reader_dir, settings.models_dir / "reader2")
+    shutil.copytree(other_reader_dir, settings.models_dir / "reader-b")
     shutil.copytree(tiny_model_dir, settings.models_dir / "clf")
     return settings
 
@@ -219,15 +229,20 @@ def test_a_reader_gets_its_file_asked_for_and_a_classifier_its_own(registry):
     assert "SQuAD JSON" in out[ui.file_hint] and "answer_start" in out[ui.file_hint]
     assert out[ui.columns_row]["visible"] is False and out[ui.geometry]["visible"] is False
     assert out[ui.words]["visible"] is False  # its slices are fixed: no words to slice by
-    assert [v for _, v in out[ui.compare]["choices"]] == [evaluate_events.NONE]  # nothing to compare with yet
-    assert out[ui.compare]["info"] == evaluate_events.READER_ALONE
+    # Compare with: the other readers (a copy of itself and another head's weights), never itself, no classifier
+    assert sorted(v for _, v in out[ui.compare]["choices"]) == [evaluate_events.NONE, "reader-b", "reader2"]
+    assert out[ui.compare]["value"] == evaluate_events.NONE
+    info = out[ui.compare]["info"]
+    assert info.startswith("another question answering model, on the same questions (optional)")
+    assert "clf, encoder (a sequence classifier)" in info and "reader (the model evaluated)" in info
     assert ".json" in ui.upload.file_types and all(t in ui.upload.file_types for t in evaluate_tagger.FILE_TYPES)
     back = h.suggest("clf")  # the control: a classifier's upload, hint and controls as before
     assert back[ui.start]["interactive"] is True
     assert back[ui.upload]["label"] == evaluate_tagger.CLASSIFIER_UPLOAD
     assert back[ui.file_hint] == evaluate_tagger.CLASSIFIER_FILE
     assert back[ui.columns_row]["visible"] is True and back[ui.words]["label"] == "Slice by rows containing"
-    assert "reader, reader2 (a question answering model)" in back[ui.compare]["info"]  # not offered to compare
+    assert "reader, reader-b, reader2 (a question answering model)" in back[ui.compare]["info"]  # not offered
+    assert [v for _, v in back[ui.compare]["choices"]] == [evaluate_events.NONE]
 
 
 def test_evaluate_shows_what_evaluate_answers_gives_and_stores_nothing(registry, data):
@@ -250,9 +265,8 @@ def test_evaluate_shows_what_evaluate_answers_gives_and_stores_nothing(registry,
     assert not (registry.models_dir / "evaluations").is_dir() or not any(
         (registry.models_dir / "evaluations").iterdir())
     assert "questions" in evaluate_events.progress_line(4, 10, None, unit="questions")
-    # a comparison (only from an old page or a direct call: the control offers none): refused, said plainly
-    refused = run(h, "reader", up[ui.table], compare="reader2")[-1]
-    assert "not offered yet" in refused[ui.status] and ui.qa_summary not in refused
+    assert out[ui.qa_comparison] == ""  # no second reader: no comparison
+    assert out[ui.qa_rows] == evaluate_reader.error_rows(ev) and len(out[ui.qa_rows]) == evaluate_reader.n_wrong(ev)
 
 
 def test_a_classifiers_evaluation_after_a_readers_hides_the_readers_results(registry, data, tmp_path):
@@ -338,3 +352,101 @@ def test_a_file_read_for_one_head_is_put_away_when_another_is_chosen(registry, d
     out = run(h, "reader", table)[-1]
     assert "read as a classifier's table" in out[ui.status] and ui.qa_summary not in out
     assert "Upload a question answering file" in run(h, "reader", None)[-1][ui.status]  # none yet: what to upload
+
+
+# --------------------------------------------------------------------------- two readers compared
+def named(c, a: str, b: str):
+    """A direct ``compare_readers`` with its two evaluations named as the tab names its models."""
+    return dataclasses.replace(c, a=dataclasses.replace(c.a, model=a), b=dataclasses.replace(c.b, model=b))
+
+
+def test_compare_with_a_second_reader_shows_what_compare_readers_gives(registry, data, reader, other_reader_dir):
+    path, ev = data
+    ui, h = tab(registry)
+    table = h.on_upload(as_uploaded(path), "reader")[ui.table]
+    outs = run(h, "reader", table, compare="reader-b")
+    assert "then reader-b" in outs[0][ui.status] or any("then reader-b" in str(o.get(ui.status)) for o in outs)
+    out = outs[-1]
+    want = named(compare_readers(reader, bv.load_model(str(other_reader_dir), device="cpu"), str(path)), "reader",
+                 "reader-b")
+    assert want.difference["f1"] != 0  # two readers that answer differently: a comparison worth reading
+    assert out[ui.qa_comparison] == evaluate_reader.comparison_md(want)
+    md = out[ui.qa_comparison]
+    assert "reader (A) and reader-b (B) on the same 10 questions" in md
+    assert f"**{want.difference['f1']:+.3f}**" in md and f"**{want.difference['exact']:+.3f}**" in md
+    lo, hi = want.interval["f1"]
+    assert f"{lo:+.3f} to {hi:+.3f}" in md
+    assert f"only A: **{want.questions['only_a_right']}**; only B: **{want.questions['only_b_right']}**" in md
+    # A's own evaluation is drawn as without the comparison, and the status names both
+    assert out[ui.qa_summary] == evaluate_reader.summary_md(dataclasses.replace(ev, model="reader"))
+    assert f"reader-b: exact match {want.b.exact:.3f}, F1 {want.b.f1:.3f}" in out[ui.status]
+
+
+def test_a_reader_compared_with_a_copy_cannot_be_told_apart_and_a_classifier_is_refused(registry, data):
+    path, _ = data
+    ui, h = tab(registry)
+    table = h.on_upload(as_uploaded(path), "reader")[ui.table]
+    same = run(h, "reader", table, compare="reader2")[-1]  # the positive control: a reader is compared
+    md = same[ui.qa_comparison]
+    assert "This file cannot tell them apart" in md and "**+0.000**" in md and "only A: **0**; only B: **0**" in md
+    refused = run(h, "reader", table, compare="clf")[-1]  # a classifier (an old page, a typed name): refused
+    assert "clf is a sequence classifier" in refused[ui.status]
+    assert "compared only with another question answering model" in refused[ui.status]
+    assert "Nothing was stored" in refused[ui.status] and ui.qa_summary not in refused
+
+
+def test_the_comparison_view_says_which_reader_is_better(data):
+    _, ev = data
+    ev = dataclasses.replace(ev, model="reader")
+    worse = dataclasses.replace(ev, model="worse", exact_scores=tuple(0.0 for _ in ev.exact_scores),
+                                f1_scores=tuple(0.0 for _ in ev.f1_scores))
+    from bertviz_app.evaluate.answer_evaluation import compared_answers
+
+    c = compared_answers(worse, ev, samples=200)
+    assert c.better == ev.model and c.interval["f1"][0] > 0
+    md = evaluate_reader.comparison_md(c)
+    assert "reader (B) answers better on this file" in md and "**+" in md
+    back = compared_answers(ev, worse, samples=200)  # swapped: A is the better one
+    assert "reader (A) answers better on this file" in evaluate_reader.comparison_md(back)
+    assert evaluate_reader.comparison_md(None) == ""
+
+
+# --------------------------------------------------------------------------- a wrong answer opened in Predict
+def test_a_wrong_answers_row_clicked_opens_its_question_and_context_in_predict(data):
+    _, ev = data
+    text, pair, tabs = object(), object(), object()
+    h = evaluate_events.Handlers(SimpleNamespace(), default="x", settings=bv.Settings(), predict_text=text,
+                                 predict_pair=pair, tabs=tabs, link_tab="link-tab")
+    rows = evaluate_reader.error_rows(ev)
+    shown = evaluate_reader.errors_frame(ev)
+    assert [r["id"] for r in rows] == list(shown["id"])  # the state's rows run with the table's
+    worst = ev.errors(None)[-1]  # clicked by the row's values (the table may be shown sorted)
+    i = list(shown["id"]).index(str(worst["id"]))
+    out = h.on_answer_row(rows, SimpleNamespace(row_value=list(shown.iloc[i]), index=[0, 1]))
+    assert out[text] == worst["question"] and out[pair] == worst["context"]
+    assert out[tabs].selected == "predict" and out["link-tab"] == "predict"  # the page link follows the tab
+    first = h.on_answer_row(rows, SimpleNamespace(row_value=list(shown.iloc[0]), index=[0, 2]))
+    assert first[text] == ev.errors(1)[0]["question"]  # the control: another row, another question
+    # a click that points at no listed answer (a stale page, no evaluation yet): nothing changes, no error
+    for stale, value in ((rows, ["nope", "what"]), (None, list(shown.iloc[0])), (rows, [])):
+        assert all(v == gr.skip() for v in h.on_answer_row(stale, SimpleNamespace(row_value=value, index=[0, 0]))
+                   .values())
+
+
+def test_the_wrong_answers_click_is_queued_and_sends_to_predict(registry):
+    """The click writes the page link's tab State, which gradio 6.31 dispatches only from a queued event."""
+    with gr.Blocks() as demo:
+        model_dd = gr.Dropdown(choices=["reader"], value="reader", allow_custom_value=True)
+        text, pair, link = gr.Textbox(), gr.Textbox(), gr.State("")
+        with gr.Tabs() as tabs:
+            with gr.Tab("Evaluate"):
+                ui = evaluate_tab.build("reader", settings=registry)
+        evaluate_tab.wire(ui, demo=None, model_dd=model_dd, default="reader", predict_text=text, predict_pair=pair,
+                          tabs=tabs, settings=registry, link_tab=link)
+    deps = demo.get_config_file()["dependencies"]
+    clicks = [d for d in deps if [ui.qa_errors._id, "select"] in map(list, d["targets"])]
+    assert len(clicks) == 1 and clicks[0]["queue"] is True
+    assert clicks[0]["inputs"] == [ui.qa_rows._id]
+    assert set(clicks[0]["outputs"]) == {text._id, pair._id, tabs._id, link._id}
+    runs = [d for d in deps if ui.qa_comparison._id in d["outputs"]]  # Evaluate draws the comparison and the rows
+    assert runs and all(ui.qa_rows._id in d["outputs"] for d in runs)

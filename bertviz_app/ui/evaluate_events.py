@@ -17,8 +17,10 @@ controls offered and the models to compare with follow the chosen model's head (
 
 A question answering model (a span reader) chosen: the upload is read as questions with their contexts and answers
 (``read_squad``: SQuAD JSON or a question/context/answer_text/answer_start CSV, its refusals said as it says them),
-the evaluation is ``evaluate_answers`` with the same progress (in questions) and cancel, and the result is drawn by
-``evaluate_reader`` and not stored. No comparison and no slice words: the evaluation takes neither.
+the evaluation is ``evaluate_answers`` (``compare_readers`` with a second reader: Compare with lists the other
+readers) with the same progress (in questions) and cancel, and the result is drawn by ``evaluate_reader`` and not
+stored. No slice words: its slices are fixed. A wrong answer's row clicked opens its question and context in the
+Predict tab's Question and Context boxes (``on_answer_row``), as a classifier's row opens its text there.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import gradio as gr
 
 import bertviz_app as core
 from bertviz_app.evaluate import evaluation_runs
-from bertviz_app.evaluate.answer_evaluation import evaluate_answers
+from bertviz_app.evaluate.answer_evaluation import compare_readers, evaluate_answers
 from bertviz_app.evaluate.tagger_evaluation import compare_taggers, evaluate_tagged
 from bertviz_app.models import visitors
 from bertviz_app.models.catalog import folder_head
@@ -83,7 +85,6 @@ def head_kind(head) -> str:
     return {SEQUENCE_CLASSIFICATION: "a sequence classifier", TOKEN_CLASSIFICATION: "a token classifier"}.get(
         head, f"a {head.name} model")
 NO_PAIR = [("(none)", NONE)]
-READER_ALONE = "a question answering model is evaluated alone here (two of them are not compared on one file yet)"
 NO_COMPARE = [("(none)", NONE)]
 
 
@@ -336,7 +337,8 @@ class Handlers:
         """A question answering model's evaluation of the file read at upload (``evaluate_answers``: every question
         answered, SQuAD's EM and F1), in a worker thread with the progress in questions; drawn, not stored
         (``evaluate_reader.NOT_STORED`` says so). The slice words do not apply (its slices are fixed); a comparison
-        is refused (not offered for two readers)."""
+        with ``compare``, a second reader answers the same questions (``compare_readers``); a model that is not a reader
+        is refused, saying what Compare with takes."""
         ui, cancel = self.ui, flag.event
         shown = shown_name(lm.name)  # in a refusal, escaped where it is shown (guards.refusal_md)
         if lm.head is not QUESTION_ANSWERING:
@@ -348,20 +350,28 @@ class Handlers:
             raise core.DataError(f"{shown} is a question answering model, evaluated on questions with their contexts "
                                  f"and answers, and the file shown was read as {read} when it was uploaded. Remove it "
                                  f"(×) and upload {file_wanted(QUESTION_ANSWERING)}.")
-        if compare:
-            raise core.InputError(f"{shown} is a question answering model: comparing two of them on one file is not "
-                                  "offered yet. Choose (none) in Compare with.")
-        track, progress = self.tracker(lm, unit="questions")
+        other = load_base(compare, self.default, self.settings) if compare else None
+        if other is not None and other.head is not QUESTION_ANSWERING:
+            raise core.InputError(f"{shown_name(other.name)} is {head_kind(other.head)}: {shown} is a question "
+                                  "answering model, compared only with another question answering model on the same "
+                                  "questions. Choose one listed in Compare with, or (none).")
+        track, progress = self.tracker(lm, other, unit="questions")
 
         def work():
-            return evaluate_answers(lm, questions, progress=progress, cancel=cancel)
+            if other is None:
+                return evaluate_answers(lm, questions, progress=progress, cancel=cancel), None
+            comparison = compare_readers(lm, other, questions, progress=progress, cancel=cancel)
+            return comparison.a, comparison
 
-        ev = yield from self.run_work(flag, work, track)
-        if ev is None:  # cancelled: the status says so
+        done = yield from self.run_work(flag, work, track)
+        if done is None:  # cancelled: the status says so
             return
-        out = self.render_answers(ev)
-        out[ui.status] = (f"**Done:** {ev.n_questions:,} questions evaluated; exact match {ev.exact:.3f}, F1 "
-                          f"{ev.f1:.3f}. Not stored: a question answering model's evaluation is shown below only.")
+        ev, comparison = done
+        out = self.render_answers(ev, comparison)
+        line = (f"**Done:** {ev.n_questions:,} questions evaluated; exact match {ev.exact:.3f}, F1 {ev.f1:.3f}"
+                + ("" if comparison is None else f"; {esc(shown_name(comparison.b.model))}: exact match "
+                   f"{comparison.b.exact:.3f}, F1 {comparison.b.f1:.3f}") + ".")
+        out[ui.status] = f"{line} Not stored: a question answering model's evaluation is shown below only."
         yield out
 
     @staticmethod
@@ -400,22 +410,24 @@ class Handlers:
     def reader_outputs(self) -> list:
         """The components a question answering model's evaluation is drawn in (after the tagger's)."""
         ui = self.ui
-        return [ui.reader_box, ui.qa_summary, ui.qa_slices, ui.qa_errors]
+        return [ui.reader_box, ui.qa_summary, ui.qa_comparison, ui.qa_slices, ui.qa_errors, ui.qa_rows]
 
     def reader_hidden(self) -> dict:
         """The reader's results hidden (another head's evaluation drawn). A layout without them (a stand-in that
         names only the classifier's and the tagger's components) draws as before."""
         return {self.ui.reader_box: gr.update(visible=False)} if hasattr(self.ui, "reader_box") else {}
 
-    def render_answers(self, ev) -> dict:
-        """A question answering model's evaluation drawn; the classifier's and the tagger's results (and a stored
-        evaluation's view) hidden."""
+    def render_answers(self, ev, comparison=None) -> dict:
+        """A question answering model's evaluation drawn (with ``comparison``, the two readers compared); the
+        classifier's and the tagger's results (and a stored evaluation's view) hidden. ``qa_rows`` keeps the listed
+        wrong answers' questions and contexts, for a click on one to open it in Predict."""
         ui = self.ui
         return {ui.view: None, ui.selected: None, ui.selected_md: "", ui.classifier_box: gr.update(visible=False),
                 ui.geometry_box: gr.update(visible=False), ui.compare_box: gr.update(visible=False),
                 ui.tagger_box: gr.update(visible=False), ui.reader_box: gr.update(visible=True),
                 ui.qa_summary: evaluate_reader.summary_md(ev), ui.qa_slices: evaluate_reader.slices_frame(ev),
-                ui.qa_errors: evaluate_reader.errors_frame(ev)}
+                ui.qa_comparison: evaluate_reader.comparison_md(comparison),
+                ui.qa_errors: evaluate_reader.errors_frame(ev), ui.qa_rows: evaluate_reader.error_rows(ev)}
 
     def render_tagged(self, ev, comparison=None) -> dict:
         """A tagger's evaluation drawn; the classifier's results (and a stored evaluation's view) hidden."""
@@ -552,9 +564,11 @@ class Handlers:
     def compare_options(self, lm: core.LoadedModel) -> tuple[list[tuple[str, str]], str]:
         """(choices, note) of the compare-with control for ``lm``: the listed models with its head and its
         classes (a tagger: its tags), read from each folder's config.json, nothing loaded; never ``lm`` itself;
-        the note names the ones left out and why, so no choice is offered that the evaluation would refuse."""
+        the note names the ones left out and why, so no choice is offered that the evaluation would refuse. A question
+        answering model: the other question answering models (a span head has no classes; its family and training may
+        differ)."""
         own = Path(lm.path).resolve()
-        tagger = lm.head is TOKEN_CLASSIFICATION
+        tagger, reader = lm.head is TOKEN_CLASSIFICATION, lm.head is QUESTION_ANSWERING
         keep, other, multi, itself, heads = [], [], [], [], {}
         for m in visitor.visible(core.list_models(self.settings.models_dir)):
             if not m["built"] or not m["path"]:
@@ -566,6 +580,9 @@ class Handlers:
             if head not in (lm.head, None):  # a tagger beside a classifier, the reverse, a question answerer...
                 heads.setdefault(head, []).append(m["name"])
                 continue
+            if reader:  # any span reader answers the same questions; a folder whose head is not known is not offered
+                (keep if head is QUESTION_ANSWERING else other).append(m["name"])
+                continue
             labels = core.folder_labels(m["path"])
             if labels is None or set(labels) != set(lm.labels):
                 other.append(m["name"])
@@ -573,13 +590,16 @@ class Handlers:
                 multi.append(m["name"])
             else:
                 keep.append(m["name"])
-        if tagger:
+        if reader:
+            note = "another question answering model, on the same questions (optional)"
+        elif tagger:
             note = f"another tagger with the tags {', '.join(lm.labels)}, on the same sentences (optional)"
         else:
             note = f"another model with the classes {', '.join(lm.labels)}, on the same rows (optional)"
         left = [(names, why) for names, why in (
             *((names, head_kind(head)) for head, names in heads.items()),
-            (other, "other tags" if tagger else "other classes"), (multi, "multi-label"),
+            (other, "head not known" if reader else "other tags" if tagger else "other classes"),
+            (multi, "multi-label"),
             (itself[:1], "the model evaluated")) if names]
         if left:
             note += ". Not listed: " + "; ".join(
@@ -643,17 +663,14 @@ class Handlers:
             return {ui.compare: gr.update(choices=NO_COMPARE, value=NONE,
                                           info="another model with the same classes (choose a model that opens)"),
                     **self.model_state(model_name, exc=exc)}
-        if lm.head is QUESTION_ANSWERING:  # evaluated alone: two readers are not compared yet
-            return {ui.compare: gr.update(choices=NO_COMPARE, value=NONE, info=READER_ALONE),
-                    **self.model_state(model_name, lm)}
         choices, note = self.compare_options(lm)
         base = core.base_of(lm) if suggest_base else None
         if base is not None and base not in [v for _, v in choices]:
             # a base the list does not hold (a folder, a Hub id): offered when it opens with the run's classes
             try:
                 other = load_base(base, self.default, self.settings) if base != core.ENCODER else None
-                ok = (other is not None and other.head is lm.head and not other.multi_label
-                      and set(other.labels) == set(lm.labels))
+                ok = other is not None and other.head is lm.head and (lm.head is QUESTION_ANSWERING or (
+                    not other.multi_label and set(other.labels) == set(lm.labels)))
             except core.BertvizError:
                 ok = False
             if ok:
@@ -702,6 +719,16 @@ class Handlers:
         if isinstance(open_tab, dict):
             open_tab["tab"] = "attributions"
         return out
+
+    def on_answer_row(self, rows: list[dict] | None, evt: gr.SelectData):
+        """A wrong answer's row clicked (a question answering model's evaluation): its question in Predict's Question
+        box and its context in the Context box, the Predict tab opened (Analyze then highlights the model's answer).
+        A click that points at no listed answer (a stale page) changes nothing."""
+        r = evaluate_reader.pick_error(rows, evt.row_value, evt.index[0] if isinstance(evt.index, list) else None)
+        if r is None:
+            skip = [self.predict_text, self.predict_pair, self.tabs, *([self.link_tab] if self.link_tab else [])]
+            return dict.fromkeys(skip, gr.skip())
+        return self.send(r, "predict")
 
     def on_point(self, v: RunView | None, value):
         """A point of the scatter clicked: its row opened in Predict."""

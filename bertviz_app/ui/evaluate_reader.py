@@ -1,7 +1,9 @@
 """The Evaluate tab's view of a question answering model's evaluation (a span reader, ``evaluate_answers``'
 ``AnswerEvaluation``): SQuAD's exact match and F1 with their intervals, the answerable and unanswerable questions
 apart with the no-answer accuracy, the slices (question word, answer length, context length) worst first, and the
-wrong answers lowest F1 first. Pure helpers, tested alone; the handler is ``evaluate_events.Handlers.evaluate_reader``.
+wrong answers lowest F1 first; with a second reader, the two compared on the same questions (``compare_readers``'
+``AnswerComparison``: ``comparison_md``). A wrong answer's row clicked opens its question and context in the Predict
+tab (``pick_error`` finds it). Pure helpers, tested alone; the handler is ``evaluate_events.Handlers.evaluate_reader``.
 
 Like a tagger's, a reader's evaluation is shown and not stored (the stored evaluations are classifier run folders);
 ``NOT_STORED`` says so on the page, and that the command line's ``--json`` writes the same numbers.
@@ -19,7 +21,8 @@ from .finetune_view import shown_name
 from .markup import esc
 
 __all__ = ["ERROR_COLUMNS", "FILE_TYPES", "MAX_ERRORS", "NOT_STORED", "READER_FILE", "READER_UPLOAD", "SLICE_COLUMNS",
-           "errors_frame", "n_wrong", "read_md", "slices_frame", "summary_md"]
+           "comparison_md", "error_rows", "errors_frame", "n_wrong", "pick_error", "read_md", "slices_frame",
+           "summary_md"]
 
 NOT_STORED = ("A question answering model's evaluation is shown here and **not stored** (the stored evaluations below "
               "hold sequence classifiers' runs): `python -m bertviz_app evaluate FILE --model MODEL --json` writes the "
@@ -116,3 +119,55 @@ def errors_frame(ev) -> pd.DataFrame:
              NO_ANSWER if e["no_answer"] else e["predicted"], round(float(e["f1"]), 3)]
             for e in ev.errors(MAX_ERRORS)]
     return pd.DataFrame(rows, columns=ERROR_COLUMNS)
+
+
+def error_rows(ev) -> list[dict] | None:
+    """The listed wrong answers (``errors_frame``'s rows, in its order) as a row opens them in Predict: id,
+    question (Predict's Question box) and context (its Context box). None without an evaluation."""
+    if ev is None:
+        return None
+    return [{"id": str(e["id"]), "text": e["question"], "pair": e["context"]} for e in ev.errors(MAX_ERRORS)]
+
+
+def pick_error(rows: list[dict] | None, row_value, index=None) -> dict | None:
+    """The wrong answer a click on ``errors_frame``'s table points at: the row whose id and question are the
+    clicked row's (the table may be shown sorted); else the row at ``index`` when its id matches; None when none
+    does (a stale page)."""
+    if not rows or not row_value:
+        return None
+    key = [str(v) for v in row_value[:2]]
+    for r in rows:
+        if [r["id"], r["text"]][:len(key)] == key:
+            return r
+    if isinstance(index, int) and 0 <= index < len(rows) and rows[index]["id"] == key[0]:
+        return rows[index]
+    return None
+
+
+def comparison_md(c) -> str:
+    """Two readers on the same questions: both EM and F1, B - A with the paired intervals, the questions only one
+    of them answers exactly, and the reading (which answers better, or that the file cannot tell them apart)."""
+    if c is None:
+        return ""
+    a, b = shown_name(c.a.model), shown_name(c.b.model)
+    d, iv, q = c.difference, c.interval, c.questions
+    lines = [f"### {esc(a)} (A) and {esc(b)} (B) on the same {c.a.n_questions:,} questions",
+             f"**{esc(_reading(c))}**"]
+    table = ["| | A | B | B − A | 95% paired interval |", "|---|---|---|---|---|",
+             f"| exact match | {c.a.exact:.3f} | {c.b.exact:.3f} | **{d['exact']:+.3f}** | "
+             f"{iv['exact'][0]:+.3f} to {iv['exact'][1]:+.3f} |",
+             f"| F1 | {c.a.f1:.3f} | {c.b.f1:.3f} | **{d['f1']:+.3f}** | {iv['f1'][0]:+.3f} to {iv['f1'][1]:+.3f} |"]
+    tail = [f"Answered exactly by only A: **{q['only_a_right']:,}**; only B: **{q['only_b_right']:,}**; both "
+            f"{q['both_right']:,}; neither {q['both_wrong']:,}. Their answers differ on {q['disagree']:,} questions.",
+            f"{esc(c.reading)}",
+            "Intervals: a bootstrap over questions, paired (each draw scores both readers on the same questions). "
+            "The wrong answers below are A's."]
+    return "\n\n".join(["  \n".join(lines), "\n".join(table), "  \n".join(tail)])
+
+
+def _reading(c) -> str:
+    """The verdict in a few words, shown names: which reader answers better, or that the file cannot tell."""
+    if c.better is None:
+        return "This file cannot tell them apart (F1's paired interval includes 0)."
+    who, ev = ("B", c.b) if c.difference["f1"] > 0 else ("A", c.a)
+    return f"{shown_name(ev.model)} ({who}) answers better on this file (F1's paired interval excludes 0)."

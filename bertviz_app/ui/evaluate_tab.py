@@ -5,7 +5,8 @@ Model tab is evaluated on a tagged file instead (CoNLL, JSON lines, a tokens/tag
 their intervals, per type, slices, the sentences it gets wrong (``evaluate_tagger``), shown and not stored. A
 question answering model (a span reader) is evaluated on a SQuAD file (JSON, or a question/context/answer CSV): exact
 match and F1 with their intervals, the answerable and unanswerable questions apart, slices, the wrong answers
-(``evaluate_reader``), shown and not stored.
+(``evaluate_reader``), shown and not stored; with a second reader in Compare with, the two compared on the same
+questions; a wrong answer's row clicked opens its question and context in Predict.
 
 This module lays the tab out (``build``) and connects its events (``wire``) to the handlers of
 ``evaluate_events.Handlers`` (how an evaluation runs, is stored and is drawn: see there).
@@ -157,14 +158,17 @@ def _tagger_fields() -> dict:
 
 def _reader_fields() -> dict:
     """A question answering model's evaluation (shown when one is): EM and F1 with the answerable and unanswerable
-    parts, slices, the wrong answers."""
+    parts, the comparison with a second reader, slices, the wrong answers (a row clicked opens it in Predict)."""
+    qa_rows = gr.State(None, time_to_live=3600)  # the listed wrong answers' ids, questions and contexts
     with gr.Column(visible=False, elem_id="bv-ev-reader") as reader_box:
         qa_summary = gr.Markdown(elem_id="bv-ev-qa-summary")
+        qa_comparison = gr.Markdown(elem_id="bv-ev-qa-comparison")
         qa_slices = gr.Dataframe(value=evaluate_reader.slices_frame(None), label="Slices by question word, answer "
                                  "length and context length, lowest F1 first", interactive=False,
                                  elem_id="bv-ev-qa-slices")
         qa_errors = gr.Dataframe(value=evaluate_reader.errors_frame(None), label=f"Wrong answers (not an exact match), "
-                                 f"lowest F1 first (at most {evaluate_reader.MAX_ERRORS})", interactive=False,
+                                 f"lowest F1 first (at most {evaluate_reader.MAX_ERRORS}): click one to open its "
+                                 "question and context in Predict", interactive=False,
                                  wrap=True, max_height=400, elem_id="bv-ev-qa-errors", elem_classes=["bv-table"])
     return _components(locals())
 
@@ -262,6 +266,8 @@ def wire(ui: SimpleNamespace, *, demo: gr.Blocks | None, model_dd, default: str,
     else:  # the Attributions tab shows the analysed text's: Analyze the row (its button, as a user would)
         ui.to_attributions.click(guards.guard(h.to_attributions), inputs=[ui.selected, open_tab], outputs=sent,
                                  queue=True, **private).success(None, js=ANALYZE_JS, **private)
+    # a reader's wrong answer clicked: its question and context in Predict (queued: it writes the link's tab State)
+    ui.qa_errors.select(guards.guard(h.on_answer_row), inputs=[ui.qa_rows], outputs=sent, queue=True, **private)
     ui.clicked.change(guards.guard(h.on_point), inputs=[ui.view, ui.clicked], outputs=sent, queue=True, **private)
     gr.on([ui.layer.input, ui.dims.input, ui.colour.input, ui.vector.input], guards.guard(h.redraw_geometry),
           inputs=[ui.view, ui.layer, ui.dims, ui.colour, ui.vector], outputs=[ui.scatter, ui.probes],
