@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import sklearn.linear_model
 import torch
+from test_qa_page import qa_dirs  # noqa: F401
 from test_span_attribution import _window, qa, reference_f  # noqa: F401
 
 import bertviz_app as bv
@@ -253,3 +254,53 @@ def test_cli_explain_question_with_lime_and_kernel_shap(capsys, qa):  # noqa: F8
     code, out, err = run(capsys, "explain", "--question", QUESTION, "--context", SHORT, "--model", path,
                          "--method", "lime", "--samples", "0")
     assert code != 0 and "n_samples must be a whole number of at least 2" in err
+
+
+# ------------------------------------------------------------------------------------------------ the page
+def test_the_attributions_tab_explains_a_readers_target_by_each_method_with_its_faithfulness(
+        settings, qa_dirs, tiny_model_dir):  # noqa: F811
+    """The Attributions tab's "Other methods for this target" panel (shown for a reader alone): each method's record
+    equals the library's for the target chosen, its line says F, the faithfulness numbers and what they mean; a bad
+    sample count or target is refused in the panel's status line with what to send."""
+    from test_qa_page import CONTEXT as PAGE_CONTEXT
+    from test_qa_page import QUESTION as PAGE_QUESTION
+    from test_qa_page import analyze, make_page
+
+    from bertviz_app.ui import attribution_tab, guards
+
+    folder = str(qa_dirs["joy"])
+    lm = bv.load_model(folder, device="cpu")
+    page = make_page(settings, folder)
+    t = page.t
+    rec = analyze(page, folder, PAGE_QUESTION, PAGE_CONTEXT, target="(predicted class)", tab="attributions")[page.state]
+    assert page.follow_choices(rec, folder, "span", "pad", [])[t.spans.panel]["visible"] is True
+    library = {"integrated_gradients": lambda: explain_answer(lm, PAGE_QUESTION, PAGE_CONTEXT, part="start",
+                                                              n_steps=16),
+               "occlusion": lambda: occlude_answer(lm, PAGE_QUESTION, PAGE_CONTEXT, part="start"),
+               "lime": lambda: sample_span(lm, PAGE_QUESTION, PAGE_CONTEXT, method="lime", part="start",
+                                           n_samples=64, seed=1),
+               "kernel_shap": lambda: sample_span(lm, PAGE_QUESTION, PAGE_CONTEXT, method="kernel_shap",
+                                                  part="start", n_samples=64, seed=1)}
+    for method, reference in library.items():
+        a, f = attribution_tab.explain_span_method(rec, "start", method, 64.0, 1.0, "context", "pad", 16, False,
+                                                   settings)
+        [want] = reference()
+        [f_want] = span_faithfulness(lm, [want])
+        assert a.method == method and a.target == want.target and a.target.text == "joy"
+        np.testing.assert_allclose(a.scores, want.scores, atol=1e-5)
+        assert f.comprehensiveness == pytest.approx(f_want.comprehensiveness, abs=1e-5)
+        shown = attribution_tab.render_span_method(t, a, f, "context", True, rec.min_change)
+        line = shown[t.spans.reading]
+        assert f"comprehensiveness **{f.comprehensiveness:+.3f}**" in line and "higher is more faithful" in line
+        assert f"sufficiency **{f.sufficiency:+.3f}**" in line and "the start of" in line
+        assert "C: joy" in shown[t.spans.tokens] and "Q: film" in shown[t.spans.tokens]
+    refuse = guards.to_status(lambda *a: attribution_tab.explain_span_method(*a, settings), t.spans.status)
+    for args, message in (((rec, "span", "lime", 0, 0, "context", "pad", 16, False), "at least 2, got 0."),
+                          ((rec, "span", "kernel_shap", -5, 0, "context", "pad", 16, False), "at least 2, got -5"),
+                          ((rec, "positive", "lime", 64, 0, "context", "pad", 16, False), "Choose the answer span"),
+                          ((None, "span", "lime", 64, 0, "context", "pad", 16, False), "Press Analyze first")):
+        assert message in refuse(*args)[t.spans.status]
+    clf = analyze(page, str(tiny_model_dir), "a gorgeous film", "", target="span", tab="attributions")[page.state]
+    assert page.follow_choices(clf, str(tiny_model_dir), "span", "pad", [])[t.spans.panel]["visible"] is False
+    with pytest.raises(InputError, match="not one"):
+        attribution_tab.explain_span_method(clf, "span", "lime", 64, 0, "context", "pad", 16, False, settings)

@@ -45,9 +45,11 @@ ANSWER_NOTE = (
     "answer span as a whole, its start or its end alone, \"no answer\", or one of the n-best spans in **Target** and "
     "press **Explain this target**. The score is Integrated Gradients on the word vectors of the question and the "
     "context of F = log p(start) + log p(end) (the span's score p(start) \u00d7 p(end), as a log; the start or the end "
-    "alone: its own log-probability; \"no answer\": both at the first token). Not offered for a question answering "
-    "model: comparing methods and their faithfulness, the whole-document explanation, the [CLS] path and lens (its "
-    "head reads every context token, not [CLS]), and the downloads.")
+    "alone: its own log-probability; \"no answer\": both at the first token). **Other methods for this target** "
+    "(below) explains the same target by occlusion, LIME or KernelSHAP and measures each explanation's faithfulness "
+    "on the span's probability. Not offered for a question answering model: the classifier's comparison of every "
+    "method side by side, the whole-document explanation, the [CLS] path and lens (its head reads every context "
+    "token, not [CLS]), and the downloads.")
 
 
 def build() -> SimpleNamespace:
@@ -93,10 +95,136 @@ def build() -> SimpleNamespace:
     )
     cmp = build_compare()
     doc = build_document()
+    spans = build_span_methods()
     return SimpleNamespace(target=target, baseline=baseline, n_steps=n_steps, auto=auto, merge=merge, explain=explain,
                            status=status, delta=delta, tokens=tokens, bar=bar, path=path, lens=lens,
                            html_file=html_file, json_file=json_file, svg_file=svg_file, png_file=png_file, cmp=cmp,
-                           doc=doc, tagger_note=tagger_note, cls_row=cls_row, cls_note=cls_note)
+                           doc=doc, spans=spans, tagger_note=tagger_note, cls_row=cls_row, cls_note=cls_note)
+
+
+# --------------------------------------------------------------------------- a reader's span by another method
+SPAN_METHOD_LABEL = "Explain this target with this method"
+SPAN_METHODS = [("Integrated Gradients", "integrated_gradients"), ("Occlusion", "occlusion"), ("LIME", "lime"),
+                ("KernelSHAP", "kernel_shap")]
+SPAN_METHODS_NOTE = (
+    "The target chosen above (the answer span, its start or end, no answer, an n-best span) explained by another "
+    "method, with the baseline above. **Integrated Gradients**: as above (the steps above). **Occlusion**: each "
+    "word's score is how much F drops when its tokens get the baseline's word vectors. **LIME** and **KernelSHAP**: "
+    "a linear model of F fitted on random subsets of the words, each left-out word given the baseline's vectors "
+    "(KernelSHAP's weights estimate Shapley values and add up to F(x) − F(all replaced); LIME's are a local fit "
+    "weighted by closeness to the input); by default the context's words are sampled and the question is kept as it "
+    "is. **Faithfulness** (ERASER, DeYoung et al. 2020), on the span's probability p(start) × p(end) (its start's "
+    "or end's probability alone), averaged over the top 10–50% of the words: *comprehensiveness* = how much the "
+    "probability drops when the top-ranked words are replaced by the baseline (higher = more faithful); "
+    "*sufficiency* = how much it drops when only they are kept (near 0 or below = more faithful). Words are masked, "
+    "not removed, so the span stays at its positions.")
+
+
+def build_span_methods() -> SimpleNamespace:
+    """A question answering model's target explained by the method chosen, with its faithfulness (hidden for the
+    other heads: ``mode_for``)."""
+    with gr.Accordion("Other methods for this target (and their faithfulness)", open=True, visible=False,
+                      elem_id="bv-span-methods") as panel:
+        gr.Markdown(SPAN_METHODS_NOTE, elem_classes=["bv-note"])
+        with gr.Row():
+            method = gr.Radio(SPAN_METHODS, value="kernel_shap", label="Method", elem_id="bv-span-method", scale=3)
+            n_samples = gr.Number(value=200, precision=0, label="Samples (LIME, KernelSHAP)",
+                                  elem_id="bv-span-samples", scale=1)
+            seed = gr.Number(value=0, precision=0, label="Seed", elem_id="bv-span-seed", scale=1)
+            side = gr.Radio([("the context's words", "context"), ("the question's and the context's", "both")],
+                            value="context", label="Words sampled and ranked", elem_id="bv-span-side", scale=2)
+        run = gr.Button(SPAN_METHOD_LABEL, elem_id="bv-span-run")
+        status = gr.Markdown(elem_id="bv-span-status")  # why it was refused, under its button
+        reading = gr.Markdown(elem_id="bv-span-reading")
+        tokens = gr.HTML(elem_id="bv-span-tokens")
+        bar = figures.plot(label="Attribution by word", elem_id="bv-span-bar")
+    return SimpleNamespace(panel=panel, method=method, n_samples=n_samples, seed=seed, side=side, run=run,
+                           status=status, reading=reading, tokens=tokens, bar=bar)
+
+
+def samples_arg(value) -> int | None:
+    """The Samples box as ``sample_span``'s ``n_samples``: empty is the default count; anything else is checked by
+    the core (a whole number of at least 2, its message says so)."""
+    if value is None or value == "":
+        return None
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def explain_span_method(rec, target, method: str, n_samples, seed, side: str, baseline: str, n_steps: int,
+                        auto: bool, settings: core.Settings):
+    """(record, faithfulness) of the analysed answer's ``target`` by ``method`` (``core.explain_answer``,
+    ``occlude_answer`` or ``sample_span``) and ``core.span_faithfulness`` on the span's probability."""
+    if rec is None:
+        raise core.InputError("Press Analyze first: there is no question to explain yet.")
+    if not isinstance(rec, analysis.AnswerRecord):
+        raise core.InputError("Other methods for a target explain a question answering model's span: this model is "
+                              "not one (its explanation is above).")
+    if method not in dict((v, k) for k, v in SPAN_METHODS):
+        raise core.InputError(f"Choose a method: {', '.join(k for k, _ in SPAN_METHODS)}.")
+    args = analysis.answer_target_args(rec.answer, target)
+    lm = model_loading.load(rec.model, rec.model, settings)  # the record's model was allowed when it was analysed
+    q, c, span, part = rec.text, rec.pair, args["span"], args["part"]
+    if method == "integrated_gradients":
+        tolerance = tolerance_arg(bool(auto))
+        [a] = core.explain_answer(lm, q, c, span, part=part, baseline=baseline, tolerance=tolerance,
+                                  n_steps=None if tolerance is not None else int(n_steps))
+    elif method == "occlusion":
+        [a] = core.occlude_answer(lm, q, c, span, part=part, baseline=baseline)
+    else:
+        [a] = core.sample_span(lm, q, c, span, method=method, part=part, baseline=baseline,
+                               n_samples=samples_arg(n_samples), seed=samples_arg(seed) or 0, side=side)
+    [f] = core.span_faithfulness(lm, [a], baseline=baseline, side=side)
+    return a, f
+
+
+def span_faith_md(f, side: str) -> str:
+    """An answer's faithfulness in words: the two AOPC numbers, what they mean, and the plain reading."""
+    ks = ", ".join(str(k) for k in f.ks)
+    words = "the context's words" if side == "context" else "the question's and the context's words"
+    return (f"**Faithfulness** (ERASER AOPC over the top {ks}% of {words}, on the probability of {esc(f.target)}, "
+            f"p = {f.p_x:.4g}): comprehensiveness **{f.comprehensiveness:+.3f}** (probability lost when they are "
+            f"replaced by the baseline; higher is more faithful), sufficiency **{f.sufficiency:+.3f}** (lost when only "
+            f"they are kept; near 0 or below is more faithful). {esc(f.reading[:1].upper() + f.reading[1:])}.")
+
+
+def span_method_md(a, f, side: str) -> str:
+    """What a span explanation by any method explains and its numbers: F(x), F(baseline), the scores' sum (and for
+    Integrated Gradients the delta), then its faithfulness."""
+    tg = a.target
+    name = dict((v, k) for k, v in SPAN_METHODS).get(a.method, a.method)
+    f_is = {"span": "log p(start) + log p(end)", "start": "log p(start)", "end": "log p(end)"}[tg.part]
+    total = float(np.sum(a.scores))
+    line = (f"**{esc(name)} of {esc(span_name(a))}**: F = {f_is}. **F(x)** = {a.f_x:.6g} · **F(baseline)** = "
+            f"{a.f_baseline:.6g} · change **{a.f_x - a.f_baseline:+.6g}** · **sum of scores** {total:+.6g}")
+    if a.delta is not None:
+        line += f" · **convergence delta** {a.delta:+.3e} · **steps** {a.n_steps}"
+    if a.method in ("lime", "kernel_shap"):
+        line += (f" · sampled: {'the context' if side == 'context' else 'the question and the context'}"
+                 f"{' (the question kept)' if side == 'context' else ''}")
+    return line + ".  \n" + span_faith_md(f, side)
+
+
+def render_span_method(ui: SimpleNamespace, a, f, side: str, merge: bool, min_change: float) -> dict:
+    """The panel's line, coloured words (or word-pieces) and bar for one span explanation."""
+    sp = ui.spans
+    if merge:
+        labels = [f"{'Q' if w.side == 'question' else 'C'}: {w.word}" for w in a.words]
+        scores = np.array([w.score for w in a.words], dtype=np.float64)
+        special = np.zeros(len(labels), dtype=bool)
+    else:
+        labels, scores = list(a.tokens), np.asarray(a.scores, dtype=np.float64)
+        special = np.array([s is None for s in a.sides])
+    name = span_name(a)
+    scale = core.colour_scale(a, min_change, output="log-probability")
+    unit = "word" if merge else "word-piece"
+    warning = core.change_warning(SimpleNamespace(target=name, scores=scores), scale, scores)
+    method = dict((v, k) for k, v in SPAN_METHODS).get(a.method, a.method)
+    return {sp.status: "", sp.reading: span_method_md(a, f, side),
+            sp.tokens: core.tokens_html(labels, scores, special, name, scale,
+                                        f"{method}: each {unit}'s score for {name} (Q: the question, C: the context)",
+                                        warning),
+            sp.bar: plots.attribution_bar(labels, scores, title=f"{method}: attribution to {name} by {unit}",
+                                          full=scale.full if scale.absolute else None)}
 
 
 # --------------------------------------------------------------------------- whole document (windows)
@@ -420,7 +548,7 @@ def tag_target_update(rec, target) -> dict:
 
 def mode_outputs(ui: SimpleNamespace) -> list:
     """What ``mode_for`` sets: the parts of the tab a tagger has not, and its own line."""
-    return [ui.tagger_note, ui.explain, ui.cls_row, ui.cls_note, ui.cmp.panel, ui.doc.panel]
+    return [ui.tagger_note, ui.explain, ui.cls_row, ui.cls_note, ui.cmp.panel, ui.doc.panel, ui.spans.panel]
 
 
 def is_answerer(lm: core.LoadedModel) -> bool:
@@ -431,13 +559,15 @@ def mode_for(ui: SimpleNamespace, lm: core.LoadedModel) -> dict:
     """The tab's parts for ``lm``'s head: for a tagger (or a question answering model) its line shown
     (``TAGGER_NOTE``, ``ANSWER_NOTE``: what it explains and why the rest is not offered), and the classifier's parts
     hidden (the [CLS] path and lens, comparing methods, the whole document: each reads one class of the whole text);
-    for a classifier everything as it was."""
+    for a classifier everything as it was. A question answering model's own panel (other methods for its target)
+    is shown for it alone."""
     answerer = is_answerer(lm)
     tagger = is_tagger(lm) or answerer
     return {ui.tagger_note: gr.update(visible=tagger, value=ANSWER_NOTE if answerer else TAGGER_NOTE),
             ui.explain: gr.update(value=TAGGER_EXPLAIN_LABEL if tagger else EXPLAIN_LABEL),
             ui.cls_row: gr.update(visible=not tagger), ui.cls_note: gr.update(visible=not tagger),
-            ui.cmp.panel: gr.update(visible=not tagger), ui.doc.panel: gr.update(visible=not tagger)}
+            ui.cmp.panel: gr.update(visible=not tagger), ui.doc.panel: gr.update(visible=not tagger),
+            ui.spans.panel: gr.update(visible=answerer)}
 
 
 NO_ENTITIES = ("**This text has no entities** (every word is tagged O): there is no entity to explain. Choose a word "
@@ -799,6 +929,17 @@ def wire(ui: SimpleNamespace, state: gr.State, heavy: dict, settings: core.Setti
             lambda: comparing(time.monotonic() - t0))
         yield {cmp.state: c, cmp.status: "",
                **render_compare(ui, c, merge, rec.min_change, rec.calibration is not None), **compare_idle()}
+
+    sp = ui.spans
+
+    def run_span_method(rec, target, method, n_samples, seed, side, baseline, n_steps, auto, merge):
+        a, f = explain_span_method(rec, target, method, n_samples, seed, side, baseline, n_steps, auto, settings)
+        return render_span_method(ui, a, f, side, merge, rec.min_change)
+
+    sp.run.click(guards.to_status(run_span_method, sp.status),
+                 inputs=[state, ui.target, sp.method, sp.n_samples, sp.seed, sp.side, ui.baseline, ui.n_steps, ui.auto,
+                         ui.merge],
+                 outputs=[sp.status, sp.reading, sp.tokens, sp.bar], api_visibility="private", **heavy)
 
     quick = dict(queue=False, api_visibility="private", show_progress="hidden")
     cmp.run.click(comparing, outputs=[cmp.run], **quick).then(
