@@ -3,8 +3,9 @@ Question and Context, Analyze shows the answer ``bv.answer`` gives for the same 
 with exactly ``context[start:end]`` highlighted in the context and the n-best spans listed; an empty question is
 refused in the status line with the context kept; Explain a file and Evaluate grey their Start with the reason; the
 Attention tab says where the question, the context and the answer are; the Attributions tab explains the span and
-its start with the convergence numbers. A classifier loaded after it gets its Text box, its class probabilities and
-the tabs back (the positive control). The reader is test_answering's tiny BERT steered to answer "joy"."""
+its start with the convergence numbers, and its start again by KernelSHAP with its faithfulness. A classifier loaded
+after it gets its Text box, its class probabilities and the tabs back (the positive control). The reader is
+test_answering's tiny BERT steered to answer "joy"."""
 
 from __future__ import annotations
 
@@ -114,6 +115,20 @@ def test_a_reader_answers_on_the_page_and_the_other_tabs_say_what_they_read(brow
         page.locator("#bv-explain").click()
         expect(delta).to_contain_text("Explaining the start of “joy”")
         expect(page.locator("#bv-attr-tokens")).to_contain_text("C: joy")
+        # the same target by KernelSHAP, with its faithfulness; a sample count under 2 refused in the panel's line
+        samples = page.locator("#bv-span-samples input")
+        samples.fill("64")
+        samples.press("Tab")
+        page.locator("#bv-span-run").click()
+        reading = page.locator("#bv-span-reading")
+        expect(reading).to_contain_text("KernelSHAP of the start of “joy”")
+        expect(reading).to_contain_text("comprehensiveness")
+        expect(reading).to_contain_text("sufficiency")
+        expect(page.locator("#bv-span-tokens")).to_contain_text("C: joy")
+        samples.fill("0")
+        samples.press("Tab")
+        page.locator("#bv-span-run").click()
+        expect(page.locator("#bv-span-status")).to_contain_text("at least 2, got 0")
         # the tabs that do not read this head: greyed, with why
         page.get_by_role("tab", name="Explain a file").click()
         expect(page.locator("#bv-bx-start")).to_be_disabled()
@@ -135,6 +150,8 @@ def test_a_reader_answers_on_the_page_and_the_other_tabs_say_what_they_read(brow
             expect(page.locator("#bv-label")).to_contain_text(label)  # the control: a classifier's box is back
             expect(page.locator("#bv-prob-bar")).to_be_visible()
         expect(page.locator("#bv-answer")).to_be_hidden()
+        page.get_by_role("tab", name="Attributions").click()
+        expect(page.locator("#bv-span-methods")).to_be_hidden()  # a reader's panel: not a classifier's
         page.get_by_role("tab", name="Explain a file").click()
         expect(page.locator("#bv-bx-start")).to_be_enabled()
         page.get_by_role("tab", name="Evaluate").click()
