@@ -337,8 +337,10 @@ def test_a_validation_file_is_read_for_the_reader_and_asked_for_again_after_anot
 
 
 def test_start_trains_a_reader_in_the_tabs_job_and_shows_its_scores_verdict_and_a_question_to_send(
-        tab, files, tiny_model_dir, settings):
+        tab, files, tiny_model_dir, settings, monkeypatch):
     f, h = tab
+    # every event redrawn: at the page's 0.5 s a run of the tiny task can end before a redraw after its evaluation
+    monkeypatch.setattr(finetune_tab, "UPDATE_EVERY", 0.0)
     out, _ = upload(h, files["csv"])
     outs = list(start(h, out, tiny_model_dir, "tab-reader"))
     assert outs[0][f.status].startswith("**Starting…**") and "Settings: 1 epochs at most" in outs[0][f.verdict]

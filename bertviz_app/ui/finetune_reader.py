@@ -21,7 +21,7 @@ from bertviz_app.train.data.squad import looks_like_squad
 from . import finetune_tagger as tagger
 from . import guards
 from .evaluate_reader import FILE_TYPES
-from .finetune_view import setting_number
+from .finetune_view import head_settings
 from .markup import esc
 
 __all__ = ["FILE_TYPES", "MAX_LEN_NOTE", "MODE_NOTE", "NO_ANSWER", "QUESTION", "READER_MODE", "TASK_CHOICES",
@@ -184,14 +184,9 @@ def plan_from_fields(qa, val_qa, base, name, epochs, lr, batch, seed, patience, 
     if val_qa is None and _contexts(qa) < 2:
         raise core.DataError(f"Every question of {qa.name} is on one context: a reader is judged on held-out contexts. "
                              "Add questions on more contexts, or give a validation file.")
-    seed = setting_number(seed, "Seed", whole=True, example="42")
-    return core.plan_reader(
-        qa, val_qa, base=base, name=name, epochs=setting_number(epochs, "Epochs", example="2"),
-        learning_rate=setting_number(lr, "Learning rate", example="5e-5"),
-        batch_size=setting_number(batch, "Batch size", whole=True, example="16"),
-        warmup_ratio=setting_number(warmup, "Warm-up fraction", example="0.1"), seed=42 if seed is None else seed,
-        patience=setting_number(patience, "Early-stopping patience", whole=True, example="2"),
-        val_fraction=float(val_fraction or 0.2), settings=settings)
+    return core.plan_reader(qa, val_qa, base=base, name=name, settings=settings,
+                          **head_settings(epochs, lr, batch, seed, patience, val_fraction, warmup, epochs_example="2",
+                                          patience_example="2"))
 
 
 # --------------------------------------------------------------------------- a finished run

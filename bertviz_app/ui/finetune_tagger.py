@@ -15,7 +15,7 @@ import bertviz_app as core
 
 from . import guards
 from .evaluate_tagger import FILE_TYPES
-from .finetune_view import setting_number
+from .finetune_view import head_settings
 from .markup import esc
 
 __all__ = ["CHOOSE", "FILE_TYPES", "MODE_NOTE", "SEQUENCE", "TASK_CHOICES", "TOKEN", "choose_task", "entity_counts",
@@ -138,14 +138,9 @@ def plan_from_fields(tagged, val_tagged, base, name, epochs, lr, batch, seed, pa
                              "again, or remove it to hold out part of the training data instead."))
     if not sum(entity_counts(tagged).values()):
         raise core.DataError(f"{tagged.name} tags no entity: every word is O. Tag the entities (B-TYPE, I-TYPE).")
-    seed = setting_number(seed, "Seed", whole=True, example="42")
-    return core.plan_tagger(
-        tagged, val_tagged, base=base, name=name, epochs=setting_number(epochs, "Epochs", example="3"),
-        learning_rate=setting_number(lr, "Learning rate", example="5e-5"),
-        batch_size=setting_number(batch, "Batch size", whole=True, example="16"),
-        warmup_ratio=setting_number(warmup, "Warm-up fraction", example="0.1"), seed=42 if seed is None else seed,
-        patience=setting_number(patience, "Early-stopping patience", whole=True, example="3"),
-        val_fraction=float(val_fraction or 0.2), settings=settings)
+    return core.plan_tagger(tagged, val_tagged, base=base, name=name, settings=settings,
+                          **head_settings(epochs, lr, batch, seed, patience, val_fraction, warmup, epochs_example="3",
+                                          patience_example="3"))
 
 
 # --------------------------------------------------------------------------- a finished run

@@ -121,6 +121,20 @@ def setting_number(v, name: str, whole: bool = False, example: str = "2"):
     return float(v)
 
 
+def head_settings(epochs, lr, batch, seed, patience, val_fraction, warmup=None, *, epochs_example: str = "2",
+                  patience_example: str = "2") -> dict:
+    """A tagger's or a reader's training fields (text boxes; blank = automatic) as ``plan_tagger`` /
+    ``plan_reader``'s keyword arguments; InputError naming the field and an example for one that is not a number."""
+    seed = setting_number(seed, "Seed", whole=True, example="42")
+    return dict(epochs=setting_number(epochs, "Epochs", example=epochs_example),
+                learning_rate=setting_number(lr, "Learning rate", example="5e-5"),
+                batch_size=setting_number(batch, "Batch size", whole=True, example="16"),
+                warmup_ratio=setting_number(warmup, "Warm-up fraction", example="0.1"),
+                seed=42 if seed is None else seed,
+                patience=setting_number(patience, "Early-stopping patience", whole=True, example=patience_example),
+                val_fraction=float(val_fraction or 0.2))
+
+
 def plan_from_fields(table, val_table, text_col, label_col, pair_col, multi_label, base, mode, name, epochs, lr, batch,
                      max_len, seed, patience, val_fraction, warmup=None, refused=None, val_refused=None,
                      settings: core.Settings | None = None):
