@@ -228,6 +228,7 @@ def test_csv_input_trains_the_same_run_as_the_same_questions_in_squad_json(tmp_p
     js, table = _write(tmp_path, examples)
     from_json, from_csv = read_squad(js), read_squad(table)
     assert from_json.examples == from_csv.examples  # the CSV's id column names its questions as the JSON's ids do
+    assert (from_json.format, from_csv.format, from_csv.unit) == ("squad", "csv", "id")  # a table, named by ids
     config = TrainConfig(epochs=1, **FAST)
     runs = [run_reader(f, base=str(base), name=name, config=config, models_dir=tmp_path / "models")
             for f, name in ((from_json, "from-json"), (from_csv, "from-csv"))]

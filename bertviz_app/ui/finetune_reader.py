@@ -105,14 +105,10 @@ def _contexts(qa) -> int:
     return len({e.context for e in qa.examples})
 
 
-TABLE_NAMES = (".csv", ".tsv", ".txt")
-
 
 def _format(qa) -> str:
-    """SQuAD JSON (with its version) or a table. ``read_squad`` tells them apart by content and says "squad" for a
-    CSV whose questions are named by an id column too (its ``format`` follows what names the questions), so a table's
-    name decides it here."""
-    if qa.format == "squad" and not qa.name.lower().endswith(TABLE_NAMES):
+    """SQuAD JSON (with its version) or a table."""
+    if qa.format == "squad":
         return "SQuAD JSON" + (f" {qa.version}" if qa.version else "")
     return "CSV with question, context, answer_text and answer_start columns"
 

@@ -110,7 +110,8 @@ def read_squad(source: str | os.PathLike | bytes, name: str | None = None, *,
     head = text.lstrip("\ufeff \t\r\n")
     if looks_like_conll(line_ends(text)[0]) or (head.startswith("{") and '"tokens"' in head[:200]):
         raise DataError(f"{shown} {_TAGGED}Question answering reads questions with their contexts. {_FORMS}")
-    if head.startswith(("{", "[")):
+    fmt = "squad" if head.startswith(("{", "[")) else "csv"
+    if fmt == "squad":
         (examples, version), unit = _squad_examples(head, shown), "id"
     else:
         examples, unit, notices = _csv_examples(data, name, shown, max_upload_mb, max_questions)
@@ -122,7 +123,7 @@ def read_squad(source: str | os.PathLike | bytes, name: str | None = None, *,
                         "(BERTVIZ_MAX_ROWS). Upload a sample of them.")
     _check_texts(examples, shown, unit)
     _check_offsets(examples, shown, unit)
-    return QAFile(name=os.path.basename(name) if name else "data", format="squad" if unit == "id" else "csv",
+    return QAFile(name=os.path.basename(name) if name else "data", format=fmt,
                   examples=tuple(examples), version=version, notices=tuple(notices), unit=unit)
 
 
