@@ -251,7 +251,8 @@ def register(add: Callable) -> None:
     p.add_argument("--compare-with", default=None, metavar="M2",
                    help="also evaluate a second model (a registered name or a folder, as --model) on the same rows "
                         "and compare: counts, McNemar's exact test, slice differences, disagreeing rows; two taggers: "
-                        "the entity F1 difference with a paired bootstrap interval")
+                        "the entity F1 difference with a paired bootstrap interval; two readers: B - A in exact match "
+                        "and F1 with paired bootstrap intervals")
     p.add_argument("--save-temperature", action="store_true",
                    help="save the temperature fitted here into the model's folder (calibration.json), which predict "
                         "then applies; refused, with the reason, unless it helped on the rows it was measured on "
