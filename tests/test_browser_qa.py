@@ -63,6 +63,9 @@ def test_a_reader_answers_on_the_page_and_the_other_tabs_say_what_they_read(brow
         expect(page.locator("#bv-text textarea")).to_have_attribute("placeholder", "Type the question to answer "
                                                                                     "from the context…")
         expect(page.locator("#bv-no-answer-threshold")).to_be_visible()
+        # the reader's examples (a question and its context), not the classifier's reviews
+        expect(page.locator("#bv-reader-examples")).to_contain_text("Who directed the film?")
+        expect(page.locator("#bv-examples")).to_be_hidden()
         page.locator("#bv-text textarea").fill(QUESTION)
         page.locator("#bv-pair textarea").fill(CONTEXT)
         analyze(page)
@@ -145,6 +148,8 @@ def test_a_reader_answers_on_the_page_and_the_other_tabs_say_what_they_read(brow
         expect(page.locator("#bv-text")).not_to_contain_text("Question")
         expect(page.locator("#bv-text textarea")).to_have_value(QUESTION)  # what was typed stays
         expect(page.locator("#bv-no-answer-threshold")).to_be_hidden()
+        expect(page.locator("#bv-examples")).to_contain_text("a joy from start to finish")  # its examples back
+        expect(page.locator("#bv-reader-examples")).to_be_hidden()
         analyze(page)
         for label in bv.load_model(str(tiny_model_dir), device="cpu").labels:  # its class probabilities
             expect(page.locator("#bv-label")).to_contain_text(label)  # the control: a classifier's box is back

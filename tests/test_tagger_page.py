@@ -131,7 +131,9 @@ def test_a_text_without_entities_says_so_on_the_attention_tab(tagger):
 def attr_ui():
     cmp = SimpleNamespace(methods="methods", panel="cmp_panel")
     doc = SimpleNamespace(panel="doc_panel")
-    return SimpleNamespace(target="target", baseline="baseline", cmp=cmp, doc=doc, delta="delta", tokens="tokens",
+    spans = SimpleNamespace(panel="span_panel")  # a reader's other methods
+    return SimpleNamespace(target="target", baseline="baseline", cmp=cmp, doc=doc, spans=spans, delta="delta",
+                           tokens="tokens",
                            bar="bar", path="path", lens="lens", tagger_note="tagger_note", explain="explain",
                            cls_row="cls_row", cls_note="cls_note")
 
@@ -182,7 +184,7 @@ def test_the_tab_offers_a_tagger_its_targets_and_hides_the_classifiers_parts(tag
     assert control_values.PREDICTED not in values and "positive" not in values  # no class for a tagger
     mode = attribution_tab.mode_for(ui, tagger)
     assert mode["tagger_note"]["visible"] is True and mode["explain"]["value"] == attribution_tab.TAGGER_EXPLAIN_LABEL
-    assert all(mode[k]["visible"] is False for k in ("cls_row", "cls_note", "cmp_panel", "doc_panel"))
+    assert all(mode[k]["visible"] is False for k in ("cls_row", "cls_note", "cmp_panel", "doc_panel", "span_panel"))
     # before a text is analysed: nothing to choose
     before = attribution_tab.choices_for(ui, tagger, None, "pad", [], None)["target"]
     assert before["choices"] == [(attribution_tab.NO_TEXT, "")] and before["value"] == ""  # a value among its choices

@@ -122,7 +122,8 @@ class Page:
         self.ig_outputs = {self.state, self.drawn, p.tokens} | self.attention_charts | self.attribution_charts
         self.model_outputs = {m.status, m.loaded, m.info, m.table, m.config, t.target, t.baseline, p.model_info,
                               p.warnings, a.measure, a.measure_note, self.chosen_measure,
-                              p.text, p.pair, p.threshold, p.window, p.label, p.bar}  # the boxes follow the head
+                              p.text, p.pair, p.threshold, p.window, p.label, p.bar,  # the boxes follow the head
+                              p.examples, p.tagger_examples, p.reader_examples}
 
     def load(self, name: str | None) -> core.LoadedModel:
         return model_loading.load(name, self.default, self.settings)

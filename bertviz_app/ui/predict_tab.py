@@ -9,7 +9,7 @@ import gradio as gr
 import pandas as pd
 
 import bertviz_app as core
-from bertviz_app.models.heads import QUESTION_ANSWERING, SEQUENCE_CLASSIFICATION
+from bertviz_app.models.heads import QUESTION_ANSWERING, SEQUENCE_CLASSIFICATION, TOKEN_CLASSIFICATION
 
 from . import analysis, figures, model_loading, plots
 from .markup import esc
@@ -18,6 +18,21 @@ EXAMPLES = [
     ["A gorgeous, moving film: a joy from start to finish.", ""],
     ["The movie was a tedious slog, and the acting was awful.", ""],
     ["It's not a bad film, but it is not a great one either.", ""],
+]
+# a tagger's: sentences with people, places, organisations, dates and amounts (the default tagger's types)
+TAGGER_EXAMPLES = [
+    ["Angela Merkel met Barack Obama in Berlin on Tuesday to discuss NATO.", ""],
+    ["Apple paid $3 billion for Beats Electronics, the company founded by Dr. Dre and Jimmy Iovine.", ""],
+    ["The Republicans in Ohio voted for the senator from Texas in 2016.", ""],
+]
+# a reader's: a question and the context that holds its answer (the last one does not: SQuAD 2.0's no answer)
+READER_EXAMPLES = [
+    ["Who directed the film?", "The film was directed by Jane Campion and shot in New Zealand over eleven weeks "
+     "in 1992. It won the Palme d'Or at Cannes the following year."],
+    ["Where was the film shot?", "The film was directed by Jane Campion and shot in New Zealand over eleven weeks "
+     "in 1992. It won the Palme d'Or at Cannes the following year."],
+    ["Who composed the score?", "The film was directed by Jane Campion and shot in New Zealand over eleven weeks "
+     "in 1992. It won the Palme d'Or at Cannes the following year."],
 ]
 
 
@@ -40,7 +55,13 @@ def build() -> SimpleNamespace:
                 chosen_threshold = gr.State({"threshold": 0.0})
             # what a running Analyze is doing, right under the button that shows its progress and time left
             status = gr.Markdown(elem_id="bv-status")
-            gr.Examples(EXAMPLES, inputs=[text, pair], label="Examples")
+            # each head's examples, the loaded model's shown (``head_view``)
+            with gr.Column(elem_id="bv-examples") as examples:
+                gr.Examples(EXAMPLES, inputs=[text, pair], label="Examples")
+            with gr.Column(visible=False, elem_id="bv-tagger-examples") as tagger_examples:
+                gr.Examples(TAGGER_EXAMPLES, inputs=[text, pair], label="Examples")
+            with gr.Column(visible=False, elem_id="bv-reader-examples") as reader_examples:
+                gr.Examples(READER_EXAMPLES, inputs=[text, pair], label="Examples (question, context)")
         with gr.Column(scale=2):
             model_info = gr.Markdown(elem_id="bv-model-info")
             warnings = gr.Markdown(elem_id="bv-warnings")
@@ -64,7 +85,8 @@ def build() -> SimpleNamespace:
     return SimpleNamespace(text=text, pair=pair, analyze=analyze, status=status, skip_ig=skip_ig, window=window,
                            model_info=model_info, warnings=warnings, notice=notice, label=label, bar=bar, tokens=tokens,
                            calibration=calibration, raw=raw, entities=entities, tag_words=tag_words,
-                           threshold=threshold, chosen_threshold=chosen_threshold, answer=answer, n_best=n_best)
+                           threshold=threshold, chosen_threshold=chosen_threshold, answer=answer, n_best=n_best,
+                           examples=examples, tagger_examples=tagger_examples, reader_examples=reader_examples)
 
 
 TEXT_LABEL, TEXT_PLACEHOLDER = "Text", "Type or paste a sentence to classify and explain…"
@@ -224,7 +246,7 @@ def head_view(ui: SimpleNamespace, lm) -> dict:
     """The two text boxes as ``lm``'s head reads them (labels and placeholders only: what was typed stays): Question
     and Context for a question answering model, with its no-answer threshold; Text and Second text otherwise, with
     the long-text switch (an answer reads a long context in windows by itself); the class probabilities shown for
-    a classifier only."""
+    a classifier only; the head's examples."""
     qa = lm.head is QUESTION_ANSWERING
     return {ui.text: gr.update(label=QUESTION_LABEL if qa else TEXT_LABEL,
                                placeholder=QUESTION_PLACEHOLDER if qa else TEXT_PLACEHOLDER),
@@ -233,7 +255,10 @@ def head_view(ui: SimpleNamespace, lm) -> dict:
             ui.threshold: gr.update(visible=qa), ui.window: gr.update(visible=not qa),
             # class probabilities are a classifier's: a tagger's or a reader's page shows no empty box for them
             ui.label: gr.update(visible=lm.head is SEQUENCE_CLASSIFICATION),
-            ui.bar: gr.update(visible=lm.head is SEQUENCE_CLASSIFICATION)}
+            ui.bar: gr.update(visible=lm.head is SEQUENCE_CLASSIFICATION),
+            ui.examples: gr.update(visible=lm.head is SEQUENCE_CLASSIFICATION),
+            ui.tagger_examples: gr.update(visible=lm.head is TOKEN_CLASSIFICATION),
+            ui.reader_examples: gr.update(visible=qa)}
 
 
 def answer_line(a: core.Answer, threshold) -> str:
