@@ -25,7 +25,7 @@ from bertviz_app.ui import (
     Page,
     analysis,
     attention_tab,
-    attribution_tab,
+    attribution_reader,
     batch_tab,
     evaluate_events,
     evaluate_reader,
@@ -285,7 +285,7 @@ def test_the_attributions_tab_explains_the_span_its_start_its_end_and_no_answer(
     assert [v for _, v in out[t.target]["choices"]][:4] == ["span", "start", "end", "no-answer"]
     assert "Explaining the span “joy”" in out[t.delta]
     follow = page.follow_choices(rec, folder, "span", "pad", [])
-    assert follow[t.tagger_note]["visible"] is True and follow[t.tagger_note]["value"] == attribution_tab.ANSWER_NOTE
+    assert follow[t.tagger_note]["visible"] is True and follow[t.tagger_note]["value"] == attribution_reader.ANSWER_NOTE
     assert follow[t.cmp.panel]["visible"] is False and follow[t.cls_row]["visible"] is False
     for target, span, part in (("start", None, "start"), ("end", None, "end"), ("no-answer", "no-answer", "span")):
         again = page.explain_again(rec, target, "pad", 50, False, {}, 1, attention_tab.MEAN, False, False, True,

@@ -266,7 +266,7 @@ def test_the_attributions_tab_explains_a_readers_target_by_each_method_with_its_
     from test_qa_page import QUESTION as PAGE_QUESTION
     from test_qa_page import analyze, make_page
 
-    from bertviz_app.ui import attribution_tab, guards
+    from bertviz_app.ui import attribution_reader, guards
 
     folder = str(qa_dirs["joy"])
     lm = bv.load_model(folder, device="cpu")
@@ -282,19 +282,19 @@ def test_the_attributions_tab_explains_a_readers_target_by_each_method_with_its_
                "kernel_shap": lambda: sample_span(lm, PAGE_QUESTION, PAGE_CONTEXT, method="kernel_shap",
                                                   part="start", n_samples=64, seed=1)}
     for method, reference in library.items():
-        a, f = attribution_tab.explain_span_method(rec, "start", method, 64.0, 1.0, "context", "pad", 16, False,
+        a, f = attribution_reader.explain_span_method(rec, "start", method, 64.0, 1.0, "context", "pad", 16, False,
                                                    settings)
         [want] = reference()
         [f_want] = span_faithfulness(lm, [want])
         assert a.method == method and a.target == want.target and a.target.text == "joy"
         np.testing.assert_allclose(a.scores, want.scores, atol=1e-5)
         assert f.comprehensiveness == pytest.approx(f_want.comprehensiveness, abs=1e-5)
-        shown = attribution_tab.render_span_method(t, a, f, "context", True, rec.min_change)
+        shown = attribution_reader.render_span_method(t, a, f, "context", True, rec.min_change)
         line = shown[t.spans.reading]
         assert f"comprehensiveness **{f.comprehensiveness:+.3f}**" in line and "higher is more faithful" in line
         assert f"sufficiency **{f.sufficiency:+.3f}**" in line and "the start of" in line
         assert "C: joy" in shown[t.spans.tokens] and "Q: film" in shown[t.spans.tokens]
-    refuse = guards.to_status(lambda *a: attribution_tab.explain_span_method(*a, settings), t.spans.status)
+    refuse = guards.to_status(lambda *a: attribution_reader.explain_span_method(*a, settings), t.spans.status)
     for args, message in (((rec, "span", "lime", 0, 0, "context", "pad", 16, False), "at least 2, got 0."),
                           ((rec, "span", "kernel_shap", -5, 0, "context", "pad", 16, False), "at least 2, got -5"),
                           ((rec, "positive", "lime", 64, 0, "context", "pad", 16, False), "Choose the answer span"),
@@ -303,4 +303,4 @@ def test_the_attributions_tab_explains_a_readers_target_by_each_method_with_its_
     clf = analyze(page, str(tiny_model_dir), "a gorgeous film", "", target="span", tab="attributions")[page.state]
     assert page.follow_choices(clf, str(tiny_model_dir), "span", "pad", [])[t.spans.panel]["visible"] is False
     with pytest.raises(InputError, match="not one"):
-        attribution_tab.explain_span_method(clf, "span", "lime", 64, 0, "context", "pad", 16, False, settings)
+        attribution_reader.explain_span_method(clf, "span", "lime", 64, 0, "context", "pad", 16, False, settings)

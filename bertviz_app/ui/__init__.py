@@ -29,6 +29,7 @@ from . import (
     analysis,
     api,
     attention_tab,
+    attribution_reader,
     attribution_tab,
     batch_tab,
     build_panel,
@@ -263,8 +264,8 @@ class Page:
         chosen) and that tab's line while it is explained; the Attention tab draws its maps as a classifier's."""
         t = self.t
         out = predict_tab.render_answer(self.p, rec, lm)
-        out[t.target] = attribution_tab.answer_target_update(rec, target)
-        out[t.delta] = attribution_tab.answer_pending_md(dataclasses.replace(rec, target=target), bool(skip_ig))
+        out[t.target] = attribution_reader.answer_target_update(rec, target)
+        out[t.delta] = attribution_reader.answer_pending_md(dataclasses.replace(rec, target=target), bool(skip_ig))
         return out
 
     def analysis_failed(self):
@@ -284,7 +285,7 @@ class Page:
         """Integrated Gradients failed: the button is back, and the Attributions tab says so
         (now, and when it is opened later) instead of "being computed"."""
         tagger = isinstance(rec, analysis.HEAD_RECORDS)  # a tagger's or an answer's: its chosen target
-        failed = attribution_tab.ANSWER_IG_FAILED if isinstance(rec, analysis.AnswerRecord) else \
+        failed = attribution_reader.ANSWER_IG_FAILED if isinstance(rec, analysis.AnswerRecord) else \
             attribution_tab.TAG_IG_FAILED if tagger else attribution_tab.IG_FAILED
         out = {self.t.delta: failed,
                **predict_tab.idle(self.p)}

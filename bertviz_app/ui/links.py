@@ -30,7 +30,7 @@ from bertviz_app.errors import BertvizError
 from bertviz_app.interpret.mixing_measures import supported_measures
 from bertviz_app.service.links import PER_LAYER_MEASURES, ModelShape, View, read_link, share_query
 
-from . import analysis, attention_tab, attribution_tab, guards, visitor
+from . import analysis, attention_tab, attribution_reader, attribution_tab, guards, visitor
 from .control_values import PREDICTED, target_arg
 from .markup import esc
 
@@ -227,7 +227,7 @@ def restore_view(page, query: str | None, model: str | None, target, baseline) -
                 a.layer: gr.update(maximum=lm.num_layers, value=view.layer),
                 a.head: gr.update(choices=choices, value=choices[0] if view.head is None else f"head {view.head}"),
                 t.target: (attribution_tab.tag_target_update(None, None) if attribution_tab.is_tagger(lm) else
-                           attribution_tab.answer_target_update(None, None) if attribution_tab.is_answerer(lm) else
+                           attribution_reader.answer_target_update(None, None) if attribution_tab.is_answerer(lm) else
                            gr.update(choices=[PREDICTED, *lm.labels], value=view.target or PREDICTED))})
     if view.methods:
         out[t.cmp.methods] = list(view.methods)
