@@ -108,6 +108,7 @@ from .interpret.mixing_measures import supported_measures as supported_measures
 from .interpret.span_attribution import SpanAttribution as SpanAttribution
 from .interpret.span_attribution import explain_answer as explain_answer
 from .interpret.span_attribution import occlude_answer as occlude_answer
+from .interpret.span_methods import explain_span_by as explain_span_by
 from .interpret.span_methods import sample_span as sample_span
 from .interpret.span_methods import span_faithfulness as span_faithfulness
 from .interpret.words import WordGroups as WordGroups

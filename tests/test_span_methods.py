@@ -304,3 +304,44 @@ def test_the_attributions_tab_explains_a_readers_target_by_each_method_with_its_
     assert page.follow_choices(clf, str(tiny_model_dir), "span", "pad", [])[t.spans.panel]["visible"] is False
     with pytest.raises(InputError, match="not one"):
         attribution_reader.explain_span_method(clf, "span", "lime", 64, 0, "context", "pad", 16, False, settings)
+
+
+# --------------------------------------------------------------------------- the JSON API
+def test_v1_explain_answer_takes_the_method_and_gives_the_faithfulness_of_the_library(qa, tmp_path):  # noqa: F811
+    """POST /v1/explain_answer with method (lime, kernel_shap, occlusion) and faithfulness: the library's records
+    (``explain_span_by``, same seed: the same scores) and ``span_faithfulness``'s numbers; without faithfulness no
+    such key (the control); an unknown method and too few samples refused in one {"error"} line each."""
+    import httpx
+
+    from conftest import served_app
+
+    lm = qa("bert", "joy")
+    folder = str(qa.paths["bert", "joy"])
+    ctx = "the film was awful the movie joy and it was fun"
+    with served_app(folder, BERTVIZ_MODELS_DIR=tmp_path) as url:
+        for method in ("kernel_shap", "lime", "occlusion"):
+            body = {"question": QUESTION, "context": ctx, "parts": "span,start", "method": method, "n_samples": 64,
+                    "seed": 3, "faithfulness": True}
+            r = httpx.post(f"{url}v1/explain_answer", json=body, timeout=120)
+            assert r.status_code == 200, r.text
+            got = r.json()["explanations"]
+            want = bv.explain_span_by(lm, QUESTION, ctx, method=method, part=["span", "start"], n_samples=64,
+                                      seed=3)
+            faith = span_faithfulness(lm, want)
+            assert [g["method"] for g in got] == [method, method] and len(got) == 2
+            for g, w, f in zip(got, want, faith):
+                assert g["target"]["part"] == w.target.part and g["tokens"] == list(w.tokens)
+                scale = float(np.abs(w.scores).max())
+                assert scale > 1e-3  # the steered reader's scores carry signal
+                np.testing.assert_allclose(g["scores"], w.scores, rtol=1e-4, atol=1e-5 * scale)
+                for k in ("comprehensiveness_k", "sufficiency_k"):
+                    np.testing.assert_allclose(g["faithfulness"][k], getattr(f, k), rtol=1e-4, atol=1e-6)
+                assert g["faithfulness"]["p_x"] == pytest.approx(f.p_x, rel=1e-5)
+        r = httpx.post(f"{url}v1/explain_answer", json={"question": QUESTION, "context": ctx, "n_steps": 16,
+                                                         "tolerance": 0}, timeout=120)
+        assert r.status_code == 200 and r.json()["explanations"][0].get("faithfulness") is None, r.text  # control
+        for bad, message in (({"method": "shapley"}, "method must be one of integrated_gradients, occlusion"),
+                             ({"method": "lime", "n_samples": 1}, "n_samples must be a whole number of at least 2")):
+            r = httpx.post(f"{url}v1/explain_answer", json={"question": QUESTION, "context": ctx, **bad}, timeout=60)
+            assert r.status_code == 400, (bad, r.text)
+            assert set(r.json()) == {"error"} and message in r.json()["error"] and "Traceback" not in r.text

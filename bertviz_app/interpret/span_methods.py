@@ -43,9 +43,20 @@ from .entity_attribution import variant_values
 from .entity_methods import SAMPLED, WordSubsets, fit_word_weights, refuse_if_slow
 from .faithfulness_eval import KS, check_ks, faithfulness_reading
 from .methods import default_samples
-from .span_attribution import SpanAttribution, SpanEngine, prepare_span, side_words, span_record
+from .span_attribution import (
+    SpanAttribution,
+    SpanEngine,
+    explain_answer,
+    occlude_answer,
+    prepare_span,
+    side_words,
+    span_record,
+)
 
-__all__ = ["SAMPLED", "FEATURE_SIDES", "sample_span", "span_faithfulness", "span_target_name"]
+__all__ = ["SAMPLED", "SPAN_METHODS", "FEATURE_SIDES", "explain_span_by", "sample_span", "span_faithfulness",
+           "span_target_name"]
+
+SPAN_METHODS = ("integrated_gradients", "occlusion", *SAMPLED)  # every method a span is explained by
 
 FEATURE_SIDES = ("context", "both")
 
@@ -60,6 +71,27 @@ def _side(side: str) -> str:
 def _features(words, side: str) -> list[int]:
     """Indices into ``side_words``' list of the words that are features: the context's, or every word."""
     return [i for i, w in enumerate(words) if side == "both" or w[0] == "context"]
+
+
+
+def explain_span_by(lm: LoadedModel, question: str, context: str, span: tuple[int, int] | str | None = None, *,
+                    method: str = "integrated_gradients", part: str | Sequence[str] = "span", target: str = "logprob",
+                    baseline: str = "pad", n_steps: int | None = None, tolerance: float | None = None,
+                    n_samples: int | None = None, seed: int = 0, side: str = "context", max_answer_len: int = 30,
+                    stride: int | None = None) -> list[SpanAttribution]:
+    """The same targets (``span``, ``part``, ``target``, ``baseline``, ``max_answer_len``, ``stride``) explained by
+    one of ``SPAN_METHODS``: Integrated Gradients (``explain_answer``: ``n_steps``, ``tolerance``), occlusion
+    (``occlude_answer``), LIME or KernelSHAP (``sample_span``: ``n_samples``, ``seed``, ``side``). One record per
+    part, in order; another method name: InputError naming those there are."""
+    common = dict(part=part, target=target, baseline=baseline, max_answer_len=max_answer_len, stride=stride)
+    if method == "integrated_gradients":
+        return explain_answer(lm, question, context, span, n_steps=n_steps, tolerance=tolerance, **common)
+    if method == "occlusion":
+        return occlude_answer(lm, question, context, span, **common)
+    if method in SAMPLED:
+        return sample_span(lm, question, context, span, method=method, n_samples=n_samples, seed=seed, side=side,
+                           **common)
+    raise InputError(f"method must be one of {', '.join(SPAN_METHODS)}, got {method!r}.")
 
 
 def sample_span(lm: LoadedModel, question: str, context: str, span: tuple[int, int] | str | None = None, *,

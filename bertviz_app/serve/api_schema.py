@@ -120,6 +120,14 @@ class ExplainAnswerRequest(_Body):
     max_answer_len: int = Field(30, description="The longest span, in tokens (the predicted answer's, and a span "
                                                 "given).")
     stride: int | None = AnswerRequest.model_fields["stride"]
+    method: str = Field("integrated_gradients", description="integrated_gradients, occlusion, lime or kernel_shap.")
+    n_samples: int | None = Field(None, description="lime and kernel_shap: word subsets sampled (null: the default "
+                                                    "for the number of words).")
+    seed: int = Field(0, description="lime and kernel_shap: the sampling's seed.")
+    features: str = Field("context", description="lime and kernel_shap: whose words are sampled, and faithfulness "
+                                                 "removes: context (the question kept) or both.")
+    faithfulness: bool = Field(False, description="Also each explanation's ERASER comprehensiveness and sufficiency "
+                                                  "on the span's probability (extra forward passes).")
 
 
 class CompareRequest(ExplainRequest):
@@ -238,6 +246,9 @@ class SpanExplanation(_Answer):
     baseline: str
     window: int = Field(description="The window explained (0: the first or only one).")
     windows: int = Field(description="How many windows the context took.")
+    method: str | None = Field(None, description="The method the scores are from.")
+    faithfulness: dict | None = Field(None, description="With faithfulness: true, comprehensiveness and sufficiency "
+                                                        "per k (the share of words removed) and averaged (aopc).")
 
 
 class ExplainAnswerResponse(_Answer):

@@ -353,13 +353,15 @@ class Api:
         return _answer(ExplainResponse, out)
 
     async def explain_answer(self, body: ExplainAnswerRequest, request: Request) -> Response:
-        """Integrated Gradients of a question answering model's answer: the predicted span (or a span given by
-        characters, or "no answer"), as log p(start) + log p(end) or its parts, per token and per word of the
-        question and the context, with the convergence delta."""
+        """A question answering model's answer explained: the predicted span (or a span given by characters, or
+        "no answer"), as log p(start) + log p(end) or its parts, per token and per word of the question and the
+        context, by Integrated Gradients (with the convergence delta), occlusion, LIME or KernelSHAP; with
+        faithfulness: true, each explanation's ERASER comprehensiveness and sufficiency."""
         who = self.owner(request)
         out = await self.gates["explain_answer"].run(lambda: self.service.explain_answer(
             self.open(body.model, who), body.question, body.context, body.span, body.parts, body.objective,
-            body.baseline, body.n_steps, body.tolerance, body.max_answer_len, body.stride))
+            body.baseline, body.n_steps, body.tolerance, body.max_answer_len, body.stride, body.method,
+            body.n_samples, body.seed, body.features, body.faithfulness))
         return _answer(ExplainAnswerResponse, out)
 
     async def compare(self, body: CompareRequest, request: Request) -> Response:

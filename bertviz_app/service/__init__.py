@@ -26,7 +26,7 @@ from ..evaluate.evaluation import evaluate_file
 from ..interpret.long_documents import attention_windows, explain_windows
 from ..interpret.methods import METHODS, compare_methods
 from ..interpret.mixing_measures import check_measure, context_mixing
-from ..interpret.span_attribution import explain_answer as explain_span
+from ..interpret.span_methods import explain_span_by, span_faithfulness
 from ..models import visitors
 from ..models.answering import answer as answer_questions
 from ..models.catalog import list_models
@@ -144,12 +144,17 @@ def answer(lm: LoadedModel, question: str, context: str, n_best: int = 5, max_an
 
 def explain_answer(lm: LoadedModel, question: str, context: str, span=None, parts: str | list[str] | None = "span",
                    objective: str = "logprob", baseline: str = "pad", n_steps: int | None = None,
-                   tolerance: float | None = None, max_answer_len: int = 30, stride: int | None = None) -> dict:
-    """Integrated Gradients of a question answering model's answer (``span_attribution.explain_answer``):
-    {"question", "context", "explanations": [one per part: its target, tokens, sides, scores, words, totals, f_x,
-    f_baseline, delta, relative_delta, n_steps, ...]}. ``span``: None or "" (the predicted answer), "no-answer",
-    or [start, end] characters of the context; ``parts``: "span", "start", "end" (a list or comma-separated: several,
-    in one computation). Steps as ``explain``'s. A classifier or a tagger: InputError naming its head."""
+                   tolerance: float | None = None, max_answer_len: int = 30, stride: int | None = None,
+                   method: str = "integrated_gradients", n_samples: int | None = None, seed: int = 0,
+                   features: str = "context", faithfulness: bool = False) -> dict:
+    """A question answering model's answer explained (``span_methods.explain_span_by``): {"question", "context",
+    "explanations": [one per part: its target, tokens, sides, scores, words, totals, f_x, f_baseline, delta,
+    relative_delta, n_steps, ...]}. ``span``: None or "" (the predicted answer), "no-answer", or [start, end]
+    characters of the context; ``parts``: "span", "start", "end" (a list or comma-separated: several, in one
+    computation). ``method``: integrated_gradients (steps as ``explain``'s), occlusion, lime or kernel_shap
+    (``n_samples``, ``seed``; ``features``: whose words are sampled, "context" or "both"); ``faithfulness``: each
+    explanation with its ERASER comprehensiveness and sufficiency on the span's probability (removing the words of
+    ``features``). A classifier or a tagger: InputError naming its head."""
     if span == "":
         span = None
     elif isinstance(span, (list, tuple)):
@@ -158,12 +163,18 @@ def explain_answer(lm: LoadedModel, question: str, context: str, span=None, part
                              f"null (the predicted answer), got {list(span)!r}.")
         span = (whole_number(span[0], "span's start"), whole_number(span[1], "span's end"))
     n, tol = steps_args(n_steps, tolerance)
-    records = explain_span(lm, question, context, span, part=list(method_names(parts, "parts")) or ["span"],
-                           target=objective, baseline=baseline, n_steps=n, tolerance=tol,
-                           max_answer_len=whole_number(max_answer_len, "max_answer_len"),
-                           stride=None if stride is None else whole_number(stride, "stride"))
+    stride = None if stride is None else whole_number(stride, "stride")
+    max_answer_len = whole_number(max_answer_len, "max_answer_len")
+    records = explain_span_by(lm, question, context, span, method=method,
+                              part=list(method_names(parts, "parts")) or ["span"], target=objective,
+                              baseline=baseline, n_steps=n, tolerance=tol, n_samples=n_samples, seed=seed,
+                              side=features, max_answer_len=max_answer_len, stride=stride)
     explanations = [r.to_dict() | {"relative_delta": finite(r.relative_delta) if r.relative_delta is not None
                                    else None} for r in records]
+    if faithfulness:
+        faiths = span_faithfulness(lm, records, side=features, max_answer_len=max_answer_len, stride=stride)
+        for e, f in zip(explanations, faiths):
+            e["faithfulness"] = f.to_dict()
     return {"question": question, "context": context, "explanations": explanations}
 
 

@@ -186,8 +186,8 @@ def samples_arg(value) -> int | None:
 
 def explain_span_method(rec, target, method: str, n_samples, seed, side: str, baseline: str, n_steps: int,
                         auto: bool, settings: core.Settings):
-    """(record, faithfulness) of the analysed answer's ``target`` by ``method`` (``core.explain_answer``,
-    ``occlude_answer`` or ``sample_span``) and ``core.span_faithfulness`` on the span's probability."""
+    """(record, faithfulness) of the analysed answer's ``target`` by ``method`` (``core.explain_span_by``) and
+    ``core.span_faithfulness`` on the span's probability."""
     if rec is None:
         raise core.InputError("Press Analyze first: there is no question to explain yet.")
     if not isinstance(rec, analysis.AnswerRecord):
@@ -198,14 +198,9 @@ def explain_span_method(rec, target, method: str, n_samples, seed, side: str, ba
     args = analysis.answer_target_args(rec.answer, target)
     lm = model_loading.load(rec.model, rec.model, settings)  # the record's model was allowed when it was analysed
     q, c, span, part = rec.text, rec.pair, args["span"], args["part"]
-    if method == "integrated_gradients":
-        tolerance = tolerance_arg(bool(auto))
-        [a] = core.explain_answer(lm, q, c, span, part=part, baseline=baseline, tolerance=tolerance,
-                                  n_steps=None if tolerance is not None else int(n_steps))
-    elif method == "occlusion":
-        [a] = core.occlude_answer(lm, q, c, span, part=part, baseline=baseline)
-    else:
-        [a] = core.sample_span(lm, q, c, span, method=method, part=part, baseline=baseline,
+    tolerance = tolerance_arg(bool(auto))
+    [a] = core.explain_span_by(lm, q, c, span, method=method, part=part, baseline=baseline, tolerance=tolerance,
+                               n_steps=None if tolerance is not None else int(n_steps),
                                n_samples=samples_arg(n_samples), seed=samples_arg(seed) or 0, side=side)
     [f] = core.span_faithfulness(lm, [a], baseline=baseline, side=side)
     return a, f
