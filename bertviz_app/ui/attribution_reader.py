@@ -56,6 +56,15 @@ def answer_pending_md(rec: analysis.AnswerRecord, skipped: bool) -> str:
     return "**Integrated Gradients are being computed\u2026** the answer and attention are ready."
 
 
+def span_units(a, merge: bool) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """A span explanation's (labels, scores, special) by word ("Q: word" / "C: word", each side's words) or by
+    word-piece (special tokens marked), for the coloured text and the bar."""
+    if merge:
+        labels = [f"{'Q' if w.side == 'question' else 'C'}: {w.word}" for w in a.words]
+        return labels, np.array([w.score for w in a.words], dtype=np.float64), np.zeros(len(labels), dtype=bool)
+    return list(a.tokens), np.asarray(a.scores, dtype=np.float64), np.array([s is None for s in a.sides])
+
+
 def span_name(a) -> str:
     """What a span explanation's scores push towards: "the span “joy”", "the start of “joy”", "no answer"."""
     tg = a.target
@@ -113,13 +122,7 @@ def render_answered(ui: SimpleNamespace, rec: analysis.AnswerRecord, merge: bool
     if a is None:
         return {ui.delta: answer_pending_md(rec, skipped), ui.tokens: "", ui.bar: plots.empty_figure(),
                 ui.path: no_cls, ui.lens: no_cls}
-    if merge:
-        labels = [f"{'Q' if w.side == 'question' else 'C'}: {w.word}" for w in a.words]
-        scores = np.array([w.score for w in a.words], dtype=np.float64)
-        special = np.zeros(len(labels), dtype=bool)
-    else:
-        labels, scores = list(a.tokens), np.asarray(a.scores, dtype=np.float64)
-        special = np.array([s is None for s in a.sides])
+    labels, scores, special = span_units(a, merge)
     name = span_name(a)
     scale = core.colour_scale(a, rec.min_change, output="log-probability")
     unit = "word" if merge else "word-piece"
@@ -236,13 +239,7 @@ def span_method_md(a, f, side: str) -> str:
 def render_span_method(ui: SimpleNamespace, a, f, side: str, merge: bool, min_change: float) -> dict:
     """The panel's line, coloured words (or word-pieces) and bar for one span explanation."""
     sp = ui.spans
-    if merge:
-        labels = [f"{'Q' if w.side == 'question' else 'C'}: {w.word}" for w in a.words]
-        scores = np.array([w.score for w in a.words], dtype=np.float64)
-        special = np.zeros(len(labels), dtype=bool)
-    else:
-        labels, scores = list(a.tokens), np.asarray(a.scores, dtype=np.float64)
-        special = np.array([s is None for s in a.sides])
+    labels, scores, special = span_units(a, merge)
     name = span_name(a)
     scale = core.colour_scale(a, min_change, output="log-probability")
     unit = "word" if merge else "word-piece"
