@@ -146,11 +146,17 @@ def wire(page, started, heavy: dict) -> None:
         return event.then(None, inputs=[ln.query], outputs=[ln.link], js=_SHOW, **quick)
 
     # Queued, not quick: gradio's page fires a State's change (ln.tab's, which redraws the link) only after a queued
-    # event; after an unqueued one it drops the State's change, and the link stayed on the tab shown before.
+    # event; after an unqueued one it drops the State's change, and the link stayed on the tab shown before. Even
+    # queued, a tab opened while a restored link's analysis ran could miss it (1 run in 3 of test_browser_links):
+    # the link is also redrawn right after, from the tab just set.
     queued = dict(queue=True, api_visibility="private", show_progress="hidden")
-    page.tabs.select(on_tab, outputs=[ln.tab], **queued)
+
+    def redraw_after(event):
+        show(event.then(link_query, inputs=view_inputs, outputs=[ln.query, ln.note], **raw))
+
+    redraw_after(page.tabs.select(on_tab, outputs=[ln.tab], **queued))
     # the Fine-tune tab's "Send to explorer" opens the Predict tab from its handler (no select event)
-    page.f.send.click(sent_to_predict, inputs=[page.f.selected], outputs=[ln.tab], **queued)
+    redraw_after(page.f.send.click(sent_to_predict, inputs=[page.f.selected], outputs=[ln.tab], **queued))
     show(gr.on([page.state.change, m.model.change, ln.tab.change, a.layer.change, a.head.change, a.measure.change,
                 t.target.change, t.cmp.methods.change, page.e.view.change], link_query, inputs=view_inputs,
                outputs=[ln.query, ln.note],
