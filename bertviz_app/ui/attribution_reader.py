@@ -13,7 +13,7 @@ import numpy as np
 import bertviz_app as core
 
 from . import analysis, figures, model_loading, plots
-from .control_values import BASELINE_CHOICES, DELTA_WARN, tolerance_arg
+from .control_values import BASELINE_CHOICES, tolerance_arg, trust_md
 from .markup import esc
 
 ANSWER_TARGET_LABEL = "Target (the answer span, its start or end, no answer, an n-best span)"
@@ -93,24 +93,6 @@ def span_md(rec: analysis.AnswerRecord, min_change: float) -> str:
             f"**F(x)** = {a.f_x:.6g} · **F(baseline)** = {a.f_baseline:.6g} ({esc(base)}) · change **{gap:+.6g}** · "
             f"**sum of scores** {float(np.sum(a.scores)):+.6g} · **convergence delta** {a.delta:+.3e}")
     return line + trust_md(a, min_change)
-
-
-def trust_md(a, min_change: float) -> str:
-    """The end of a span's line: the delta as a share of the change, the steps, and the warnings."""
-    rel = a.relative_delta
-    if rel is None or not np.isfinite(rel):
-        return f" · **steps** {a.n_steps}.  \n**Warning:** the text and the baseline give the same F, so the " \
-            "scores cannot be checked."
-    steps = (f"adaptive, for a relative delta within {a.tolerance:.0%}" if a.tolerance is not None else "fixed")
-    line = f" ({rel:.1%} of the change) · **steps** {a.n_steps} ({steps})."
-    scale = core.colour_scale(a, min_change, output="log-probability")
-    if scale.too_small:
-        line += f"  \n**Warning: the change is too small to read anything into** (below {scale.threshold:g})."
-    if rel > DELTA_WARN:
-        return line + (f"  \n**Warning: take these scores with caution.** The integral was approximated with too few "
-                       f"steps ({rel:.0%} error, above {DELTA_WARN:.0%}). Raise n_steps (or choose them "
-                       "automatically) and explain again.")
-    return line + "  \n**Converged:** the scores account for the whole change."
 
 
 def render_answered(ui: SimpleNamespace, rec: analysis.AnswerRecord, merge: bool, skipped: bool = False) -> dict:

@@ -26,6 +26,7 @@ from .control_values import (
     stride_slider,
     target_arg,
     tolerance_arg,
+    trust_md,
     window_stride,
 )
 from .markup import esc
@@ -480,24 +481,11 @@ def entity_md(rec: analysis.TagRecord, min_change: float) -> str:
                 "at its first word-piece, the one the word is tagged by.")
     gap = a.f_x - a.f_baseline
     base = dict((v, k) for k, v in BASELINE_CHOICES).get(a.baseline, a.baseline)
-    steps = (f"adaptive, for a relative delta within {a.tolerance:.0%}" if a.tolerance is not None else "fixed")
     line = (f"{what} Each word's score is its share of the change F(x) \u2212 F(baseline); the scores add up to it "
             f"up to the convergence delta.  \n"
             f"**F(x)** = {a.f_x:.6g} (p = {np.exp(a.f_x):.4g}) · **F(baseline)** = {a.f_baseline:.6g} "
             f"({esc(base)}) · change **{gap:+.6g}** · **convergence delta** {a.delta:+.3e}")
-    rel = a.relative_delta
-    if rel is None or not np.isfinite(rel):
-        return line + f" · **steps** {a.n_steps}.  \n**Warning:** the text and the baseline give the same F, so " \
-            "the scores cannot be checked."
-    line += f" ({rel:.1%} of the change) · **steps** {a.n_steps} ({steps})."
-    scale = core.colour_scale(a, min_change, output="log-probability")
-    if scale.too_small:
-        line += (f"  \n**Warning: the change is too small to read anything into** (below {scale.threshold:g}).")
-    if rel > DELTA_WARN:
-        return line + (f"  \n**Warning: take these scores with caution.** The integral was approximated with too few "
-                       f"steps ({rel:.0%} error, above {DELTA_WARN:.0%}). Raise n_steps (or choose them "
-                       "automatically) and explain again.")
-    return line + "  \n**Converged:** the scores account for the whole change."
+    return line + trust_md(a, min_change)
 
 
 def render_tagged(ui: SimpleNamespace, rec: analysis.TagRecord, merge: bool, skipped: bool = False) -> dict:

@@ -4,6 +4,7 @@ the method names, the whole-document stride slider) and how their values become 
 from __future__ import annotations
 
 import gradio as gr
+import numpy as np
 
 import bertviz_app as core
 
@@ -40,3 +41,22 @@ def window_stride(lm: core.LoadedModel, value) -> int:
 def tolerance_arg(auto: bool) -> float | None:
     """The UI's "choose the steps automatically": a guaranteed relative delta of DELTA_WARN."""
     return DELTA_WARN if auto else None
+
+
+def trust_md(a, min_change: float) -> str:
+    """The end of a log-probability explanation's line (a tagger's entity, a reader's span): the delta as a share of
+    the change, the steps, and the warnings (the same words for both)."""
+    rel = a.relative_delta
+    if rel is None or not np.isfinite(rel):
+        return f" · **steps** {a.n_steps}.  \n**Warning:** the text and the baseline give the same F, so the " \
+            "scores cannot be checked."
+    steps = (f"adaptive, for a relative delta within {a.tolerance:.0%}" if a.tolerance is not None else "fixed")
+    line = f" ({rel:.1%} of the change) · **steps** {a.n_steps} ({steps})."
+    scale = core.colour_scale(a, min_change, output="log-probability")
+    if scale.too_small:
+        line += f"  \n**Warning: the change is too small to read anything into** (below {scale.threshold:g})."
+    if rel > DELTA_WARN:
+        return line + (f"  \n**Warning: take these scores with caution.** The integral was approximated with too few "
+                       f"steps ({rel:.0%} error, above {DELTA_WARN:.0%}). Raise n_steps (or choose them "
+                       "automatically) and explain again.")
+    return line + "  \n**Converged:** the scores account for the whole change."
