@@ -158,6 +158,9 @@ def test_an_explained_target_shows_the_librarys_numbers(tagger, target, args):
     md = out["delta"]
     for number in (f"{ref.f_x:.6g}", f"{ref.f_baseline:.6g}", f"{ref.delta:+.3e}", f"**steps** {ref.n_steps}"):
         assert number in md
+    # how far to trust it: the delta's share of the change and the verdict that goes with it
+    verdict = "**Converged:**" if ref.relative_delta <= attribution_tab.DELTA_WARN else "take these scores with caution"
+    assert f"({ref.relative_delta:.1%} of the change)" in md and verdict in md
     biggest = max(ref.words, key=lambda w: abs(w.score))
     assert score_of(out["tokens"], biggest.word) == pytest.approx(biggest.score, abs=5e-5)
     bar = out["bar"].data[0]
