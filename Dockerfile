@@ -38,9 +38,9 @@ sys.exit(None if (c is None) == (sys.argv[1] == 'cpu') else 'this torch is not t
 
 # The other dependencies, as root into the system site-packages (read-only to the app's user), so
 # code changes do not reinstall them (layer caching).
-COPY --chown=user requirements.txt requirements-nodeps.txt requirements-dev.txt pyproject.toml ./
+COPY --chown=user requirements.txt requirements-nodeps.txt requirements-tagger.txt requirements-dev.txt pyproject.toml ./
 COPY --chown=user scripts/setup.sh scripts/setup.sh
-RUN pip install -q -r requirements.txt && pip install -q --no-deps -r requirements-nodeps.txt
+RUN pip install -q -r requirements.txt -r requirements-tagger.txt && pip install -q --no-deps -r requirements-nodeps.txt
 
 COPY --chown=user . .
 USER user
@@ -48,8 +48,8 @@ USER user
 # own. PIP_USER=1 rather than PIP="pip --user": setup.sh runs `$PIP install ...`, and pip refuses an
 # option before its command. The requirements are already satisfied above, so this only adds the
 # editable package (and the `bertviz-app` command) under ~/.local. --build-model trains models/default
-# into the image (2 to 3 minutes on a quiet 2-core CPU, 7 at load 6: scripts/container_check.sh), so the Space never
-# builds at start-up.
+# (2 to 3 minutes on a quiet 2-core CPU, 7 at load 6: scripts/container_check.sh) and then models/default-tagger
+# (about 5.5 minutes quiet, docs/tagging.md) into the image, so the Space never builds at start-up.
 RUN PIP_USER=1 bash scripts/setup.sh --build-model
 
 EXPOSE 7860

@@ -44,7 +44,8 @@ def _parse(f, raw: str):
 
 # integer settings for which 0 is allowed, and what it means
 ZERO_MEANS = {"memo_size": "no cache", "mmap_threshold_kb": "glibc's default",
-              "build_max_train_rows": "every review", "build_test_size": "the build's default"}
+              "build_max_train_rows": "every review", "build_test_size": "the build's default",
+              "build_tagger_sentences": "every sentence"}
 
 
 @dataclass(frozen=True)
@@ -220,6 +221,12 @@ class Settings:
         default=0, metadata={"help": "Held-out reviews of the background build (0: the build's default, 2000)."})
     build_epochs: float = field(
         default=0.0, metadata={"help": "Passes over the data of the background build (0: the build's default, 1)."})
+    build_tagger: bool = field(
+        default=True, metadata={"help": "After the default model, build the default tagger (models/default-tagger) "
+                                "in the background when it is missing (needs spaCy: scripts/setup.sh installs it)."})
+    build_tagger_sentences: int = field(
+        default=0, metadata={"help": "Sentences the background default-tagger build labels and learns from "
+                             "(0: all of them)."})
     debug: bool = field(
         default=False, metadata={"help": "The CLI prints the traceback of an unexpected error (off: one line)."})
 

@@ -167,3 +167,164 @@ def test_a_background_build_starts_without_an_eta(tmp_path, monkeypatch):
     assert cmd[1:] == ["-m", "bertviz_app", "build-default", "--models-dir", str(models), "--progress-file",
                        str(models / ".build" / "default.jsonl"), "--max-train-rows", "400", "--epochs", "0.5"]
     assert kw["env"] is None and kw["cwd"] == str(ROOT)  # the test-size knob 0: the build's own default
+
+
+def _no_children(monkeypatch, pids=(4242, 4343)):
+    """Popen replaced by a recorder: each child started gets the next of ``pids`` and counts as running."""
+    import subprocess as sp
+
+    started = []
+
+    class Child:
+        def __init__(self, cmd, **kw):
+            self.pid = pids[len(started)]
+            started.append((cmd, kw))
+
+        def poll(self):
+            return None
+
+        def terminate(self):
+            pass
+
+        def wait(self, timeout=None):
+            return 0
+
+    monkeypatch.setattr(sp, "Popen", Child)
+    return started
+
+
+@pytest.fixture
+def fresh_jobs(monkeypatch):
+    """No build this process started earlier counts (the module-level record of started builds)."""
+    from bertviz_app.models import build_job
+
+    monkeypatch.setattr(build_job, "_JOBS", {})
+    monkeypatch.setattr(build_job.BackgroundBuild, "follow", lambda self: None)
+    return build_job
+
+
+def test_the_default_tagger_builds_after_the_default_model_in_a_second_child(tmp_path, monkeypatch, fresh_jobs):
+    """``python app.py`` starts the default model's build, then the tagger's in a child that waits for the first
+    (``--after-pid``, the first child's pid): the two builds never share the CPU. Its status is its own."""
+    from bertviz_app import Settings
+
+    build_job = fresh_jobs
+    monkeypatch.setattr(build_job, "tagger_labeller_installed", lambda: True)
+    started = _no_children(monkeypatch)
+    models = tmp_path / "models"
+    settings = Settings(models_dir=models, build_max_train_rows=300, build_tagger_sentences=40)
+    status = build_job.start_default_build(settings)
+    assert status.state == "building" and status.pid == 4242
+    (classifier, _), (tagger, kw) = started
+    assert classifier[3] == "build-default" and "--max-train-rows" in classifier
+    assert tagger[1:] == ["-m", "bertviz_app", "build-default-tagger", "--models-dir", str(models), "--progress-file",
+                          str(models / ".build" / "default-tagger.jsonl"), "--max-sentences", "40",
+                          "--after-pid", "4242"]
+    assert kw["env"] is None and kw["cwd"] == str(ROOT)
+    tagger_status = build_job.read_status(models, build_job.TAGGER)
+    assert tagger_status.state == "building" and tagger_status.pid == 4343 and tagger_status.name == "default-tagger"
+    assert "building the default tagger" in tagger_status.line()
+    assert build_job.start_default_build(settings).pid == 4242 and len(started) == 2  # running: not started again
+
+
+def test_the_tagger_is_built_alone_when_the_default_model_is_built_and_never_when_turned_off(tmp_path, monkeypatch,
+                                                                                             fresh_jobs):
+    from bertviz_app import Settings
+
+    build_job = fresh_jobs
+    monkeypatch.setattr(build_job, "tagger_labeller_installed", lambda: True)
+    started = _no_children(monkeypatch)
+    models = tmp_path / "models"
+    (models / "default").mkdir(parents=True)
+    (models / "default" / "config.json").write_text("{}")
+    assert build_job.start_default_build(Settings(models_dir=models)).state == "built"
+    (tagger, _), = started
+    assert tagger[3] == "build-default-tagger" and "--after-pid" not in tagger and "--max-sentences" not in tagger
+    fresh_jobs._JOBS.clear()
+    started.clear()
+    build_job.start_default_build(Settings(models_dir=tmp_path / "other", build_tagger=False))
+    assert [cmd[3] for cmd, _ in started] == ["build-default"]  # control: the classifier's build alone
+
+
+def test_without_spacy_the_tagger_is_not_started_and_the_log_says_how_to_install_it(tmp_path, monkeypatch,
+                                                                                     fresh_jobs, caplog):
+    import logging
+
+    from bertviz_app import ModelNotFoundError, Settings, load_model
+
+    build_job = fresh_jobs
+    monkeypatch.setattr(build_job, "tagger_labeller_installed", lambda: False)
+    started = _no_children(monkeypatch)
+    models = tmp_path / "models"
+    with caplog.at_level(logging.INFO, logger="bertviz_app.build"):
+        build_job.start_default_build(Settings(models_dir=models))
+    assert [cmd[3] for cmd, _ in started] == ["build-default"]
+    assert "the default tagger is not built and cannot be built here" in caplog.text
+    assert "scripts/setup.sh installs spaCy" in caplog.text
+    with pytest.raises(ModelNotFoundError) as err:  # asked for by name: why, and what to do
+        load_model("default-tagger", settings=Settings(models_dir=models))
+    assert "The default tagger is not built yet" in str(err.value) and "needs spaCy" in str(err.value)
+
+
+def test_the_tagger_waits_for_the_first_build_holding_its_lock_and_says_so(tmp_path, monkeypatch):
+    """``build_default_tagger(after_pid=...)``: the tagger's lock taken at once (every process sees the build), a
+    "wait" event, and nothing labelled until that process has ended (an ended process is not waited for)."""
+    import time
+
+    from bertviz_app import Settings, load_model
+    from bertviz_app.errors import ModelLoadError, ModelNotFoundError
+    from bertviz_app.models import build_job
+    from bertviz_app.train import default_tagger as dt
+
+    models = tmp_path / "models"
+    events = []
+    first = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(2.5)"])
+    called = []
+
+    def labeller():
+        called.append(time.monotonic())
+        raise ModelLoadError("stopped here by the test")
+
+    monkeypatch.setattr(dt, "load_labeller", labeller)
+    import threading
+
+    def build():
+        with pytest.raises(ModelLoadError, match="stopped here"):
+            dt.build_default_tagger(models / dt.NAME, after_pid=first.pid, events=events.append)
+
+    t = threading.Thread(target=build)
+    t.start()
+    deadline = time.monotonic() + 10
+    while not events and time.monotonic() < deadline:
+        time.sleep(0.05)
+    log = build_job.EventLog(models / ".build" / "default-tagger.jsonl")
+    log(events[0])
+    status = build_job.read_status(models, build_job.TAGGER)
+    assert status.state == "building" and status.stage == "wait" and f"pid {first.pid}" in status.message
+    assert "waits to be built" in status.line()
+    with pytest.raises(ModelNotFoundError, match="It is built next, after the default model's build"):
+        load_model("default-tagger", settings=Settings(models_dir=models))
+    assert not called  # still waiting
+    first.wait()
+    ended = time.monotonic()
+    t.join(timeout=30)
+    assert called and called[0] >= ended - 0.05
+    called.clear()
+    events.clear()
+    with pytest.raises(ModelLoadError, match="stopped here"):  # control: a process already gone is not waited for
+        dt.build_default_tagger(models / dt.NAME, after_pid=first.pid, events=events.append)
+    assert called and [e["stage"] for e in events] == ["start"]
+
+
+def test_wait_for_process_counts_a_zombie_as_ended():
+    from bertviz_app.models.build_job import wait_for_process
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    assert wait_for_process(child.pid, poll=0.05, timeout=30)  # ended, not yet reaped by us: a zombie
+    child.wait()
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert not wait_for_process(sleeper.pid, poll=0.05, timeout=0.3)  # control: a live one is waited for
+    finally:
+        sleeper.kill()
+        sleeper.wait()

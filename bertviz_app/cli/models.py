@@ -79,7 +79,7 @@ def cmd_build_default_tagger(args) -> int:
     events = EventLog(args.progress_file) if args.progress_file else None
     try:
         info = build_default_tagger(
-            dest, max_sentences=args.max_sentences, epochs=args.epochs,
+            dest, max_sentences=args.max_sentences, epochs=args.epochs, after_pid=args.after_pid,
             progress=(lambda msg: print(msg, file=sys.stderr, flush=True)) if args.json
             else (lambda msg: print(msg, flush=True)),
             events=events)
@@ -338,6 +338,8 @@ def register(add: Callable) -> None:
     p.add_argument("--epochs", type=float, default=None, metavar="E", help="passes over the training sentences "
                    "(default: the full build's)")
     p.add_argument("--progress-file", default=None, help="also append progress as JSON lines to this file")
+    p.add_argument("--after-pid", type=int, default=None, metavar="PID",
+                   help="wait for process PID to end first (the app passes its default-model build's)")
     p.add_argument("--models-dir", default=None, metavar="DIR",
                    help="build into DIR/default-tagger (default: the settings' models folder, BERTVIZ_MODELS_DIR)")
     p = add("finetune", cmd_finetune, "fine-tune a model on a labelled CSV/TSV/TXT file into models/runs/<name>")

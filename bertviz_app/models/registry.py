@@ -31,7 +31,7 @@ from transformers import logging as hf_logging
 
 from ..config import Settings
 from ..errors import InputError, ModelLoadError, ModelNotFoundError
-from .build_job import not_built_message
+from .build_job import TAGGER, not_built_message
 from .calibration import load_temperature
 from .catalog import BUILD_INFO, DEFAULT_MODELS_DIR, is_model_folder, list_models, load_run_info, shipped_model
 from .families import SUPPORTED_MODEL_TYPES, family_for_type, family_of
@@ -300,15 +300,15 @@ def _resolve(name_or_path: str, allow_paths: bool, root: Path) -> tuple[str, Pat
         return "registered", shipped.path()
     # 1. registered: "default", "<name>", "runs/<name>" -- confined to models/
     parts = name.split("/")
-    if name == "default" or (len(parts) == 1 and _NAME_RE.match(name) and (root / name).is_dir()) or (
+    if name in ("default", TAGGER) or (len(parts) == 1 and _NAME_RE.match(name) and (root / name).is_dir()) or (
         len(parts) == 2 and parts[0] == "runs" and _NAME_RE.match(parts[1])
     ):
         path = (root / name).resolve()
         if not path.is_relative_to(root.resolve()):
             raise ModelNotFoundError(f"Model name {name!r} points outside the models folder.")
         if not is_model_folder(path):
-            if name == "default":
-                raise ModelNotFoundError(not_built_message(root))
+            if name in ("default", TAGGER):
+                raise ModelNotFoundError(not_built_message(root, name))
             raise ModelNotFoundError(f"No registered model {name!r}. Available: {_local_alternatives(root)}.")
         return "registered", path
     # 2. a local folder the user typed (the CLI's --model ./my-model, or an absolute path)

@@ -36,14 +36,14 @@ import platform
 import random
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
 
 from ..errors import InputError, ModelLoadError
-from ..models.build_job import build_lock
+from ..models.build_job import build_lock, wait_for_process
 from ..models.catalog import DEFAULT_MODELS_DIR, ENCODER, RUN_INFO, SHIPPED_MODELS, package_dir
 from .data.tagged import TaggedSentence
 
@@ -160,40 +160,35 @@ def silver_sentences(nlp, docs: list[tuple[str, str]], limit: int | None = None
 
 @contextmanager
 def tagger_build_lock(models_dir: Path) -> Iterator[None]:
-    """One build of the default tagger at a time, whoever starts it: the default model's build lock
-    (``build_job.build_lock``: an exclusive flock holding the builder's pid) on a file of its own under
-    ``models/.build/default-tagger/``, so the two default builds do not wait for each other. ModelLoadError naming
-    the other builder's pid when one holds it."""
-    folder = Path(models_dir) / ".build" / NAME
-    with ExitStack() as stack:
-        try:
-            stack.enter_context(build_lock(folder))
-        except ModelLoadError:
-            lock = next(folder.glob(".build/*.lock"), folder)
-            try:
-                holder = lock.read_text(encoding="utf-8").strip() or "unknown"
-            except OSError:
-                holder = "unknown"
-            raise ModelLoadError(f"Another process (pid {holder}) is building the default tagger right now; wait "
-                                 f"for it or stop that process first (lock: {lock}).") from None
+    """One build of the default tagger at a time, whoever starts it (the app's background build, the CLI): the
+    build lock of ``models_dir``/default-tagger (``build_job.build_lock``: an exclusive flock on
+    ``models/.build/default-tagger.lock`` holding the builder's pid), apart from the default model's, so the two
+    default builds do not refuse each other. ModelLoadError naming the other builder's pid when one holds it."""
+    with build_lock(Path(models_dir), name=NAME):
         yield
 
 
 def build_default_tagger(dest: Path | None = None, *, max_sentences: int | None = None,
                          epochs: float | None = None, progress: Callable[[str], None] | None = None,
-                         events: Callable[[dict], None] | None = None) -> dict:
+                         events: Callable[[dict], None] | None = None, after_pid: int | None = None) -> dict:
     """Label ``max_sentences`` sentences (default ``SENTENCES``: all) with spaCy, fine-tune the shipped encoder on
     the training documents' sentences for ``epochs`` (default: ``RECIPE``'s), score it against the held-out
     documents' silver labels and save it atomically to ``dest`` (default: the project's ``models/default-tagger``)
     with its run.json and model card, under the tagger's build lock. ``progress`` gets a line per step, ``events``
-    the same as records {"stage", "message", "fraction", "eta": None} (``build_default``'s). Returns the run.json
-    record."""
+    the same as records {"stage", "message", "fraction", "eta": None} (``build_default``'s). ``after_pid``: a process
+    to wait for first, holding the lock (the app's default-model build: the two builds never share the CPU). Returns
+    the run.json record."""
     if max_sentences is not None and max_sentences < 20:
         raise InputError(f"max_sentences={max_sentences}: a build needs at least 20 sentences to hold some out.")
     dest = Path(dest) if dest else DEFAULT_MODELS_DIR / NAME
     epochs = RECIPE["epochs"] if epochs is None else epochs
     say = _announcer(progress, events)
     with tagger_build_lock(dest.parent):
+        if after_pid and wait_for_process(after_pid, timeout=0):
+            after_pid = None  # ended already: nothing to announce
+        if after_pid:
+            say("wait", f"after the default model's build (pid {after_pid}), which runs now", 0.0)
+            wait_for_process(after_pid)
         started = time.time()
         say("start", f"loading the silver labeller ({LABELLER_TEXT})...", 0.0)
         nlp = load_labeller()
