@@ -526,13 +526,22 @@ def run_launch(cmd: list[str], env: dict, timeout: float, cwd=None) -> subproces
     except subprocess.TimeoutExpired:
         stacks = []
         pids = subprocess.run(["pgrep", "-g", str(proc.pid)], capture_output=True, text=True).stdout.split()
-        for pid in pids:
-            dump = subprocess.run(["py-spy", "dump", "--pid", pid], capture_output=True, text=True, timeout=60) \
-                if shutil.which("py-spy") else None
-            stacks.append(f"--- pid {pid}\n" + (dump.stdout + dump.stderr if dump else "(py-spy not installed)"))
+        for pid in pids[:6]:  # a few seconds each, so the failure is written well before pytest-timeout's limit
+            try:
+                dump = subprocess.run(["py-spy", "dump", "--nonblocking", "--pid", pid], capture_output=True,
+                                      text=True, timeout=15) if shutil.which("py-spy") else None
+                text = dump.stdout + dump.stderr if dump else "(py-spy not installed)"
+            except subprocess.TimeoutExpired:
+                text = "(py-spy took over 15 s)"
+            stacks.append(f"--- pid {pid}\n{text}")
         os.killpg(proc.pid, signals.SIGKILL)
-        out, err = proc.communicate()
-        pytest.fail(f"{cmd[3:6]} still running after {timeout} s\n{err[-3000:]}\n" + "\n".join(stacks))
+        try:
+            out, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:  # a process outside the group holds the pipes
+            out, err = "", "(the output could not be read: a process outside the launch's group holds its pipes)"
+        # whether the work itself had finished (the last line is the JSON result) or hung before its end
+        pytest.fail(f"{cmd[3:6]} still running after {timeout} s (load average {os.getloadavg()[0]:.1f})\n"
+                    f"stdout's end: {out[-500:]}\nstderr's end: {err[-3000:]}\n" + "\n".join(stacks))
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
