@@ -144,9 +144,10 @@ class TokenClassification(PoolerlessHead):
         return model.classifier(model.dropout(hidden))  # (B, T, C)
 
     def decode(self, logits, multi_label=False, temperature=1.0):
-        """Softmax over the labels at each position (B, T, C); the temperature, a sequence classifier's
-        calibration, is not applied."""
-        return torch.softmax(logits.float(), dim=-1)
+        """Softmax over the labels at each position (B, T, C), the logits divided by ``temperature`` first (a
+        tagger run's calibration.json: it rescales the scores, never the labels)."""
+        logits = logits.float()
+        return torch.softmax(logits / temperature if temperature != 1.0 else logits, dim=-1)
 
     def parameter_prefixes(self, family):
         return ("classifier.",)

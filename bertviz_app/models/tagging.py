@@ -43,7 +43,7 @@ import numpy as np
 from ..errors import InputError
 from .encoding import check_texts
 from .heads import TOKEN_CLASSIFICATION
-from .inference import PREDICT_ATTENTIONS, check_window, length_batches, window_plan
+from .inference import PREDICT_ATTENTIONS, applied_temperature, check_window, length_batches, window_plan
 from .registry import LoadedModel
 
 __all__ = ["tag", "Tagging", "TaggedWord", "Entity", "AGGREGATIONS", "OUTSIDE", "default_stride", "split_tag",
@@ -113,13 +113,16 @@ def check_aggregation(aggregation) -> str:
 
 
 def tag(lm: LoadedModel, texts: str | Sequence[str], *, aggregation: str = "simple", window: bool = True,
-        stride: int | None = None, batch_size: int = 32, attention: str | None = None) -> list[Tagging]:
+        stride: int | None = None, batch_size: int = 32, attention: str | None = None,
+        calibrated: bool = True) -> list[Tagging]:
     """Tag every text (a string or a list; order kept) with a token classification model: see the module's
     docstring. ``aggregation``: "simple" (entities from pieces), "first", "average" or "max" (from words).
     ``window`` and ``stride`` (None: ``default_stride``): long texts in overlapping windows. ``batch_size``:
     windows per forward pass. ``attention``: "auto" (SDPA from ``SDPA_MIN_TOKENS`` padded tokens), "eager" or
-    "sdpa" (None: the settings' ``predict_attention``). A model of another head, an empty text or a bad option:
-    InputError saying what to send."""
+    "sdpa" (None: the settings' ``predict_attention``). ``calibrated``: the probabilities (and so the scores) from
+    the logits divided by the temperature a fine-tune saved in the folder's calibration.json (``lm.temperature``;
+    labels unchanged); False: the raw softmax. A model of another head, an empty text or a bad option: InputError
+    saying what to send."""
     lm.require_head(TOKEN_CLASSIFICATION, "tag labels every word-piece of a text")
     texts, _ = check_texts(texts, max_chars=lm.settings.max_chars, max_batch_texts=lm.settings.max_batch_texts)
     aggregation = check_aggregation(aggregation)
@@ -136,7 +139,7 @@ def tag(lm: LoadedModel, texts: str | Sequence[str], *, aggregation: str = "simp
     else:
         enc = lm.tokenizer(texts, truncation=True, max_length=lm.max_length, return_offsets_mapping=True)
         owner = list(range(len(texts)))
-    probs = window_probabilities(lm, enc, batch_size, attention)
+    probs = window_probabilities(lm, enc, batch_size, attention, applied_temperature(lm, calibrated))
     by_text: list[list[int]] = [[] for _ in texts]
     for w, i in enumerate(owner):
         by_text[i].append(w)
@@ -144,13 +147,15 @@ def tag(lm: LoadedModel, texts: str | Sequence[str], *, aggregation: str = "simp
                      truncated=not window and bool(enc.encodings[i].overflowing)) for i, text in enumerate(texts)]
 
 
-def window_probabilities(lm: LoadedModel, enc, batch_size: int, attention: str = "auto") -> list[np.ndarray]:
+def window_probabilities(lm: LoadedModel, enc, batch_size: int, attention: str = "auto",
+                         temperature: float = 1.0) -> list[np.ndarray]:
     """Each row of the tokenizer output ``enc`` (a text or a window): its label probabilities (T, C) float32 at
-    every position, specials included, no padding. Rows are sorted by length and padded per batch."""
+    every position, specials included, no padding, the logits divided by ``temperature`` first. Rows are sorted by
+    length and padded per batch."""
     lengths = [len(ids) for ids in enc["input_ids"]]
     out: list[np.ndarray | None] = [None] * len(lengths)
     for idx, logits in length_batches(lm, enc, batch_size, attention, cls_only=False):
-        probs = lm.head.decode(logits).cpu().numpy()  # (B, T, C) float32
+        probs = lm.head.decode(logits, temperature=temperature).cpu().numpy()  # (B, T, C) float32
         for row, i in enumerate(idx):
             out[i] = probs[row, : lengths[i]]
     return out

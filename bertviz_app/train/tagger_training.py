@@ -28,6 +28,7 @@ import torch
 from transformers import AutoTokenizer, DataCollatorForTokenClassification
 
 from ..errors import DataError, InputError
+from ..models.calibration import calibration_report
 from ..models.heads import TOKEN_CLASSIFICATION
 from .data.messages import format_rows
 from .data.tagged import TaggedSentence
@@ -36,6 +37,7 @@ from .training import (
     Progress,
     RowsDataset,
     TrainConfig,
+    calibration_metrics,
     check_trainable,
     configure_model,
     fresh_linear,
@@ -45,7 +47,8 @@ from .training import (
     trained_labels,
 )
 
-__all__ = ["train_tagger", "tagger_tokenizer", "encode_sentences", "predict_tags", "tagger_report", "IGNORE"]
+__all__ = ["train_tagger", "tagger_tokenizer", "encode_sentences", "predict_tags", "tagger_report", "IGNORE",
+           "word_logits", "tagger_calibration", "tags_of"]
 
 IGNORE = -100  # the label the loss skips: a word's later pieces and the special tokens
 
@@ -160,25 +163,54 @@ def _metrics(tags: list[str]):
 
 
 @torch.no_grad()
-def predict_tags(model, tokenizer, sentences: Sequence[TaggedSentence], batch_size: int = 32,
-                 unit: str = "line") -> list[list[str]]:
-    """Each sentence's predicted tag per word (read at the word's first piece; a word with no piece: ``O``),
-    batched, sentences sorted by length so a batch pads little."""
+def word_logits(model, tokenizer, sentences: Sequence[TaggedSentence], batch_size: int = 32,
+                unit: str = "line") -> list[np.ndarray]:
+    """Each sentence's logits at each word's first piece, (words, tags) float32 (a word with no piece: a row of
+    NaN), batched, sentences sorted by length so a batch pads little."""
     model.eval()
     device = next(model.parameters()).device
-    id2label = {int(k): v for k, v in model.config.id2label.items()}
     rows = encode_sentences(tokenizer, sentences, None, longest_input(tokenizer, model), unit)
     order = sorted(range(len(rows)), key=lambda i: len(rows[i]["input_ids"]))
-    out: list[list[str]] = [[] for _ in rows]
+    n_tags = model.config.num_labels
+    out: list[np.ndarray] = [np.zeros((0, n_tags), dtype=np.float32) for _ in rows]
     for start in range(0, len(order), batch_size):
         chunk = order[start:start + batch_size]
         batch = tokenizer.pad([{"input_ids": rows[i]["input_ids"]} for i in chunk], return_tensors="pt")
         logits = model(input_ids=batch["input_ids"].to(device),
-                       attention_mask=batch["attention_mask"].to(device)).logits  # (B, T, C)
-        best = logits.argmax(-1).cpu().numpy()
+                       attention_mask=batch["attention_mask"].to(device)).logits.float().cpu().numpy()  # (B, T, C)
         for j, i in enumerate(chunk):
-            out[i] = [id2label[int(best[j, pos])] if pos is not None else "O" for pos in rows[i]["first"]]
+            first = rows[i]["first"]
+            words = np.full((len(first), n_tags), np.nan, dtype=np.float32)
+            at = [w for w, pos in enumerate(first) if pos is not None]
+            words[at] = logits[j, [first[w] for w in at]]
+            out[i] = words
     return out
+
+
+def predict_tags(model, tokenizer, sentences: Sequence[TaggedSentence], batch_size: int = 32,
+                 unit: str = "line") -> list[list[str]]:
+    """Each sentence's predicted tag per word (read at the word's first piece; a word with no piece: ``O``)."""
+    return tags_of(word_logits(model, tokenizer, sentences, batch_size, unit), model.config.id2label)
+
+
+def tags_of(logits: Sequence[np.ndarray], id2label: dict) -> list[list[str]]:
+    """Each sentence's tag per word from its ``word_logits`` (the argmax; a word with no piece: ``O``)."""
+    names = {int(k): v for k, v in id2label.items()}
+    return [["O" if np.isnan(row[0]) else names[int(row.argmax())] for row in words] for words in logits]
+
+
+def tagger_calibration(logits: Sequence[np.ndarray], sentences: Sequence[TaggedSentence], tags: Sequence[str]) -> dict:
+    """How honest the tagger's word probabilities are on held-out sentences, and temperature scaling fitted on half
+    of their words and judged on the other half (``calibration.calibration_report``; the rows are words, at their
+    first piece; words with no piece are left out): {"val_nll", "ece", "calibration"}. Empty when no word has a
+    piece."""
+    index = {t: i for i, t in enumerate(tags)}
+    pairs = [(row, index[t]) for words, s in zip(logits, sentences) for row, t in zip(words, s.tags)
+             if not np.isnan(row[0])]
+    if not pairs:
+        return {}
+    z, y = np.stack([row for row, _ in pairs]), np.asarray([t for _, t in pairs])
+    return {**calibration_metrics(z, y), "calibration": calibration_report(z, y)}
 
 
 def tagger_report(true: Sequence[Sequence[str]], pred: Sequence[Sequence[str]], seed: int = 0) -> dict:

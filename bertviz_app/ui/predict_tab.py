@@ -132,6 +132,9 @@ def render_tagging(ui: SimpleNamespace, tagging: core.Tagging, lm, pair: str | N
               "Its attention is on the Attention tab; why it tags each entity (or a word) on the Attributions tab.")
     if pair:
         notice += " The second text is not read: a tagger tags one text."
+    if (t := lm.temperature) != 1.0:  # what tag applied (a tagger is single-label)
+        notice += (f" The scores are calibrated by temperature scaling, softmax(logits / T) with **T = {t:.3g}** "
+                   "(the folder's calibration.json, fitted when it was fine-tuned); the tags are the same either way.")
     rows = [[w.text, w.label, round(float(w.score), 4), f"{w.start}-{w.end}"] for w in tagging.words]
     value = {"text": tagging.text, "entities": [{"entity": e.label, "start": e.start, "end": e.end}
                                                 for e in tagging.entities]}

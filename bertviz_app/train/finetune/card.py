@@ -3,15 +3,16 @@ settings, verdict, owner) and its model card (README.md); a tagger's or a reader
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict
 from datetime import datetime, timezone
 
-from ...models.calibration import calibration_outcome
+from ...models.calibration import CALIBRATION_FILE, calibration_outcome, calibration_record
 from ..data import Dataset
 from ..training import ECE_BINS, metrics_tables
 from .records import Verdict
 
-__all__ = ["calibration_line", "head_run_record", "run_card", "run_record"]
+__all__ = ["calibration_file", "calibration_line", "head_run_record", "run_card", "run_record"]
 
 
 def run_record(name: str, *, mode: str, base: str, source: str, data_hash: str, train: Dataset, val: Dataset,
@@ -70,6 +71,15 @@ def head_run_record(name: str, *, task: str, base: str, source: str, data: dict,
     if owner is not None:
         record["owner"] = owner
     return record
+
+
+def calibration_file(metrics: dict) -> dict[str, str]:
+    """A run's calibration file (saved beside its weights) when its temperature helped on the judging half of the
+    validation rows (a classifier's) or words (a tagger's), else none."""
+    if (metrics.get("calibration") or {}).get("helps"):
+        return {CALIBRATION_FILE: json.dumps(calibration_record(metrics["calibration"], "fine-tune validation split"),
+                                             indent=2)}
+    return {}
 
 
 def calibration_line(m: dict) -> str:

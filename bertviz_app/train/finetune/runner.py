@@ -3,7 +3,6 @@ atomically; ``run_plan`` runs every mode of a plan on the same split."""
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable, Collection
@@ -11,11 +10,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from ...errors import CancelledError, DataError, InputError
-from ...models.calibration import CALIBRATION_FILE, calibration_record
 from ...models.catalog import DEFAULT_MODELS_DIR
 from ..data import Dataset, split_dataset
 from ..training import SAVE_STEPS, TrainConfig, train_classifier
-from .card import run_card, run_record
+from .card import calibration_file, run_card, run_record
 from .evaluation import evaluate
 from .probe import PROBE_REFERENCE_ROWS, probe_reference, train_probe
 from .records import RUN_MODES, FinetunePlan, RunResult, Verdict
@@ -104,7 +102,7 @@ def run_finetune(
     record = run_record(f"runs/{name}", mode=mode, base=base, source=source, data_hash=data_hash, train=train,
                         val=val, metrics=metrics, misclassified=wrong[:MAX_MISCLASSIFIED], info=info,
                         seconds=seconds, notices=notices, verdict=verdict, owner=owner)
-    save_run(model, tokenizer, dest, record, info, run_card(record), _calibration_file(metrics))
+    save_run(model, tokenizer, dest, record, info, run_card(record), calibration_file(metrics))
     return RunResult(
         name=f"runs/{name}", path=dest, mode=mode, base=base, metrics=metrics, misclassified=wrong,
         labels=tuple(train.label_names), log_history=info.get("log_history", []), seconds=seconds,
@@ -147,14 +145,6 @@ def _verdict(metrics: dict, train: Dataset, val: Dataset, info: dict, *, mode: s
     if info.get("cancelled"):  # a partial run: its metrics say nothing of whether the model learns
         verdict = cancelled_verdict(verdict, info)
     return verdict
-
-
-def _calibration_file(metrics: dict) -> dict[str, str]:
-    """The run's calibration file (saved beside its weights) when calibration helped, else none."""
-    if (metrics.get("calibration") or {}).get("helps"):  # single-label, and it helped on the judging half
-        return {CALIBRATION_FILE: json.dumps(calibration_record(metrics["calibration"], "fine-tune validation split"),
-                                             indent=2)}
-    return {}
 
 
 def cancelled_verdict(verdict: Verdict, info: dict) -> Verdict:

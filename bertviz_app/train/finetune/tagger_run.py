@@ -17,9 +17,9 @@ from pathlib import Path
 from ...errors import DataError, InputError
 from ...models.catalog import DEFAULT_MODELS_DIR
 from ..data.tagged import TaggedFile, TaggedSentence
-from ..tagger_training import predict_tags, tagger_report, train_tagger
+from ..tagger_training import tagger_calibration, tagger_report, tags_of, train_tagger, word_logits
 from ..training import TrainConfig
-from .card import head_run_record
+from .card import calibration_file, calibration_line, head_run_record
 from .records import DEFAULT_BASE
 from .runs import base_model_path, free_name, run_stem, runs_dir, save_run, unused_name
 
@@ -60,8 +60,10 @@ def run_tagger(train: TaggedFile, val: TaggedFile | None = None, base: str = DEF
     started = time.time()
     model, tokenizer, info = train_tagger(base_path, tags, train_s, val_s, config, progress=progress, cancel=cancel,
                                           after_evals=1.0, unit=train.unit)
-    pred = predict_tags(model, tokenizer, val_s, unit=train.unit)
+    logits = word_logits(model, tokenizer, val_s, unit=train.unit)
+    pred = tags_of(logits, model.config.id2label)
     metrics = tagger_report([list(s.tags) for s in val_s], pred, seed=config.seed)
+    metrics.update(tagger_calibration(logits, val_s, tags))  # the model's tags are ``tags``, in that order
     wrong = [{"where": s.where, "tokens": list(s.tokens), "tags": list(s.tags), "predicted": p}
              for s, p in zip(val_s, pred) if list(s.tags) != p]
     seconds = time.time() - started
@@ -72,7 +74,8 @@ def run_tagger(train: TaggedFile, val: TaggedFile | None = None, base: str = DEF
     record = head_run_record(f"runs/{name}", task=TASK, base=base, source=source, data=data, metrics=metrics,
                              wrong=wrong[:MAX_WRONG_SENTENCES], info=info, seconds=seconds, notices=notices,
                              owner=owner)
-    save_run(model, tokenizer, runs_dir(models_dir) / name, record, info, tagger_card(record))
+    save_run(model, tokenizer, runs_dir(models_dir) / name, record, info, tagger_card(record),
+             extra_files=calibration_file(metrics))
     return TaggerRunResult(name=f"runs/{name}", path=runs_dir(models_dir) / name, tags=tuple(tags), metrics=metrics,
                            wrong=wrong, log_history=info.get("log_history", []), seconds=seconds,
                            notices=tuple(notices), learned=bool(record["verdict"]["learned"]),
@@ -151,7 +154,7 @@ Tags ({r['scheme']}): {', '.join(r['labels'])}.
 {rows}
 
 {r['verdict']['message']}
-
+{calibration_line(m)}
 ## Hyperparameters
 {hp}
 
