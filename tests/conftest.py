@@ -507,6 +507,21 @@ def as_uploaded(path) -> str:
     return str(shutil.copy(path, folder / Path(path).name))
 
 
+def analyze_and_expect_entities(page, tagging, text: str | None = None) -> None:
+    """Analyze on the Predict tab (``text`` typed first, else what the box holds), then the entity view shows each of
+    ``tagging``'s entities (the library's answer for the same text) with its label."""
+    from playwright.sync_api import expect
+
+    if text is not None:
+        page.locator("#bv-text textarea").fill(text)
+    page.locator("#bv-analyze").click()
+    entities = page.locator("#bv-entities")
+    expect(entities).to_be_visible()
+    for e in tagging.entities:
+        expect(entities).to_contain_text(e.text)
+        expect(entities).to_contain_text(e.label)
+
+
 def free_port() -> int:
     import socket
 

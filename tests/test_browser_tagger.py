@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from conftest import CHROMIUM, served_app  # noqa: E402
+from conftest import CHROMIUM, analyze_and_expect_entities, served_app  # noqa: E402
 
 if not os.path.exists(CHROMIUM):
     pytest.skip(f"browser tests need Chromium at {CHROMIUM} (not installed here)", allow_module_level=True)
@@ -33,13 +33,7 @@ def test_a_tagger_shows_its_entities_and_words_on_the_predict_tab(browser, tmp_p
         page = ctx.new_page()
         page.set_default_timeout(TIMEOUT_MS)
         page.goto(url)
-        page.locator("#bv-text textarea").fill(text)
-        page.locator("#bv-analyze").click()
-        entities = page.locator("#bv-entities")
-        expect(entities).to_be_visible()
-        for e in want.entities:
-            expect(entities).to_contain_text(e.text)
-            expect(entities).to_contain_text(e.label)
+        analyze_and_expect_entities(page, want, text)
         expect(page.locator("#bv-notice")).to_contain_text(f"{len(want.entities)} entities in {len(want.words)} words")
         words = page.locator("#bv-tag-words")
         expect(words).to_contain_text("B-PER")

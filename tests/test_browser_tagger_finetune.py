@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conftest import CHROMIUM, open_page, served_app, start_finetune  # noqa: E402
+from conftest import CHROMIUM, analyze_and_expect_entities, open_page, served_app, start_finetune  # noqa: E402
 
 if not os.path.exists(CHROMIUM):
     pytest.skip(f"browser tests need Chromium at {CHROMIUM} (not installed here)", allow_module_level=True)
@@ -89,12 +89,7 @@ def test_a_tagged_upload_trains_a_tagger_that_the_explorer_opens(browser, app_ur
     text = text_box.input_value()
     want = bv.tag(bv.load_model(str(registry / "runs" / "browser-ner"), device="cpu"), text)[0]
     assert want.entities  # the sentence sent holds an entity the tagger finds
-    page.locator("#bv-analyze").click()
-    entities = page.locator("#bv-entities")
-    expect(entities).to_be_visible()
-    for e in want.entities:
-        expect(entities).to_contain_text(e.text)
-        expect(entities).to_contain_text(e.label)
+    analyze_and_expect_entities(page, want)
     page.get_by_role("tab", name="Model").click()
     expect(page.locator("#bv-model input")).to_have_value("runs/browser-ner")
     assert page.locator(".toast-title").count() == 0

@@ -184,7 +184,7 @@ def test_the_default_tagger_in_a_real_browser_shows_the_entities_the_library_fin
     model line says its labels are silver."""
     import os
 
-    from conftest import CHROMIUM, served_app
+    from conftest import CHROMIUM, analyze_and_expect_entities, served_app
 
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"browser tests need Chromium at {CHROMIUM}")
@@ -197,13 +197,7 @@ def test_the_default_tagger_in_a_real_browser_shows_the_entities_the_library_fin
         page = browser.new_page()
         page.goto(url)
         expect(page.locator("#bv-model-info")).to_contain_text("silver-standard labels")
-        page.locator("#bv-text textarea").fill(OBVIOUS)
-        page.locator("#bv-analyze").click()
-        entities = page.locator("#bv-entities")
-        expect(entities).to_be_visible()
-        for e in want.entities:
-            expect(entities).to_contain_text(e.text)
-            expect(entities).to_contain_text(e.label)
+        analyze_and_expect_entities(page, want, OBVIOUS)
         expect(page.locator("#bv-notice")).to_contain_text(f"{len(want.entities)} entit")
         expect(page.locator("#bv-label")).to_be_hidden()  # a tagger: no class probabilities
         assert "Traceback" not in page.content()
