@@ -147,9 +147,8 @@ def cmd_finetune(args) -> int:
 
 def _finetune_tagger(args, say: Callable[[str], None]) -> int:
     """``finetune FILE --task token-classification``: tagged sentences in, a tagger run out, its verdict said."""
-    from ..train.data.tagged import read_tagged  # lazily: `bertviz-app --help` and `models` import no torch
-    from ..train.finetune.tagger_run import run_tagger
-    from ..train.training import TrainConfig
+    from .. import plan_tagger, run_tagger_plan  # lazily: `bertviz-app --help` and `models` import no torch
+    from ..train.data.tagged import read_tagged
 
     for flag, value in (("--text-column", args.text_column), ("--label-column", args.label_column),
                         ("--pair-column", args.pair_column), ("--multi-label", args.multi_label or None),
@@ -161,17 +160,15 @@ def _finetune_tagger(args, say: Callable[[str], None]) -> int:
     limits = {"max_upload_mb": args.settings.max_upload_mb, "max_sentences": args.settings.max_rows}
     train = read_tagged(args.data, **limits)
     val = read_tagged(args.val_data, **limits) if args.val_data else None
-    config = TrainConfig(epochs=args.epochs or 3.0, learning_rate=args.lr or 5e-5, batch_size=args.batch_size or 16,
-                         warmup_ratio=0.1 if args.warmup is None else args.warmup, seed=args.seed,
-                         early_stopping_patience=2 if args.patience is None else args.patience)
+    # the Fine-tune tab's chain: settings left blank chosen from the number of sentences (auto_config), said
+    plan = plan_tagger(train, val, base=args.base, name=args.name, epochs=args.epochs, learning_rate=args.lr,
+                       batch_size=args.batch_size, warmup_ratio=args.warmup, seed=args.seed, patience=args.patience,
+                       val_fraction=args.val_fraction, allow_paths=True, settings=args.settings)
     say(f"{args.data}: {len(train.sentences):,} sentences, {train.n_tokens:,} words, {train.format}, tags "
-        f"{train.scheme} ({', '.join(train.types)}); base {args.base}")
-    for line in train.notices + (val.notices if val else ()):
-        say(f"note: {line}")
-    result = run_tagger(train, val, base=args.base, name=args.name, config=config, val_fraction=args.val_fraction,
-                        source=os.path.basename(args.data), progress=_progress_lines(say),
-                        models_dir=args.settings.models_dir)
-    for line in result.notices[len(train.notices) + (len(val.notices) if val else 0):]:  # what the run added
+        f"{train.scheme} ({', '.join(train.types)}); base {plan.base}")
+    _say_plan(plan, say)
+    result = run_tagger_plan(plan, progress=_progress_lines(say))[0]
+    for line in result.notices[len(plan.notices):]:  # what the run added
         say(f"note: {line}")
     m = result.metrics
     say(f"saved {result.name} ({result.path}): entity F1 {m['entity_f1']:.4f}, precision {m['precision']:.4f}, "
@@ -188,9 +185,8 @@ def _finetune_tagger(args, say: Callable[[str], None]) -> int:
 def _finetune_reader(args, say: Callable[[str], None]) -> int:
     """``finetune FILE --task question-answering``: SQuAD JSON or a question/context/answer CSV in, a reader run out,
     its held-out exact match and F1 against the two guesses, and its verdict said."""
-    from ..train.data.squad import read_squad  # lazily: `bertviz-app --help` and `models` import no torch
-    from ..train.finetune.answer_run import run_reader
-    from ..train.training import TrainConfig
+    from .. import plan_reader, run_reader_plan  # lazily: `bertviz-app --help` and `models` import no torch
+    from ..train.data.squad import read_squad
 
     for flag, value in (("--text-column", args.text_column), ("--label-column", args.label_column),
                         ("--pair-column", args.pair_column), ("--multi-label", args.multi_label or None),
@@ -203,17 +199,14 @@ def _finetune_reader(args, say: Callable[[str], None]) -> int:
     limits = {"max_upload_mb": args.settings.max_upload_mb, "max_questions": args.settings.max_rows}
     train = read_squad(args.data, **limits)
     val = read_squad(args.val_data, **limits) if args.val_data else None
-    config = TrainConfig(epochs=args.epochs or 2.0, learning_rate=args.lr or 5e-5, batch_size=args.batch_size or 16,
-                         warmup_ratio=0.1 if args.warmup is None else args.warmup, seed=args.seed,
-                         early_stopping_patience=2 if args.patience is None else args.patience)
+    plan = plan_reader(train, val, base=base, name=args.name, epochs=args.epochs, learning_rate=args.lr,
+                       batch_size=args.batch_size, warmup_ratio=args.warmup, seed=args.seed, patience=args.patience,
+                       val_fraction=args.val_fraction, allow_paths=True, settings=args.settings)
     say(f"{args.data}: {len(train.examples):,} questions on {len({e.context for e in train.examples}):,} contexts "
-        f"({train.n_impossible:,} without an answer), {train.format}; base {base}")
-    for line in train.notices + (val.notices if val else ()):
-        say(f"note: {line}")
-    result = run_reader(train, val, base=base, name=args.name, config=config, val_fraction=args.val_fraction,
-                        source=os.path.basename(args.data), progress=_progress_lines(say),
-                        models_dir=args.settings.models_dir)
-    for line in result.notices[len(train.notices) + (len(val.notices) if val else 0):]:  # what the run added
+        f"({train.n_impossible:,} without an answer), {train.format}; base {plan.base}")
+    _say_plan(plan, say)
+    result = run_reader_plan(plan, progress=_progress_lines(say))[0]
+    for line in result.notices[len(plan.notices):]:  # what the run added
         say(f"note: {line}")
     m = result.metrics
     say(f"saved {result.name} ({result.path}): held-out exact match {m['exact']:.4f}, F1 {m['f1']:.4f} on "
@@ -276,6 +269,14 @@ def _finetune_plan(args, world_size: int, say: Callable[[str], None]):
     for line in plan.auto:
         say(f"auto: {line}")
     return plan
+
+
+def _say_plan(plan, say: Callable[[str], None]) -> None:
+    """A tagger's or a reader's plan: the files' notices, then each setting chosen for the user."""
+    for line in plan.notices:
+        say(f"note: {line}")
+    for line in plan.auto:
+        say(f"auto: {line}")
 
 
 def _progress_lines(say: Callable[[str], None]) -> Callable[[dict], None]:
