@@ -140,6 +140,33 @@ def test_finetune_command_trains_a_tagger_that_tag_opens(tmp_path, monkeypatch, 
     assert all(text[e.start:e.end] == e.text for e in got.entities)
 
 
+def test_finetune_command_chooses_blank_settings_as_the_page_does_and_says_so(tmp_path, monkeypatch, capsys):
+    """Settings left out of ``finetune --task token-classification`` are auto_config's for the number of training
+    sentences (the Fine-tune tab's chain), each said on an ``auto:`` line and recorded; a given one is kept."""
+    import json
+    import math
+
+    from bertviz_app.cli import main
+    from bertviz_app.train.finetune.auto import AUTO_EXAMPLES, AUTO_MAX_EPOCHS, AUTO_PATIENCE
+
+    monkeypatch.setenv("BERTVIZ_MODELS_DIR", str(tmp_path / "models"))
+    base = build_family_model("bert", tmp_path / "base")
+    data = tmp_path / "train.conll"
+    data.write_text(_conll(_sentences(60, seed=4)), encoding="utf-8")
+    code = main(["finetune", str(data), "--task", "token-classification", "--base", str(base), "--name", "auto-ner",
+                 "--batch-size", "8"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    config = json.loads((tmp_path / "models" / "runs" / "auto-ner" / "run.json").read_text())["hyperparameters"]
+    n_train = 48  # 60 sentences, a seeded 20% held out
+    assert config["epochs"] == min(AUTO_MAX_EPOCHS, math.ceil(AUTO_EXAMPLES / n_train))
+    assert config["learning_rate"] == pytest.approx(1e-4)  # a tiny (hidden <= 384) encoder's
+    assert config["early_stopping_patience"] == AUTO_PATIENCE and config["batch_size"] == 8  # given: kept
+    said = [line for line in out.splitlines() if line.startswith("auto: ")]
+    assert any("epoch" in line and "training sentences" in line for line in said), said
+    assert any("learning rate 0.0001" in line for line in said) and not any("batch size" in line for line in said)
+
+
 @pytest.mark.parametrize("argv, says", [
     (["--mode", "probe"], "--mode is for the text-classification task"),
     ([], "text-classification task"),  # a classifier's table given to the token task
