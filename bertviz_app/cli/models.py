@@ -370,8 +370,8 @@ def register(add: Callable) -> None:
     p.add_argument("--warmup", type=float, default=None, help="fraction of steps with linear warm-up" + auto)
     p.add_argument("--max-length", type=int, default=None, help="tokens per text (default: the data's 99th percentile)")
     p.add_argument("--patience", type=int, default=None,
-                   help="early stopping: evaluations without validation macro-F1 rising, or without validation loss "
-                        "falling (0 = off)" + auto)
+                   help="early stopping: evaluations without the validation metric rising (macro-F1; a tagger's "
+                        "entity F1, a reader's F1), or without validation loss falling (0 = off)" + auto)
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--push-to", default=None, metavar="OWNER/NAME",
                    help="after training, upload the (last) run to this Hugging Face Hub repository")

