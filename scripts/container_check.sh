@@ -251,9 +251,11 @@ case "$torch:$torch_in_image" in
 esac
 in_ctr sh -c 'test -f models/default/config.json && ls models/default | grep -q safetensors' \
   || fail "models/default is not in the image (the build's --build-model did not leave it)"
+in_ctr sh -c 'test -f models/default-tagger/config.json && ls models/default-tagger | grep -q safetensors' \
+  || fail "models/default-tagger is not in the image (the build's --build-model did not leave it)"
 in_ctr sh -c 'mkdir -p models/runs && touch models/runs/.write-check && rm models/runs/.write-check' \
   || fail "uid 1000 cannot write models/runs in the image"
-say "as uid 1000: models/default is in the image and models/runs is writable"
+say "as uid 1000: models/default and models/default-tagger are in the image and models/runs is writable"
 
 app_log="$(mktemp /var/tmp/bertviz-app.XXXXXX.log)"
 say "starting python app.py in the container as uid 1000 (log: $app_log)"
@@ -290,6 +292,18 @@ assert abs(sum(a["scores"].values()) - 1) < 1e-3, a
 say "POST /v1/predict answered after $predict_s s: $answer"
 grep -q "the default model is built" "$app_log" \
   || fail "the app did not find the image's default model at start-up (see $app_log)"
+tagged=$(curl -s --max-time 60 -w '\n%{http_code}' -X POST "http://127.0.0.1:$PORT/v1/tag" \
+           -H 'Content-Type: application/json' -d '{"text": "Barack Obama visited London on Monday.", "model": "default-tagger"}' || true)
+[ "${tagged##*$'\n'}" = 200 ] || fail "POST /v1/tag on default-tagger did not answer 200: $tagged"
+tagged="${tagged%$'\n'*}"
+python3 -c '
+import json, sys
+t = json.loads(sys.argv[1])
+assert isinstance(t.get("entities"), list) and t["entities"], t
+assert all(t["text"][e["start"]:e["end"]] == e["text"] for e in t["entities"]), t
+' "$tagged" || fail "/v1/tag answered 200 but found no entity with offsets into the text: $tagged"
+say "POST /v1/tag on the image's default tagger: $tagged"
+if grep -q "building the default tagger" "$app_log"; then fail "the app rebuilt the default tagger at start-up"; fi
 code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 "http://127.0.0.1:$PORT/" || true)
 [ "$code" = 200 ] || fail "the page stopped answering (HTTP $code)"
 uids=$(for p in $(app_pids); do awk '/^Uid:/ { print $2 }' "/proc/$p/status"; done | sort -u | tr '\n' ' ')
