@@ -52,6 +52,7 @@ if str(ROOT) not in sys.path:  # ``python bench/entity_explain.py``
     sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from answer_explain import speedup_line  # noqa: E402
 from tagging import build_tagger, sentences  # noqa: E402
 
 
@@ -226,12 +227,7 @@ def main(argv=None) -> int:
         + "; ".join(lost(k) for k in ent_rel) + ".",
         "",
     ]
-    if best is not None:
-        ratio = seconds["peer"] / seconds[best]
-        lines.append(f"**Speed-up at an equal or smaller delta on every entity: {ratio:.2f}x** ({best}; target >= 4x): "
-                     + ("reached." if ratio >= 4 else f"missed, by {4 - ratio:.2f}."))
-    else:
-        lines.append("**No setting of ours had a delta at most the peer's on every entity**: see the table.")
+    lines.append(speedup_line(seconds, best, "entity"))
     lines += [
         "",
         "The targets differ in kind: the peer explains one piece's predicted class probability per attribution, ours "
