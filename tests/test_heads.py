@@ -114,5 +114,10 @@ def test_the_token_head_decodes_a_softmax_at_every_position():
     logits = torch.tensor([[[2.0, -1.0, 0.5], [0.0, 3.0, -2.0]]])  # (B, T, C)
     x = logits.numpy()
     e = np.exp(x - x.max(axis=-1, keepdims=True))
-    np.testing.assert_allclose(heads.TOKEN_CLASSIFICATION.decode(logits, temperature=2.5).numpy(),
-                               e / e.sum(axis=-1, keepdims=True), rtol=1e-6)  # no temperature: a classifier's
+    np.testing.assert_allclose(heads.TOKEN_CLASSIFICATION.decode(logits).numpy(), e / e.sum(axis=-1, keepdims=True),
+                               rtol=1e-6)
+    # a tagger run's calibration.json: the logits divided by T first (tagging.tag applies it; labels unchanged)
+    t = np.exp(x / 2.5 - (x / 2.5).max(axis=-1, keepdims=True))
+    scaled = heads.TOKEN_CLASSIFICATION.decode(logits, temperature=2.5).numpy()
+    np.testing.assert_allclose(scaled, t / t.sum(axis=-1, keepdims=True), rtol=1e-6)
+    assert (scaled.argmax(-1) == x.argmax(-1)).all() and not np.allclose(scaled, e / e.sum(axis=-1, keepdims=True))
