@@ -145,6 +145,21 @@ def test_too_few_sentences_are_refused_before_any_work(tmp_path):
         dt.build_default_tagger(tmp_path / dt.NAME, max_sentences=5)
 
 
+@pytest.mark.parametrize("pid", [-1, 0, True, "12"])
+def test_a_process_id_to_wait_for_that_is_not_one_is_refused_before_any_work(tmp_path, pid):
+    """0 and negative numbers name process groups (os.kill(-1, 0) succeeds: the wait would never end)."""
+    with pytest.raises(InputError, match="give the process id"):
+        dt.build_default_tagger(tmp_path / dt.NAME, after_pid=pid)
+    assert not (tmp_path / ".build").exists()  # refused before the lock: nothing written
+
+
+def test_the_cli_refuses_a_bad_after_pid_in_one_line(tmp_path):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = main(["build-default-tagger", "--after-pid", "-1", "--models-dir", str(tmp_path)])
+    assert code != 0 and "give the process id" in err.getvalue() and "Traceback" not in err.getvalue()
+
+
 def test_two_builds_of_the_tagger_never_run_at_once(tmp_path):
     with dt.tagger_build_lock(tmp_path):
         with pytest.raises(ModelLoadError, match=r"pid \d+\) is building the default tagger"):

@@ -295,8 +295,8 @@ def _process_alive(pid: int) -> bool:
         return True
     try:  # a zombie (exited, not yet reaped by its parent) has ended
         return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1][0] != "Z"
-    except (FileNotFoundError, IndexError):
-        return Path("/proc").is_dir() is False
+    except (FileNotFoundError, IndexError):  # gone since the kill (no /proc at all: the kill's answer stands)
+        return not Path("/proc").is_dir()
     except OSError:
         return True
 

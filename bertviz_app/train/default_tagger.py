@@ -180,6 +180,9 @@ def build_default_tagger(dest: Path | None = None, *, max_sentences: int | None 
     the run.json record."""
     if max_sentences is not None and max_sentences < 20:
         raise InputError(f"max_sentences={max_sentences}: a build needs at least 20 sentences to hold some out.")
+    if after_pid is not None and (isinstance(after_pid, bool) or not isinstance(after_pid, int) or after_pid < 1):
+        # 0 and negative numbers name process groups to os.kill: the wait would never end
+        raise InputError(f"after_pid={after_pid!r}: give the process id (a whole number from 1) to wait for.")
     dest = Path(dest) if dest else DEFAULT_MODELS_DIR / NAME
     epochs = RECIPE["epochs"] if epochs is None else epochs
     say = _announcer(progress, events)
