@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import json
 import math
 import os
@@ -788,6 +789,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ours-settings", default="auto", choices=["auto", "fixed", "recipe"],
                    help="auto: what the CLI and the page choose (auto_config; default); fixed: the CLI's former fixed "
                         "settings; recipe: the default tagger's build recipe")
+    p.add_argument("--ours-freeze", type=int, default=None,
+                   help="ours' freeze_layers (the embeddings and the bottom N encoder layers fixed); default: what "
+                        "--ours-settings gives")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")
     p.add_argument("--no-profile", action="store_true", help="skip the padding and step-cost tables")
     p.add_argument("--profile-examples", type=int, default=128,
@@ -822,6 +826,8 @@ def main(argv: list[str] | None = None) -> int:
     turns = Turns(first, alternate)
     n_ours = len(train) if val_path else len(train) - max(1, round(len(train) * 0.2))  # run_tagger's split
     config = ours_config(args.ours_settings, n_ours)
+    if args.ours_freeze is not None:
+        config = dataclasses.replace(config, freeze_layers=args.ours_freeze)
     quantum = max(1, round(config.batch_size / peer_arguments(work / "p").per_device_train_batch_size))
     o, pe = {}, {}
     ours_args = (train_path, val_path, work / "models", turns, config, o)

@@ -17,6 +17,7 @@ import re
 import threading
 
 import pytest
+import torch
 
 import bertviz_app as bv
 from bertviz_app.errors import DataError
@@ -192,6 +193,22 @@ def test_a_tiny_reader_learns_the_answers_and_the_verdict_says_so_while_shuffled
                                                   no_answer_threshold=None), train_s)
     assert not control["learned"] and control["verdict"].startswith("Not learned"), control["verdict"]
     assert control["exact"] < 0.4
+
+
+def test_a_reader_keeps_its_frozen_layers_as_the_base_has_them(base):
+    """``freeze_layers`` (``finetune --freeze-layers``) holds for a reader too: the embeddings and layer 0 come out
+    exactly as the base has them, the layer above moves (the control)."""
+    from safetensors.torch import load_file
+
+    train, val = split_by_context(_examples(48, seed=1), 0.25, seed=0)
+    model, _, _ = train_reader(base, train, val, TrainConfig(epochs=1, freeze_layers=1, **FAST))
+    start = load_file(base / "model.safetensors")
+    tuned = model.state_dict()
+    frozen = [k for k in tuned if k in start and (".embeddings." in k or ".layer.0." in k)]
+    above = [k for k in tuned if k in start and ".layer.1." in k]
+    assert frozen and above
+    assert all(torch.equal(tuned[k], start[k]) for k in frozen)
+    assert sum(not torch.allclose(tuned[k], start[k]) for k in above) >= len(above) // 2
 
 
 # --------------------------------------------------------------------------- the run and the CLI

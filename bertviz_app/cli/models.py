@@ -163,7 +163,8 @@ def _finetune_tagger(args, say: Callable[[str], None]) -> int:
     # the Fine-tune tab's chain: settings left blank chosen from the number of sentences (auto_config), said
     plan = plan_tagger(train, val, base=args.base, name=args.name, epochs=args.epochs, learning_rate=args.lr,
                        batch_size=args.batch_size, warmup_ratio=args.warmup, seed=args.seed, patience=args.patience,
-                       val_fraction=args.val_fraction, allow_paths=True, settings=args.settings)
+                       val_fraction=args.val_fraction, allow_paths=True, settings=args.settings,
+                       freeze_layers=args.freeze_layers)
     say(f"{args.data}: {len(train.sentences):,} sentences, {train.n_tokens:,} words, {train.format}, tags "
         f"{train.scheme} ({', '.join(train.types)}); base {plan.base}")
     _say_plan(plan, say)
@@ -201,7 +202,8 @@ def _finetune_reader(args, say: Callable[[str], None]) -> int:
     val = read_squad(args.val_data, **limits) if args.val_data else None
     plan = plan_reader(train, val, base=base, name=args.name, epochs=args.epochs, learning_rate=args.lr,
                        batch_size=args.batch_size, warmup_ratio=args.warmup, seed=args.seed, patience=args.patience,
-                       val_fraction=args.val_fraction, allow_paths=True, settings=args.settings)
+                       val_fraction=args.val_fraction, allow_paths=True, settings=args.settings,
+                       freeze_layers=args.freeze_layers)
     say(f"{args.data}: {len(train.examples):,} questions on {len({e.context for e in train.examples}):,} contexts "
         f"({train.n_impossible:,} without an answer), {train.format}; base {plan.base}")
     _say_plan(plan, say)
@@ -255,7 +257,7 @@ def _finetune_plan(args, world_size: int, say: Callable[[str], None]):
             multi_label=args.multi_label, val_table=args.val_data, base=args.base, mode=args.mode, name=args.name,
             epochs=args.epochs, learning_rate=args.lr, batch_size=args.batch_size, warmup_ratio=args.warmup,
             max_length=args.max_length, seed=args.seed, patience=args.patience, val_fraction=args.val_fraction,
-            allow_paths=True, settings=args.settings, world_size=world_size,
+            allow_paths=True, settings=args.settings, world_size=world_size, freeze_layers=args.freeze_layers,
         )
     except DataError as exc:  # several problems come as a list: keep the one-line error contract
         raise DataError(str(exc).replace(":\n- ", ": ").replace("\n- ", "; ")) from None
@@ -372,6 +374,10 @@ def register(add: Callable) -> None:
     p.add_argument("--patience", type=int, default=None,
                    help="early stopping: evaluations without the validation metric rising (macro-F1; a tagger's "
                         "entity F1, a reader's F1), or without validation loss falling (0 = off)" + auto)
+    p.add_argument("--freeze-layers", type=int, default=None, metavar="N",
+                   help="keep the embeddings and the bottom N encoder layers as the base has them: faster steps "
+                        "(a tagger computes their output once per sentence), usually a lower score (default: 0, "
+                        "every layer trains)")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--push-to", default=None, metavar="OWNER/NAME",
                    help="after training, upload the (last) run to this Hugging Face Hub repository")

@@ -447,15 +447,16 @@ class DebertaV2(Family):
         return model.deberta.embeddings(input_ids=input_ids, token_type_ids=token_type_ids, mask=attention_mask,
                                         inputs_embeds=inputs_embeds)  # (B, T, D)
 
-    def run(self, model, hidden: torch.Tensor, depth: int, attention_mask) -> torch.Tensor:
-        """The encoder's loop (``DebertaV2Encoder.forward``) from ``depth`` on: (B, T, D) -> (B, T, D)."""
+    def run(self, model, hidden: torch.Tensor, depth: int, attention_mask, stop: int | None = None) -> torch.Tensor:
+        """The encoder's loop (``DebertaV2Encoder.forward``) from ``depth`` on, up to layer ``stop`` (None: the top):
+        (B, T, D) -> (B, T, D)."""
         enc = model.deberta.encoder
         if attention_mask is None:
             attention_mask = torch.ones(hidden.shape[:2], dtype=torch.long, device=hidden.device)  # (B, T)
         mask = enc.get_attention_mask(attention_mask)  # (B, 1, T, T)
         rel_pos = enc.get_rel_pos(hidden)
         rel_emb = enc.get_rel_embedding()
-        for i, layer in enumerate(enc.layer[depth:], start=depth):
+        for i, layer in enumerate(enc.layer[depth:stop], start=depth):
             out, _ = layer(hidden, mask, relative_pos=rel_pos, rel_embeddings=rel_emb)  # (B, T, D)
             if i == 0 and enc.conv is not None:
                 out = enc.conv(hidden, out, attention_mask)  # the embeddings' output is layer 0's input

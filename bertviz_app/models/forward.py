@@ -28,7 +28,7 @@ from transformers.models.bert.modeling_bert import eager_attention_forward
 from .families import family_of
 from .heads import head_of
 
-__all__ = ["ATTENTIONS", "classifier_logits", "logits_from_depth"]
+__all__ = ["ATTENTIONS", "classifier_logits", "hidden_at_depth", "logits_from_depth"]
 
 # Attention kernels a call may ask for. Models load eager (the only kernel that returns attention
 # maps); predictions and gradients need no maps, and SDPA is faster on long inputs.
@@ -86,6 +86,26 @@ def logits_from_depth(model, hidden: torch.Tensor, depth: int, attention_mask=No
         mask = mask[:, :, :1]  # (B, 1, 1, T): the [CLS] query's row
     hidden = fam.layer(layers[-1], hidden, mask, attend, cls_only=cls_only)  # (B, 1 or T, D)
     return head.logits(fam, model, hidden)  # (B, C)
+
+
+def hidden_at_depth(model, input_ids, attention_mask=None, token_type_ids=None, *, depth: int,
+                    attention: str = "sdpa") -> torch.Tensor:
+    """``hidden_states[depth]`` (B, T, D) of the model's own forward (0: the embeddings' output), through the
+    embeddings and the bottom ``depth`` layers alone: what ``logits_from_depth`` continues from. The model's
+    training mode applies (dropout), so call it in eval mode for features."""
+    _check(attention)
+    fam = family_of(model)
+    hidden = fam.embed(model, input_ids=input_ids, token_type_ids=token_type_ids if fam.token_types else None,
+                       attention_mask=attention_mask)  # (B, T, D)
+    if depth == 0:
+        return hidden
+    if not fam.kernels:  # its own attention (DeBERTa): the encoder's loop, stopped at ``depth``
+        return fam.run(model, hidden, 0, attention_mask, stop=depth)
+    mask = _mask(model, hidden, attention_mask, attention)
+    attend = ALL_ATTENTION_FUNCTIONS.get_interface(attention, eager_attention_forward)
+    for layer in fam.layers(model)[:depth]:
+        hidden = fam.layer(layer, hidden, mask, attend)  # (B, T, D)
+    return hidden
 
 
 def classifier_logits(model, input_ids=None, attention_mask=None, token_type_ids=None, inputs_embeds=None, *,

@@ -204,7 +204,7 @@ def _load(base_path: Path, config: TrainConfig):
     check_trainable(base_path)
     tokenizer = reader_tokenizer(base_path)
     model = load_for_training(QUESTION_ANSWERING, base_path)
-    configure_model(model, config, freeze_layers=False)
+    configure_model(model, config)
     return tokenizer, model
 
 

@@ -33,6 +33,7 @@ from ..models.heads import TOKEN_CLASSIFICATION
 from .data.messages import format_rows
 from .data.tagged import TaggedSentence
 from .entity_metrics import entity_scores
+from .frozen_features import FEATURE_BUDGET, FeatureCollator, add_features, feature_depth
 from .training import (
     Progress,
     RowsDataset,
@@ -97,11 +98,14 @@ def train_tagger(base_path: str | Path, tags: Sequence[str], train: Sequence[Tag
                  val: Sequence[TaggedSentence] | None = None, config: TrainConfig | None = None, *,
                  work_dir: str | Path | None = None, progress: Progress | None = None,
                  cancel: threading.Event | None = None, world_size: int = 1, after_evals: float = 0.0,
-                 after_steps: float = 0.0, unit: str = "line"):
+                 after_steps: float = 0.0, unit: str = "line", feature_budget: int = FEATURE_BUDGET):
     """Fine-tune a BERT-family encoder (folder with safetensors) as its family's ``*ForTokenClassification`` with
     ``tags`` (``O`` and ``B-``/``I-`` per type, or IO types), on ``train`` sentences; ``val`` judges it during
     training by entity F1. The arguments and the returned (model, tokenizer, info) are ``train_classifier``'s;
-    ``unit``: what a sentence's ``where`` counts, for messages. Saving is the caller's (``training.atomic_save``)."""
+    ``unit``: what a sentence's ``where`` counts, for messages. Saving is the caller's (``training.atomic_save``).
+    With ``config.freeze_layers`` the frozen bottom's output is computed once per sentence and the layers above train
+    on it (``frozen_features.py``; at most ``feature_budget`` bytes of it); ``info["frozen_features"]`` says whether
+    it was and why."""
     config = config or TrainConfig()
     base_path = Path(base_path)
     tags = list(tags)
@@ -111,19 +115,26 @@ def train_tagger(base_path: str | Path, tags: Sequence[str], train: Sequence[Tag
         raise InputError(f"Tags {', '.join(unknown)} are in the data but not in the tag list; pass every tag.")
     tokenizer, model = _load(base_path, tags, config)
     max_length = longest_input(tokenizer, model)
-    train_ds = RowsDataset(_trainable(encode_sentences(tokenizer, train, tag_ids, max_length, unit)))
+    train_rows = _trainable(encode_sentences(tokenizer, train, tag_ids, max_length, unit))
     # validation sentences sorted by length, so each evaluation batch pads little (the Trainer keeps their order; the
     # entity scores do not depend on it): in file order 65% of their tokens were padding, sorted 31%
-    eval_ds = None
-    if val:
-        rows = encode_sentences(tokenizer, val, tag_ids, max_length, unit)
-        eval_ds = RowsDataset(_trainable(sorted(rows, key=lambda r: len(r["input_ids"]))))
+    eval_rows = sorted(_trainable(encode_sentences(tokenizer, val, tag_ids, max_length, unit)) if val else [],
+                       key=lambda r: len(r["input_ids"]))
     collator = DataCollatorForTokenClassification(tokenizer, label_pad_token_id=IGNORE)
-    info = train_keeping_best(model, tokenizer, config, train_ds, eval_ds, _metrics(tags), metric="entity_f1",
+    depth, why = feature_depth(model, config.freeze_layers, sum(len(r["input_ids"]) for r in [*train_rows, *eval_rows]),
+                               train_rows[0]["input_ids"], world_size=world_size, budget=feature_budget)
+    if depth:  # the frozen bottom's output once per sentence, on the device the Trainer will train on
+        if torch.cuda.is_available():
+            model.to("cuda")
+        train_rows, eval_rows = add_features(model, train_rows, depth), add_features(model, eval_rows, depth)
+        collator = FeatureCollator(IGNORE)
+    info = train_keeping_best(model, tokenizer, config, RowsDataset(train_rows),
+                              RowsDataset(eval_rows) if eval_rows else None, _metrics(tags), metric="entity_f1",
                               progress=progress, cancel=cancel, after_evals=after_evals, after_steps=after_steps,
                               max_length=max_length, work_dir=work_dir, work_name="bertviz-tag",
-                              world_size=world_size, collator=collator)
+                              world_size=world_size, collator=collator, feature_depth=depth)
     info["config"]["metric"] = "entity_f1"
+    info["frozen_features"] = {"depth": depth, "why": why}
     return model, tokenizer, info
 
 
@@ -142,7 +153,7 @@ def _load(base_path: Path, tags: list[str], config: TrainConfig):
                               label2id={t: i for i, t in id2label.items()}, ignore_mismatched_sizes=True)
     if trained_labels(base_path, TOKEN_CLASSIFICATION) != tuple(tags):
         fresh_linear(model, model.classifier)  # a classifier's or another tagger's head would mislead
-    configure_model(model, config, freeze_layers=False)
+    configure_model(model, config)
     return tokenizer, model
 
 

@@ -37,6 +37,7 @@ from transformers import logging as hf_logging
 from ..errors import InputError, TrainingError
 from ..models.eta import RateEta
 from ..models.families import SUPPORTED_MODEL_TYPES, family_of
+from ..models.forward import logits_from_depth
 from ..models.heads import SEQUENCE_CLASSIFICATION, TOKEN_CLASSIFICATION, head_of
 
 __all__ = ["TrainConfig", "TrainResult", "train_classifier", "atomic_save", "evaluate_predictions",
@@ -96,7 +97,8 @@ class TrainConfig:
     freeze_layers: int = field(
         default=0,
         metadata={"help": "Keep the embeddings and the bottom N encoder layers fixed: no backward pass through "
-                          "them, so each step is faster (0 = train everything)."})
+                          "them, so each step is faster; a tagger computes their output once per sentence and "
+                          "trains the layers above on it (0 = train everything)."})
     head_lr_scale: float = field(
         default=1.0,
         metadata={"help": "Learning-rate multiplier for the pooler and classifier "
@@ -300,11 +302,15 @@ def layer_count(model) -> int:
 
 
 def layer_of(name: str) -> int | None:
-    """The encoder layer a parameter belongs to, -1 for the embeddings, None for anything else."""
+    """The encoder layer a parameter belongs to, -1 for the embeddings, None for anything else. DeBERTa's encoder
+    holds two more: the LayerNorm of its relative-position embeddings (every layer reads them: -1) and the
+    convolution it applies to layer 0's output (0)."""
     m = _LAYER_INDEX.search(name)
     if m is not None:
         return int(m.group(1))
-    return -1 if "embeddings" in name else None
+    if "embeddings" in name or ".encoder.LayerNorm." in name:
+        return -1
+    return 0 if ".encoder.conv." in name else None
 
 
 class ScaledLrTrainer(Trainer):
@@ -314,9 +320,11 @@ class ScaledLrTrainer(Trainer):
 
     HEAD_PREFIXES = ("bert.pooler.", "classifier.")  # BERT's; other families' from their head adapter
 
-    def __init__(self, *args, head_lr_scale: float = 1.0, layer_lr_decay: float = 1.0, **kwargs):
+    def __init__(self, *args, head_lr_scale: float = 1.0, layer_lr_decay: float = 1.0, feature_depth: int = 0,
+                 **kwargs):
         super().__init__(*args, **kwargs)
         self.head_lr_scale, self.layer_lr_decay = head_lr_scale, layer_lr_decay
+        self.feature_depth = feature_depth  # > 0: batches hold ``hidden_states[feature_depth]`` (frozen_features.py)
         fam = family_of(self.model)
         if fam is not None:
             self.HEAD_PREFIXES = head_of(self.model).parameter_prefixes(fam)
@@ -328,6 +336,26 @@ class ScaledLrTrainer(Trainer):
             return 1.0
         layer = layer_of(name)
         return 1.0 if layer is None else self.layer_lr_decay ** (n_layers - 1 - layer)
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        """The Trainer's loss, or, for batches of features (``hidden``: the frozen bottom's output), the model's own
+        from the layers above it: the head's logits, then the cross-entropy over the positions whose label is not
+        -100, mean over them (the token classifiers' own loss) or the Trainer's label smoothing."""
+        if "hidden" not in inputs:
+            return super().compute_loss(model, inputs, return_outputs=return_outputs,
+                                        num_items_in_batch=num_items_in_batch)
+        logits = logits_from_depth(model, inputs["hidden"], self.feature_depth, inputs["attention_mask"],
+                                   attention="sdpa" if family_of(model).kernels else "eager", cls_only=False)
+        outputs = {"logits": logits}  # (B, T, C)
+        labels = inputs.get("labels")
+        loss = None
+        if labels is not None and self.label_smoother is not None:
+            loss = self.label_smoother(outputs, labels)
+        elif labels is not None:
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1),
+                                                     ignore_index=-100)
+        outputs["loss"] = loss
+        return (loss, outputs) if return_outputs else loss
 
     def create_optimizer(self, model=None):
         fresh = self.optimizer is None
@@ -490,23 +518,25 @@ def train_classifier(
 def train_keeping_best(model, tokenizer, config: TrainConfig, train_ds, eval_ds, compute_metrics, *, metric: str,
                        progress: Progress | None, cancel: threading.Event | None, after_evals: float,
                        after_steps: float, max_length: int, work_dir: str | Path | None, work_name: str,
-                       world_size: int, multi_label: bool = False, collator=None) -> dict:
+                       world_size: int, multi_label: bool = False, collator=None, feature_depth: int = 0) -> dict:
     """The run every trainer shares: its set-up (bf16 where ``config`` says or the GPU supports it, the Trainer's
     ``training_arguments``, an evaluation every ``config.eval_every`` steps or ``default_eval_every``'s, the
     checkpoints in ``work_dir`` or a fresh ``<work_name>-<8 hex digits>`` folder in the system's temporary folder),
     progress and cancel, the best evaluation by ``metric`` kept and restored, early stopping, the work folder
-    removed, the model left in eval mode; returns ``run_info``'s record."""
+    removed, the model left in eval mode; returns ``run_info``'s record. ``feature_depth`` > 0: the datasets' rows
+    hold the frozen bottom's output (``frozen_features.py``), batched by ``collator``."""
     bf16 = (config.bf16 if config.bf16 is not None
             else bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported()))
     tmp_out = Path(work_dir) if work_dir else Path(tempfile.gettempdir()) / f"{work_name}-{uuid.uuid4().hex[:8]}"
     eval_every = config.eval_every or default_eval_every(len(train_ds), config, world_size)
-    args = training_arguments(config, tmp_out, eval_ds is not None, eval_every, bf16, multi_label)
+    args = training_arguments(config, tmp_out, eval_ds is not None, eval_every, bf16, multi_label,
+                              features=feature_depth > 0)
     started = time.time()
     reporter = ProgressReporter(progress, cancel, started, after_evals=after_evals, after_steps=after_steps)
     keeper = BestKeeper(metric, config.early_stopping_patience, config.stop_on, config.min_delta)
     trainer, out = fit_and_evaluate(model, tokenizer, args, config, train_ds, eval_ds,
                                     compute_metrics if eval_ds is not None else None, reporter, keeper, tmp_out,
-                                    collator=collator)
+                                    collator=collator, feature_depth=feature_depth)
     seconds = time.time() - started
     shutil.rmtree(tmp_out, ignore_errors=True)
     if keeper.best_state is not None:
@@ -566,8 +596,7 @@ def quiet_hub_logs():
 
 def configure_model(model, config: TrainConfig, *, freeze_layers: bool = True) -> None:
     """Frozen parameters and dropout as ``config`` says: the word embeddings, the bottom ``config.freeze_layers``
-    encoder layers (unless ``freeze_layers`` is False: the tagger and the reader leave that setting unread) and
-    every dropout layer's probability."""
+    encoder layers with the embeddings (unless ``freeze_layers`` is False) and every dropout layer's probability."""
     if config.freeze_word_embeddings:
         family_of(model).word_embeddings(model).weight.requires_grad_(False)  # (V, E) stays as pre-trained
     if freeze_layers and config.freeze_layers:
@@ -637,8 +666,10 @@ def _metrics_of(multi_label: bool, label_names: list[str]) -> Callable:
 
 
 def training_arguments(config: TrainConfig, tmp_out: Path, evaluates: bool, eval_every: int, bf16: bool,
-               multi_label: bool) -> TrainingArguments:
-    """The Trainer's arguments: ``config``'s schedule, length-grouped batches, no checkpoints, no reports."""
+               multi_label: bool, features: bool = False) -> TrainingArguments:
+    """The Trainer's arguments: ``config``'s schedule, length-grouped batches, no checkpoints, no reports.
+    ``features``: rows hold the frozen bottom's output, which the model's forward does not take, so the Trainer
+    must not drop it (``remove_unused_columns``)."""
     return TrainingArguments(
         output_dir=str(tmp_out),
         num_train_epochs=config.epochs,
@@ -659,11 +690,13 @@ def training_arguments(config: TrainConfig, tmp_out: Path, evaluates: bool, eval
         dataloader_num_workers=0,
         use_cpu=not torch.cuda.is_available(),
         label_smoothing_factor=0.0 if multi_label else config.label_smoothing,
+        remove_unused_columns=not features,
     )
 
 
 def fit_and_evaluate(model, tokenizer, args: TrainingArguments, config: TrainConfig, train_ds, eval_ds,
-                     compute_metrics, reporter: ProgressReporter, keeper: BestKeeper, tmp_out: Path, collator=None):
+                     compute_metrics, reporter: ProgressReporter, keeper: BestKeeper, tmp_out: Path, collator=None,
+                     feature_depth: int = 0):
     """(trainer, the train output): the training, then a last evaluation unless the last step had one; the
     work folder is removed when it fails. ``collator``: how examples are padded into a batch (default: a
     classifier's, ``DataCollatorWithPadding``)."""
@@ -672,6 +705,7 @@ def fit_and_evaluate(model, tokenizer, args: TrainingArguments, config: TrainCon
         trainer = ScaledLrTrainer(
             head_lr_scale=config.head_lr_scale,
             layer_lr_decay=config.layer_lr_decay,
+            feature_depth=feature_depth,
             model=model,
             args=args,
             train_dataset=train_ds,

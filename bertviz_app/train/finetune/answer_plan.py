@@ -39,7 +39,7 @@ def plan_reader(train: QAFile, val: QAFile | None = None, *, base: str | None = 
                 epochs: float | None = None, learning_rate: float | None = None, batch_size: int | None = None,
                 warmup_ratio: float | None = None, seed: int = 42, patience: int | None = None,
                 val_fraction: float = 0.2, allow_paths: bool | None = None,
-                settings: Settings | None = None) -> ReaderPlan:
+                settings: Settings | None = None, freeze_layers: int | None = None) -> ReaderPlan:
     """Check a reader run before any training: the base model is found and can be fine-tuned, the run name is free,
     the validation fraction is in range; settings left blank (None) are chosen from the number of training
     questions as a classifier's are from its rows (``auto_config``)."""
@@ -47,7 +47,7 @@ def plan_reader(train: QAFile, val: QAFile | None = None, *, base: str | None = 
     return plan_head(ReaderPlan, train, val, len(train.examples), mode=READER_MODE, unit="questions", metric="F1",
                      base=base, name=name, epochs=epochs, learning_rate=learning_rate, batch_size=batch_size,
                      warmup_ratio=warmup_ratio, seed=seed, patience=patience, val_fraction=val_fraction,
-                     allow_paths=allow_paths, settings=settings)
+                     allow_paths=allow_paths, settings=settings, freeze_layers=freeze_layers)
 
 
 def run_reader_plan(plan: ReaderPlan, progress: Callable[[dict], None] | None = None,

@@ -10,7 +10,7 @@ from pathlib import Path
 from ..training import TrainConfig
 
 __all__ = ["AUTO_EVALS", "AUTO_EXAMPLES", "AUTO_LR", "AUTO_MAX_EPOCHS", "AUTO_PATIENCE", "AUTO_WARMUP", "auto_config",
-           "base_hidden_size"]
+           "base_hidden_size", "base_layer_count"]
 
 # Automatic settings (``auto_config``): a proven table, not a search. Small data gets more passes
 # (about AUTO_EXAMPLES examples seen, at most AUTO_MAX_EPOCHS epochs, so the cap in examples seen
@@ -33,12 +33,23 @@ def base_hidden_size(base_path: Path) -> int:
         return 768
 
 
+def base_layer_count(base_path: Path) -> int | None:
+    """The base's encoder layers from its config.json (DistilBERT's ``n_layers``), None when it cannot be read."""
+    try:
+        config = json.loads((Path(base_path) / "config.json").read_text(encoding="utf-8"))
+        return int(config.get("num_hidden_layers", config.get("n_layers")))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def auto_config(n_train: int, hidden_size: int = 384, *, epochs: float | None = None,
                 learning_rate: float | None = None, batch_size: int | None = None,
                 warmup_ratio: float | None = None, patience: int | None = None,
-                max_length: int | None = None, seed: int = 42) -> tuple[TrainConfig, tuple[str, ...]]:
+                max_length: int | None = None, seed: int = 42,
+                freeze_layers: int = 0) -> tuple[TrainConfig, tuple[str, ...]]:
     """A TrainConfig for ``n_train`` training rows: given values are kept, blank (None) ones come
-    from a proven table (see AUTO_*). Returns the config and one line per automatic choice."""
+    from a proven table (see AUTO_*). Returns the config and one line per automatic choice.
+    ``freeze_layers`` is never chosen: nothing is frozen unless the caller says."""
     auto: list[str] = []
     n = max(1, int(n_train))
     if batch_size is None:
@@ -67,5 +78,6 @@ def auto_config(n_train: int, hidden_size: int = 384, *, epochs: float | None = 
     config = TrainConfig(epochs=float(epochs), learning_rate=float(learning_rate), batch_size=int(batch_size),
                          max_length=max_length, warmup_ratio=float(warmup_ratio), seed=int(seed),
                          eval_every=int(eval_every), early_stopping_patience=int(patience),
+                         freeze_layers=int(freeze_layers),
                          logging_steps=max(1, min(50, int(steps // 30))))  # ~30 points on the loss curve
     return config, tuple(auto)

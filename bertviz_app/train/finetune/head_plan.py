@@ -49,7 +49,7 @@ ResultT = TypeVar("ResultT")
 def plan_head(plan: type[PlanT], train, val, n: int, *, mode: str, unit: str, metric: str, base: str | None,
               name: str | None, epochs: float | None, learning_rate: float | None, batch_size: int | None,
               warmup_ratio: float | None, seed: int, patience: int | None, val_fraction: float,
-              allow_paths: bool | None, settings: Settings | None) -> PlanT:
+              allow_paths: bool | None, settings: Settings | None, freeze_layers: int | None = None) -> PlanT:
     """A ``plan`` for the run ``mode`` of a head on ``train``'s ``n`` examples (and ``val``'s): the base model found
     and one that can be fine-tuned, the run name free, settings left blank (None) chosen from the number of training
     examples (all of ``train`` beside a ``val``, else what a seeded ``val_fraction`` leaves: at least one held out) as
@@ -60,7 +60,8 @@ def plan_head(plan: type[PlanT], train, val, n: int, *, mode: str, unit: str, me
     names = run_names(name, (mode,), settings.models_dir)
     n_train = n if val is not None else max(1, n - max(1, round(n * float(val_fraction))))
     config, auto, given = plan_settings(n_train, base_path, epochs=epochs, learning_rate=learning_rate,
-                                        batch_size=batch_size, warmup_ratio=warmup_ratio, patience=patience, seed=seed)
+                                        batch_size=batch_size, warmup_ratio=warmup_ratio, patience=patience, seed=seed,
+                                        freeze_layers=freeze_layers)
     auto = tuple(a.replace("training rows", f"training {unit}").replace("macro-F1", metric) for a in auto)
     notices = tuple(train.notices) + tuple(f"validation file: {n}" for n in (val.notices if val is not None else ()))
     return plan(train=train, val=val, base=base, names=names, config=config, val_fraction=float(val_fraction),

@@ -20,7 +20,7 @@ from ..data import (
     validation_dataset,
 )
 from ..training import TrainConfig
-from .auto import auto_config, base_hidden_size
+from .auto import auto_config, base_hidden_size, base_layer_count
 from .records import DEFAULT_BASE, MODES, FinetunePlan
 from .runs import base_model_path, runs_dir, valid_run_name
 
@@ -72,6 +72,7 @@ def plan_finetune(
     allow_paths: bool | None = None,
     settings: Settings | None = None,
     world_size: int = 1,
+    freeze_layers: int | None = None,
 ) -> FinetunePlan:
     """Check everything a run needs before any training: the table (read from a path if need be),
     the columns (guessed when not given), the validation report (errors raise DataError with the
@@ -112,7 +113,7 @@ def plan_finetune(
     n_train = len(train) if val is not None else max(1, int(len(train) * (1 - float(val_fraction))))
     config, auto, given = plan_settings(n_train, base_path, epochs=epochs, learning_rate=learning_rate,
                                         batch_size=batch_size, warmup_ratio=warmup_ratio, patience=patience,
-                                        max_length=max_length or None, seed=seed)
+                                        max_length=max_length or None, seed=seed, freeze_layers=freeze_layers)
     return FinetunePlan(train=train, val=val, base=base, modes=modes, names=names, config=config,
                         val_fraction=float(val_fraction), source=table.name or "", columns=(text, label, pair),
                         notices=tuple(notices), warnings=tuple(p.message for p in report.warnings), auto=auto,
@@ -138,17 +139,30 @@ def plan_base(base: str | None, allow_paths: bool | None, settings: Settings) ->
 
 def plan_settings(n_train: int, base_path: Path, *, epochs: float | None, learning_rate: float | None,
                   batch_size: int | None, warmup_ratio: float | None, patience: int | None, seed: int,
-                  max_length: int | None = None) -> tuple[TrainConfig, tuple[str, ...], tuple[str, ...]]:
+                  max_length: int | None = None,
+                  freeze_layers: int | None = None) -> tuple[TrainConfig, tuple[str, ...], tuple[str, ...]]:
     """(config, auto, given): ``auto_config``'s settings for ``n_train`` training examples on ``base_path``'s
     encoder with the lines saying why of each chosen automatically (given as None), and the names of the
-    ``TrainConfig`` fields the user gave."""
+    ``TrainConfig`` fields the user gave. ``freeze_layers`` (None or 0: nothing frozen) must leave the base's top
+    layer to train."""
+    check_freeze_layers(freeze_layers or 0, base_path)
     config, auto = auto_config(n_train, base_hidden_size(base_path), epochs=epochs, learning_rate=learning_rate,
                                batch_size=batch_size, warmup_ratio=warmup_ratio, patience=patience,
-                               max_length=max_length, seed=seed)
+                               max_length=max_length, seed=seed, freeze_layers=freeze_layers or 0)
     given = tuple(k for k, v in (("epochs", epochs), ("learning_rate", learning_rate), ("batch_size", batch_size),
                                  ("warmup_ratio", warmup_ratio), ("early_stopping_patience", patience),
-                                 ("max_length", max_length)) if v is not None)
+                                 ("max_length", max_length), ("freeze_layers", freeze_layers or None))
+                  if v is not None)
     return config, auto, given
+
+
+def check_freeze_layers(freeze_layers: int, base_path: Path) -> None:
+    """InputError unless ``freeze_layers`` is a whole number from 0 to the base's layers minus one (the top layer has
+    to train), before any training."""
+    layers = base_layer_count(base_path)
+    if not isinstance(freeze_layers, int) or freeze_layers < 0 or (layers is not None and freeze_layers >= layers):
+        most = f"{layers - 1} (the base has {layers} layers; the top one has to train)" if layers else "the layers - 1"
+        raise InputError(f"Frozen layers must be a whole number from 0 to {most}, got {freeze_layers!r}.")
 
 
 def run_names(name: str | None, modes: tuple[str, ...], models_dir: Path) -> tuple[str | None, ...]:

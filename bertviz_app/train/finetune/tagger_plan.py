@@ -41,10 +41,13 @@ def plan_tagger(train: TaggedFile, val: TaggedFile | None = None, *, base: str |
                 epochs: float | None = None, learning_rate: float | None = None, batch_size: int | None = None,
                 warmup_ratio: float | None = None, seed: int = 42, patience: int | None = None,
                 val_fraction: float = 0.2, allow_paths: bool | None = None,
-                settings: Settings | None = None) -> TaggerPlan:
+                settings: Settings | None = None, freeze_layers: int | None = None) -> TaggerPlan:
     """Check a tagger run before any training: the two files' schemes agree, the base model is found and can be
     fine-tuned, the run name is free, the validation fraction is in range; settings left blank (None) are chosen
-    from the number of training sentences as a classifier's are from its rows (``auto_config``)."""
+    from the number of training sentences as a classifier's are from its rows (``auto_config``).
+    ``freeze_layers``: the embeddings and that many bottom layers kept as the base has them, their output computed
+    once per sentence (``frozen_features.py``): several times the examples/s, at some cost in entity F1
+    (docs/finetune.md); None or 0: every layer trains."""
     check_val_fraction(val_fraction)
     if val is not None and val.scheme != train.scheme:
         raise InputError(f"The training file's tags are {train.scheme} and the validation file's {val.scheme}: "
@@ -52,7 +55,8 @@ def plan_tagger(train: TaggedFile, val: TaggedFile | None = None, *, base: str |
     return plan_head(TaggerPlan, train, val, len(train.sentences), mode=TAGGER_MODE, unit="sentences",
                      metric="entity F1", base=base, name=name, epochs=epochs, learning_rate=learning_rate,
                      batch_size=batch_size, warmup_ratio=warmup_ratio, seed=seed, patience=patience,
-                     val_fraction=val_fraction, allow_paths=allow_paths, settings=settings)
+                     val_fraction=val_fraction, allow_paths=allow_paths, settings=settings,
+                     freeze_layers=freeze_layers)
 
 
 def run_tagger_plan(plan: TaggerPlan, progress: Callable[[dict], None] | None = None,
