@@ -78,10 +78,10 @@ def upload(client: Client, path: Path):
 
 def start_args(base: str, mode: str = "probe", name: str = "", epochs: float | None = 2, lr: float | None = 5e-4,
                batch: int | None = 8, patience: int | None = 0, text: str = "review", label: str = "sentiment",
-               warmup: float | None = None):
-    # text, label, pair, multi, base, mode, name, epochs, lr, batch, max_len, seed, patience, val_fraction, warm-up
-    # (None = automatic)
-    return (text, label, "", False, base, mode, name, epochs, lr, batch, None, 42, patience, 0.2, warmup)
+               warmup: float | None = None, freeze: str | None = None):
+    # text, label, pair, multi, base, mode, name, epochs, lr, batch, max_len, seed, patience, val_fraction, warm-up,
+    # frozen layers (None = automatic; frozen layers None = 0)
+    return (text, label, "", False, base, mode, name, epochs, lr, batch, None, 42, patience, 0.2, warmup, freeze)
 
 
 def field(out, key):

@@ -153,6 +153,18 @@ def test_plan_from_fields_says_why_a_file_was_refused_and_what_to_type(tmp_path)
         ft.plan_from_fields(tf, None, "encoder", "", "three", None, None, 42, None, 0.2)
 
 
+def test_the_frozen_layers_box_reaches_the_plan_blank_trains_every_layer(tmp_path):
+    tf = bv.read_tagged(write_conll(tmp_path / "t.conll", n=10))
+    fields = (tf, None, "encoder", "", None, None, None, 42, None, 0.2)
+    assert ft.plan_from_fields(*fields, freeze="2").config.freeze_layers == 2
+    assert ft.plan_from_fields(*fields, freeze=" ").config.freeze_layers == 0
+    with pytest.raises(InputError, match="Frozen layers: 'two' is not a number; type one such as 2, or leave the box "
+                                         "blank to train every layer"):
+        ft.plan_from_fields(tf, None, "encoder", "", None, None, None, 42, None, 0.2, freeze="two")
+    with pytest.raises(InputError, match=r"from 0 to 5 \(the base has 6 layers; the top one has to train\), got 6"):
+        ft.plan_from_fields(tf, None, "encoder", "", None, None, None, 42, None, 0.2, freeze="6")
+
+
 def test_past_runs_list_a_tagger_run_with_its_entity_f1(tmp_path):
     run = tmp_path / "runs" / "ner"
     run.mkdir(parents=True)
@@ -183,8 +195,8 @@ def upload(client: Client, path: Path):
     return client.predict(handle_file(str(path)), api_name="/finetune_upload")
 
 
-def start_args(base: str, name: str = "", epochs=12, lr=1e-2, batch=16, patience=0):
-    return (None, None, "", False, base, "full", name, epochs, lr, batch, None, 42, patience, 0.2, None)
+def start_args(base: str, name: str = "", epochs=12, lr=1e-2, batch=16, patience=0, freeze=None):
+    return (None, None, "", False, base, "full", name, epochs, lr, batch, None, 42, patience, 0.2, None, freeze)
 
 
 def test_a_tagged_upload_is_read_as_sentences_and_a_table_still_shows_its_columns(app_url, conll, tmp_path):
@@ -237,6 +249,21 @@ def test_start_trains_a_tagger_and_the_result_shows_its_entity_f1_and_verdict(ap
     assert model["value"] == "runs/tab-ner" and "runs/tab-ner" in [c[1] for c in model["choices"]]  # at once
     assert run["value"] == "runs/tab-ner"
     assert any("runs/tab-ner (tagger, entity F1" in str(c) for row in runs_table["data"] for c in row)
+
+
+def test_start_passes_the_frozen_layers_box_to_the_run_and_refuses_too_many_before_training(app_url, registry, conll,
+                                                                                            tiny_model_dir):
+    client = Client(app_url, verbose=False)
+    upload(client, conll)
+    with pytest.raises(Exception, match=r"Frozen layers must be a whole number from 0 to 1 \(the base has 2 layers"):
+        client.predict(*start_args(str(tiny_model_dir), name="frozen-2", freeze="2"), api_name="/finetune_start")
+    assert not (registry / "runs" / "frozen-2").exists()
+    out = client.predict(*start_args(str(tiny_model_dir), name="frozen-1", epochs=2, freeze="1"),
+                         api_name="/finetune_start")
+    assert "**Done.** runs/frozen-1 saved." in out[0]  # control: a count the base allows trains, and it is kept
+    info = json.loads((registry / "runs" / "frozen-1" / "run.json").read_text())
+    assert info["hyperparameters"]["freeze_layers"] == 1
+    assert any("layers 0-0 were frozen; their output was computed once" in n for n in info["notices"])
 
 
 def test_public_mode_saves_a_tagger_run_as_the_visitors_own(tiny_model_dir, conll, tmp_path):

@@ -164,7 +164,8 @@ REUPLOAD = ("The validation file shown was read for another task: upload it agai
 
 
 def plan_from_fields(qa, val_qa, base, name, epochs, lr, batch, seed, patience, val_fraction, warmup=None,
-                     refused=None, val_refused=None, val_other: bool = False, settings: core.Settings | None = None):
+                     refused=None, val_refused=None, val_other: bool = False, settings: core.Settings | None = None,
+                     freeze=None):
     """The tab's fields -> ``core.plan_reader`` (blank numbers automatic). ``refused``/``val_refused``: why the
     training/validation file shown was refused as a question answering file (say it, not "upload one");
     ``val_other``: a validation file is shown that was read while another task was chosen (``REUPLOAD``)."""
@@ -181,8 +182,8 @@ def plan_from_fields(qa, val_qa, base, name, epochs, lr, batch, seed, patience, 
         raise core.DataError(f"Every question of {qa.name} is on one context: a reader is judged on held-out contexts. "
                              "Add questions on more contexts, or give a validation file.")
     return core.plan_reader(qa, val_qa, base=base, name=name, settings=settings,
-                          **head_settings(epochs, lr, batch, seed, patience, val_fraction, warmup, epochs_example="2",
-                                          patience_example="2"))
+                          **head_settings(epochs, lr, batch, seed, patience, val_fraction, warmup, freeze,
+                                          epochs_example="2", patience_example="2"))
 
 
 # --------------------------------------------------------------------------- a finished run

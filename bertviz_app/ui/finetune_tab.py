@@ -157,7 +157,7 @@ def _training_fields(default: str, settings: core.Settings) -> dict:
                           info="letters, digits, . _ -; blank = automatic", elem_id="bv-ft-name")
     with gr.Accordion("Advanced", open=False):
         help_ = {f: core_train_help(f) for f in ("epochs", "learning_rate", "batch_size", "max_length", "seed",
-                                                 "early_stopping_patience", "warmup_ratio")}
+                                                 "early_stopping_patience", "warmup_ratio", "freeze_layers")}
         gr.Markdown("Leave epochs, learning rate, batch size, warm-up and patience blank to have them chosen from "
                     "the data size (small data gets more epochs, with early stopping when the validation macro-F1 "
                     "stops "
@@ -181,6 +181,9 @@ def _training_fields(default: str, settings: core.Settings) -> dict:
                                   info=f"{help_['early_stopping_patience']} {AUTO}", elem_id="bv-ft-patience")
             val_fraction = gr.Slider(0.05, 0.5, value=0.2, step=0.05, label="Validation fraction",
                                      info="held out when no validation file is given", elem_id="bv-ft-valfrac")
+            freeze = gr.Textbox(placeholder="0", label="Frozen layers",
+                                info=f"{help_['freeze_layers']} Usually a lower score (docs/tagging.md).",
+                                elem_id="bv-ft-freeze")
     return _components(locals())
 
 
@@ -296,7 +299,7 @@ class Handlers(UploadHandlers):
     def train(self, flag: CancelFlag, table, val_table, text_col, label_col, pair_col, multi_label, base, mode, name,
               epochs, lr, batch, max_len, seed, patience, val_fraction, warmup=None, refused=None, val_refused=None,
               task=tagger.SEQUENCE, tagged=None, val_tagged=None, tagged_refused=None, val_tagged_refused=None,
-              qa=None, val_qa=None, qa_refused=None, val_qa_refused=None):
+              qa=None, val_qa=None, qa_refused=None, val_qa_refused=None, freeze=None):
         """Start the visitor's fine-tune as a job and stream its progress; the final yield shows the results
         and the verdict. The job is not this event: a page that goes away (its event cancelled, this
         generator closed) leaves it training; only Cancel stops it. A visitor with a fine-tune queued or
@@ -313,17 +316,18 @@ class Handlers(UploadHandlers):
             if task == tagger.TOKEN:  # a tagger: the tagged files, no columns, every weight trained
                 plan = tagger.plan_from_fields(tagged, val_tagged, base, name, epochs, lr, batch, seed, patience,
                                                val_fraction, warmup, tagged_refused, val_tagged_refused,
-                                               settings=self.settings)
+                                               settings=self.settings, freeze=freeze)
             elif task == reader.QUESTION:  # a reader: the question answering files, every weight trained
                 val_other = any(v is not None for v in (val_table, val_refused, val_tagged, val_tagged_refused))
                 plan = reader.plan_from_fields(qa, val_qa, base, name, epochs, lr, batch, seed, patience, val_fraction,
-                                               warmup, qa_refused, val_qa_refused, val_other, settings=self.settings)
+                                               warmup, qa_refused, val_qa_refused, val_other, settings=self.settings,
+                                               freeze=freeze)
             elif task is None and table is not None:
                 raise core.InputError(tagger.CHOOSE.replace("**", ""))
             else:
                 plan = plan_from_fields(table, val_table, text_col, label_col, pair_col, multi_label, base, mode,
                                         name, epochs, lr, batch, max_len, seed, patience, val_fraction, warmup,
-                                        refused, val_refused, settings=self.settings)
+                                        refused, val_refused, settings=self.settings, freeze=freeze)
             plan = visitor.claim(plan)  # public mode: quota checked, the runs saved as this visitor's
             job = self.jobs.submit(key, plan, cancel=cancel)  # refused: theirs runs, or the queue is full
         except core.LimitError as exc:
@@ -613,7 +617,7 @@ def _wire_training(f: SimpleNamespace, h: Handlers, heavy: dict, after_run, demo
     train_inputs = [f.flag, f.table, f.val_table, f.text_col, f.label_col, f.pair_col, f.multi, f.base, f.mode, f.name,
                     f.epochs, f.lr, f.batch, f.max_len, f.seed, f.patience, f.val_fraction, f.warmup, f.refused,
                     f.val_refused, f.task_now, f.tagged, f.val_tagged, f.tagged_refused,
-                    f.val_tagged_refused, f.qa, f.val_qa, f.qa_refused, f.val_qa_refused]  # the states are not API
+                    f.val_tagged_refused, f.qa, f.val_qa, f.qa_refused, f.val_qa_refused, f.freeze]  # states: not API
     # Start is greyed while this page's fine-tune runs: a second one would only be refused (one per visitor)
     quick = dict(queue=False, api_visibility="private", show_progress="hidden")
     f.start.click(lambda: gr.update(interactive=False), outputs=[f.start], **quick)

@@ -126,7 +126,7 @@ def preview_frame(tf, n: int = PREVIEW_SENTENCES) -> pd.DataFrame:
 
 
 def plan_from_fields(tagged, val_tagged, base, name, epochs, lr, batch, seed, patience, val_fraction, warmup=None,
-                     refused=None, val_refused=None, settings: core.Settings | None = None):
+                     refused=None, val_refused=None, settings: core.Settings | None = None, freeze=None):
     """The tab's fields -> ``core.plan_tagger`` (blank numbers automatic). ``refused``/``val_refused``: why the
     training/validation file shown was refused as tagged sentences (say it, not "upload one")."""
     if tagged is None:
@@ -139,8 +139,8 @@ def plan_from_fields(tagged, val_tagged, base, name, epochs, lr, batch, seed, pa
     if not sum(entity_counts(tagged).values()):
         raise core.DataError(f"{tagged.name} tags no entity: every word is O. Tag the entities (B-TYPE, I-TYPE).")
     return core.plan_tagger(tagged, val_tagged, base=base, name=name, settings=settings,
-                          **head_settings(epochs, lr, batch, seed, patience, val_fraction, warmup, epochs_example="3",
-                                          patience_example="3"))
+                          **head_settings(epochs, lr, batch, seed, patience, val_fraction, warmup, freeze,
+                                          epochs_example="3", patience_example="3"))
 
 
 # --------------------------------------------------------------------------- a finished run

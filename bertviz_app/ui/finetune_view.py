@@ -97,9 +97,11 @@ def _blank(v):
     return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
 
 
-def setting_number(v, name: str, whole: bool = False, example: str = "2"):
+def setting_number(v, name: str, whole: bool = False, example: str = "2",
+                   blank: str = "to have it chosen from the data size"):
     """A setting typed in a text box (or given as a number by an API caller): None when blank or
-    "auto"; else the number, or InputError saying what to type. Ranges are the core's to check."""
+    "auto"; else the number, or InputError saying what to type (``blank``: what a blank box does). Ranges are the
+    core's to check."""
     v = _blank(v)
     if isinstance(v, str):
         t = v.strip()
@@ -109,7 +111,7 @@ def setting_number(v, name: str, whole: bool = False, example: str = "2"):
             v = float(t)
         except ValueError:
             raise core.InputError(f"{name}: {t!r} is not a number; type one such as {example}, or leave the box "
-                                  "blank to have it chosen from the data size.") from None
+                                  f"blank {blank}.") from None
     if v is None or isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
         if v is None:
             return None
@@ -121,8 +123,13 @@ def setting_number(v, name: str, whole: bool = False, example: str = "2"):
     return float(v)
 
 
-def head_settings(epochs, lr, batch, seed, patience, val_fraction, warmup=None, *, epochs_example: str = "2",
-                  patience_example: str = "2") -> dict:
+def frozen_layers(v) -> int | None:
+    """The Frozen layers box: None when blank (every layer trains), else a whole number (the core checks its range)."""
+    return setting_number(v, "Frozen layers", whole=True, example="2", blank="to train every layer")
+
+
+def head_settings(epochs, lr, batch, seed, patience, val_fraction, warmup=None, freeze=None, *,
+                  epochs_example: str = "2", patience_example: str = "2") -> dict:
     """A tagger's or a reader's training fields (text boxes; blank = automatic) as ``plan_tagger`` /
     ``plan_reader``'s keyword arguments; InputError naming the field and an example for one that is not a number."""
     seed = setting_number(seed, "Seed", whole=True, example="42")
@@ -132,12 +139,12 @@ def head_settings(epochs, lr, batch, seed, patience, val_fraction, warmup=None, 
                 warmup_ratio=setting_number(warmup, "Warm-up fraction", example="0.1"),
                 seed=42 if seed is None else seed,
                 patience=setting_number(patience, "Early-stopping patience", whole=True, example=patience_example),
-                val_fraction=float(val_fraction or 0.2))
+                val_fraction=float(val_fraction or 0.2), freeze_layers=frozen_layers(freeze))
 
 
 def plan_from_fields(table, val_table, text_col, label_col, pair_col, multi_label, base, mode, name, epochs, lr, batch,
                      max_len, seed, patience, val_fraction, warmup=None, refused=None, val_refused=None,
-                     settings: core.Settings | None = None):
+                     settings: core.Settings | None = None, freeze=None):
     """The tab's fields -> ``core.plan_finetune`` (blank numbers = automatic). Raises the core's
     clear errors (DataError, InputError, ModelNotFoundError...). ``refused``/``val_refused``: why
     the uploaded training/validation file was refused (the file is still shown: say why, not "upload one").
@@ -163,7 +170,7 @@ def plan_from_fields(table, val_table, text_col, label_col, pair_col, multi_labe
         warmup_ratio=setting_number(warmup, "Warm-up fraction", example="0.1"),
         max_length=max_len or None, seed=42 if seed is None else seed,
         patience=setting_number(patience, "Early-stopping patience", whole=True, example="3"),
-        val_fraction=float(val_fraction or 0.2), settings=settings,
+        val_fraction=float(val_fraction or 0.2), settings=settings, freeze_layers=frozen_layers(freeze),
     )
 
 
