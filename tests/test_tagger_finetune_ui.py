@@ -24,7 +24,7 @@ pytest.importorskip("gradio")
 from gradio_client import Client, handle_file  # noqa: E402
 
 from bertviz_app.ui import finetune_tagger as ft  # noqa: E402
-from bertviz_app.ui.finetune_view import runs_frame  # noqa: E402
+from bertviz_app.ui.finetune_view import runs_frame, settings_line  # noqa: E402
 
 FAST = dict(epochs=12, learning_rate=1e-2, batch_size=16, patience=0)  # what the tiny model learns the task in
 
@@ -156,7 +156,9 @@ def test_plan_from_fields_says_why_a_file_was_refused_and_what_to_type(tmp_path)
 def test_the_frozen_layers_box_reaches_the_plan_blank_trains_every_layer(tmp_path):
     tf = bv.read_tagged(write_conll(tmp_path / "t.conll", n=10))
     fields = (tf, None, "encoder", "", None, None, None, 42, None, 0.2)
-    assert ft.plan_from_fields(*fields, freeze="2").config.freeze_layers == 2
+    plan = ft.plan_from_fields(*fields, freeze="2")
+    assert plan.config.freeze_layers == 2 and "embeddings and layers 0-1 frozen" in settings_line(plan)
+    assert "frozen" not in settings_line(ft.plan_from_fields(*fields))
     assert ft.plan_from_fields(*fields, freeze=" ").config.freeze_layers == 0
     with pytest.raises(InputError, match="Frozen layers: 'two' is not a number; type one such as 2, or leave the box "
                                          "blank to train every layer"):

@@ -264,7 +264,8 @@ def settings_line(plan) -> str:
     """How the settings were chosen, one line."""
     c = plan.config
     chosen = (f"Settings: {c.epochs:g} epochs at most, learning rate {c.learning_rate:g}, batch {c.batch_size}, "
-              f"warm-up {c.warmup_ratio:.0%}, early-stopping patience {c.early_stopping_patience}")
+              f"warm-up {c.warmup_ratio:.0%}, early-stopping patience {c.early_stopping_patience}"
+              + (f", embeddings and layers 0-{c.freeze_layers - 1} frozen" if c.freeze_layers else ""))
     return chosen + (f" (automatic: {esc('; '.join(plan.auto))})." if plan.auto else ".")
 
 
