@@ -111,12 +111,15 @@ def test_a_tagger_run_saves_its_calibration_with_the_numbers_and_the_card_says_s
     data.write_text(_conll(_sentences(160, seed=3)), encoding="utf-8")
     code = main(["finetune", str(data), "--task", "token-classification", "--base", str(base), "--name", "ner",
                  "--epochs", "12", "--lr", "1e-2", "--batch-size", "16", "--json"])
-    assert code == 0, capsys.readouterr().err
+    out, err = capsys.readouterr()
+    assert code == 0, err
     folder = tmp_path / "models" / "runs" / "ner"
     run = json.loads((folder / "run.json").read_text())
     m = run["metrics"]
     assert m["val_nll"] > 0 and 0 <= m["ece"] <= 1
     report = m["calibration"]
+    printed = json.loads(out)  # --json carries them as a classifier run's does
+    assert printed["metrics"]["val_nll"] == pytest.approx(m["val_nll"]) and printed["calibration"] == report
     card = (folder / "README.md").read_text()
     assert f"{m['val_nll']:.4f}" in card and f"{m['ece']:.4f}" in card
     saved = folder / "calibration.json"

@@ -177,8 +177,10 @@ def _finetune_tagger(args, say: Callable[[str], None]) -> int:
     say(f"verdict: {result.verdict}")
     if args.json:
         print_json({"model": result.name, "path": str(result.path), "task": TAGGER_TASK, "tags": list(result.tags),
-                    "metrics": {k: m[k] for k in ("entity_f1", "precision", "recall", "token_accuracy", "per_type",
-                                                  "interval", "baseline")},
+                    "metrics": {**{k: m[k] for k in ("entity_f1", "precision", "recall", "token_accuracy", "per_type",
+                                                     "interval", "baseline")},
+                                **{k: m.get(k) for k in ("val_nll", "ece")}},
+                    **({"calibration": m["calibration"]} if m.get("calibration") else {}),  # as a classifier's
                     "verdict": {"learned": result.learned, "message": result.verdict}, "cancelled": result.cancelled})
     return 0
 
