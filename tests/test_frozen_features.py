@@ -146,7 +146,7 @@ def test_finetune_command_freezes_the_bottom_and_says_how_it_trained(tmp_path, m
     assert code == 0, err
     res = json.loads(out)
     assert res["metrics"]["entity_f1"] > 0.8 and res["verdict"]["learned"], res  # the layer above learns the task
-    assert "note: The embeddings and layers 0-0 were frozen; their output was computed once per sentence" in err
+    assert "note: The embeddings and layers 0-0 were frozen; their output was computed once per text" in err
     run = tmp_path / "models" / "runs" / "ner"
     assert json.loads((run / "run.json").read_text())["hyperparameters"]["freeze_layers"] == 1
     tuned = load_file(run / "model.safetensors")
@@ -163,3 +163,57 @@ def test_finetune_command_freezes_the_bottom_and_says_how_it_trained(tmp_path, m
         out, err = capsys.readouterr()
         assert code != 0 and says in err and "Traceback" not in err, err
         assert not (tmp_path / "models" / "runs" / f"bad{bad}").exists()
+
+
+@pytest.mark.parametrize("family,pair,multi", [("bert", False, False), ("bert", True, False),
+                                               ("deberta-v2", False, False), ("electra", False, True)])
+def test_a_classifier_on_features_ends_with_the_weights_of_training_through_the_frozen_model(tmp_path, family, pair,
+                                                                                             multi):
+    """The same reference for a sequence classifier: single-label, with a second text (token types), multi-label."""
+    from bertviz_app.train.training import train_classifier
+
+    from conftest import toy_sentiment_rows
+
+    base = build_family_model(family, tmp_path / family)
+    texts, targets = toy_sentiment_rows(64, seed=1)
+    labels = [[float(t[0] > 0.9), float(t[1] > 0.9)] for t in targets] if multi else [int(t[1] > 0.5) for t in targets]
+    pairs = [f"it was {w}" for w in ("fine", "so so") * 32] if pair else None
+    config = TrainConfig(epochs=2, batch_size=8, learning_rate=1e-3, freeze_layers=1, dropout=0.0, warmup_ratio=0.0,
+                         logging_steps=2, max_length=32)
+    runs = {}
+    for budget in (1 << 30, 0):
+        model, _, info = train_classifier(base, ["negative", "positive"], texts[:48], labels[:48], texts[48:],
+                                          labels[48:], train_pairs=pairs and pairs[:48], val_pairs=pairs and pairs[48:],
+                                          config=config, multi_label=multi, feature_budget=budget)
+        runs[budget] = ({k: v.detach().clone() for k, v in model.state_dict().items()}, info)
+    (fast, fast_info), (full, full_info) = runs[1 << 30], runs[0]
+    assert fast_info["frozen_features"]["depth"] == 1 and full_info["frozen_features"]["depth"] == 0
+    losses = [[h["loss"] for h in i["log_history"] if "loss" in h] for i in (fast_info, full_info)]
+    assert len(losses[0]) == len(losses[1]) >= 3 and losses[0] == pytest.approx(losses[1], rel=1e-3)
+    evals = [[h["eval_loss"] for h in i["log_history"] if "eval_loss" in h] for i in (fast_info, full_info)]
+    assert evals[0] and evals[0] == pytest.approx(evals[1], rel=1e-3)  # validation read from the features too
+    for name, want in full.items():
+        if want.dtype.is_floating_point:
+            scale = max(float(want.abs().max()), 0.02)
+            assert torch.allclose(fast[name], want, rtol=1e-3, atol=1e-4 * scale), name
+
+
+def test_the_classifier_finetune_command_says_how_its_frozen_layers_trained(tmp_path, monkeypatch, capsys):
+    import json
+
+    from test_finetune_ui import write_csv
+
+    from bertviz_app.cli import main
+
+    monkeypatch.setenv("BERTVIZ_MODELS_DIR", str(tmp_path / "models"))
+    base = build_family_model("bert", tmp_path / "base")
+    data = write_csv(tmp_path / "reviews.csv", n=40)
+    args = ["finetune", str(data), "--base", str(base), "--mode", "full", "--epochs", "1", "--batch-size", "8"]
+    assert main([*args, "--name", "cls-frozen", "--freeze-layers", "1"]) == 0
+    said = "".join(capsys.readouterr())  # the lines go to stdout, or to stderr beside --json
+    assert "note: The embeddings and layers 0-0 were frozen; their output was computed once per text" in said
+    run = json.loads((tmp_path / "models" / "runs" / "cls-frozen" / "run.json").read_text())
+    assert run["hyperparameters"]["freeze_layers"] == 1 and any("were frozen" in n for n in run["notices"])
+    assert main([*args, "--name", "cls-all"]) == 0  # control: nothing frozen, nothing said of it
+    said = "".join(capsys.readouterr())
+    assert "saved runs/cls-all" in said and "were frozen" not in said

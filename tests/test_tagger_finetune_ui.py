@@ -265,7 +265,7 @@ def test_start_passes_the_frozen_layers_box_to_the_run_and_refuses_too_many_befo
     assert "**Done.** runs/frozen-1 saved." in out[0]  # control: a count the base allows trains, and it is kept
     info = json.loads((registry / "runs" / "frozen-1" / "run.json").read_text())
     assert info["hyperparameters"]["freeze_layers"] == 1
-    assert any("layers 0-0 were frozen; their output was computed once" in n for n in info["notices"])
+    assert any("layers 0-0 were frozen; their output was computed once per text" in n for n in info["notices"])
 
 
 def test_public_mode_saves_a_tagger_run_as_the_visitors_own(tiny_model_dir, conll, tmp_path):

@@ -315,6 +315,8 @@ def _say_result(result, say: Callable[[str], None]) -> None:
              else " (stopped early: best weights kept)" if result.stopped_early else "")
     calib = (f", val NLL {m['val_nll']:.4f}, ECE {m['ece']:.4f}" if m.get("val_nll") is not None
              and m.get("ece") is not None else "")
+    for line in result.notices:  # the run's own: the split it held out, the frozen layers
+        say(f"note: {line}")
     say(f"saved {result.name} ({result.path}){state}: accuracy {m['accuracy']:.4f}, macro-F1 {m['macro_f1']:.4f}"
         f"{calib}, {len(result.misclassified)} misclassified validation rows, {result.seconds:.0f}s")
     # the verdict's message says whether a temperature was fitted, helped and so is applied (calibration_outcome)
@@ -378,8 +380,8 @@ def register(add: Callable) -> None:
                         "entity F1, a reader's F1), or without validation loss falling (0 = off)" + auto)
     p.add_argument("--freeze-layers", type=int, default=None, metavar="N",
                    help="keep the embeddings and the bottom N encoder layers as the base has them: faster steps "
-                        "(a tagger computes their output once per sentence), usually a lower score (default: 0, "
-                        "every layer trains)")
+                        "(a classifier or a tagger computes their output once per text), usually a lower score "
+                        "(default: 0, every layer trains)")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--push-to", default=None, metavar="OWNER/NAME",
                    help="after training, upload the (last) run to this Hugging Face Hub repository")

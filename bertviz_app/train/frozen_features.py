@@ -1,8 +1,8 @@
-"""Training above a frozen bottom on features computed once.
+"""Training above a frozen bottom on features computed once (a tagger's run and a classifier's).
 
 With ``TrainConfig.freeze_layers = k`` the embeddings and the bottom ``k`` encoder layers never change, so what they
-make of a sentence (``hidden_states[k]``) is the same at every step of every epoch. A run can then compute it once per
-sentence and train the layers above on it (``models.forward.logits_from_depth``): after that first pass, no forward
+make of a text (``hidden_states[k]``) is the same at every step of every epoch. A run can then compute it once per
+text and train the layers above on it (``models.forward.logits_from_depth``): after that first pass, no forward
 pass through the frozen layers and, as with any frozen layer, no backward pass through them. What differs from
 running the whole model with those layers frozen: the frozen layers run in eval mode, as a feature extractor, so
 their dropout is off (the layers that train keep theirs).
@@ -17,13 +17,15 @@ It does not apply, and the run goes through the whole model with the layers froz
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 
 from ..models.families import family_of
 from ..models.forward import hidden_at_depth
 
-__all__ = ["FEATURE_BUDGET", "FeatureCollator", "add_features", "bottom_parameters", "feature_depth"]
+__all__ = ["FEATURE_BUDGET", "FeatureCollator", "add_features", "bottom_parameters", "feature_depth", "FrozenRun",
+           "frozen_run", "frozen_notice"]
 
 FEATURE_BUDGET = 1 << 30  # bytes of features a run may hold: 1 GiB, about 900k tokens of a 6-layer MiniLM's
 
@@ -50,7 +52,7 @@ def feature_depth(model, freeze_layers: int, n_tokens: int, probe_ids: Sequence[
     if size > budget:
         return 0, (f"the features would take {size / 2**20:,.0f} MiB, more than the {budget / 2**20:,.0f} MiB "
                    "allowed")
-    return freeze_layers, (f"computed once per sentence ({size / 2**20:,.1f} MiB), and the layers above trained on "
+    return freeze_layers, (f"computed once per text ({size / 2**20:,.1f} MiB), and the layers above trained on "
                            "it")
 
 
@@ -78,9 +80,10 @@ def bottom_parameters(model, depth: int, probe_ids: Sequence[int]) -> list[tuple
 
 @torch.no_grad()
 def add_features(model, rows: Sequence[dict], depth: int, batch_size: int = 64) -> list[dict]:
-    """``rows`` (``input_ids``, ``attention_mask``, ``labels``...) each with ``hidden``: its (T, D) float32 output of
-    the embeddings and the bottom ``depth`` layers, computed on the model's device in eval mode (no dropout),
-    sentences batched by length so a batch pads little, and kept on the CPU. The model's mode is restored."""
+    """``rows`` (``input_ids``, ``attention_mask``, ``labels``, a pair's ``token_type_ids``...) each with ``hidden``:
+    its (T, D) float32 output of the embeddings and the bottom ``depth`` layers, computed on the model's device in
+    eval mode (no dropout), texts batched by length so a batch pads little, and kept on the CPU. The model's mode is
+    restored."""
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
@@ -92,11 +95,15 @@ def add_features(model, rows: Sequence[dict], depth: int, batch_size: int = 64) 
             width = max(len(out[i]["input_ids"]) for i in chunk)
             ids = torch.zeros(len(chunk), width, dtype=torch.long)  # (B, T); padding masked out
             mask = torch.zeros(len(chunk), width, dtype=torch.long)  # (B, T)
+            types = torch.zeros(len(chunk), width, dtype=torch.long)  # (B, T): 1 on a pair's second text
             for j, i in enumerate(chunk):
                 n = len(out[i]["input_ids"])
                 ids[j, :n] = torch.as_tensor(out[i]["input_ids"])
                 mask[j, :n] = 1
-            hidden = hidden_at_depth(model, ids.to(device), mask.to(device), depth=depth).float().cpu()  # (B, T, D)
+                if "token_type_ids" in out[i]:
+                    types[j, :n] = torch.as_tensor(out[i]["token_type_ids"])
+            hidden = hidden_at_depth(model, ids.to(device), mask.to(device), types.to(device),
+                                     depth=depth).float().cpu()  # (B, T, D)
             for j, i in enumerate(chunk):
                 out[i]["hidden"] = hidden[j, :len(out[i]["input_ids"])].clone()  # (T_i, D)
     finally:
@@ -104,13 +111,57 @@ def add_features(model, rows: Sequence[dict], depth: int, batch_size: int = 64) 
     return out
 
 
-class FeatureCollator:
-    """A batch of rows with features: ``hidden`` (B, T, D) padded with zeros, ``attention_mask`` (B, T) with 0,
-    ``labels`` (B, T) with ``label_pad`` (the loss skips it); the rows' other keys (``input_ids``: the length the
-    sampler groups by) are left out."""
+@dataclass
+class FrozenRun:
+    """What ``frozen_run`` decided: the rows to train and validate on, the collator that batches them (None: the
+    caller's own), the depth the features were taken at (0: none) and why."""
 
-    def __init__(self, label_pad: int = -100):
-        self.label_pad = label_pad
+    train: list[dict]
+    eval: list[dict]
+    collator: FeatureCollator | None
+    depth: int
+    why: str
+
+
+def frozen_run(model, freeze_layers: int, train: Sequence[dict], eval_rows: Sequence[dict], *, world_size: int = 1,
+               budget: int = FEATURE_BUDGET, per_token: bool = True) -> FrozenRun:
+    """The rows a run trains on: with the features when ``feature_depth`` allows (computed on the GPU when there is
+    one, where the Trainer will train), else as given. ``per_token``: labels per token (a tagger) or per row."""
+    if freeze_layers <= 0 or not train:
+        return FrozenRun(list(train), list(eval_rows), None, 0, "no frozen layers" if freeze_layers <= 0 else
+                         "no training rows")
+    n_tokens = sum(len(r["input_ids"]) for r in [*train, *eval_rows])
+    depth, why = feature_depth(model, freeze_layers, n_tokens, train[0]["input_ids"], world_size=world_size,
+                               budget=budget)
+    if not depth:
+        return FrozenRun(list(train), list(eval_rows), None, 0, why)
+    if torch.cuda.is_available():
+        model.to("cuda")
+    return FrozenRun(add_features(model, train, depth), add_features(model, eval_rows, depth),
+                     FeatureCollator(per_token=per_token), depth, why)
+
+
+def frozen_notice(info: dict) -> str | None:
+    """A run's note on its frozen layers (``info``: the trainer's, with ``config`` and ``frozen_features``), None when
+    none was frozen."""
+    k = int(info.get("config", {}).get("freeze_layers") or 0)
+    frozen = info.get("frozen_features") or {}
+    if not k:
+        return None
+    head = f"The embeddings and layers 0-{k - 1} were frozen; "
+    if frozen.get("depth"):
+        return head + f"their output was {frozen['why']}."
+    return head + f"each step ran through them, as their output could not be computed once: {frozen.get('why')}."
+
+
+class FeatureCollator:
+    """A batch of rows with features: ``hidden`` (B, T, D) padded with zeros, ``attention_mask`` (B, T) with 0 and
+    ``labels``: per token (``per_token``, a tagger's) (B, T) padded with ``label_pad`` (the loss skips it), else one
+    per row as given (a class index (B,), a multi-label row of floats (B, C)); the rows' other keys (``input_ids``:
+    the length the sampler groups by) are left out."""
+
+    def __init__(self, label_pad: int = -100, per_token: bool = True):
+        self.label_pad, self.per_token = label_pad, per_token
 
     def __call__(self, rows: Sequence[dict]) -> dict:
         width = max(r["hidden"].shape[0] for r in rows)
@@ -118,12 +169,14 @@ class FeatureCollator:
         hidden = torch.zeros(len(rows), width, dim, dtype=rows[0]["hidden"].dtype)  # (B, T, D)
         mask = torch.zeros(len(rows), width, dtype=torch.long)  # (B, T)
         batch = {"hidden": hidden, "attention_mask": mask}
-        if "labels" in rows[0]:
+        if "labels" in rows[0] and not self.per_token:
+            batch["labels"] = torch.as_tensor([r["labels"] for r in rows])  # (B,) long or (B, C) float
+        elif "labels" in rows[0]:
             batch["labels"] = torch.full((len(rows), width), self.label_pad, dtype=torch.long)  # (B, T)
         for j, r in enumerate(rows):
             n = r["hidden"].shape[0]
             hidden[j, :n] = r["hidden"]
             mask[j, :n] = 1
-            if "labels" in batch:
+            if "labels" in batch and self.per_token:
                 batch["labels"][j, :n] = torch.as_tensor(r["labels"])
         return batch

@@ -33,7 +33,7 @@ from ..models.heads import TOKEN_CLASSIFICATION
 from .data.messages import format_rows
 from .data.tagged import TaggedSentence
 from .entity_metrics import entity_scores
-from .frozen_features import FEATURE_BUDGET, FeatureCollator, add_features, feature_depth
+from .frozen_features import FEATURE_BUDGET, frozen_run
 from .training import (
     Progress,
     RowsDataset,
@@ -120,21 +120,15 @@ def train_tagger(base_path: str | Path, tags: Sequence[str], train: Sequence[Tag
     # entity scores do not depend on it): in file order 65% of their tokens were padding, sorted 31%
     eval_rows = sorted(_trainable(encode_sentences(tokenizer, val, tag_ids, max_length, unit)) if val else [],
                        key=lambda r: len(r["input_ids"]))
-    collator = DataCollatorForTokenClassification(tokenizer, label_pad_token_id=IGNORE)
-    depth, why = feature_depth(model, config.freeze_layers, sum(len(r["input_ids"]) for r in [*train_rows, *eval_rows]),
-                               train_rows[0]["input_ids"], world_size=world_size, budget=feature_budget)
-    if depth:  # the frozen bottom's output once per sentence, on the device the Trainer will train on
-        if torch.cuda.is_available():
-            model.to("cuda")
-        train_rows, eval_rows = add_features(model, train_rows, depth), add_features(model, eval_rows, depth)
-        collator = FeatureCollator(IGNORE)
-    info = train_keeping_best(model, tokenizer, config, RowsDataset(train_rows),
-                              RowsDataset(eval_rows) if eval_rows else None, _metrics(tags), metric="entity_f1",
+    run = frozen_run(model, config.freeze_layers, train_rows, eval_rows, world_size=world_size, budget=feature_budget)
+    collator = run.collator or DataCollatorForTokenClassification(tokenizer, label_pad_token_id=IGNORE)
+    info = train_keeping_best(model, tokenizer, config, RowsDataset(run.train),
+                              RowsDataset(run.eval) if run.eval else None, _metrics(tags), metric="entity_f1",
                               progress=progress, cancel=cancel, after_evals=after_evals, after_steps=after_steps,
                               max_length=max_length, work_dir=work_dir, work_name="bertviz-tag",
-                              world_size=world_size, collator=collator, feature_depth=depth)
+                              world_size=world_size, collator=collator, feature_depth=run.depth)
     info["config"]["metric"] = "entity_f1"
-    info["frozen_features"] = {"depth": depth, "why": why}
+    info["frozen_features"] = {"depth": run.depth, "why": run.why}
     return model, tokenizer, info
 
 

@@ -39,6 +39,7 @@ from ..models.eta import RateEta
 from ..models.families import SUPPORTED_MODEL_TYPES, family_of
 from ..models.forward import logits_from_depth
 from ..models.heads import SEQUENCE_CLASSIFICATION, TOKEN_CLASSIFICATION, head_of
+from .frozen_features import FEATURE_BUDGET, frozen_run
 
 __all__ = ["TrainConfig", "TrainResult", "train_classifier", "atomic_save", "evaluate_predictions",
            "calibration_metrics", "expected_calibration_error", "check_trainable", "choose_max_length",
@@ -97,8 +98,8 @@ class TrainConfig:
     freeze_layers: int = field(
         default=0,
         metadata={"help": "Keep the embeddings and the bottom N encoder layers fixed: no backward pass through "
-                          "them, so each step is faster; a tagger computes their output once per sentence and "
-                          "trains the layers above on it (0 = train everything)."})
+                          "them, so each step is faster; a classifier or a tagger computes their output once per "
+                          "text and trains the layers above on it (0 = train everything)."})
     head_lr_scale: float = field(
         default=1.0,
         metadata={"help": "Learning-rate multiplier for the pooler and classifier "
@@ -339,17 +340,20 @@ class ScaledLrTrainer(Trainer):
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         """The Trainer's loss, or, for batches of features (``hidden``: the frozen bottom's output), the model's own
-        from the layers above it: the head's logits, then the cross-entropy over the positions whose label is not
-        -100, mean over them (the token classifiers' own loss) or the Trainer's label smoothing."""
+        from the layers above it: the head's logits (a classifier's last layer for [CLS] alone), then the model's
+        loss: a multi-label classifier's binary cross-entropy, else the cross-entropy over the rows (a tagger's:
+        positions) whose label is not -100, their mean, or the Trainer's label smoothing."""
         if "hidden" not in inputs:
             return super().compute_loss(model, inputs, return_outputs=return_outputs,
                                         num_items_in_batch=num_items_in_batch)
         logits = logits_from_depth(model, inputs["hidden"], self.feature_depth, inputs["attention_mask"],
-                                   attention="sdpa" if family_of(model).kernels else "eager", cls_only=False)
-        outputs = {"logits": logits}  # (B, T, C)
+                                   attention="sdpa" if family_of(model).kernels else "eager")
+        outputs = {"logits": logits}  # (B, C), a tagger's (B, T, C)
         labels = inputs.get("labels")
         loss = None
-        if labels is not None and self.label_smoother is not None:
+        if labels is not None and model.config.problem_type == "multi_label_classification":
+            loss = torch.nn.functional.binary_cross_entropy_with_logits(logits.float(), labels.float())
+        elif labels is not None and self.label_smoother is not None:
             loss = self.label_smoother(outputs, labels)
         elif labels is not None:
             loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1),
@@ -478,6 +482,7 @@ def train_classifier(
     world_size: int = 1,
     after_evals: float = 0.0,
     after_steps: float = 0.0,
+    feature_budget: int = FEATURE_BUDGET,
 ):
     """Fine-tune every parameter of a BERT encoder (folder with safetensors) as a
     ``*ForSequenceClassification`` of its family (``families.py``) with these labels.
@@ -495,6 +500,8 @@ def train_classifier(
 
     Returns (model, tokenizer, info); saving is the caller's (see ``atomic_save``). Under
     ``accelerate launch`` every process runs this; ``info["is_main_process"]`` says who saves.
+    With ``config.freeze_layers`` the frozen bottom's output is computed once per text and the layers above train on
+    it (``frozen_features.py``; at most ``feature_budget`` bytes of it); ``info["frozen_features"]`` says whether.
     """
     config = config or TrainConfig()
     if len(train_texts) != len(train_labels):
@@ -507,11 +514,18 @@ def train_classifier(
     eval_ds = None
     if val_texts is not None and len(val_texts):
         eval_ds = _encoded(tokenizer, val_texts, val_pairs, val_labels, max_length, multi_label)
+    rows = [[ds[i] for i in range(len(ds))] if config.freeze_layers and ds is not None else []
+            for ds in (train_ds, eval_ds)]  # (only read with frozen layers)
+    run = frozen_run(model, config.freeze_layers, *rows, world_size=world_size, budget=feature_budget, per_token=False)
+    if run.depth:  # the frozen bottom's output once per text (frozen_features.py)
+        train_ds, eval_ds = RowsDataset(run.train), RowsDataset(run.eval) if run.eval else None
     compute_metrics = _metrics_of(multi_label, [id2label[i] for i in range(len(labels))])
     info = train_keeping_best(model, tokenizer, config, train_ds, eval_ds, compute_metrics, metric=config.metric,
                               progress=progress, cancel=cancel, after_evals=after_evals, after_steps=after_steps,
                               max_length=max_length, work_dir=work_dir, work_name="bertviz-train",
-                              world_size=world_size, multi_label=multi_label)
+                              world_size=world_size, multi_label=multi_label, collator=run.collator,
+                              feature_depth=run.depth)
+    info["frozen_features"] = {"depth": run.depth, "why": run.why}
     return model, tokenizer, info
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from ...errors import CancelledError, DataError, InputError
 from ...models.catalog import DEFAULT_MODELS_DIR
 from ..data import Dataset, split_dataset
+from ..frozen_features import frozen_notice
 from ..training import SAVE_STEPS, TrainConfig, train_classifier
 from .card import calibration_file, run_card, run_record
 from .evaluation import evaluate
@@ -91,6 +92,8 @@ def run_finetune(
                                     world_size=world_size, probe_after=probe is None)
     if not info.get("is_main_process", True):
         return None  # type: ignore[return-value]
+    if mode == "full" and (note := frozen_notice(info)):
+        notices.append(note)
     metrics, wrong = evaluate(model, tokenizer, val, info["max_length"])
     seconds = time.time() - started
     if mode == "full" and probe is None and not info.get("cancelled"):

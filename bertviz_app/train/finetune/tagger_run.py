@@ -17,6 +17,7 @@ from pathlib import Path
 from ...errors import DataError, InputError
 from ...models.catalog import DEFAULT_MODELS_DIR
 from ..data.tagged import TaggedFile, TaggedSentence
+from ..frozen_features import frozen_notice
 from ..tagger_training import tagger_calibration, tagger_report, tags_of, train_tagger, word_logits
 from ..training import TrainConfig
 from .card import calibration_file, calibration_line, head_run_record
@@ -60,11 +61,8 @@ def run_tagger(train: TaggedFile, val: TaggedFile | None = None, base: str = DEF
     started = time.time()
     model, tokenizer, info = train_tagger(base_path, tags, train_s, val_s, config, progress=progress, cancel=cancel,
                                           after_evals=1.0, unit=train.unit)
-    if config.freeze_layers:
-        frozen = info["frozen_features"]
-        notices.append(f"The embeddings and layers 0-{config.freeze_layers - 1} were frozen; "
-                       + (f"their output was {frozen['why']}." if frozen["depth"] else
-                          f"each step ran through them, as their output could not be computed once: {frozen['why']}."))
+    if note := frozen_notice(info):
+        notices.append(note)
     logits = word_logits(model, tokenizer, val_s, unit=train.unit)
     pred = tags_of(logits, model.config.id2label)
     metrics = tagger_report([list(s.tags) for s in val_s], pred, seed=config.seed)
