@@ -207,10 +207,6 @@ def main(argv=None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
-
-
 def speedup_line(seconds: dict, best: str | None, what: str) -> str:
     """The verdict on issue 33's (and 32's) ">= 4x at an equal or smaller delta on every ``what``" ("target",
     "entity"): ``best``, the fastest of ours' settings that met the delta on every one (None: none did)."""
@@ -219,3 +215,7 @@ def speedup_line(seconds: dict, best: str | None, what: str) -> str:
     ratio = seconds["peer"] / seconds[best]
     return (f"**Speed-up at an equal or smaller delta on every {what}: {ratio:.2f}x** ({best}; target >= 4x): "
             + ("reached." if ratio >= 4 else f"missed, by {4 - ratio:.2f}."))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -261,16 +261,56 @@ def _window_of(windows: list[_Window], target: Target) -> int:
 
 class LogitsTargetEngine(AttributionEngine):
     """The classifier's attribution engine with its target read from the logits at every position
-    (``target_values``, a subclass's: an entity's, an answer span's)."""
+    (``target_values``, a subclass's: an entity's, an answer span's). Its rows are the targets of one input (each
+    row a copy of the same window), so a path point is the same input for every target: ``gradient_pass`` runs the
+    forward once per distinct point and reads each target's gradient by a backward pass of its own."""
 
     def target_values(self, logits: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
+    def logits(self, embeds: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """The head's logits at every position (R, T, C) for word vectors (R, T, D): the composed forward."""
+        return classifier_logits(self.model, inputs_embeds=embeds, attention_mask=self.mask[rows],
+                                 token_type_ids=self.types[rows], attention=self.attention, cls_only=False)
+
     def forward(self, embeds: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-        """F of each row's target (R, 1) for word vectors (R, T, D): the composed forward at every position."""
-        logits = classifier_logits(self.model, inputs_embeds=embeds, attention_mask=self.mask[rows],
-                                   token_type_ids=self.types[rows], attention=self.attention, cls_only=False)
-        return self.target_values(logits, rows)
+        """F of each row's target (R, 1) for word vectors (R, T, D)."""
+        return self.target_values(self.logits(embeds, rows), rows)
+
+    def gradient_pass(self, points: list[tuple[int, float]], batch: int) -> tuple[list[float], np.ndarray]:
+        """``AttributionEngine.gradient_pass`` with the forward shared by the targets: the distinct path points
+        (alphas), at most ``batch`` a pass, go through the model once, every target at those points reads its F
+        from the same logits, and each target's gradient comes from its own backward pass through that graph (kept
+        between them). K targets at one point cost one forward and K backwards, not K of each; the numbers are the
+        same (the points of a batch never mix)."""
+        f = np.zeros(len(points), dtype=np.float64)
+        grads = np.zeros((len(points), self.ids.shape[1]), dtype=np.float32)
+        at: dict[float, list[int]] = {}  # alpha -> the points (indices into ``points``) there
+        for i, (_, a) in enumerate(points):
+            at.setdefault(a, []).append(i)
+        alphas = list(at)
+        device = self.ids.device
+        for s in range(0, len(alphas), batch):
+            chunk = alphas[s : s + batch]
+            pairs = [(i, u) for u, a in enumerate(chunk) for i in at[a]]  # (point, its row in this pass)
+            rows = torch.tensor([points[i][0] for i, _ in pairs], device=device)  # (P,) each point's target
+            here = torch.tensor([u for _, u in pairs], device=device)  # (P,)
+            alpha = torch.tensor(chunk, dtype=self.diff.dtype, device=device).view(-1, 1, 1)  # (U, 1, 1)
+            first = torch.zeros(len(chunk), dtype=torch.long, device=device)  # (U,) row 0: the same window as any
+            with torch.enable_grad():
+                x = (self.base[first] + alpha * self.diff[first]).requires_grad_()  # (U, T, D)
+                values = self.target_values(self.logits(x, first)[here], rows)[:, 0]  # (P,)
+                owners: dict[int, list[int]] = {}  # target row -> its entries in ``pairs``
+                for j, (i, _) in enumerate(pairs):
+                    owners.setdefault(points[i][0], []).append(j)
+                for n, js in enumerate(owners.values()):
+                    (g,) = torch.autograd.grad(values[js].sum(), x, retain_graph=n < len(owners) - 1)  # (U, T, D)
+                    g = (g * self.diff[first]).sum(dim=-1).float().cpu().numpy()  # (U, T)
+                    for j in js:
+                        i, u = pairs[j]
+                        grads[i] = g[u]
+            f[[i for i, _ in pairs]] = values.detach().double().cpu().numpy()
+        return f.tolist(), grads
 
 
 class TargetEngine(LogitsTargetEngine):
