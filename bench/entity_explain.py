@@ -37,6 +37,7 @@ dependencies would downgrade the stack).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import statistics
@@ -80,6 +81,21 @@ def quantile90(xs: list[float]) -> float:
     return statistics.quantiles(xs, n=10, method="inclusive")[-1] if len(xs) > 1 else xs[0]
 
 
+@contextlib.contextmanager
+def forward_per_target():
+    """The entity engine with the generic gradient pass (``AttributionEngine.gradient_pass``: a forward and a backward
+    per target at each path point) instead of its own shared forward: the same numbers, the cost before sharing."""
+    from bertviz_app.interpret.attribution import AttributionEngine
+    from bertviz_app.interpret.entity_attribution import LogitsTargetEngine
+
+    shared = LogitsTargetEngine.gradient_pass
+    LogitsTargetEngine.gradient_pass = AttributionEngine.gradient_pass
+    try:
+        yield
+    finally:
+        LogitsTargetEngine.gradient_pass = shared
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sentences", type=int, default=50)
@@ -87,6 +103,9 @@ def main(argv=None) -> int:
                     help="stop after the sentence during which the sides' summed seconds pass this")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--fixed", action="store_true", help="also time ours at a fixed 50 steps (the peer's count)")
+    ap.add_argument("--unshared", action="store_true",
+                    help="also time ours at tolerance 0.05 with a forward pass per target at each path point (the "
+                         "engine's generic gradient pass, as before the targets shared it)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "entity_explain_results.md"))
     args = ap.parse_args(argv)
 
@@ -102,6 +121,8 @@ def main(argv=None) -> int:
     sides = {"tolerance 0.05": dict(tolerance=0.05), "tolerance 0.01": dict(tolerance=0.01)}
     if args.fixed:
         sides["50 steps"] = dict(n_steps=50)
+    if args.unshared:
+        sides["tolerance 0.05, a forward per target"] = dict(tolerance=0.05, unshared=True)
     sides["peer"] = None
     seconds = {k: 0.0 for k in sides}
     rel = {k: [] for k in sides}  # per side, per its own target
@@ -132,7 +153,9 @@ def main(argv=None) -> int:
                     explainer(text, ignored_labels=["O"])
                     ligs = dict(explainer.attributions)
                 else:
-                    records[side] = bv.explain_entities(lm, text, **sides[side])
+                    kw = dict(sides[side])
+                    with forward_per_target() if kw.pop("unshared", False) else contextlib.nullcontext():
+                        records[side] = bv.explain_entities(lm, text, **kw)
                 seconds[side] += time.perf_counter() - t0
             # outside the timing: the same pieces and labels on both sides, then the per-target bookkeeping
             pieces = explainer.decode(explainer.input_ids)
