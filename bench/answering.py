@@ -84,15 +84,17 @@ def reviews() -> list[str]:
 
 
 def qa_pairs(n: int, low: int = 150, high: int = 600, seed: int = 0) -> tuple[list[str], list[str]]:
-    """``n`` (question, context) pairs: contexts of ``low``-``high`` words (reviews joined in order until a seeded
-    length is reached), each question made from one of its context's sentences."""
+    """``n`` (question, context) pairs, or as many as the reviews make: contexts of ``low``-``high`` words (reviews
+    joined in order until a seeded length is reached), each question made from one of its context's sentences."""
     rng = random.Random(seed)
     texts = iter(reviews())
     questions, contexts = [], []
     while len(contexts) < n:
         want, parts, words = rng.randint(low, high), [], 0
         while words < want:
-            review = next(texts)
+            review = next(texts, None)
+            if review is None:  # the reviews are used up
+                return questions, contexts
             parts.append(review)
             words += len(review.split())
         context = " ".join(" ".join(parts).split()[:high])
