@@ -313,11 +313,11 @@ class Handlers(UploadHandlers):
         try:
             self.jobs.check(key)  # before reading anything: theirs is still queued or running
             visitor.check_model(base, self.default)  # public mode: another visitor's run is no base
-            if task == tagger.TOKEN:  # a tagger: the tagged files, no columns, every weight trained
+            if task == tagger.TOKEN:  # a tagger: the tagged files, no columns, every weight trained unless frozen
                 plan = tagger.plan_from_fields(tagged, val_tagged, base, name, epochs, lr, batch, seed, patience,
                                                val_fraction, warmup, tagged_refused, val_tagged_refused,
                                                settings=self.settings, freeze=freeze)
-            elif task == reader.QUESTION:  # a reader: the question answering files, every weight trained
+            elif task == reader.QUESTION:  # a reader: the question answering files
                 val_other = any(v is not None for v in (val_table, val_refused, val_tagged, val_tagged_refused))
                 plan = reader.plan_from_fields(qa, val_qa, base, name, epochs, lr, batch, seed, patience, val_fraction,
                                                warmup, qa_refused, val_qa_refused, val_other, settings=self.settings,
