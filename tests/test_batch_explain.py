@@ -133,10 +133,14 @@ def test_two_processes_through_accelerate_launch_give_the_same_file(tiny_model_d
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     base = ["-m", "bertviz_app", "explain-csv", str(table), "--model", str(tiny_model_dir)]
     subprocess.run([sys.executable, *base, "--out", str(single)], env=env, check=True, capture_output=True, timeout=300)
-    launch = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "2", "--num_machines", "1",
-              "--mixed_precision", "no", "--dynamo_backend", "no", "--multi_gpu",
-              "--main_process_port", str(free_port())]
-    run = run_launch([*launch, *base, "--out", str(double), "--json"], env, timeout=300)
+
+    def command(attempt: int) -> list[str]:  # a fresh port and output for a second attempt (run_launch)
+        return [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "2", "--num_machines", "1",
+                "--mixed_precision", "no", "--dynamo_backend", "no", "--multi_gpu", "--main_process_port",
+                str(free_port()), *base, "--out", str(double.with_name(f"two{attempt}.jsonl")), "--json"]
+
+    run = run_launch(command, env, timeout=300)
+    double = Path(run.args[run.args.index("--out") + 1])
     assert run.returncode == 0, run.stderr[-3000:]
     summary = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
     assert len(summary) == 1 and summary[0]["processes"] == 2, run.stdout  # the main process reports, once

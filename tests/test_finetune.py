@@ -419,12 +419,14 @@ def test_two_process_gloo_training_produces_the_same_kind_of_folder(tiny_model_d
     """Two processes with the gloo backend on one CPU machine, launched by accelerate."""
     data = write_csv(tmp_path / "d.csv", n=64)
     env = {**os.environ, "BERTVIZ_MODELS_DIR": str(tmp_path / "models"), "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
-           "--num_machines", "1",
-           "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port()),
-           "-m", "bertviz_app", "finetune", str(data), "--base", str(tiny_model_dir), "--epochs", "2",
-           "--batch-size", "8", "--name", "ddp", "--json"]
-    proc = run_launch(cmd, env, timeout=300, cwd=ROOT)
+
+    def command(attempt: int) -> list[str]:  # a fresh port and run name for a second attempt (run_launch)
+        return [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+                "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port",
+                str(free_port()), "-m", "bertviz_app", "finetune", str(data), "--base", str(tiny_model_dir),
+                "--epochs", "2", "--batch-size", "8", "--name", f"ddp{attempt}", "--json"]
+
+    proc = run_launch(command, env, timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     info = json.loads((Path(result["path"]) / "run.json").read_text())
@@ -433,6 +435,22 @@ def test_two_process_gloo_training_produces_the_same_kind_of_folder(tiny_model_d
     # two share each step's 16 rows, 3 or 4 steps an epoch depending on how the remainder is split.
     assert 6 <= info["steps"] <= 8
     assert (Path(result["path"]) / "model.safetensors").is_file()
+
+
+def test_a_hung_launch_is_killed_with_its_workers_and_tried_once_more(tmp_path):
+    """run_launch's harness: attempt 0 hangs (a child that keeps the pipes, in a session of its own, as torch's
+    workers are), so it is killed and attempt 1 runs; a launch that hangs every time fails with what it printed."""
+    hang = ("import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], "
+            "start_new_session=True); print('started', flush=True); time.sleep(60)")
+
+    def command(attempt: int) -> list[str]:
+        return [sys.executable, "-c", hang if attempt == 0 else "print('done')", "x", "y"]
+
+    with pytest.warns(UserWarning, match="launch attempt 1 hung"):
+        proc = run_launch(command, dict(os.environ), timeout=2)
+    assert proc.returncode == 0 and proc.stdout.strip() == "done" and proc.args[2] == "print('done')"
+    with pytest.raises(pytest.fail.Exception, match=r"still running after 2 s[\s\S]*stdout's end: started"):
+        run_launch(lambda attempt: [sys.executable, "-c", hang, "x", "y"], dict(os.environ), timeout=2, attempts=1)
 
 
 def test_restart_cleans_up_old_half_written_folders_but_not_a_save_in_progress(models_dir):
