@@ -110,7 +110,7 @@ def test_features_keep_each_sentence_whole_and_batches_pad_them(tmp_path):
             {"input_ids": tok("bad")["input_ids"], "labels": None}]
     rows = [dict(r, labels=[0] * len(r["input_ids"])) for r in rows]
     rows[0]["labels"][1] = 3
-    out = add_features(model, rows, depth=1)
+    out = add_features(model, tok, rows, depth=1)
     assert model.training  # the mode is restored
     assert "hidden" not in rows[0]  # the caller's rows are left as they were
     for r in out:

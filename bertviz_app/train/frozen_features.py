@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..models.encoding import pad_rows
 from ..models.families import family_of
 from ..models.forward import hidden_at_depth
 
@@ -79,31 +80,27 @@ def bottom_parameters(model, depth: int, probe_ids: Sequence[int]) -> list[tuple
 
 
 @torch.no_grad()
-def add_features(model, rows: Sequence[dict], depth: int, batch_size: int = 64) -> list[dict]:
+def add_features(model, tokenizer, rows: Sequence[dict], depth: int, batch_size: int = 64) -> list[dict]:
     """``rows`` (``input_ids``, ``attention_mask``, ``labels``, a pair's ``token_type_ids``...) each with ``hidden``:
     its (T, D) float32 output of the embeddings and the bottom ``depth`` layers, computed on the model's device in
-    eval mode (no dropout), texts batched by length so a batch pads little, and kept on the CPU. The model's mode is
-    restored."""
+    eval mode (no dropout), texts batched by length so a batch pads little (``encoding.pad_rows``, on the right),
+    and kept on the CPU. The model's mode is restored."""
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
     out = [dict(r) for r in rows]
+    keys = [k for k in ("input_ids", "token_type_ids") if out and k in out[0]]
+    columns = {k: [r[k] for r in out] for k in keys}
     order = sorted(range(len(out)), key=lambda i: len(out[i]["input_ids"]))
     try:
         for start in range(0, len(order), batch_size):
             chunk = order[start:start + batch_size]
-            width = max(len(out[i]["input_ids"]) for i in chunk)
-            ids = torch.zeros(len(chunk), width, dtype=torch.long)  # (B, T); padding masked out
-            mask = torch.zeros(len(chunk), width, dtype=torch.long)  # (B, T)
-            types = torch.zeros(len(chunk), width, dtype=torch.long)  # (B, T): 1 on a pair's second text
-            for j, i in enumerate(chunk):
-                n = len(out[i]["input_ids"])
-                ids[j, :n] = torch.as_tensor(out[i]["input_ids"])
-                mask[j, :n] = 1
-                if "token_type_ids" in out[i]:
-                    types[j, :n] = torch.as_tensor(out[i]["token_type_ids"])
-            hidden = hidden_at_depth(model, ids.to(device), mask.to(device), types.to(device),
-                                     depth=depth).float().cpu()  # (B, T, D)
+            batch = pad_rows(tokenizer, columns, chunk, keys, "right")  # (B, T) each
+            lengths = torch.tensor([len(out[i]["input_ids"]) for i in chunk])  # (B,)
+            mask = (torch.arange(batch["input_ids"].shape[1]) < lengths[:, None]).long()  # (B, T) 1 on the text
+            types = batch.get("token_type_ids")
+            hidden = hidden_at_depth(model, batch["input_ids"].to(device), mask.to(device),
+                                     None if types is None else types.to(device), depth=depth).float().cpu()
             for j, i in enumerate(chunk):
                 out[i]["hidden"] = hidden[j, :len(out[i]["input_ids"])].clone()  # (T_i, D)
     finally:
@@ -123,8 +120,8 @@ class FrozenRun:
     why: str
 
 
-def frozen_run(model, freeze_layers: int, train: Sequence[dict], eval_rows: Sequence[dict], *, world_size: int = 1,
-               budget: int = FEATURE_BUDGET, per_token: bool = True) -> FrozenRun:
+def frozen_run(model, tokenizer, freeze_layers: int, train: Sequence[dict], eval_rows: Sequence[dict], *,
+               world_size: int = 1, budget: int = FEATURE_BUDGET, per_token: bool = True) -> FrozenRun:
     """The rows a run trains on: with the features when ``feature_depth`` allows (computed on the GPU when there is
     one, where the Trainer will train), else as given. ``per_token``: labels per token (a tagger) or per row."""
     if freeze_layers <= 0 or not train:
@@ -137,7 +134,7 @@ def frozen_run(model, freeze_layers: int, train: Sequence[dict], eval_rows: Sequ
         return FrozenRun(list(train), list(eval_rows), None, 0, why)
     if torch.cuda.is_available():
         model.to("cuda")
-    return FrozenRun(add_features(model, train, depth), add_features(model, eval_rows, depth),
+    return FrozenRun(add_features(model, tokenizer, train, depth), add_features(model, tokenizer, eval_rows, depth),
                      FeatureCollator(per_token=per_token), depth, why)
 
 

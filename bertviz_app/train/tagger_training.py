@@ -120,7 +120,8 @@ def train_tagger(base_path: str | Path, tags: Sequence[str], train: Sequence[Tag
     # entity scores do not depend on it): in file order 65% of their tokens were padding, sorted 31%
     eval_rows = sorted(_trainable(encode_sentences(tokenizer, val, tag_ids, max_length, unit)) if val else [],
                        key=lambda r: len(r["input_ids"]))
-    run = frozen_run(model, config.freeze_layers, train_rows, eval_rows, world_size=world_size, budget=feature_budget)
+    run = frozen_run(model, tokenizer, config.freeze_layers, train_rows, eval_rows, world_size=world_size,
+                     budget=feature_budget)
     collator = run.collator or DataCollatorForTokenClassification(tokenizer, label_pad_token_id=IGNORE)
     info = train_keeping_best(model, tokenizer, config, RowsDataset(run.train),
                               RowsDataset(run.eval) if run.eval else None, _metrics(tags), metric="entity_f1",

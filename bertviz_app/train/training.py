@@ -347,7 +347,7 @@ class ScaledLrTrainer(Trainer):
             return super().compute_loss(model, inputs, return_outputs=return_outputs,
                                         num_items_in_batch=num_items_in_batch)
         logits = logits_from_depth(model, inputs["hidden"], self.feature_depth, inputs["attention_mask"],
-                                   attention="sdpa" if family_of(model).kernels else "eager")
+                                   attention="sdpa")  # (DeBERTa runs its own attention whatever is asked)
         outputs = {"logits": logits}  # (B, C), a tagger's (B, T, C)
         labels = inputs.get("labels")
         loss = None
@@ -516,7 +516,8 @@ def train_classifier(
         eval_ds = _encoded(tokenizer, val_texts, val_pairs, val_labels, max_length, multi_label)
     rows = [[ds[i] for i in range(len(ds))] if config.freeze_layers and ds is not None else []
             for ds in (train_ds, eval_ds)]  # (only read with frozen layers)
-    run = frozen_run(model, config.freeze_layers, *rows, world_size=world_size, budget=feature_budget, per_token=False)
+    run = frozen_run(model, tokenizer, config.freeze_layers, *rows, world_size=world_size, budget=feature_budget,
+                     per_token=False)
     if run.depth:  # the frozen bottom's output once per text (frozen_features.py)
         train_ds, eval_ds = RowsDataset(run.train), RowsDataset(run.eval) if run.eval else None
     compute_metrics = _metrics_of(multi_label, [id2label[i] for i in range(len(labels))])
