@@ -64,6 +64,16 @@ def _builder_pid(models: Path, within: float = 120, name: str = "default") -> in
     raise AssertionError("no build process took the build lock")
 
 
+def _wait_for_log(path: Path, *lines: str, within: float = 60) -> None:
+    deadline = time.monotonic() + within
+    while True:
+        missing = [line for line in lines if line not in path.read_text()]
+        if not missing:
+            return
+        assert time.monotonic() < deadline, f"not in the server's log after {within:.0f} s: {missing}"
+        time.sleep(0.2)
+
+
 def _stop_group(proc: subprocess.Popen) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -134,8 +144,10 @@ def test_page_at_once_shows_the_build_then_switches_to_the_built_model(tmp_path,
         page.get_by_role("button", name="Load model").click()
         expect(page.locator("#bv-model-summary")).to_contain_text("ForTokenClassification", timeout=120_000)
         expect(page.locator("#bv-model-info")).to_contain_text("silver-standard labels")
-        log = (tmp_path / "app.log").read_text()
-        assert "building the default tagger in the background" in log and "the default tagger is built" in log
+        # The server logs "is built" when it sees the build process exit, which may come after the page read the
+        # build's last event: wait for the lines (a missing one fails after the wait, naming itself).
+        _wait_for_log(tmp_path / "app.log", "building the default tagger in the background",
+                      "the default tagger is built")
         page.close()
     finally:
         _stop_group(proc)
