@@ -284,7 +284,7 @@ def bench_explain(lm, texts, rounds, tolerance):
     import bertviz_app as bv
     import bertviz_app.interpret.attribution as attr
 
-    GROUP = attr.GROUP_TEXTS
+    GROUP = attr.group_size(lm)  # what attribute_many uses on this device
     LOOSE = 0.25  # every text within half the peer's mean relative delta (0.51 measured)
 
     try:

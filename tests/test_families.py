@@ -196,7 +196,7 @@ def test_batched_attributions_are_complete_and_match_single_ones(fam_lm):
     against the independent reference, and equal to one call per text to 1e-4 of f(x) - f(baseline)."""
     texts = [IG_TEXT, "it is good, it is great", "the movie was tedious"]  # different lengths: padded
     baseline = bv.recommended_baseline(fam_lm)
-    many = bv.attribute_many(fam_lm, texts, baseline=baseline, n_steps=20)
+    many = bv.attribute_many(fam_lm, texts, baseline=baseline, n_steps=20, group=len(texts))
     assert len({a.target for a in many}) == 2
     for text, a in zip(texts, many):
         check_against_reference(fam_lm, a, text, n_steps=20)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
+import torch
 from test_families import attention_maps_work
 
 import bertviz_app as bv
@@ -194,7 +197,7 @@ def test_attribute_many_equals_one_call_per_text(signal, tolerance):
     call per text gives, in input order, including a sentence pair among single texts; each against the
     independent reference (texts of both labels, so rows swapped in the batch are far off)."""
     pairs = [None, None, "it was fun", None]
-    many = bv.attribute_many(signal, TEXTS, pairs=pairs, n_steps=12, tolerance=tolerance)
+    many = bv.attribute_many(signal, TEXTS, pairs=pairs, n_steps=12, tolerance=tolerance, group=len(TEXTS))
     assert [a.info.text for a in many] == TEXTS
     assert {a.target for a in many} == {"negative", "positive"}
     for a, text, pair in zip(many, TEXTS, pairs):
@@ -214,6 +217,31 @@ def test_adaptive_segments_converge_to_the_path_integral(signal):
     ref = bv.attribute(signal, SENTENCE, n_steps=256)
     assert np.abs(ref.scores).max() > 0.05
     np.testing.assert_allclose(tight.scores, ref.scores, atol=2e-3 * np.abs(ref.scores).max())
+
+
+def test_texts_share_their_passes_on_an_accelerator_and_go_one_by_one_on_the_cpu(signal, monkeypatch):
+    """group_size: one text at a time on the CPU (a group was slower there: bench/ig_groups.py), GROUP_TEXTS on
+    an accelerator; the groups attribute_many forms follow it, or the group asked for."""
+    from bertviz_app.interpret import attribution as attr
+
+    assert attr.group_size(signal) == 1
+    assert attr.group_size(SimpleNamespace(device=torch.device("cuda"))) == attr.GROUP_TEXTS == 8
+    sizes = []
+    real = attr.AttributionEngine.__init__
+
+    def spy(self, lm, items, *a, **k):
+        sizes.append(len(items))
+        real(self, lm, items, *a, **k)
+
+    monkeypatch.setattr(attr.AttributionEngine, "__init__", spy)
+    bv.attribute_many(signal, TEXTS, n_steps=4)
+    assert sizes == [1, 1, 1, 1]
+    sizes.clear()
+    bv.attribute_many(signal, TEXTS, n_steps=4, group=3)
+    assert sorted(sizes) == [1, 3]
+    for bad in (0, -1, 1.5, True, "8"):
+        with pytest.raises(bv.InputError, match="group must be a whole number"):
+            bv.attribute_many(signal, TEXTS, n_steps=4, group=bad)
 
 
 def test_attribute_many_target_and_bad_input(tiny):

@@ -34,7 +34,7 @@ from ..results import DEFAULT_TOLERANCE, Attribution, ClsLens, ClsPath, TokenInf
 
 __all__ = ["attribute", "attribute_many", "cls_path", "cls_lens", "steps_mode", "check_args", "speed_options",
            "baseline_ids", "baseline_jumps", "recommended_baseline", "usable_baselines", "AttributionEngine",
-           "BASELINES", "OUTPUTS", "TOKEN_BUDGET"]
+           "BASELINES", "OUTPUTS", "TOKEN_BUDGET", "GROUP_TEXTS", "group_size"]
 
 BASELINES = ("pad", "mask", "unk", "zero")
 OUTPUTS = ("prob", "logit")
@@ -259,12 +259,16 @@ def attribute_many(
     *,
     attention: str | None = None,
     cls_only_last_layer: bool | None = None,
+    group: int | None = None,
 ) -> list[Attribution]:
-    """``attribute`` for many texts at once, in input order: texts of similar length share their
-    forward/backward passes (the same attributions as one call per text, up to float rounding).
-    ``target`` applies to every text (None: each text's predicted class). Steps (``n_steps``,
-    ``tolerance``; default: adaptive at ``DEFAULT_TOLERANCE``), ``attention`` and
+    """``attribute`` for many texts at once, in input order: up to ``group`` texts of similar length share
+    their forward/backward passes (None: ``group_size(lm)``); the same attributions as one call per text, up
+    to float rounding. ``target`` applies to every text (None: each text's predicted class). Steps
+    (``n_steps``, ``tolerance``; default: adaptive at ``DEFAULT_TOLERANCE``), ``attention`` and
     ``cls_only_last_layer`` as for ``attribute``."""
+    group = group_size(lm) if group is None else group
+    if isinstance(group, bool) or not isinstance(group, int) or group < 1:
+        raise InputError(f"group must be a whole number of texts, 1 or more (got {group!r})")
     n_steps, tolerance = steps_mode(n_steps, tolerance)
     check_args(baseline, n_steps, output, tolerance, max_n_steps=lm.settings.max_n_steps)
     attention, cls_only = speed_options(lm, attention, cls_only_last_layer)
@@ -279,7 +283,7 @@ def attribute_many(
                        key=lambda i: (items[i][1] is not None, len(items[i][0]) + len(items[i][1] or "")))
         groups: list[list[int]] = []
         for i in order:
-            if (not groups or len(groups[-1]) == GROUP_TEXTS
+            if (not groups or len(groups[-1]) == group
                     or (items[groups[-1][0]][1] is None) != (items[i][1] is None)):
                 groups.append([])
             groups[-1].append(i)
@@ -291,9 +295,17 @@ def attribute_many(
     return results  # type: ignore[return-value]
 
 
-# Texts explained together (sorted by length, so they pad little); the internal batches are still
-# capped by TOKEN_BUDGET.
+# Texts explained together on an accelerator (sorted by length, so they pad little); the internal batches
+# are still capped by TOKEN_BUDGET.
 GROUP_TEXTS = 8
+
+
+def group_size(lm: LoadedModel) -> int:
+    """Texts ``attribute_many`` explains together by default: ``GROUP_TEXTS`` on an accelerator, where a
+    batch runs its rows in parallel, and 1 on the CPU, where a group padded to its longest text and refined in
+    shared rounds took 1.24x as long as one text at a time (bench/ig_groups.py: 160 reviews, the default model's
+    architecture, 2 threads; groups of 4: 1.06x)."""
+    return 1 if lm.device.type == "cpu" else GROUP_TEXTS
 # Adaptive (tolerance) mode: the path is cut into segments, each integrated with its own
 # Gauss-Lobatto rule (its nodes include the segment's ends, shared with the neighbours), so the pass
 # that gives the gradients also gives f at every segment end (f(x), f(baseline), the breakpoints):
