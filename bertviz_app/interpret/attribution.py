@@ -306,6 +306,8 @@ def group_size(lm: LoadedModel) -> int:
     shared rounds took 1.24x as long as one text at a time (bench/ig_groups.py: 160 reviews, the default model's
     architecture, 2 threads; groups of 4: 1.06x)."""
     return 1 if lm.device.type == "cpu" else GROUP_TEXTS
+
+
 # Adaptive (tolerance) mode: the path is cut into segments, each integrated with its own
 # Gauss-Lobatto rule (its nodes include the segment's ends, shared with the neighbours), so the pass
 # that gives the gradients also gives f at every segment end (f(x), f(baseline), the breakpoints):
