@@ -51,7 +51,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import CancelledError, InputError
-from ..models.answering import Answer, answer, check_room, default_stride, whole_number
+from ..models.answering import Answer, answer, check_room, default_stride
+from ..models.encoding import whole_number
 from ..models.heads import QUESTION_ANSWERING
 from ..models.registry import LoadedModel
 from ..train.answer_metrics import BOOTSTRAP_SAMPLES, mean_intervals, score_answer

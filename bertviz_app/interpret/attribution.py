@@ -25,7 +25,7 @@ from captum.attr import IntegratedGradients
 
 from ..config import Settings
 from ..errors import InputError, ResourceError
-from ..models.encoding import check_texts, encode, encode_batch, token_info
+from ..models.encoding import check_texts, encode, encode_batch, token_info, whole_number
 from ..models.families import family_of
 from ..models.forward import ATTENTIONS, classifier_logits, logits_from_depth
 from ..models.inference import probabilities
@@ -266,9 +266,7 @@ def attribute_many(
     to float rounding. ``target`` applies to every text (None: each text's predicted class). Steps
     (``n_steps``, ``tolerance``; default: adaptive at ``DEFAULT_TOLERANCE``), ``attention`` and
     ``cls_only_last_layer`` as for ``attribute``."""
-    group = group_size(lm) if group is None else group
-    if isinstance(group, bool) or not isinstance(group, int) or group < 1:
-        raise InputError(f"group must be a whole number of texts, 1 or more (got {group!r})")
+    group = group_size(lm) if group is None else whole_number(group, "group", 1)
     n_steps, tolerance = steps_mode(n_steps, tolerance)
     check_args(baseline, n_steps, output, tolerance, max_n_steps=lm.settings.max_n_steps)
     attention, cls_only = speed_options(lm, attention, cls_only_last_layer)

@@ -35,13 +35,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InputError
-from .encoding import check_text
+from .encoding import check_text, whole_number
 from .heads import QUESTION_ANSWERING
 from .inference import PREDICT_ATTENTIONS, length_batches
 from .registry import LoadedModel
 
 __all__ = ["answer", "Answer", "AnswerSpan", "default_stride", "MASKED_LOGIT", "check_room", "window_logits",
-           "span_probabilities", "best_spans", "span_characters", "whole_number"]
+           "span_probabilities", "best_spans", "span_characters"]
 
 MASKED_LOGIT = -10000.0  # the logit the pipeline gives positions outside the context before its softmax
 
@@ -86,15 +86,6 @@ class Answer:
 def default_stride(lm: LoadedModel) -> int:
     """The pipeline's default ``doc_stride``: 128 context tokens, or half the window where that is less."""
     return min(128, lm.max_length // 2)
-
-
-def whole_number(value, name: str, low: int) -> int:
-    """``value`` as an int of at least ``low`` (a float like 3.0 taken as 3), else InputError naming ``name``."""
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise InputError(f"{name} must be a whole number of at least {low}, got {value!r}.")
-    return value
 
 
 def _pairs(questions, contexts, max_chars: int, max_batch: int) -> tuple[list[str], list[str]]:

@@ -12,7 +12,17 @@ from .families import family_of
 from .registry import LoadedModel
 from ..results import TokenInfo
 
-__all__ = ["check_text", "check_texts", "check_has_words", "encode", "encode_batch", "pad_rows", "token_info"]
+__all__ = ["check_text", "check_texts", "check_has_words", "encode", "encode_batch", "pad_rows", "token_info",
+           "whole_number"]
+
+
+def whole_number(value, name: str, low: int) -> int:
+    """``value`` as an int of at least ``low`` (a float like 3.0 taken as 3), else InputError naming ``name``."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise InputError(f"{name} must be a whole number of at least {low}, got {value!r}.")
+    return value
 
 
 def check_text(text: object, what: str = "Text", max_chars: int = Settings.max_chars) -> str:
