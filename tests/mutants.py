@@ -80,6 +80,12 @@ MUTANTS: dict[str, Mutant] = {
         "False \\\n",
         "public mode: any visitor's token opens any visitor's run",
         ("tests/test_public_mode.py::test_the_gradio_api_over_raw_http_reaches_the_apps_ownership_check",)),
+    "answer-span-band-short": Mutant(
+        "bertviz_app.models.answering",
+        "width = min(max_len, n)",
+        "width = max(1, min(max_len - 1, n))",
+        "answers lose their longest spans: the band of ends after a start is one short",
+        ("tests/test_answering.py::test_the_best_spans_are_every_pairs_best_in_a_stable_order_ties_included",)),
 }
 
 

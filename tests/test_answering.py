@@ -339,6 +339,31 @@ def test_the_no_answer_score_is_the_lowest_over_the_windows(qa_dir):
     assert a.no_answer_score == pytest.approx(min(nulls), rel=1e-5)
 
 
+def test_the_best_spans_are_every_pairs_best_in_a_stable_order_ties_included():
+    """``best_spans`` scores only the band of ``max_len`` ends after each start and sorts only the candidates at or
+    above the k-th best: against every (start, end) pair of the window scored and sorted stably (the decode as
+    first written), on windows whose probabilities tie often (rounded to 2 digits), positions outside the context,
+    ``max_len`` past the window and ``k`` past the spans there are."""
+    from bertviz_app.models.answering import best_spans
+
+    rng = np.random.default_rng(0)
+    checked = tied = 0
+    for _ in range(200):
+        n = int(rng.integers(1, 40))
+        p_start, p_end = (np.round(rng.dirichlet(np.ones(n)), 2) for _ in range(2))
+        allowed = rng.random(n) < 0.8
+        k, max_len = int(rng.integers(1, 60)), int(rng.integers(1, 50))
+        pairs = [(p_start[s] * p_end[e], s, e) for s in range(n) for e in range(s, min(n, s + max_len))
+                 if allowed[s] and allowed[e] and p_start[s] * p_end[e] > 0]
+        want = [(s, e, score) for score, s, e in sorted(pairs, key=lambda x: (-x[0], x[1], x[2]))[:k]]
+        got = best_spans(p_start, p_end, allowed, k, max_len)
+        assert [(s, e) for s, e, _ in got] == [(s, e) for s, e, _ in want], (n, k, max_len)
+        assert np.allclose([x for *_, x in got], [x for *_, x in want], rtol=1e-12, atol=0)
+        checked += len(want)
+        tied += len({x for *_, x in want}) < len(want)
+    assert checked > 1000 and tied > 20  # the positive control: spans were found, and ties among them decided
+
+
 # --------------------------------------------------------------------------- refusals
 def test_heads_are_refused_at_each_others_doors(qa_dir, signal_model_dir, tmp_path):
     """A QA model given to predict/explain/tag: an InputError naming its head and where to use it; a classifier

@@ -197,15 +197,25 @@ def span_probabilities(lm: LoadedModel, encoding, logits: np.ndarray) -> tuple[n
 
 def best_spans(p_start: np.ndarray, p_end: np.ndarray, allowed: np.ndarray, k: int, max_len: int):
     """The ``k`` best (start, end, score) of one window, best first: start <= end < start + max_len, both in the
-    context, score p(start) x p(end) > 0."""
-    scores = np.triu(np.tril(np.outer(p_start, p_end), max_len - 1))  # (T, T): [s, e], s <= e < s + max_len
-    scores[~allowed, :] = 0.0
-    scores[:, ~allowed] = 0.0
-    flat = scores.ravel()
-    top = np.argsort(-flat, kind="stable")[:k]
+    context, score p(start) x p(end) > 0. Ties go to the earlier (start, end), as a stable sort of every pair of
+    the window would order them; only the band of ``max_len`` ends after each start is scored, and only the
+    candidates at or above the k-th best score are sorted (the pipeline's ``argpartition``, kept exact on ties)."""
+    n = len(p_start)
+    width = min(max_len, n)
+    ends = np.arange(n)[:, None] + np.arange(width)  # (T, W): the end of the span [start, start + d]
+    valid = (ends < n) & allowed[:, None]
+    ends = np.minimum(ends, n - 1)
+    valid &= allowed[ends]
+    flat = np.where(valid, p_start[:, None] * p_end[ends], 0.0).ravel()  # (T * W,), in (start, end) order
+    if k < flat.size:
+        kth = np.partition(flat, flat.size - k)[flat.size - k]  # the k-th best score
+        candidates = np.flatnonzero(flat >= kth)
+    else:
+        candidates = np.arange(flat.size)
+    top = candidates[np.argsort(-flat[candidates], kind="stable")][:k]
     top = top[flat[top] > 0]
-    starts, ends = np.unravel_index(top, scores.shape)
-    return [(int(s), int(e), float(flat[t])) for s, e, t in zip(starts, ends, top)]
+    starts, offsets = np.divmod(top, width)
+    return [(int(s), int(s + d), float(flat[t])) for s, d, t in zip(starts, offsets, top)]
 
 
 def span_characters(encoding, s: int, e: int) -> tuple[int, int]:
