@@ -4,6 +4,7 @@ variants taking turns in every round so load that changes hits them alike. It ch
 share their passes by default on this device.
 
     python bench/ig_groups.py --model /path/to/model --n 160 --rounds 3
+    python bench/ig_groups.py --model /path/to/model --groups 32,16,8,4,1   # wider groups, on a GPU
 
 Writes bench/ig_groups_results.md. Never asserted in tests.
 """
@@ -38,8 +39,10 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=160)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--tolerance", type=float, default=0.05)
+    ap.add_argument("--groups", default=",".join(map(str, GROUPS)), help="group sizes to time, comma-separated")
     ap.add_argument("--out", default=str(ROOT / "bench" / "ig_groups_results.md"))
     args = ap.parse_args(argv)
+    groups = [int(g) for g in args.groups.split(",")]
 
     import torch
 
@@ -54,7 +57,7 @@ def main(argv=None) -> int:
     seconds: dict[str, list[float]] = {}
     steps: dict[str, float] = {}
     for _ in range(args.rounds):
-        for g in GROUPS:
+        for g in groups:
             t = time.perf_counter()
             out = [a for i in range(0, len(texts), CHUNK)
                    for a in attribute_many(lm, texts[i : i + CHUNK], tolerance=args.tolerance, group=g)]
@@ -73,7 +76,8 @@ def main(argv=None) -> int:
         f"{torch.get_num_threads()} torch threads, device {lm.device.type}, model `{Path(args.model).name}` "
         f"({lm.model.config.num_hidden_layers} layers, hidden {lm.model.config.hidden_size}); 1-minute load average "
         f"{load[0]:.1f} before, {load[1]:.1f} after.",
-        f"`python bench/ig_groups.py --n {args.n} --rounds {args.rounds} --tolerance {args.tolerance}`: "
+        f"`python bench/ig_groups.py --n {args.n} --rounds {args.rounds} --tolerance {args.tolerance} "
+        f"--groups {args.groups}`: "
         f"{len(texts)} held-out reviews in chunks of {CHUNK}, the variants taking turns in every round; "
         f"`group_size` on this device: {group_size(lm)}.",
         "",
