@@ -464,6 +464,29 @@ def _no_result_cache(monkeypatch):
         monkeypatch.setattr(lm, "memo_size", 0)
 
 
+@pytest.fixture()
+def gpu_padding(monkeypatch):
+    """``pad(multiple)``: from then on batches pad to a multiple of ``multiple`` tokens, as they do on a CUDA device
+    (``inference.pad_multiple``; 1: exactly to the longest row, the CPU's), and the list it returns fills with the
+    width of every batch the forward is given (to show that padding happened)."""
+    from bertviz_app.models import inference
+
+    real = inference.classifier_logits
+
+    def pad(multiple: int) -> list[int]:
+        widths: list[int] = []
+
+        def spy(model, **inputs):
+            widths.append(inputs["input_ids"].shape[1])
+            return real(model, **inputs)
+
+        monkeypatch.setattr(inference, "pad_multiple", lambda lm: multiple)
+        monkeypatch.setattr(inference, "classifier_logits", spy)
+        return widths
+
+    return pad
+
+
 _SESSION_MODELS: list = []  # session-scoped LoadedModels, whose result cache every test turns off
 
 

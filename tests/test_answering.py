@@ -364,6 +364,26 @@ def test_the_best_spans_are_every_pairs_best_in_a_stable_order_ties_included():
     assert checked > 1000 and tied > 20  # the positive control: spans were found, and ties among them decided
 
 
+def test_batches_padded_to_a_multiple_as_on_a_gpu_answer_as_exact_ones(qa_dir, gpu_padding):
+    """On a CUDA device batches pad to a multiple of tokens (fewer shapes for attention's kernels to plan): the
+    padding is masked and cut off, so answers, scores and no-answer scores are those of exact padding, contexts
+    read in several windows too."""
+    lm = open_qa(qa_dir, "bert")
+    questions, contexts = [QUESTION, "was it fun", QUESTION], [CONTEXT, long_context(90, seed=3), "the film"]
+    exact_widths = gpu_padding(1)
+    exact = bv.answer(lm, questions, contexts, stride=8, batch_size=2)
+    padded_widths = gpu_padding(16)
+    padded = bv.answer(lm, questions, contexts, stride=8, batch_size=2)
+    assert any(a.windows > 1 for a in exact)
+    assert all(w % 16 == 0 or w == lm.max_length for w in padded_widths)  # the positive control: padding happened
+    assert sum(padded_widths) > sum(exact_widths) and len(padded_widths) == len(exact_widths) > 1
+    for a, b in zip(exact, padded):
+        assert (a.text, a.start, a.end, a.no_answer) == (b.text, b.start, b.end, b.no_answer)
+        assert [(s.start, s.end) for s in a.n_best] == [(s.start, s.end) for s in b.n_best]
+        np.testing.assert_allclose([s.score for s in b.n_best], [s.score for s in a.n_best], rtol=1e-4)
+        assert b.no_answer_score == pytest.approx(a.no_answer_score, rel=1e-4)
+
+
 # --------------------------------------------------------------------------- refusals
 def test_heads_are_refused_at_each_others_doors(qa_dir, signal_model_dir, tmp_path):
     """A QA model given to predict/explain/tag: an InputError naming its head and where to use it; a classifier

@@ -40,6 +40,22 @@ def test_batched_and_single_predictions_agree(signal):
         np.testing.assert_allclose(a.probs, b.probs, rtol=1e-4, atol=1e-7)
 
 
+def test_batches_padded_to_a_multiple_as_on_a_gpu_predict_as_exact_ones(signal, gpu_padding):
+    """On a CUDA device batches pad to a multiple of tokens (``inference.pad_multiple``): masked, so every text's
+    probabilities are those of exact padding, to float rounding."""
+    texts = ["the film was awful", SENTENCE, "it is not good, it is bad, it is awful, awful, awful", "the film"]
+    exact_widths = gpu_padding(1)
+    exact = bv.predict(signal, texts, batch_size=2)
+    padded_widths = gpu_padding(16)
+    padded = bv.predict(signal, texts, batch_size=2)
+    assert all(w % 16 == 0 or w == signal.max_length for w in padded_widths)  # the positive control: it padded
+    assert sum(padded_widths) > sum(exact_widths) and len(padded_widths) == len(exact_widths) == 2
+    assert {p.label for p in exact} == {"negative", "positive"}
+    for a, b in zip(exact, padded):
+        assert a.label == b.label
+        np.testing.assert_allclose(b.probs, a.probs, rtol=1e-4, atol=1e-7)
+
+
 def test_golden_logits_of_the_trained_fixture(signal):
     """The trained fixture (seeded, single-threaded training) pins the whole build + save + load +
     predict path: its logits for several texts, relative tolerance 1e-3 (other CPUs round the 60 training

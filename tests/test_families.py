@@ -372,11 +372,13 @@ def test_a_long_document_is_explained_whole_on_every_family(fam_lm, method):
     assert at.cls_row.shape == (fam_lm.model.config.num_hidden_layers, len(doc.info))
 
 
+@pytest.mark.parametrize("multiple", [1, 16])
 @pytest.mark.parametrize("pair", [False, True])
 @pytest.mark.parametrize("side", [None, "right", "left"])
-def test_pad_rows_is_the_tokenizers_own_padding(fam_lm, pair, side):
+def test_pad_rows_is_the_tokenizers_own_padding(fam_lm, pair, side, multiple):
     """``pad_rows`` (the predict path's padding) gives exactly ``tokenizer.pad``'s tensors for every family's
-    tokenizer (its pad id, pad token type id and side), rows of different lengths, an empty pair or not."""
+    tokenizer (its pad id, pad token type id and side), rows of different lengths, an empty pair or not, padded
+    to the longest row or to a multiple of tokens (``pad_to_multiple_of``, as batches are on a GPU)."""
     from bertviz_app.models.encoding import pad_rows
 
     tok = fam_lm.tokenizer
@@ -386,10 +388,17 @@ def test_pad_rows_is_the_tokenizers_own_padding(fam_lm, pair, side):
     keys = [k for k in ("input_ids", "token_type_ids", "attention_mask", "special_tokens_mask") if k in enc]
     rows = [3, 0, 4, 1]
     ref = tok.pad({k: [enc[k][i] for i in rows] for k in keys}, padding=True, return_tensors="pt",
-                  **({} if side is None else {"padding_side": side}))
-    got = pad_rows(tok, enc, rows, keys, side)
+                  pad_to_multiple_of=multiple, **({} if side is None else {"padding_side": side}))
+    got = pad_rows(tok, enc, rows, keys, side, multiple_of=multiple)
     assert set(got) == set(ref)
     lengths = {len(enc["input_ids"][i]) for i in rows}
-    assert len(lengths) > 1 and ref["input_ids"].shape == (len(rows), max(lengths))  # padding did happen
+    width = -(-max(lengths) // multiple) * multiple
+    assert len(lengths) > 1 and ref["input_ids"].shape == (len(rows), width)  # padding did happen
+    assert (width > max(lengths)) is (multiple == 16)  # rounded up: the longest row is not a multiple of 16
+    for cap in (max(lengths) + 1, max(lengths) - 1):  # the model's positions: rounding stops there, never cuts
+        capped = pad_rows(tok, enc, rows, keys, side, multiple_of=64, max_width=cap)
+        want = tok.pad({k: [enc[k][i] for i in rows] for k in keys}, padding="max_length", return_tensors="pt",
+                       max_length=max(cap, max(lengths)), **({} if side is None else {"padding_side": side}))
+        assert all(torch.equal(capped[k], want[k]) for k in want), cap
     for k in ref:
         assert got[k].dtype == ref[k].dtype and torch.equal(got[k], ref[k]), k

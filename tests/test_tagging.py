@@ -282,6 +282,26 @@ def test_words_are_the_tokenizers_own(tagger_dir):
             assert w.label == r.label_names[k] and w.score == pytest.approx(float(r.probs[a, k]), rel=1e-6)
 
 
+def test_batches_padded_to_a_multiple_as_on_a_gpu_tag_as_exact_ones(tagger_dir, gpu_padding):
+    """On a CUDA device batches pad to a multiple of tokens: the padding is masked and cut off, so every piece's
+    probabilities, the words and the entities are those of exact padding, a text read in windows too."""
+    lm = open_tagger(tagger_dir, "bert", "trained")
+    texts = ["it was joy", " ".join(["the film was good it is a movie joy"] * 12), *WORD_TEXTS]
+    exact_widths = gpu_padding(1)
+    exact = bv.tag(lm, texts, stride=8, batch_size=2)
+    padded_widths = gpu_padding(16)
+    padded = bv.tag(lm, texts, stride=8, batch_size=2)
+    assert exact[1].windows > 1 and any(t.entities for t in exact)
+    assert all(w % 16 == 0 or w == lm.max_length for w in padded_widths)  # the positive control: padding happened
+    assert sum(padded_widths) > sum(exact_widths) and len(padded_widths) == len(exact_widths) > 1
+    for a, b in zip(exact, padded):
+        assert a.probs.shape == b.probs.shape and a.labels == b.labels and a.words == b.words or all(
+            (v.text, v.label, v.pieces) == (w.text, w.label, w.pieces) for v, w in zip(a.words, b.words))
+        assert [(e.text, e.label, e.start, e.end) for e in a.entities] == \
+            [(e.text, e.label, e.start, e.end) for e in b.entities]
+        np.testing.assert_allclose(b.probs, a.probs, rtol=1e-4, atol=1e-6)
+
+
 # --------------------------------------------------------------------------- long texts
 def test_windows_find_an_entity_past_the_first_window(tagger_dir, family):
     """A text three windows long with "joy" near its end and "slog" in its middle: read in windows, both are found

@@ -15,7 +15,7 @@ from .forward import classifier_logits
 from .heads import SEQUENCE_CLASSIFICATION
 from .registry import LoadedModel
 
-__all__ = ["length_batches", "predict", "predict_with_logits", "predict_windows", "probabilities", "applied_temperature",
+__all__ = ["length_batches", "pad_multiple", "CUDA_PAD_MULTIPLE", "predict", "predict_with_logits", "predict_windows", "probabilities", "applied_temperature",
            "window_plan", "window_logits", "pool_logits", "check_window", "WINDOW_POOLS"]
 
 # Attention kernel "auto" (settings' predict_attention, predict's ``attention=``) uses SDPA for
@@ -56,6 +56,17 @@ def _options(lm: LoadedModel, attention, sort_by_length, cls_only_last_layer):
     return attention, sort_by_length, cls_only
 
 
+# On a CUDA device a batch pads to a multiple of this many tokens: attention's kernels (cuDNN's, for bf16 on
+# Hopper) are planned once per input shape, and a length-sorted batch of free length is a new shape nearly every
+# time (bench/gpu_results.md: answering 300 questions in bf16 on an H200).
+CUDA_PAD_MULTIPLE = 64
+
+
+def pad_multiple(lm: LoadedModel) -> int:
+    """Tokens a batch's length is rounded up to: ``CUDA_PAD_MULTIPLE`` on a CUDA device, else 1 (exact)."""
+    return CUDA_PAD_MULTIPLE if lm.device.type == "cuda" else 1
+
+
 def length_batches(lm: LoadedModel, enc, batch_size: int, attention: str, cls_only: bool, sort_by_length: bool = True):
     """The model's logits over the tokenizer output ``enc`` in batches, as ``(rows, logits)``: ``rows`` the indices
     of ``enc``'s rows in the batch, ``logits`` (B, C) at [CLS] or (B, T, C) per position as the head reads. Rows
@@ -69,7 +80,8 @@ def length_batches(lm: LoadedModel, enc, batch_size: int, attention: str, cls_on
     with lm.run_lock, torch.inference_mode():
         for start in range(0, len(lengths), batch_size):
             idx = order[start : start + batch_size]
-            inputs = {k: v.to(lm.device) for k, v in pad_rows(lm.tokenizer, enc, idx, keys).items()}
+            padded = pad_rows(lm.tokenizer, enc, idx, keys, multiple_of=pad_multiple(lm), max_width=lm.max_length)
+            inputs = {k: v.to(lm.device) for k, v in padded.items()}
             impl = attention
             if impl == "auto":
                 impl = "sdpa" if inputs["input_ids"].shape[1] >= SDPA_MIN_TOKENS else "eager"
