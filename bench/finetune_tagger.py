@@ -257,7 +257,7 @@ class Turns:
 
 class StepHook(threading.Event):
     """Given to ``run_tagger`` as its ``cancel`` event: the engine's progress callback asks ``is_set()`` once at the
-    end of every optimizer step (``training.ProgressReporter.on_step_end``), which is where ours hands the turn
+    end of every optimizer step (``trainer.ProgressReporter.on_step_end``), which is where ours hands the turn
     over. It never cancels."""
 
     def __init__(self, at_step_end):

@@ -43,7 +43,7 @@ def test_ece_pools_rows_sharing_a_bin_and_nll_is_clipped():
 
 
 def test_the_ece_agrees_with_the_fine_tunes_own():
-    from bertviz_app.train.training import calibration_metrics as training_metrics
+    from bertviz_app.train.classifier_metrics import calibration_metrics as training_metrics
 
     rng = np.random.default_rng(3)
     z = rng.normal(size=(300, 4)) * 2

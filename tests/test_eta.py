@@ -74,7 +74,7 @@ def test_training_progress_events_carry_the_measured_eta(monkeypatch):
     """The training callback (the fine-tune's and the default build's progress) uses the rule."""
     from types import SimpleNamespace
 
-    from bertviz_app.train.training import ProgressReporter
+    from bertviz_app.train.trainer import ProgressReporter
 
     clock, events = FakeClock(), []
     reporter = ProgressReporter(events.append, None, 0.0)
@@ -163,7 +163,7 @@ def test_the_eta_is_within_a_quarter_of_the_truth_from_20_percent_on(case):
     within 25% of the time really left, with the allowances the fine-tune and the build give."""
     from bertviz_app.train.default_model import after_training_steps
     from bertviz_app.train.finetune.runner import after_training_evals
-    from bertviz_app.train.training import ProgressReporter
+    from bertviz_app.train.trainer import ProgressReporter
 
     clock = FakeClock()
     if case == "finetune":

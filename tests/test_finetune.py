@@ -21,7 +21,8 @@ import bertviz_app as bv
 from bertviz_app import InputError
 from bertviz_app.train.data import build_dataset, read_table
 from bertviz_app.train.finetune import list_runs, run_finetune
-from bertviz_app.train.training import BestKeeper, TrainConfig
+from bertviz_app.train.trainer import BestKeeper
+from bertviz_app.train.training import TrainConfig
 
 from conftest import free_port, run_launch
 
@@ -223,7 +224,7 @@ def test_kept_checkpoint_is_the_best_macro_f1_with_ties_going_to_the_lower_valid
 
 
 def test_ece_and_nll_on_a_hand_made_example():
-    from bertviz_app.train.training import calibration_metrics, expected_calibration_error
+    from bertviz_app.train.classifier_metrics import calibration_metrics, expected_calibration_error
 
     probs = np.array([[0.95, 0.05], [0.97, 0.03], [0.30, 0.70], [0.55, 0.45]])
     labels = [0, 1, 1, 1]
@@ -268,7 +269,7 @@ def test_epoch_cap_scales_with_data_size():
 def test_learning_rate_groups_follow_head_scale_and_layer_decay(tiny_model_dir, tmp_path):
     from transformers import AutoModelForSequenceClassification, TrainingArguments
 
-    from bertviz_app.train.training import ScaledLrTrainer
+    from bertviz_app.train.trainer import ScaledLrTrainer
 
     model = AutoModelForSequenceClassification.from_pretrained(tiny_model_dir)
     args = TrainingArguments(output_dir=str(tmp_path), learning_rate=1e-3, use_cpu=True, report_to="none")

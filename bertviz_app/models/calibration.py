@@ -76,7 +76,7 @@ def softmax_t(logits, t: float = 1.0) -> np.ndarray:
 
 def _bin_index(confidence: np.ndarray, n_bins: int) -> np.ndarray:
     # Equal-width bins: bin b holds edges[b] < confidence <= edges[b + 1] (0 goes into the first), the
-    # same edges as training.expected_calibration_error, so the fine-tune's ECE and this one agree.
+    # same edges as classifier_metrics.expected_calibration_error, so the fine-tune's ECE and this one agree.
     edges = np.linspace(0.0, 1.0, n_bins + 1)
     return np.searchsorted(edges[1:-1], confidence, side="left")
 

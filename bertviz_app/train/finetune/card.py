@@ -8,8 +8,8 @@ from dataclasses import asdict
 from datetime import datetime, timezone
 
 from ...models.calibration import CALIBRATION_FILE, calibration_outcome, calibration_record
+from ..classifier_metrics import ECE_BINS, metrics_tables
 from ..data import Dataset
-from ..training import ECE_BINS, metrics_tables
 from .records import Verdict
 
 __all__ = ["calibration_file", "calibration_line", "head_run_record", "run_card", "run_record"]

@@ -7,8 +7,8 @@ import numpy as np
 import torch
 
 from ...models.calibration import calibration_report
+from ..classifier_metrics import calibration_metrics, evaluate_predictions
 from ..data import Dataset
-from ..training import calibration_metrics, evaluate_predictions
 
 __all__ = ["evaluate"]
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...models.calibration import calibration_outcome
+from ..classifier_metrics import ECE_BINS, evaluate_predictions
 from ..data import Dataset
-from ..training import ECE_BINS, evaluate_predictions
 from .records import Verdict
 
 __all__ = ["CLEAR_SHARE", "HEADINGS", "LOSS_FLAT", "MAJORITY_MARGIN", "PROBE_MARGIN", "UNIFORM_MARGIN", "judge",
