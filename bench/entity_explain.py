@@ -85,8 +85,8 @@ def quantile90(xs: list[float]) -> float:
 def forward_per_target():
     """The entity engine with the generic gradient pass (``AttributionEngine.gradient_pass``: a forward and a backward
     per target at each path point) instead of its own shared forward: the same numbers, the cost before sharing."""
-    from bertviz_app.interpret.attribution import AttributionEngine
     from bertviz_app.interpret.entity_attribution import LogitsTargetEngine
+    from bertviz_app.interpret.ig_engine import AttributionEngine
 
     shared = LogitsTargetEngine.gradient_pass
     LogitsTargetEngine.gradient_pass = AttributionEngine.gradient_pass

@@ -31,25 +31,25 @@ REFERENCE = "tests/test_core.py::test_integrated_gradients_equal_an_independent_
 
 MUTANTS: dict[str, Mutant] = {
     "ig-scores-halved": Mutant(
-        "bertviz_app.interpret.attribution",
+        "bertviz_app.interpret.ig_engine",
         "scores = np.sum([p.scores for p in pieces], axis=0)[: len(info.tokens)]",
         "scores = 0.5 * np.sum([p.scores for p in pieces], axis=0)[: len(info.tokens)]",
         "Integrated Gradients returns half of every score",
         (REFERENCE,)),
     "ig-scores-zeroed": Mutant(
-        "bertviz_app.interpret.attribution",
+        "bertviz_app.interpret.ig_engine",
         "scores = np.sum([p.scores for p in pieces], axis=0)[: len(info.tokens)]",
         "scores = 0.0 * np.sum([p.scores for p in pieces], axis=0)[: len(info.tokens)]",
         "Integrated Gradients returns all-zero scores (its delta still computed from them)",
         (REFERENCE,)),
     "ig-delta-sign-flipped": Mutant(
-        "bertviz_app.interpret.attribution",
+        "bertviz_app.interpret.ig_engine",
         "delta=float(sum(p.err for p in pieces)),",
         "delta=-float(sum(p.err for p in pieces)),",
         "the convergence delta's sign flipped",
         ("tests/test_speed_options.py::test_attribute_equals_captum_layer_integrated_gradients[pad]",)),
     "ig-adaptive-tolerance-loosened": Mutant(
-        "bertviz_app.interpret.attribution",
+        "bertviz_app.interpret.ig_engine",
         "allowed = max(tolerance * gap, 1e-6)",
         "allowed = max(10 * tolerance * gap, 1e-6)",
         "adaptive steps stop at ten times the asked relative delta",
@@ -62,7 +62,7 @@ MUTANTS: dict[str, Mutant] = {
         "a batch of texts gets the first two texts' attributions swapped",
         ("tests/test_speed_options.py::test_attribute_many_equals_one_call_per_text[None]",)),
     "zero-baseline-is-pad": Mutant(
-        "bertviz_app.interpret.attribution",
+        "bertviz_app.interpret.ig_engine",
         '            if baseline == "zero":',
         "            if False:",
         'the "zero" baseline silently computed as "pad"',

@@ -281,7 +281,7 @@ def test_cls_path_equals_captum_layer_integrated_gradients(signal):
     (about 0.45 on the trained fixture; scores of 0.1-0.4, so halved or zeroed rows are far off)."""
     from captum.attr import LayerIntegratedGradients
 
-    from bertviz_app.interpret.attribution import AttributionEngine
+    from bertviz_app.interpret.ig_engine import AttributionEngine
 
     from conftest import assert_scores_match
 
@@ -299,7 +299,7 @@ def test_cls_path_equals_captum_layer_integrated_gradients(signal):
 def test_attribution_retries_smaller_batches_on_out_of_memory(tiny, monkeypatch):
     """An OOM in Integrated Gradients halves the internal batch and retries; only at a batch of
     one does the request fail, with a ResourceError that says what to do."""
-    from bertviz_app.interpret.attribution import AttributionEngine
+    from bertviz_app.interpret.ig_engine import AttributionEngine
 
     real = AttributionEngine.gradient_pass
     seen = []

@@ -20,7 +20,7 @@ import transformers as tf
 import bertviz_app as bv
 from bertviz_app.cli import main
 from bertviz_app.errors import InputError
-from bertviz_app.interpret.attribution import recommended_baseline
+from bertviz_app.interpret.attribution_options import recommended_baseline
 from bertviz_app.interpret.entity_attribution import explain_entities, occlude_entities
 from bertviz_app.interpret.entity_methods import sample_entities
 
@@ -152,7 +152,7 @@ def test_every_entity_and_a_token_equal_the_reference_integral(family, tagger):
     steps on the entity of the largest change: complete within the tolerance and equal to the integral. An
     entity's F(x) is also the sum of ``tag``'s own log-probabilities of its labels (what the tagger reports)."""
     lm = tagger(family)
-    baseline = recommended_baseline(lm)  # DeBERTa-v2's [PAD] path starts with a jump (attribution.baseline_jumps)
+    baseline = recommended_baseline(lm)  # DeBERTa-v2: [PAD] path starts with a jump (baseline_jumps)
     t = bv.tag(lm, TEXT)[0]
     assert len(t.entities) >= 2
     recs = explain_entities(lm, TEXT, range(len(t.entities)), token=1, baseline=baseline, n_steps=16)

@@ -117,7 +117,7 @@ def test_integrated_gradients_completeness_on_the_engine(fam_lm, output):
     """The engine's Integrated Gradients (fixed and adaptive steps, both outputs, with a second
     text) against the independent reference (``conftest.check_against_reference``), and f(x) is what predict
     reports for the text."""
-    from bertviz_app.interpret.attribution import AttributionEngine
+    from bertviz_app.interpret.ig_engine import AttributionEngine
 
     baseline = bv.recommended_baseline(fam_lm)  # DeBERTa-v2's [PAD] path jumps: test_a_baseline_whose_path...
     for pair in (None, "it was fun"):

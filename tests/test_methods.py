@@ -389,7 +389,7 @@ def test_methods_are_classes_found_by_name_in_the_registry(tiny, monkeypatch):
     gives what explain gives; a method registered from outside is found by explain and
     compare_methods; an unknown name or a taken one is refused."""
     import bertviz_app.interpret.methods as methods
-    from bertviz_app.interpret.attribution import AttributionEngine
+    from bertviz_app.interpret.ig_engine import AttributionEngine
     from bertviz_app.interpret.methods import METHOD_CLASSES, Method, Saliency, method_class, register_method
 
     # the built-in attribution methods, then the context-mixing measures (compared only when named)

@@ -22,7 +22,7 @@ from test_answering import CONTEXT, build_steered, long_context
 import bertviz_app as bv
 from bertviz_app.cli import main
 from bertviz_app.errors import InputError
-from bertviz_app.interpret.attribution import recommended_baseline
+from bertviz_app.interpret.attribution_options import recommended_baseline
 from bertviz_app.interpret.span_attribution import explain_answer, occlude_answer
 
 from conftest import FAMILIES, build_family_model
@@ -165,7 +165,7 @@ def test_the_predicted_span_its_start_and_end_equal_the_reference(family, qa):
     F(x) the log-probabilities by hand from the model's logits; start + end = span (IG is linear in the target);
     the span is answer's; adaptive steps on the span: complete within the tolerance and equal to the integral."""
     lm = qa(family)
-    baseline = recommended_baseline(lm)  # DeBERTa-v2's [PAD] path starts with a jump (attribution.baseline_jumps)
+    baseline = recommended_baseline(lm)  # DeBERTa-v2: [PAD] path starts with a jump (baseline_jumps)
     [a] = bv.answer(lm, QUESTION, CONTEXT, no_answer_threshold=None)
     span, start, end = explain_answer(lm, QUESTION, CONTEXT, part=["span", "start", "end"], baseline=baseline,
                                       n_steps=16)

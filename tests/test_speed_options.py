@@ -32,7 +32,7 @@ def test_adaptive_steps_start_small_and_grow(signal):
     the first round's, which a loose tolerance stops at."""
     loose = bv.attribute(signal, SENTENCE, tolerance=0.5)
     tight = bv.attribute(signal, SENTENCE, tolerance=1e-4)
-    from bertviz_app.interpret.attribution import FIRST_STEPS
+    from bertviz_app.interpret.ig_engine import FIRST_STEPS
 
     assert loose.n_steps <= FIRST_STEPS
     assert tight.n_steps > loose.n_steps
@@ -56,7 +56,7 @@ def test_attribute_equals_captum_layer_integrated_gradients(signal, baseline):
     word-embedding layer (what attribute used before), with the same convergence delta."""
     from captum.attr import LayerIntegratedGradients
 
-    from bertviz_app.interpret.attribution import AttributionEngine
+    from bertviz_app.interpret.ig_engine import AttributionEngine
 
     a = bv.attribute(signal, SENTENCE, baseline=baseline, n_steps=16)
     s = AttributionEngine.for_text(signal, SENTENCE, baseline=baseline)
@@ -95,7 +95,7 @@ def test_predict_same_with_every_speed_option(tiny):
 def test_speed_options_default_to_the_settings(tiny, monkeypatch):
     """Without arguments a call uses its model's settings (``lm.settings``, given to load_model or
     ``with_settings``); a call's own arguments beat them; a bad value says what to use."""
-    import bertviz_app.interpret.attribution as attr
+    import bertviz_app.interpret.ig_engine as engine
     import bertviz_app.models.inference as inf
     from bertviz_app.config import Settings
 
@@ -103,7 +103,7 @@ def test_speed_options_default_to_the_settings(tiny, monkeypatch):
     real = inf.classifier_logits
     spy = lambda *a, **k: seen.append((k["attention"], k["cls_only"])) or real(*a, **k)  # noqa: E731
     monkeypatch.setattr(inf, "classifier_logits", spy)
-    monkeypatch.setattr(attr, "classifier_logits", spy)
+    monkeypatch.setattr(engine, "classifier_logits", spy)
     bv.predict(tiny, "great fun")
     assert set(seen) == {("eager", True)}  # auto: eager below SDPA_MIN_TOKENS
     seen.clear()

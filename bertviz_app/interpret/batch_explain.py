@@ -62,7 +62,8 @@ from ..models.encoding import check_text
 from ..models.inference import predict
 from ..train.data import format_rows, guess_columns, read_table, safe_csv_cell
 from . import methods as attribution_methods  # looked up per call: a test wraps methods.explain
-from .attribution import attribute_many, check_args, steps_mode
+from .attribution import attribute_many
+from .attribution_options import check_args, steps_mode
 from .export import attribution_units, check_output_path, write_text
 from .faithfulness_eval import faithfulness_many
 

@@ -26,7 +26,7 @@ a piece outside every entity; ``label="B-PER"`` asks what speaks for or against 
 
 Integrated Gradients: the straight path from the baseline's word vectors (every piece replaced by [PAD], [MASK] or
 [UNK], or zero vectors; special tokens keep theirs) to the text's, through the model's composed forward
-(``forward.classifier_logits``, every position), with the classifier's engine (``attribution.AttributionEngine``):
+(``forward.classifier_logits``, every position), with the classifier's engine (``ig_engine.AttributionEngine``):
 its fixed Gauss-Legendre steps or adaptive Gauss-Lobatto segments refined until the relative convergence delta is
 within ``tolerance``, its batching within a token budget. Completeness: the pieces' scores add up to
 F(x) - F(baseline); ``delta`` = sum(scores) - (F(x) - F(baseline)) (Captum's sign) says how far the quadrature is
@@ -59,7 +59,8 @@ from ..models.inference import window_plan
 from ..models.registry import LoadedModel
 from ..models.tagging import OUTSIDE, Tagging, check_aggregation, default_stride, tag
 from ..results import TokenInfo
-from .attribution import AttributionEngine, check_args, steps_mode
+from .attribution_options import check_args, steps_mode
+from .ig_engine import AttributionEngine
 
 __all__ = ["explain_entities", "occlude_entities", "EntityAttribution", "WordScore", "TARGETS", "Target",
            "entity_pieces", "piece_labels", "own_piece_labels", "variant_values", "LogitsTargetEngine", "TargetEngine",

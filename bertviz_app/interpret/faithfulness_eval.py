@@ -27,7 +27,7 @@ from ..models.forward import classifier_logits
 from ..models.inference import probabilities
 from ..models.registry import LoadedModel
 from ..results import Attribution, Faithfulness
-from .attribution import TOKEN_BUDGET, baseline_ids, speed_options
+from .attribution_options import TOKEN_BUDGET, baseline_ids, speed_options
 
 __all__ = ["KS", "faithfulness", "faithfulness_many", "faithfulness_reading", "check_ks"]
 

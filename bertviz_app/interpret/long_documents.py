@@ -39,7 +39,8 @@ from ..models.inference import check_window, pool_logits, probabilities, window_
 from ..models.registry import LoadedModel
 from ..results import AttentionMaps, Attribution, Prediction, TokenInfo
 from .attention_maps import cls_rows, rollout
-from .attribution import TOKEN_BUDGET, AttributionEngine, check_args, speed_options, steps_mode
+from .attribution_options import TOKEN_BUDGET, check_args, speed_options, steps_mode
+from .ig_engine import AttributionEngine
 from .methods import MAX_SAMPLES, WordFeatures, method_class, refuse_if_slow
 from .mixing_measures import MixingMaps, check_measure, context_mixing_inputs
 

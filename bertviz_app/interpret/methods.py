@@ -2,7 +2,7 @@
 side-by-side comparison of them.
 
 Every method explains the same f (the target's probability, or logit) of the same composed
-[CLS] path (``forward.classifier_logits`` through ``attribution.AttributionEngine``: the family
+[CLS] path (``forward.classifier_logits`` through ``ig_engine.AttributionEngine``: the family
 adapter's word embeddings, layers and head) and returns the same ``Attribution`` record, with its
 ``method``, passes and seconds filled in. Each method is a small class with one ``attribute``
 (``Method``), found by its name in ``METHOD_CLASSES`` (``register_method`` adds one), as Captum's
@@ -51,8 +51,10 @@ from ..errors import InputError
 from ..models.registry import LoadedModel
 from ..results import MIXING_METHODS, Attribution, MethodComparison
 from .attention_maps import attention, rollout
-from .attribution import TOKEN_BUDGET, AttributionEngine, attribute, speed_options, steps_mode
+from .attribution import attribute
+from .attribution_options import TOKEN_BUDGET, speed_options, steps_mode
 from .faithfulness_eval import faithfulness
+from .ig_engine import AttributionEngine
 from .mixing_measures import context_mixing_inputs
 from .words import word_groups
 

@@ -61,7 +61,7 @@ from ..models.families import family_of
 from ..models.heads import QUESTION_ANSWERING
 from ..models.registry import LoadedModel
 from ..results import TokenInfo
-from .attribution import baseline_token, check_args, steps_mode
+from .attribution_options import baseline_token, check_args, steps_mode
 from .entity_attribution import LogitsTargetEngine, variant_values
 
 __all__ = ["explain_answer", "occlude_answer", "SpanAttribution", "SpanTarget", "SideWord", "PARTS", "TARGETS", "SIDES",

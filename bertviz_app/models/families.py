@@ -121,7 +121,7 @@ class Family:
         """Is depth 0 LayerNorm(word vector) alone, with no position or token-type vector added?
         LayerNorm(a v) is the same for every a > 0, so the straight path from a zero word vector
         jumps at its first point: Integrated Gradients from such a baseline spend their steps on
-        that jump (``attribution.baseline_jumps``)."""
+        that jump (``attribution_options.baseline_jumps``)."""
         return False
 
     # -- the path -----------------------------------------------------------------------------

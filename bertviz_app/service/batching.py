@@ -24,7 +24,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from ..interpret.attribution import attribute, attribute_many, check_args, steps_mode
+from ..interpret.attribution import attribute, attribute_many
+from ..interpret.attribution_options import check_args, steps_mode
 from ..models.encoding import check_text
 from ..models.inference import check_window, predict
 from ..models.registry import LoadedModel
