@@ -346,3 +346,22 @@ def test_no_facade_name_is_shadowed_by_a_package():
                 if p.suffix == ".py" or (p / "__init__.py").is_file()}
     assert {"config", "models", "cli"} <= children
     assert not set(bertviz_app.__all__) & children, set(bertviz_app.__all__) & children
+
+
+LONGEST_FUNCTION = 80  # lines from its def to its last, docstring included (issue 31: read in a sitting)
+
+
+def _long_functions(source: str) -> list[tuple[str, int]]:
+    functions = [n for n in ast.walk(ast.parse(source)) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    return [(n.name, n.end_lineno - n.lineno + 1) for n in functions if n.end_lineno - n.lineno + 1 > LONGEST_FUNCTION]
+
+
+def test_no_function_of_the_package_is_longer_than_one_can_read_in_a_sitting():
+    """No function or method in ``bertviz_app/`` runs past ``LONGEST_FUNCTION`` lines. Positive control: a made-up
+    function one line too long is seen, one at the limit is not."""
+    body = "\n".join(f"    x{i} = {i}" for i in range(LONGEST_FUNCTION - 1))
+    assert _long_functions(f"def at_the_limit():\n{body}\n") == []
+    assert _long_functions(f"def one_too_long():\n{body}\n    y = 0\n") == [("one_too_long", LONGEST_FUNCTION + 1)]
+    found = {p.relative_to(ROOT).as_posix(): long for p in _sources("bertviz_app")
+             if (long := _long_functions(p.read_text(encoding="utf-8")))}
+    assert not found, found
