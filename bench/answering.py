@@ -37,8 +37,10 @@ sentences (6-20 words, seeded) turned into a question ("What" + the sentence wit
 Timing: the questions are split into ``--chunks`` (3) parts; on each part every side runs once, the order rotating
 part to part (so load from other processes falls on all sides alike); a side's seconds are the sum over the parts
 and the ratio is peer / ours; each part's ratio is reported too. Each side is warmed up on 32 questions first.
-Torch threads: ``--threads`` (2). Agreement, after the run: the answer's characters (ours ``start:end``; the peer's
-offsets, also widened to the tokenizer's whole words, as ``answer`` widens every span as transformers' pipeline did).
+``--device cuda`` runs both sides on a GPU in ``--gpu-dtype`` (fp32 or bf16); ``--encoder`` builds the reader on
+another BERT folder. Torch threads: ``--threads`` (2). Agreement, after the run: the answer's characters (ours
+``start:end``; the peer's offsets, also widened to the tokenizer's whole words, as ``answer`` widens every span as
+transformers' pipeline did).
 
     python bench/answering.py                 # writes bench/answering_results.md
     python bench/answering.py --questions 64 --chunks 2 --out /tmp/answering.md
