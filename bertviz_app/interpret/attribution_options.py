@@ -21,7 +21,7 @@ from ..results import DEFAULT_TOLERANCE
 
 __all__ = ["BASELINES", "OUTPUTS", "TOKEN_BUDGET", "speed_options", "steps_mode", "check_args", "target_output",
            "forward_ids", "baseline_jumps", "recommended_baseline", "baseline_token", "usable_baselines",
-           "baseline_ids", "is_oom", "halving_on_oom"]
+           "baseline_ids", "halving_on_oom"]
 
 BASELINES = ("pad", "mask", "unk", "zero")
 OUTPUTS = ("prob", "logit")
@@ -144,7 +144,7 @@ def baseline_ids(lm: LoadedModel, input_ids: torch.Tensor, baseline: str) -> tor
     return out
 
 
-def is_oom(exc: BaseException) -> bool:
+def _is_oom(exc: BaseException) -> bool:
     if isinstance(exc, torch.OutOfMemoryError):
         return True
     text = str(exc).lower()
@@ -160,7 +160,7 @@ def halving_on_oom(run, batch: int):
         try:
             return run(batch)
         except (RuntimeError, MemoryError) as exc:
-            if not is_oom(exc):
+            if not _is_oom(exc):
                 raise
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
