@@ -17,9 +17,7 @@ from .evaluate.answer_evaluation import AnswerEvaluation as AnswerEvaluation
 from .evaluate.answer_evaluation import compare_readers as compare_readers
 from .evaluate.answer_evaluation import evaluate_answers as evaluate_answers
 from .evaluate.evaluation import Evaluation as Evaluation
-from .evaluate.evaluation import Slice as Slice
 from .evaluate.evaluation import evaluate_file as evaluate_file
-from .evaluate.evaluation import wilson_interval as wilson_interval
 from .evaluate.evaluation_files import read_evaluation as read_evaluation
 from .evaluate.evaluation_files import write_evaluation as write_evaluation
 from .evaluate.geometry import LabelledRows as LabelledRows
@@ -36,6 +34,8 @@ from .evaluate.model_comparison import Comparison as Comparison
 from .evaluate.model_comparison import base_of as base_of
 from .evaluate.model_comparison import compare_evaluations as compare_evaluations
 from .evaluate.model_comparison import mcnemar_p as mcnemar_p
+from .evaluate.slices import Slice as Slice
+from .evaluate.slices import wilson_interval as wilson_interval
 from .evaluate.tagger_evaluation import compare_taggers as compare_taggers
 from .evaluate.tagger_evaluation import evaluate_tagged as evaluate_tagged
 from .interpret.attention_maps import attention as attention

@@ -29,7 +29,7 @@ renamed .csv, a text column of numbers...). Then:
 - **slices**: by true label, by predicted label, by token count (quartiles of the evaluated rows'
   token counts, special tokens included), rows containing each given word (case-insensitive, whole
   word, in the text or the second text) and every other column of the file with 2 to
-  ``MAX_SLICE_VALUES`` distinct values. Each has its size, accuracy and 95% Wilson interval; they are
+  ``slices.MAX_SLICE_VALUES`` distinct values. Each has its size, accuracy and 95% Wilson interval; they are
   sorted worst first (lowest accuracy; larger first among equals); an empty one comes last.
 - **calibration**: ``calibration_metrics`` (15 bins) and temperature scaling: the rows are split at
   random (``seed``); T is fitted on ``hold_out`` of them and the metrics before/after are measured on
@@ -56,7 +56,6 @@ and there is only one; ``notices`` says so.
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import re
 import threading
@@ -84,55 +83,20 @@ from ..train.data.messages import quoted
 from ..train.data.rows import extract_rows
 from .geometry import LayerVectors, layer_vectors, probe_layers
 from .model_comparison import Comparison, check_same_classes, compare_evaluations
+from .slices import Slice, classifier_slices, wilson_interval
 
-__all__ = ["Evaluation", "Slice", "evaluate_file", "predict_logits", "wilson_interval", "map_labels", "CHUNK_ROWS",
-           "MAX_SLICE_VALUES", "MIN_CALIBRATION_ROWS", "MISCLASSIFIED_SHOWN", "Z95"]
+__all__ = ["Evaluation", "evaluate_file", "predict_logits", "map_labels", "CHUNK_ROWS", "MIN_CALIBRATION_ROWS",
+           "MISCLASSIFIED_SHOWN"]
 
 CHUNK_ROWS = 1024  # rows tokenized and predicted together: memory is bounded by a chunk, not the file
-MAX_SLICE_VALUES = 20  # an extra column with at most this many distinct values is sliced by them
 MIN_CALIBRATION_ROWS = MIN_SPLIT_ROWS  # fewer evaluated rows: calibration metrics on every row, no temperature
 MISCLASSIFIED_SHOWN = 100  # misclassified rows in the JSON (predictions.csv has every row)
-Z95 = 1.959963984540054  # the normal quantile of a two-sided 95% interval
 # Validation errors that stop an evaluation; the others (one class, a rare class) are about training.
 _BLOCKING = {"text_numbers", "pair_numbers", "label_all_missing", "text_all_missing", "no_rows"}
 # Validation warnings that hold for an evaluation as they are worded (skipped rows, cut texts).
 _PASSED_ON = {"empty_text", "missing_label", "long_text"}
 _FIX_TEXT = "name the column that holds them as the text column (--text-column; \"text_column\" in /v1/evaluate)"
 _FIX_LABEL = "--label-column; \"label_column\" in /v1/evaluate"
-
-
-def wilson_interval(correct: int, n: int, z: float = Z95) -> tuple[float, float] | None:
-    """The Wilson score interval of a proportion ``correct / n`` (95% by default); None when n is 0.
-    Unlike the normal approximation it stays inside [0, 1] and is not empty at 0% or 100%."""
-    if n <= 0:
-        return None
-    p = correct / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    # at 0% and 100% the bound is exactly 0 or 1 (the formula gives it up to a rounding error)
-    return (0.0 if correct == 0 else max(0.0, centre - half)), (1.0 if correct == n else min(1.0, centre + half))
-
-
-@dataclass(frozen=True)
-class Slice:
-    """A group of evaluated rows: ``kind`` (true label, predicted label, length, word, column), a
-    readable ``name``, its size, how many the model got right, the accuracy and its 95% Wilson interval
-    (None for an empty slice)."""
-
-    kind: str
-    name: str
-    size: int
-    correct: int
-    accuracy: float | None
-    interval: tuple[float, float] | None
-    value: str = ""  # the label, word, bucket or column value the slice is made of
-    column: str | None = None  # for kind "column": the file's column
-
-    def to_dict(self) -> dict:
-        return {"kind": self.kind, "name": self.name, "value": self.value, "column": self.column, "size": self.size,
-                "correct": self.correct, "accuracy": self.accuracy,
-                "interval": None if self.interval is None else list(self.interval)}
 
 
 @dataclass(frozen=True, eq=False)
@@ -408,8 +372,8 @@ def _evaluate_rows(lm: LoadedModel, x: _Rows, true: np.ndarray, notices: list[st
     one_class = len(set(true.tolist())) == 1
     metrics = _metrics(true, pred, lm.labels, one_class)
     text, label, pair = x.columns
-    found = _slices(x.table, list(x.source_rows), texts, pairs, true, pred, n_tokens, truncated, lm.labels, words,
-                    {text, label, pair} - {None}, lm.max_length)
+    found = classifier_slices(x.table, list(x.source_rows), texts, pairs, true, pred, n_tokens, truncated,
+                              lm.labels, words, {text, label, pair} - {None}, lm.max_length)
     calib, reliability, part = _calibration(logits, true, hold_out, seed, one_class, lm)
     return Evaluation(
         model=lm.name, source=x.table.name, columns=x.columns, labels=tuple(lm.labels), label_mapping=x.label_mapping,
@@ -555,73 +519,6 @@ def _metrics(true: np.ndarray, pred: np.ndarray, labels: Sequence[str], one_clas
                                   "support": int(s[i])} for i in idx},
         "confusion": confusion_matrix(true, pred, labels=idx).tolist(),
     }
-
-
-def _slice(kind: str, name: str, mask: np.ndarray, ok: np.ndarray, value: str = "",
-           column: str | None = None) -> tuple[Slice, np.ndarray]:
-    """A slice and its rows (``mask``, (N,) bool)."""
-    n, c = int(mask.sum()), int(ok[mask].sum())
-    return Slice(kind=kind, name=name, size=n, correct=c, accuracy=c / n if n else None,
-                 interval=wilson_interval(c, n), value=value, column=column), mask
-
-
-def _slices(table: Table, rows: list[int], texts: list[str], pairs: list[str] | None, true: np.ndarray,
-            pred: np.ndarray, n_tokens: np.ndarray, truncated: np.ndarray, labels: Sequence[str],
-            words: Sequence[str], used_columns: set[str], max_length: int) -> list[tuple[Slice, np.ndarray]]:
-    """Every slice with its rows' mask, worst first."""
-    ok = true == pred  # (N,)
-    out: list[tuple[Slice, np.ndarray]] = []
-    for i, name in enumerate(labels):
-        if (true == i).any():
-            out.append(_slice("true label", f"true label {name}", true == i, ok, name))
-    for i, name in enumerate(labels):
-        if (pred == i).any():
-            out.append(_slice("predicted label", f"predicted {name}", pred == i, ok, name))
-    out += _length_slices(n_tokens, truncated, ok, max_length)
-    seen: set[str] = set()
-    haystack = texts if pairs is None else [f"{t}\n{p}" for t, p in zip(texts, pairs)]
-    for word in words:
-        w = str(word).strip()
-        if not w or w.casefold() in seen:
-            continue
-        seen.add(w.casefold())
-        pattern = re.compile(rf"(?<!\w){re.escape(w)}(?!\w)", re.IGNORECASE)
-        mask = np.array([bool(pattern.search(t)) for t in haystack], dtype=bool)
-        out.append(_slice("word", f"contains {quoted(w, 40)}", mask, ok, w))
-    frame = table.df.loc[rows]
-    for col in table.columns:
-        if col in used_columns:
-            continue
-        cells = frame[col].map(lambda v: "(empty)" if not isinstance(v, str) or not v.strip() else v.strip())
-        values = list(dict.fromkeys(cells.tolist()))
-        if not 2 <= len(values) <= MAX_SLICE_VALUES:
-            continue
-        arr = cells.to_numpy()
-        for v in sorted(values):
-            out.append(_slice("column", f"{col} = {v}", arr == v, ok, v, col))
-    # worst first: lowest accuracy, then the larger slice (more evidence), then the name; empty ones last
-    return sorted(out, key=lambda sm: (sm[0].size == 0, sm[0].accuracy if sm[0].size else 0.0, -sm[0].size,
-                                       sm[0].kind, sm[0].name))
-
-
-def _length_slices(n_tokens: np.ndarray, truncated: np.ndarray, ok: np.ndarray,
-                   max_length: int) -> list[tuple[Slice, np.ndarray]]:
-    """Rows by token count: the quartiles of the evaluated rows' counts (fewer buckets when counts tie),
-    and, when some but not all texts were cut, those longer than the model reads."""
-    if not len(n_tokens):
-        return []
-    edges = np.unique(np.quantile(n_tokens, [0.25, 0.5, 0.75], method="lower").astype(np.int64))  # (<=3,)
-    bucket = np.searchsorted(edges, n_tokens, side="left")  # (N,) bucket b: edges[b-1] < n <= edges[b]
-    out = []
-    for b in np.unique(bucket):
-        mask = bucket == b
-        lo, hi = int(n_tokens[mask].min()), int(n_tokens[mask].max())
-        span = f"{lo} tokens" if lo == hi else f"{lo}-{hi} tokens"
-        out.append(_slice("length", f"length {span}", mask, ok, span))
-    if truncated.any() and not truncated.all():
-        out.append(_slice("length", f"longer than the model reads (cut at {max_length} tokens)", truncated, ok,
-                          "truncated"))
-    return out
 
 
 def _calibration(logits: np.ndarray, true: np.ndarray, hold_out: float, seed: int, one_class: bool,
