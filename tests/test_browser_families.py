@@ -58,6 +58,9 @@ def test_every_tab_works_on_another_family(browser, family, tmp_path_factory, tm
         table.write_text("review\nthe film was good\na tedious slog !\nit is not fun\n", encoding="utf-8")
         page.get_by_role("tab", name="Explain a file").click()
         page.locator("#bv-bx-upload input[type=file]").set_input_files(str(table))
+        # the upload read first (as the page asks: "check the text column, then start"); a Start pressed while the
+        # file is still on its way runs with no file, and the upload's line then replaces that run's refusal
+        expect(page.locator("#bv-bx-status")).to_contain_text("3 rows, 1 columns", timeout=TIMEOUT_MS)
         page.locator("#bv-bx-start").click()
         expect(page.locator("#bv-bx-status")).to_contain_text("3 of 3 rows explained", timeout=TIMEOUT_MS)
 
