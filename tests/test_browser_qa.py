@@ -152,8 +152,8 @@ def test_a_reader_answers_on_the_page_and_the_other_tabs_say_what_they_read(brow
         expect(page.locator("#bv-reader-examples")).to_be_hidden()
         analyze(page)
         for label in bv.load_model(str(tiny_model_dir), device="cpu").labels:  # its class probabilities
-            # the control: a classifier's box is back (its whole analysis, IG and the [CLS] path included, can take
-            # over 30 s beside another browser test on 2 cores: a CI run's server was still analysing at 30 s)
+            # the control: a classifier's box is back (its whole analysis, IG and the [CLS] path included, beside
+            # another browser test on 2 cores: one CI run's box was still empty at expect's 30 s)
             expect(page.locator("#bv-label")).to_contain_text(label, timeout=TIMEOUT_MS)
             expect(page.locator("#bv-prob-bar")).to_be_visible()
         expect(page.locator("#bv-answer")).to_be_hidden()
