@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 
 import bertviz_app as core
-from bertviz_app.interpret.cls_path import cls_lens, cls_path  # captum with the page, not in a worker thread
 from bertviz_app.interpret.entity_attribution import EntityAttribution, entity_pieces
 from bertviz_app.interpret.mixing_measures import MixingMaps, check_measure, context_mixing, supported_measures
 from bertviz_app.interpret.span_attribution import SpanAttribution
@@ -165,7 +164,7 @@ def analyze_fast(lm: core.LoadedModel, text: str, pair: str | None,
     maps = core.attention(lm, text, pair=pair)
     maps = core.AttentionMaps(info=maps.info, weights=maps.weights.astype(np.float16))  # halves per-user memory
     step(0.15, "[CLS] lens")
-    lens = cls_lens(lm, text, pair=pair)
+    lens = core.cls_lens(lm, text, pair=pair)
     rec = Record(lm.name, lm.labels, lm.device_label, pred, maps, lens, min_change=lm.settings.min_change,
                  calibration=calibration)
     if measure and measure != "raw" and measure in supported_measures(lm):
@@ -362,7 +361,7 @@ def analyze_ig(lm: core.LoadedModel, rec: Record, target: str | None, baseline: 
     step(0.55, "Faithfulness")
     faith = core.faithfulness(lm, attr)
     step(0.6, "[CLS] path through the layers")
-    path = cls_path(lm, text, target=attr.target, baseline=baseline, n_steps=PATH_STEPS, pair=pair)
+    path = core.cls_path(lm, text, target=attr.target, baseline=baseline, n_steps=PATH_STEPS, pair=pair)
     return dataclasses.replace(rec, attribution=attr, path=path, faith=faith,
                                baseline_jumps=core.baseline_jumps(lm, baseline))
 
